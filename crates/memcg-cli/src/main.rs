@@ -1,0 +1,2 @@
+//! The `memcg` command.
+fn main() {}

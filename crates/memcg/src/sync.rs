@@ -1,0 +1,89 @@
+//! The one place the library takes its atomics and locks from.
+//!
+//! Under `--cfg loom` every type here is swapped for [loom]'s model-checked
+//! equivalent, so the loom tests in `tests/loom_*.rs` explore every
+//! interleaving of the real code rather than of a copy. Nothing else in the
+//! crate may name `std::sync` or `core::sync::atomic` directly.
+//!
+//! [`ArcSlot`] is the read-mostly pointer cell used for tables that readers
+//! consult on every operation (the per-type swap device table): with `std`
+//! it is an [`arc_swap::ArcSwapOption`], whose loads touch no shared cache
+//! line, and under loom a `RwLock<Option<Arc<T>>>`, which loom can model.
+//!
+//! [loom]: https://docs.rs/loom
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU16, AtomicU32, Ordering, fence};
+#[cfg(loom)]
+pub(crate) use loom::sync::{Arc, Mutex, MutexGuard};
+
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU16, AtomicU32, Ordering, fence};
+#[cfg(not(loom))]
+pub(crate) use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Locks `mutex`, ignoring poisoning.
+///
+/// A panic while a lock is held only happens on a failed debug assertion
+/// (a broken caller contract); the protected data is still structurally
+/// valid, so later users may go on rather than cascade the panic.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A cell holding an optional `Arc<T>` that many threads read and few write.
+#[cfg(not(loom))]
+pub(crate) struct ArcSlot<T>(arc_swap::ArcSwapOption<T>);
+
+#[cfg(not(loom))]
+impl<T> ArcSlot<T> {
+    /// An empty cell.
+    pub(crate) fn empty() -> Self {
+        Self(arc_swap::ArcSwapOption::empty())
+    }
+
+    /// Calls `f` with the current value without touching its reference count.
+    pub(crate) fn with<R>(&self, f: impl FnOnce(Option<&T>) -> R) -> R {
+        let guard = self.0.load();
+        f(guard.as_deref())
+    }
+
+    /// A counted reference to the current value.
+    pub(crate) fn load_full(&self) -> Option<Arc<T>> {
+        self.0.load_full()
+    }
+
+    /// Replaces the value, returning the previous one.
+    pub(crate) fn swap(&self, value: Option<Arc<T>>) -> Option<Arc<T>> {
+        self.0.swap(value)
+    }
+}
+
+/// A cell holding an optional `Arc<T>` that many threads read and few write.
+#[cfg(loom)]
+pub(crate) struct ArcSlot<T>(loom::sync::RwLock<Option<Arc<T>>>);
+
+#[cfg(loom)]
+impl<T> ArcSlot<T> {
+    /// An empty cell.
+    pub(crate) fn empty() -> Self {
+        Self(loom::sync::RwLock::new(None))
+    }
+
+    /// Calls `f` with the current value.
+    pub(crate) fn with<R>(&self, f: impl FnOnce(Option<&T>) -> R) -> R {
+        let guard = self.0.read().unwrap_or_else(|p| p.into_inner());
+        f(guard.as_deref())
+    }
+
+    /// A counted reference to the current value.
+    pub(crate) fn load_full(&self) -> Option<Arc<T>> {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Replaces the value, returning the previous one.
+    pub(crate) fn swap(&self, value: Option<Arc<T>>) -> Option<Arc<T>> {
+        let mut guard = self.0.write().unwrap_or_else(|p| p.into_inner());
+        std::mem::replace(&mut *guard, value)
+    }
+}
