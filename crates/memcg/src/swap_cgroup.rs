@@ -578,6 +578,10 @@ impl ClusterIds {
 /// `ClusterIds`; once non-null it never changes until `drop`, which frees it.
 struct MemcgMap {
     clusters: Box<[AtomicPtr<ClusterIds>]>,
+    /// Loom models assert that the allocation race was really explored.
+    /// Deliberately not a loom type: counting must not add branch points.
+    #[cfg(loom)]
+    lost_alloc_races: std::sync::atomic::AtomicUsize,
 }
 
 impl MemcgMap {
@@ -585,6 +589,8 @@ impl MemcgMap {
         let nr_clusters = max_pages.div_ceil(SWAPFILE_CLUSTER);
         Ok(Self {
             clusters: try_alloc_slice(nr_clusters, || AtomicPtr::new(std::ptr::null_mut()))?,
+            #[cfg(loom)]
+            lost_alloc_races: Default::default(),
         })
     }
 
@@ -625,6 +631,9 @@ impl MemcgMap {
         ) {
             Ok(_) => fresh,
             Err(winner) => {
+                #[cfg(loom)]
+                self.lost_alloc_races
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 // SAFETY: `fresh` came from `Box::into_raw` above and was
                 // never published, so this thread still owns it uniquely.
                 drop(unsafe { Box::from_raw(fresh) });
@@ -809,6 +818,16 @@ impl SwapCgroupMap {
     /// included.
     pub fn memory_bytes(&self) -> usize {
         size_of::<Self>() - size_of::<Repr>() + dispatch!(&self.repr, m => m.memory_bytes())
+    }
+
+    /// How many cluster allocations lost the publication race (loom only).
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn loom_lost_alloc_races(&self) -> usize {
+        match &self.repr {
+            Repr::Memcg(m) => m.lost_alloc_races.load(std::sync::atomic::Ordering::Relaxed),
+            _ => 0,
+        }
     }
 
     #[inline]
