@@ -1,2 +1,28 @@
-//! The `memcg` command.
-fn main() {}
+//! The `memcg` command: benchmarks that compare the kernel's memory-cgroup
+//! designs with ours (and, as the simulator grows, a cgroup v2 shell and the
+//! seeds' reproductions).
+
+mod bench;
+mod report;
+
+use clap::{Parser, Subcommand};
+
+/// Linux memory-cgroup machinery in userspace: measure and compare designs.
+#[derive(Debug, Parser)]
+#[command(name = "memcg", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run benchmarks; every one at quick scale when none is named.
+    Bench(bench::BenchArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Bench(args) => bench::run(args),
+    }
+}

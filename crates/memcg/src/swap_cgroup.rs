@@ -253,6 +253,13 @@ trait IdMap {
 struct RecordedId(Option<u16>);
 
 impl RecordedId {
+    /// Whether the next old id must be read: always in debug builds (to
+    /// check it), else only until the first one is known.
+    #[inline]
+    fn wants(&self) -> bool {
+        cfg!(debug_assertions) || self.0.is_none()
+    }
+
     #[inline]
     fn observe(&mut self, old: u16) {
         let first = *self.0.get_or_insert(old);
@@ -273,6 +280,13 @@ impl RecordedId {
 struct ClearedId(u16);
 
 impl ClearedId {
+    /// Whether the next old id must be read: always in debug builds (to
+    /// check it), else only until the first non-zero one is found.
+    #[inline]
+    fn wants(&self) -> bool {
+        cfg!(debug_assertions) || self.0 == 0
+    }
+
     #[inline]
     fn observe(&mut self, old: u16) {
         if self.0 == 0 {
@@ -328,6 +342,7 @@ impl LockedMap {
 }
 
 impl IdMap for LockedMap {
+    #[inline]
     fn record(&self, offset: usize, id: u16, nr: usize) -> u16 {
         let mut ids = lock(&self.ids);
         let mut old = RecordedId::default();
@@ -338,6 +353,7 @@ impl IdMap for LockedMap {
         old.id()
     }
 
+    #[inline]
     fn clear(&self, offset: usize, nr: usize) -> u16 {
         let mut ids = lock(&self.ids);
         let mut old = ClearedId::default();
@@ -348,6 +364,7 @@ impl IdMap for LockedMap {
         old.0
     }
 
+    #[inline]
     fn lookup(&self, offset: usize) -> u16 {
         lock(&self.ids)[offset]
     }
@@ -400,6 +417,7 @@ impl PackedMap {
 }
 
 impl IdMap for PackedMap {
+    #[inline]
     fn record(&self, offset: usize, id: u16, nr: usize) -> u16 {
         let mut old = RecordedId::default();
         for slot in offset..offset + nr {
@@ -408,6 +426,7 @@ impl IdMap for PackedMap {
         old.id()
     }
 
+    #[inline]
     fn clear(&self, offset: usize, nr: usize) -> u16 {
         let mut old = ClearedId::default();
         for slot in offset..offset + nr {
@@ -416,6 +435,7 @@ impl IdMap for PackedMap {
         old.0
     }
 
+    #[inline]
     fn lookup(&self, offset: usize) -> u16 {
         let (word, shift) = self.word_and_shift(offset);
         // Acquire: pairs with the successful CAS (AcqRel) in `xchg`.
@@ -444,6 +464,7 @@ impl AtomicU16Map {
 }
 
 impl IdMap for AtomicU16Map {
+    #[inline]
     fn record(&self, offset: usize, id: u16, nr: usize) -> u16 {
         let mut old = RecordedId::default();
         for slot in &self.ids[offset..offset + nr] {
@@ -453,6 +474,7 @@ impl IdMap for AtomicU16Map {
         old.id()
     }
 
+    #[inline]
     fn clear(&self, offset: usize, nr: usize) -> u16 {
         let mut old = ClearedId::default();
         for slot in &self.ids[offset..offset + nr] {
@@ -462,6 +484,7 @@ impl IdMap for AtomicU16Map {
         old.0
     }
 
+    #[inline]
     fn lookup(&self, offset: usize) -> u16 {
         // Acquire: pairs with the exchange in `record`/`clear`.
         self.ids[offset].load(Ordering::Acquire)
@@ -526,6 +549,7 @@ impl ClusterMap {
 }
 
 impl IdMap for ClusterMap {
+    #[inline]
     fn record(&self, offset: usize, id: u16, nr: usize) -> u16 {
         let mut old = RecordedId::default();
         for_each_cluster_piece(offset, nr, |ci, slot, len| {
@@ -534,6 +558,7 @@ impl IdMap for ClusterMap {
         old.id()
     }
 
+    #[inline]
     fn clear(&self, offset: usize, nr: usize) -> u16 {
         let mut old = ClearedId::default();
         for_each_cluster_piece(offset, nr, |ci, slot, len| {
@@ -542,6 +567,7 @@ impl IdMap for ClusterMap {
         old.0
     }
 
+    #[inline]
     fn lookup(&self, offset: usize) -> u16 {
         let table = lock(&self.clusters[offset / SWAPFILE_CLUSTER]);
         table.ids.as_ref().map_or(0, |ids| ids[offset % SWAPFILE_CLUSTER])
@@ -654,6 +680,7 @@ impl MemcgMap {
 }
 
 impl IdMap for MemcgMap {
+    #[inline]
     fn record(&self, offset: usize, id: u16, nr: usize) -> u16 {
         // Release: pairs with the Acquire load in `lookup`; a lookup that
         // reads one of the ids stored below also sees everything this thread
@@ -665,14 +692,19 @@ impl IdMap for MemcgMap {
                 // Relaxed: only the owner writes this slot, and the previous
                 // owner's write happens-before this access (module docs), so
                 // the load returns the current value; the store needs no
-                // ordering beyond the fence above.
-                old.observe(id_slot.load(Ordering::Relaxed));
+                // ordering beyond the fence above. Without an exchange the
+                // old ids need not be read at all once the returned one is
+                // known (release builds).
+                if old.wants() {
+                    old.observe(id_slot.load(Ordering::Relaxed));
+                }
                 id_slot.store(id, Ordering::Relaxed);
             }
         });
         old.id()
     }
 
+    #[inline]
     fn clear(&self, offset: usize, nr: usize) -> u16 {
         // Release: as in `record`, pairs with the Acquire load in `lookup`.
         fence(Ordering::Release);
@@ -683,7 +715,9 @@ impl IdMap for MemcgMap {
             Some(cluster) => {
                 for id_slot in &cluster.ids[slot..slot + len] {
                     // Relaxed: owner-only access, as in `record`.
-                    old.observe(id_slot.load(Ordering::Relaxed));
+                    if old.wants() {
+                        old.observe(id_slot.load(Ordering::Relaxed));
+                    }
                     id_slot.store(0, Ordering::Relaxed);
                 }
             }

@@ -1,0 +1,646 @@
+//! `memcg bench swap-cgroup`: every swap_cgroup design on the same
+//! workloads, thread counts and offsets, in one run, against the hardware
+//! limit (plain `u16` loads and stores on one thread) measured in that run.
+//!
+//! Workloads (each iteration's calls all count as operations):
+//! - `folio-4k`: record + lookup + clear of one slot at a random offset in
+//!   the thread's own part of the device (3 calls).
+//! - `folio-64k`: the same on a random naturally aligned 16-slot folio.
+//! - `lookup`: one lookup at a random offset of a fully recorded device.
+//! - `neighbour`: record + lookup + clear where threads own alternating
+//!   slots of one 128-slot window: every packed word and cache line is
+//!   shared by two owners, the worst case for packing.
+//!
+//! The folio workloads keep the last 16-slot folio of every cluster
+//! recorded throughout (a device in use), so the lazily allocating designs
+//! are measured in steady state rather than allocating and freeing a
+//! cluster on every call.
+
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::sync::Barrier;
+use std::time::Instant;
+
+use anyhow::{Context, bail, ensure};
+use clap::{Args, ValueEnum};
+use memcg::swap_cgroup::{Design, SWAPFILE_CLUSTER, SwapCgroupMap};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+use crate::report::{self, Chart, Machine, Panel, Series, Stats};
+
+/// Flags of `memcg bench swap-cgroup`.
+#[derive(Debug, Clone, Args)]
+pub struct SwapCgroupArgs {
+    /// Thread counts to run, comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    pub threads: Vec<usize>,
+    /// Slots on the benchmark device [default: 1048576; --quick 262144].
+    #[arg(long)]
+    pub slots: Option<u64>,
+    /// Iterations per thread per run [default: 2000000; --quick 200000].
+    #[arg(long)]
+    pub ops: Option<u64>,
+    /// Repetitions of every configuration [default: 5; --quick 3].
+    #[arg(long)]
+    pub reps: Option<usize>,
+    /// Smaller defaults for a quick look.
+    #[arg(long)]
+    pub quick: bool,
+    /// Designs to run, comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "locked,packed,atomic-u16,cluster,memcg")]
+    pub designs: Vec<Design>,
+    /// Workloads to run, comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "folio-4k,folio-64k,lookup,neighbour")]
+    pub workloads: Vec<Workload>,
+    /// Seed for the random offsets.
+    #[arg(long, default_value_t = 0x5eed)]
+    pub seed: u64,
+    /// Write the results as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Draw Mops/s against threads, one panel per workload, here.
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
+}
+
+impl SwapCgroupArgs {
+    /// The arguments `memcg bench` uses: quick scale, or tiny for `--smoke`.
+    pub fn for_suite(smoke: bool) -> Self {
+        Self {
+            threads: vec![1, 2],
+            slots: smoke.then_some(16 * SWAPFILE_CLUSTER as u64),
+            ops: smoke.then_some(2_000),
+            reps: smoke.then_some(1),
+            quick: true,
+            designs: Design::ALL.to_vec(),
+            workloads: Workload::value_variants().to_vec(),
+            seed: 0x5eed,
+            json: None,
+            svg: None,
+        }
+    }
+}
+
+/// A benchmark workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Workload {
+    /// record + lookup + clear of single slots at random offsets.
+    #[value(name = "folio-4k")]
+    #[serde(rename = "folio-4k")]
+    Folio4k,
+    /// record + lookup + clear of aligned 16-slot folios.
+    #[value(name = "folio-64k")]
+    #[serde(rename = "folio-64k")]
+    Folio64k,
+    /// Random lookups on a fully recorded device.
+    Lookup,
+    /// Threads own alternating slots of one small window.
+    Neighbour,
+}
+
+impl Workload {
+    fn name(self) -> &'static str {
+        match self {
+            Workload::Folio4k => "folio-4k",
+            Workload::Folio64k => "folio-64k",
+            Workload::Lookup => "lookup",
+            Workload::Neighbour => "neighbour",
+        }
+    }
+
+    fn folio_pages(self) -> u32 {
+        if self == Workload::Folio64k { 16 } else { 1 }
+    }
+
+    fn calls_per_iteration(self) -> u64 {
+        if self == Workload::Lookup { 1 } else { 3 }
+    }
+}
+
+/// Slots of the folio kept recorded at the end of every cluster.
+const BACKGROUND_PAGES: u64 = 16;
+const BACKGROUND_ID: u16 = 0xbeef;
+/// Slots of the window the `neighbour` threads share.
+const NEIGHBOUR_WINDOW: u64 = 128;
+/// Offsets generated per thread, then cycled.
+const OFFSETS_PER_THREAD: usize = 1 << 16;
+
+/// What one thread does in one run: its offsets (cycled) and its id.
+struct Plan {
+    offsets: Vec<u64>,
+    id: u16,
+}
+
+fn plans(workload: Workload, threads: usize, slots: u64, seed: u64) -> Vec<Plan> {
+    let cluster = SWAPFILE_CLUSTER as u64;
+    let clusters = slots / cluster;
+    (0..threads)
+        .map(|t| {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed ^ ((t as u64 + 1) << 32) ^ workload as u64);
+            // Own a contiguous run of clusters.
+            let (c0, c1) = (clusters * t as u64 / threads as u64, clusters * (t as u64 + 1) / threads as u64);
+            let nr = u64::from(workload.folio_pages());
+            let usable_folios = (cluster - BACKGROUND_PAGES) / nr;
+            let offsets = match workload {
+                Workload::Folio4k | Workload::Folio64k => (0..OFFSETS_PER_THREAD)
+                    .map(|_| rng.random_range(c0..c1) * cluster + rng.random_range(0..usable_folios) * nr)
+                    .collect(),
+                Workload::Lookup => (0..OFFSETS_PER_THREAD).map(|_| rng.random_range(0..slots)).collect(),
+                Workload::Neighbour => (t as u64..NEIGHBOUR_WINDOW).step_by(threads).collect(),
+            };
+            Plan {
+                offsets,
+                id: t as u16 + 1,
+            }
+        })
+        .collect()
+}
+
+/// The id the `lookup` workload records at `offset`.
+fn lookup_id(offset: u64) -> u16 {
+    (offset / 16 % 4000) as u16 + 1
+}
+
+/// Records what must be there before timing starts.
+fn prepare(map: &SwapCgroupMap, workload: Workload, slots: u64) -> anyhow::Result<()> {
+    let cluster = SWAPFILE_CLUSTER as u64;
+    match workload {
+        Workload::Lookup => {
+            for offset in (0..slots).step_by(16) {
+                map.record(offset, lookup_id(offset), 16)?;
+            }
+        }
+        _ => {
+            for c in 0..slots / cluster {
+                map.record((c + 1) * cluster - BACKGROUND_PAGES, BACKGROUND_ID, BACKGROUND_PAGES as u32)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The timed loop on one design. Returns a checksum of every returned id.
+fn run_map(map: &SwapCgroupMap, workload: Workload, plan: &Plan, iterations: u64) -> u64 {
+    let nr = workload.folio_pages();
+    let offsets = &plan.offsets;
+    let mut sum = 0u64;
+    let mut at = 0;
+    for _ in 0..iterations {
+        let offset = offsets[at];
+        at = if at + 1 == offsets.len() { 0 } else { at + 1 };
+        if workload == Workload::Lookup {
+            sum += u64::from(map.lookup(offset).expect("offsets are in range"));
+        } else {
+            sum += u64::from(map.record(offset, plan.id, nr).expect("offsets are in range"));
+            sum += u64::from(map.lookup(offset).expect("offsets are in range"));
+            sum += u64::from(map.clear(offset, nr).expect("offsets are in range"));
+        }
+    }
+    sum
+}
+
+/// The same loop on a plain `u16` slice: the hardware limit. `black_box`
+/// between calls keeps the compiler from merging one call's stores into the
+/// next, so every load and store really happens.
+fn run_limit(ids: &mut [u16], workload: Workload, plan: &Plan, iterations: u64) -> u64 {
+    let nr = workload.folio_pages() as usize;
+    let offsets = &plan.offsets;
+    let mut sum = 0u64;
+    let mut at = 0;
+    for _ in 0..iterations {
+        let offset = offsets[at] as usize;
+        at = if at + 1 == offsets.len() { 0 } else { at + 1 };
+        if workload == Workload::Lookup {
+            sum += u64::from(black_box(&*ids)[offset]);
+            continue;
+        }
+        let slots = &mut black_box(&mut *ids)[offset..offset + nr];
+        sum += u64::from(slots[0]);
+        slots.fill(plan.id);
+        sum += u64::from(black_box(&*ids)[offset]);
+        let slots = &mut black_box(&mut *ids)[offset..offset + nr];
+        sum += u64::from(slots[0]);
+        slots.fill(0);
+    }
+    sum
+}
+
+/// The checksum a correct run of `iterations` must produce.
+fn expected_sum(workload: Workload, plan: &Plan, iterations: u64) -> u64 {
+    let per_cycle = |offsets: &[u64]| -> u64 {
+        offsets
+            .iter()
+            .map(|&o| match workload {
+                Workload::Lookup => u64::from(lookup_id(o)),
+                _ => 2 * u64::from(plan.id),
+            })
+            .sum()
+    };
+    let len = plan.offsets.len() as u64;
+    per_cycle(&plan.offsets) * (iterations / len) + per_cycle(&plan.offsets[..(iterations % len) as usize])
+}
+
+/// Runs `body(thread)` on `threads` threads released together; returns the
+/// wall time in seconds from release to the last thread's end.
+fn timed_threads<F>(threads: usize, body: F) -> anyhow::Result<f64>
+where
+    F: Fn(usize) -> anyhow::Result<()> + Sync,
+{
+    let barrier = Barrier::new(threads + 1);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (barrier, body) = (&barrier, &body);
+                s.spawn(move || {
+                    barrier.wait();
+                    body(t)
+                })
+            })
+            .collect();
+        barrier.wait();
+        let start = Instant::now();
+        for h in handles {
+            h.join().map_err(|_| anyhow::anyhow!("benchmark thread panicked"))??;
+        }
+        Ok(start.elapsed().as_secs_f64())
+    })
+}
+
+fn measure_design(
+    design: Design,
+    workload: Workload,
+    plans: &[Plan],
+    slots: u64,
+    iterations: u64,
+) -> anyhow::Result<f64> {
+    let map = SwapCgroupMap::new(design, slots)?;
+    prepare(&map, workload, slots)?;
+    let secs = timed_threads(plans.len(), |t| {
+        let sum = run_map(&map, workload, &plans[t], iterations);
+        let want = expected_sum(workload, &plans[t], iterations);
+        ensure!(sum == want, "{design} {} thread {t}: checksum {sum} != {want}", workload.name());
+        Ok(())
+    })?;
+    Ok(mops(workload, plans.len(), iterations, secs))
+}
+
+fn measure_limit(workload: Workload, plan: &Plan, slots: u64, iterations: u64) -> anyhow::Result<f64> {
+    let mut ids = vec![0u16; slots as usize];
+    if workload == Workload::Lookup {
+        for (offset, id) in ids.iter_mut().enumerate() {
+            *id = lookup_id(offset as u64);
+        }
+    }
+    let start = Instant::now();
+    let sum = run_limit(&mut ids, workload, plan, iterations);
+    let secs = start.elapsed().as_secs_f64();
+    let want = expected_sum(workload, plan, iterations);
+    ensure!(sum == want, "limit {}: checksum {sum} != {want}", workload.name());
+    Ok(mops(workload, 1, iterations, secs))
+}
+
+fn mops(workload: Workload, threads: usize, iterations: u64, secs: f64) -> f64 {
+    (threads as u64 * iterations * workload.calls_per_iteration()) as f64 / secs / 1e6
+}
+
+/// Bytes per slot of a `slots`-slot device, dense (every slot recorded) or
+/// sparse (one folio in 1% of clusters).
+fn memory_per_slot(design: Design, slots: u64, dense: bool) -> anyhow::Result<f64> {
+    let map = SwapCgroupMap::new(design, slots)?;
+    let cluster = SWAPFILE_CLUSTER as u64;
+    if dense {
+        for offset in (0..slots).step_by(16) {
+            map.record(offset, 1, 16)?;
+        }
+    } else {
+        for c in (0..slots / cluster).step_by(100) {
+            map.record(c * cluster, 1, 16)?;
+        }
+    }
+    Ok(map.memory_bytes() as f64 / slots as f64)
+}
+
+#[derive(Debug, Serialize)]
+struct ResultRow {
+    design: String,
+    workload: Workload,
+    threads: usize,
+    /// Median over repetitions, millions of calls per second.
+    mops: f64,
+    stdev: f64,
+    ratio_locked: Option<f64>,
+    ratio_limit: f64,
+    samples: Vec<f64>,
+}
+
+#[derive(Debug, Serialize)]
+struct LimitRow {
+    workload: Workload,
+    threads: usize,
+    mops: f64,
+    stdev: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct MemoryRow {
+    design: String,
+    layout: &'static str,
+    bytes_per_slot: f64,
+    ratio_packed: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+struct Config {
+    slots: u64,
+    ops_per_thread: u64,
+    reps: usize,
+    threads: Vec<usize>,
+    seed: u64,
+    slots_per_cluster: usize,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    bench: &'static str,
+    machine: Machine,
+    config: Config,
+    results: Vec<ResultRow>,
+    limit: Vec<LimitRow>,
+    memory: Vec<MemoryRow>,
+}
+
+/// Runs the benchmark, prints its tables, writes JSON/SVG if asked.
+pub fn run(args: &SwapCgroupArgs) -> anyhow::Result<()> {
+    let slots = args.slots.unwrap_or(if args.quick { 1 << 18 } else { 1 << 20 });
+    let iterations = args.ops.unwrap_or(if args.quick { 200_000 } else { 2_000_000 });
+    let reps = args.reps.unwrap_or(if args.quick { 3 } else { 5 });
+    let max_threads = args.threads.iter().copied().max().unwrap_or(0);
+    ensure!(!args.threads.is_empty() && !args.threads.contains(&0), "--threads needs counts of at least 1");
+    ensure!(iterations > 0 && reps > 0, "--ops and --reps must be at least 1");
+    ensure!(!args.designs.is_empty() && !args.workloads.is_empty(), "nothing to run");
+    let cluster = SWAPFILE_CLUSTER as u64;
+    if slots % cluster != 0 || slots < cluster * max_threads as u64 {
+        bail!("--slots must be a multiple of {cluster} with at least one cluster per thread ({max_threads} threads)");
+    }
+    if args.workloads.contains(&Workload::Neighbour) {
+        ensure!(max_threads as u64 <= NEIGHBOUR_WINDOW, "neighbour runs at most {NEIGHBOUR_WINDOW} threads");
+    }
+
+    let machine = Machine::current();
+    println!("## swap-cgroup on {machine}");
+    println!(
+        "slots {slots}, {iterations} iterations per thread, {reps} reps, median Mops/s (calls: record, lookup and clear each count one)\n"
+    );
+
+    let total = (reps * args.workloads.len() * (args.threads.len() * args.designs.len() + 1)) as u64;
+    let progress = indicatif::ProgressBar::new(total);
+    let mut samples: Vec<Vec<f64>> = Vec::new();
+    let mut limit_samples: Vec<Vec<f64>> = vec![Vec::new(); args.workloads.len()];
+    let key = |w: usize, t: usize, d: usize| (w * args.threads.len() + t) * args.designs.len() + d;
+    samples.resize(args.workloads.len() * args.threads.len() * args.designs.len(), Vec::new());
+    // Repetitions outermost, designs innermost: drift on the machine spreads
+    // over every design instead of favouring whichever ran first.
+    for _ in 0..reps {
+        for (wi, &workload) in args.workloads.iter().enumerate() {
+            let single = plans(workload, 1, slots, args.seed);
+            limit_samples[wi].push(measure_limit(workload, &single[0], slots, iterations)?);
+            progress.inc(1);
+            for (ti, &threads) in args.threads.iter().enumerate() {
+                let plans = plans(workload, threads, slots, args.seed);
+                for (di, &design) in args.designs.iter().enumerate() {
+                    let m = measure_design(design, workload, &plans, slots, iterations)
+                        .with_context(|| format!("{design} on {} with {threads} threads", workload.name()))?;
+                    samples[key(wi, ti, di)].push(m);
+                    progress.inc(1);
+                }
+            }
+        }
+    }
+    progress.finish_and_clear();
+
+    let limit: Vec<LimitRow> = args
+        .workloads
+        .iter()
+        .zip(&limit_samples)
+        .map(|(&workload, s)| {
+            let st = Stats::of(s);
+            LimitRow {
+                workload,
+                threads: 1,
+                mops: st.median,
+                stdev: st.stdev,
+            }
+        })
+        .collect();
+    let mut results = Vec::new();
+    for (wi, &workload) in args.workloads.iter().enumerate() {
+        for (ti, &threads) in args.threads.iter().enumerate() {
+            let locked = args
+                .designs
+                .iter()
+                .position(|&d| d == Design::Locked)
+                .map(|di| Stats::of(&samples[key(wi, ti, di)]).median);
+            for (di, &design) in args.designs.iter().enumerate() {
+                let s = &samples[key(wi, ti, di)];
+                let st = Stats::of(s);
+                results.push(ResultRow {
+                    design: design.name().to_owned(),
+                    workload,
+                    threads,
+                    mops: st.median,
+                    stdev: st.stdev,
+                    ratio_locked: locked.map(|l| st.median / l),
+                    ratio_limit: st.median / limit[wi].mops,
+                    samples: s.clone(),
+                });
+            }
+        }
+    }
+
+    let mut memory = Vec::new();
+    for (layout, dense) in [("dense", true), ("sparse", false)] {
+        let packed = memory_per_slot(Design::Packed, slots, dense)?;
+        for &design in &args.designs {
+            let b = memory_per_slot(design, slots, dense)?;
+            memory.push(MemoryRow {
+                design: design.name().to_owned(),
+                layout,
+                bytes_per_slot: b,
+                ratio_packed: Some(b / packed),
+            });
+        }
+    }
+
+    print_tables(&results, &limit, &memory);
+    print_targets(&results);
+
+    let report = Report {
+        bench: "swap-cgroup",
+        machine,
+        config: Config {
+            slots,
+            ops_per_thread: iterations,
+            reps,
+            threads: args.threads.clone(),
+            seed: args.seed,
+            slots_per_cluster: SWAPFILE_CLUSTER,
+        },
+        results,
+        limit,
+        memory,
+    };
+    if let Some(path) = &args.json {
+        report::write_json(path, &report)?;
+        println!("wrote {}", path.display());
+    }
+    if let Some(path) = &args.svg {
+        report::write_svg(path, &chart(&report, &args.workloads, &args.designs))?;
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+fn print_tables(results: &[ResultRow], limit: &[LimitRow], memory: &[MemoryRow]) {
+    let rows = results
+        .iter()
+        .map(|r| {
+            vec![
+                r.workload.name().to_owned(),
+                r.threads.to_string(),
+                r.design.clone(),
+                format!("{:.1}", r.mops),
+                format!("{:.1}", r.stdev),
+                r.ratio_locked.map_or("-".into(), |x| format!("{x:.2}x")),
+                format!("{:.2}x", r.ratio_limit),
+            ]
+        })
+        .chain(limit.iter().map(|l| {
+            vec![
+                l.workload.name().to_owned(),
+                "1".into(),
+                "limit (plain u16)".into(),
+                format!("{:.1}", l.mops),
+                format!("{:.1}", l.stdev),
+                "-".into(),
+                "1.00x".into(),
+            ]
+        }))
+        .collect();
+    println!(
+        "{}\n",
+        report::table(
+            &["workload", "threads", "design", "Mops/s", "stdev", "vs locked", "vs limit"],
+            rows
+        )
+    );
+    let rows = memory
+        .iter()
+        .map(|m| {
+            vec![
+                m.layout.to_owned(),
+                m.design.clone(),
+                format!("{:.4}", m.bytes_per_slot),
+                m.ratio_packed.map_or("-".into(), |x| format!("{:.1}%", x * 100.0)),
+            ]
+        })
+        .collect();
+    println!(
+        "{}\n",
+        report::table(&["layout", "design", "bytes/slot", "of packed"], rows)
+    );
+}
+
+/// Prints how `memcg` fares against every other design at every point.
+fn print_targets(results: &[ResultRow]) {
+    let mut worst: Option<(f64, String)> = None;
+    for r in results.iter().filter(|r| r.design == Design::Memcg.name()) {
+        for other in results
+            .iter()
+            .filter(|o| o.workload == r.workload && o.threads == r.threads && o.design != r.design)
+        {
+            let ratio = r.mops / other.mops;
+            if worst.as_ref().is_none_or(|(w, _)| ratio < *w) {
+                worst = Some((ratio, format!("{} on {} at {} threads", other.design, r.workload.name(), r.threads)));
+            }
+        }
+    }
+    if let Some((ratio, against)) = worst {
+        println!("memcg's smallest lead: {ratio:.2}x over {against}");
+    }
+}
+
+fn chart<'a>(report: &Report, workloads: &[Workload], designs: &[Design]) -> Chart<'a> {
+    let panels = workloads
+        .iter()
+        .map(|&w| Panel {
+            title: w.name().to_owned(),
+            series: designs
+                .iter()
+                .map(|d| Series {
+                    name: d.name().to_owned(),
+                    points: report
+                        .results
+                        .iter()
+                        .filter(|r| r.workload == w && r.design == d.name())
+                        .map(|r| (r.threads as f64, r.mops))
+                        .collect(),
+                })
+                .collect(),
+        })
+        .collect();
+    Chart {
+        title: "swap_cgroup: Mops/s by threads",
+        x_label: "threads",
+        y_label: "Mops/s",
+        panels,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans_stay_in_owned_ranges_and_avoid_background() {
+        let slots = 8 * SWAPFILE_CLUSTER as u64;
+        for workload in [Workload::Folio4k, Workload::Folio64k] {
+            let plans = plans(workload, 2, slots, 1);
+            let nr = u64::from(workload.folio_pages());
+            for (t, plan) in plans.iter().enumerate() {
+                for &o in &plan.offsets {
+                    let cluster = o / SWAPFILE_CLUSTER as u64;
+                    assert_eq!(cluster / 4, t as u64, "thread {t} owns clusters {}..", t * 4);
+                    assert_eq!(o % nr, 0, "aligned");
+                    assert!(o % SWAPFILE_CLUSTER as u64 + nr <= SWAPFILE_CLUSTER as u64 - BACKGROUND_PAGES);
+                }
+            }
+        }
+        let plans = plans(Workload::Neighbour, 2, slots, 1);
+        assert!(plans[0].offsets.iter().all(|o| o % 2 == 0));
+        assert!(plans[1].offsets.iter().all(|o| o % 2 == 1));
+    }
+
+    #[test]
+    fn every_design_and_the_limit_produce_the_expected_checksum() {
+        let slots = 4 * SWAPFILE_CLUSTER as u64;
+        for workload in Workload::value_variants().iter().copied() {
+            let plans = plans(workload, 2, slots, 7);
+            for design in Design::ALL {
+                measure_design(design, workload, &plans, slots, 300).unwrap();
+            }
+            measure_limit(workload, &plans[0], slots, 300).unwrap();
+        }
+    }
+
+    #[test]
+    fn memory_layouts() {
+        let slots = 200 * SWAPFILE_CLUSTER as u64;
+        let dense = memory_per_slot(Design::Memcg, slots, true).unwrap();
+        let sparse = memory_per_slot(Design::Memcg, slots, false).unwrap();
+        assert!(dense > 2.0 && dense < 2.02, "{dense}");
+        assert!(sparse < 0.05, "{sparse}");
+    }
+}

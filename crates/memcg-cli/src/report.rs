@@ -1,0 +1,234 @@
+//! Output shared by every benchmark: the machine description, statistics
+//! over repetitions, tables on stdout, JSON files and SVG charts.
+
+use std::path::Path;
+
+use anyhow::Context;
+use plotters::prelude::*;
+use serde::Serialize;
+
+/// The machine a benchmark ran on, recorded next to its figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct Machine {
+    /// CPU model name from /proc/cpuinfo ("unknown" elsewhere).
+    pub cpu: String,
+    /// Logical CPUs available to this process.
+    pub cpus: usize,
+    /// `std::env::consts::OS`/`ARCH`.
+    pub os: String,
+}
+
+impl Machine {
+    /// Describes the current machine.
+    pub fn current() -> Self {
+        let cpu = std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|info| {
+                info.lines()
+                    .find_map(|l| l.strip_prefix("model name").map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned()))
+            })
+            .unwrap_or_else(|| "unknown".to_owned());
+        Self {
+            cpu,
+            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            os: format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+        }
+    }
+}
+
+impl std::fmt::Display for Machine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({} CPUs, {})", self.cpu, self.cpus, self.os)
+    }
+}
+
+/// Median and sample standard deviation of repeated measurements.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Stats {
+    /// The median.
+    pub median: f64,
+    /// Sample standard deviation (0 for a single sample).
+    pub stdev: f64,
+}
+
+impl Stats {
+    /// Summarises `samples` (must not be empty).
+    pub fn of(samples: &[f64]) -> Self {
+        assert!(!samples.is_empty(), "no samples");
+        let mut sorted = samples.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let mid = sorted.len() / 2;
+        let median = if sorted.len() % 2 == 1 {
+            sorted[mid]
+        } else {
+            (sorted[mid - 1] + sorted[mid]) / 2.0
+        };
+        let n = samples.len() as f64;
+        let mean = samples.iter().sum::<f64>() / n;
+        let var = if samples.len() > 1 {
+            samples.iter().map(|s| (s - mean).powi(2)).sum::<f64>() / (n - 1.0)
+        } else {
+            0.0
+        };
+        Self {
+            median,
+            stdev: var.sqrt(),
+        }
+    }
+}
+
+/// A table with a header, printed with comfy-table.
+pub fn table(header: &[&str], rows: Vec<Vec<String>>) -> comfy_table::Table {
+    let mut t = comfy_table::Table::new();
+    t.load_style(comfy_table::presets::ASCII_MARKDOWN)
+        .set_header(header.to_vec());
+    for row in rows {
+        t.add_row(row);
+    }
+    for i in 1..header.len() {
+        if let Some(col) = t.column_mut(i) {
+            col.set_cell_alignment(comfy_table::CellAlignment::Right);
+        }
+    }
+    t
+}
+
+/// Writes `value` as pretty JSON to `path`.
+pub fn write_json(path: &Path, value: &impl Serialize) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(value)?;
+    std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))
+}
+
+/// One line on a chart.
+pub struct Series {
+    /// Legend label.
+    pub name: String,
+    /// `(x, y)` points in x order.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// One chart panel.
+pub struct Panel {
+    /// Panel title.
+    pub title: String,
+    /// The lines drawn.
+    pub series: Vec<Series>,
+}
+
+/// A grid of line-chart panels sharing axis labels.
+pub struct Chart<'a> {
+    /// Title over the whole chart.
+    pub title: &'a str,
+    /// X axis label.
+    pub x_label: &'a str,
+    /// Y axis label.
+    pub y_label: &'a str,
+    /// Panels, laid out two per row.
+    pub panels: Vec<Panel>,
+}
+
+const PALETTE: [RGBColor; 8] = [
+    RGBColor(0x99, 0x99, 0x99),
+    RGBColor(0x1f, 0x77, 0xb4),
+    RGBColor(0xff, 0x7f, 0x0e),
+    RGBColor(0x8c, 0x56, 0x4b),
+    RGBColor(0xd6, 0x27, 0x28),
+    RGBColor(0x2c, 0xa0, 0x2c),
+    RGBColor(0x94, 0x67, 0xbd),
+    RGBColor(0x17, 0xbe, 0xcf),
+];
+
+/// Draws `chart` as an SVG file at `path`.
+pub fn write_svg(path: &Path, chart: &Chart<'_>) -> anyhow::Result<()> {
+    let rows = chart.panels.len().div_ceil(2).max(1);
+    let root = SVGBackend::new(path, (1000, 60 + 380 * rows as u32)).into_drawing_area();
+    let draw = || -> Result<(), Box<dyn std::error::Error + '_>> {
+        root.fill(&WHITE)?;
+        let body = root.titled(chart.title, ("sans-serif", 24))?;
+        for (area, panel) in body.split_evenly((rows, 2)).iter().zip(&chart.panels) {
+            draw_panel(area, panel, chart)?;
+        }
+        root.present()?;
+        Ok(())
+    };
+    draw().map_err(|e| anyhow::anyhow!("drawing {}: {e}", path.display()))
+}
+
+fn draw_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    panel: &Panel,
+    chart: &Chart<'_>,
+) -> Result<(), Box<dyn std::error::Error>>
+where
+    DB::ErrorType: 'static,
+{
+    let points = || panel.series.iter().flat_map(|s| s.points.iter());
+    let x_min = points().map(|p| p.0).fold(f64::INFINITY, f64::min);
+    let x_max = points().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
+    let y_max = points().map(|p| p.1).fold(0.0, f64::max);
+    let (x_min, x_max) = if x_min.is_finite() { (x_min, x_max) } else { (0.0, 1.0) };
+    let pad = ((x_max - x_min) * 0.05).max(0.25);
+    let mut ctx = ChartBuilder::on(area)
+        .caption(&panel.title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(56)
+        .build_cartesian_2d(x_min - pad..x_max + pad, 0.0..(y_max * 1.15).max(1e-9))?;
+    ctx.configure_mesh()
+        .x_desc(chart.x_label)
+        .y_desc(chart.y_label)
+        .x_labels(8)
+        .draw()?;
+    for (i, series) in panel.series.iter().enumerate() {
+        let color = PALETTE[i % PALETTE.len()];
+        let style = ShapeStyle::from(&color).stroke_width(2);
+        ctx.draw_series(LineSeries::new(series.points.iter().copied(), style))?
+            .label(series.name.as_str())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
+        ctx.draw_series(series.points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+    }
+    ctx.configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_median_and_stdev() {
+        let s = Stats::of(&[3.0, 1.0, 2.0]);
+        assert_eq!(s.median, 2.0);
+        assert!((s.stdev - 1.0).abs() < 1e-12);
+        let s = Stats::of(&[1.0, 2.0, 3.0, 10.0]);
+        assert_eq!(s.median, 2.5);
+        assert_eq!(Stats::of(&[5.0]).stdev, 0.0);
+    }
+
+    #[test]
+    fn svg_is_written() {
+        let dir = std::env::temp_dir().join(format!("memcg-report-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("c.svg");
+        let chart = Chart {
+            title: "t",
+            x_label: "threads",
+            y_label: "Mops/s",
+            panels: vec![Panel {
+                title: "p".into(),
+                series: vec![Series {
+                    name: "a".into(),
+                    points: vec![(1.0, 2.0), (2.0, 3.0)],
+                }],
+            }],
+        };
+        write_svg(&path, &chart).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.starts_with("<svg") && text.contains(">\na\n<"), "legend present");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
