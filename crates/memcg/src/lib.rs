@@ -17,6 +17,7 @@
 //! `tests/loom_*.rs`.
 
 pub mod errno;
+pub(crate) mod lazy_zeroed;
 pub mod swap_cgroup;
 pub mod swapops;
 pub(crate) mod sync;

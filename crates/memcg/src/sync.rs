@@ -13,12 +13,12 @@
 //! [loom]: https://docs.rs/loom
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU16, AtomicU32, Ordering, fence};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, Ordering, fence};
 #[cfg(loom)]
 pub(crate) use loom::sync::{Arc, Mutex, MutexGuard};
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU16, AtomicU32, Ordering, fence};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, Ordering, fence};
 #[cfg(not(loom))]
 pub(crate) use std::sync::{Arc, Mutex, MutexGuard};
 
