@@ -24,8 +24,10 @@ impl Machine {
         let cpu = std::fs::read_to_string("/proc/cpuinfo")
             .ok()
             .and_then(|info| {
-                info.lines()
-                    .find_map(|l| l.strip_prefix("model name").map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned()))
+                info.lines().find_map(|l| {
+                    l.strip_prefix("model name")
+                        .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
+                })
             })
             .unwrap_or_else(|| "unknown".to_owned());
         Self {
@@ -166,7 +168,11 @@ where
     let x_min = points().map(|p| p.0).fold(f64::INFINITY, f64::min);
     let x_max = points().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
     let y_max = points().map(|p| p.1).fold(0.0, f64::max);
-    let (x_min, x_max) = if x_min.is_finite() { (x_min, x_max) } else { (0.0, 1.0) };
+    let (x_min, x_max) = if x_min.is_finite() {
+        (x_min, x_max)
+    } else {
+        (0.0, 1.0)
+    };
     let pad = ((x_max - x_min) * 0.05).max(0.25);
     let mut ctx = ChartBuilder::on(area)
         .caption(&panel.title, ("sans-serif", 18))
@@ -174,10 +180,19 @@ where
         .x_label_area_size(36)
         .y_label_area_size(56)
         .build_cartesian_2d(x_min - pad..x_max + pad, 0.0..(y_max * 1.15).max(1e-9))?;
+    // X values are counts (threads): label whole numbers only.
+    let whole = |x: &f64| {
+        if x.fract().abs() < 1e-9 {
+            format!("{x:.0}")
+        } else {
+            String::new()
+        }
+    };
     ctx.configure_mesh()
         .x_desc(chart.x_label)
         .y_desc(chart.y_label)
-        .x_labels(8)
+        .x_labels(((x_max - x_min) as usize + 1).clamp(2, 17))
+        .x_label_formatter(&whole)
         .draw()?;
     for (i, series) in panel.series.iter().enumerate() {
         let color = PALETTE[i % PALETTE.len()];
@@ -185,7 +200,12 @@ where
         ctx.draw_series(LineSeries::new(series.points.iter().copied(), style))?
             .label(series.name.as_str())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
-        ctx.draw_series(series.points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+        ctx.draw_series(
+            series
+                .points
+                .iter()
+                .map(|&p| Circle::new(p, 3, color.filled())),
+        )?;
     }
     ctx.configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)
@@ -228,7 +248,10 @@ mod tests {
         };
         write_svg(&path, &chart).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
-        assert!(text.starts_with("<svg") && text.contains(">\na\n<"), "legend present");
+        assert!(
+            text.starts_with("<svg") && text.contains(">\na\n<"),
+            "legend present"
+        );
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

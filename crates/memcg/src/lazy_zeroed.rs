@@ -42,10 +42,11 @@ fn page_size() -> usize {
     {
         // SAFETY: sysconf has no preconditions; it only reads a constant.
         let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        if let Ok(size) = usize::try_from(size) {
-            if size.is_power_of_two() && size >= 2 {
-                return size;
-            }
+        if let Ok(size) = usize::try_from(size)
+            && size.is_power_of_two()
+            && size >= 2
+        {
+            return size;
         }
     }
     4096
@@ -126,7 +127,11 @@ impl LazyZeroedU16 {
     /// Bytes of pages written so far (what the OS has committed), plus the
     /// flags themselves.
     pub(crate) fn committed_bytes(&self) -> usize {
-        let pages = self.written.iter().filter(|f| f.load(Ordering::Relaxed)).count();
+        let pages = self
+            .written
+            .iter()
+            .filter(|f| f.load(Ordering::Relaxed))
+            .count();
         let page_bytes = size_of::<AtomicU16>() << self.page_shift;
         pages * page_bytes + self.written.len() * size_of::<AtomicBool>()
     }
@@ -149,13 +154,21 @@ mod tests {
         let mut lines = smaps.lines();
         while let Some(line) = lines.next() {
             let range = line.split_whitespace().next().unwrap_or("");
-            let Some((start, _)) = range.split_once('-') else { continue };
+            let Some((start, _)) = range.split_once('-') else {
+                continue;
+            };
             if usize::from_str_radix(start, 16) != Ok(base) {
                 continue;
             }
             for field in lines.by_ref() {
                 if let Some(kb) = field.strip_prefix("Rss:") {
-                    return kb.trim().trim_end_matches(" kB").trim().parse::<usize>().unwrap() * 1024;
+                    return kb
+                        .trim()
+                        .trim_end_matches(" kB")
+                        .trim()
+                        .parse::<usize>()
+                        .unwrap()
+                        * 1024;
                 }
             }
         }
@@ -171,7 +184,12 @@ mod tests {
         assert_eq!(smaps_rss_bytes(base), 0, "nothing committed at creation");
         assert_eq!(arr.committed_bytes(), flags_bytes);
         // Reads commit nothing.
-        let sum: u64 = arr.slots().iter().step_by(page_elems).map(|s| u64::from(s.load(Ordering::Relaxed))).sum();
+        let sum: u64 = arr
+            .slots()
+            .iter()
+            .step_by(page_elems)
+            .map(|s| u64::from(s.load(Ordering::Relaxed)))
+            .sum();
         assert_eq!(sum, 0);
         assert_eq!(smaps_rss_bytes(base), 0, "reads map the zero page only");
         // Write one element in every 10th page, and a range spanning two.
@@ -186,7 +204,10 @@ mod tests {
         arr.slots()[edge + 1].store(1, Ordering::Relaxed);
         let expected_pages = 40 + 2;
         assert_eq!(smaps_rss_bytes(base), expected_pages * page_size());
-        assert_eq!(arr.committed_bytes(), expected_pages * page_size() + flags_bytes);
+        assert_eq!(
+            arr.committed_bytes(),
+            expected_pages * page_size() + flags_bytes
+        );
     }
 
     #[test]

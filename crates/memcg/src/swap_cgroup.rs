@@ -102,10 +102,10 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::errno::Errno;
-use crate::swapops::{MAX_SWAPFILES, SWP_OFFSET_MASK, SwapEntry};
 use crate::lazy_zeroed::LazyZeroedU16;
-use crate::sync::{ArcSlot, AtomicU16, AtomicU32, Mutex, Ordering, fence, lock};
+use crate::swapops::{MAX_SWAPFILES, SWP_OFFSET_MASK, SwapEntry};
 use crate::sync::Arc;
+use crate::sync::{ArcSlot, AtomicU16, AtomicU32, Mutex, Ordering, fence, lock};
 
 /// Slots per swap cluster (`SWAPFILE_CLUSTER`), the unit the `cluster` and
 /// `memcg` designs allocate in. Loom models use 4 so that a model with a few
@@ -113,7 +113,7 @@ use crate::sync::Arc;
 pub const SWAPFILE_CLUSTER: usize = if cfg!(loom) { 4 } else { 512 };
 
 /// Which implementation of the map to use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Design {
     /// Before the seed: plain `u16` per slot, one lock per device.
     Locked,
@@ -124,8 +124,9 @@ pub enum Design {
     /// Swap table phase IV: per-cluster `u16` arrays under a cluster lock,
     /// allocated on first use and freed when the cluster's last id clears.
     Cluster,
-    /// Ours: lazily allocated per-cluster `AtomicU16` arrays, loads and
-    /// stores only (see the module docs).
+    /// Ours, the default: a flat `AtomicU16` map committed page by page on
+    /// first write, loads and stores only (see the module docs).
+    #[default]
     Memcg,
 }
 
@@ -148,12 +149,6 @@ impl Design {
             Design::Cluster => "cluster",
             Design::Memcg => "memcg",
         }
-    }
-}
-
-impl Default for Design {
-    fn default() -> Self {
-        Design::Memcg
     }
 }
 
@@ -336,11 +331,15 @@ fn for_each_cluster_piece(offset: usize, nr: usize, mut f: impl FnMut(usize, usi
 
 /// Allocates a boxed slice of `len` elements, reporting failure instead of
 /// aborting (a huge device size is bad input, not a reason to die).
-fn try_alloc_slice<T>(len: usize, mut init: impl FnMut() -> T) -> Result<Box<[T]>, SwapCgroupError> {
+fn try_alloc_slice<T>(
+    len: usize,
+    mut init: impl FnMut() -> T,
+) -> Result<Box<[T]>, SwapCgroupError> {
     let mut v = Vec::new();
-    v.try_reserve_exact(len).map_err(|_| SwapCgroupError::NoMemory {
-        bytes: len as u128 * size_of::<T>() as u128,
-    })?;
+    v.try_reserve_exact(len)
+        .map_err(|_| SwapCgroupError::NoMemory {
+            bytes: len as u128 * size_of::<T>() as u128,
+        })?;
     v.extend((0..len).map(|_| init()));
     Ok(v.into_boxed_slice())
 }
@@ -414,7 +413,10 @@ impl PackedMap {
     }
 
     fn word_and_shift(&self, offset: usize) -> (&AtomicU32, u32) {
-        (&self.words[offset / IDS_PER_WORD], (offset % IDS_PER_WORD) as u32 * 16)
+        (
+            &self.words[offset / IDS_PER_WORD],
+            (offset % IDS_PER_WORD) as u32 * 16,
+        )
     }
 
     /// A 2-byte exchange emulated with a 4-byte CAS loop, as the seed does.
@@ -590,11 +592,18 @@ impl IdMap for ClusterMap {
     #[inline]
     fn lookup(&self, offset: usize) -> u16 {
         let table = lock(&self.clusters[offset / SWAPFILE_CLUSTER]);
-        table.ids.as_ref().map_or(0, |ids| ids[offset % SWAPFILE_CLUSTER])
+        table
+            .ids
+            .as_ref()
+            .map_or(0, |ids| ids[offset % SWAPFILE_CLUSTER])
     }
 
     fn memory_bytes(&self) -> usize {
-        let used = self.clusters.iter().filter(|c| lock(c).ids.is_some()).count();
+        let used = self
+            .clusters
+            .iter()
+            .filter(|c| lock(c).ids.is_some())
+            .count();
         size_of::<Self>()
             + self.clusters.len() * size_of::<Mutex<ClusterTable>>()
             + used * size_of::<[u16; SWAPFILE_CLUSTER]>()
@@ -1002,7 +1011,8 @@ mod tests {
             let map = SwapCgroupMap::new(design, 64).unwrap();
             map.record(0, 1, 1).unwrap();
             map.record(1, 2, 1).unwrap();
-            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| map.record(0, 3, 2)));
+            let result =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| map.record(0, 3, 2)));
             assert!(result.is_err(), "{design}: VM_BUG_ON must fire");
         }
     }
@@ -1031,7 +1041,10 @@ mod tests {
             };
             assert_eq!(map.record(99, 1, 2), Err(oor.clone()));
             assert_eq!(map.clear(99, 2), Err(oor));
-            assert!(matches!(map.lookup(100), Err(SwapCgroupError::OutOfRange { .. })));
+            assert!(matches!(
+                map.lookup(100),
+                Err(SwapCgroupError::OutOfRange { .. })
+            ));
             assert!(matches!(
                 map.record(u64::MAX, 1, 1),
                 Err(SwapCgroupError::OutOfRange { .. })
@@ -1064,7 +1077,10 @@ mod tests {
         let sc = SwapCgroup::new(Design::Memcg);
         let e = entry(2, 5);
         assert_eq!(sc.lookup(e), Err(SwapCgroupError::DeviceOff { ty: 2 }));
-        assert_eq!(sc.record(e, 1, 1), Err(SwapCgroupError::DeviceOff { ty: 2 }));
+        assert_eq!(
+            sc.record(e, 1, 1),
+            Err(SwapCgroupError::DeviceOff { ty: 2 })
+        );
         assert_eq!(sc.swapoff(2), Err(SwapCgroupError::DeviceOff { ty: 2 }));
         sc.swapon(2, 10).unwrap();
         assert_eq!(sc.swapon(2, 10), Err(SwapCgroupError::AlreadyOn { ty: 2 }));
@@ -1076,9 +1092,14 @@ mod tests {
         let special = entry(MAX_SWAPFILES + 1, 0);
         assert_eq!(
             sc.lookup(special),
-            Err(SwapCgroupError::InvalidType { ty: MAX_SWAPFILES + 1 })
+            Err(SwapCgroupError::InvalidType {
+                ty: MAX_SWAPFILES + 1
+            })
         );
-        assert!(matches!(sc.lookup(entry(2, 10)), Err(SwapCgroupError::OutOfRange { .. })));
+        assert!(matches!(
+            sc.lookup(entry(2, 10)),
+            Err(SwapCgroupError::OutOfRange { .. })
+        ));
         assert_eq!(sc.record(e, 7, 1).unwrap(), 0);
         assert_eq!(sc.lookup(e).unwrap(), 7);
         assert_eq!(sc.clear(e, 1).unwrap(), 7);
@@ -1104,7 +1125,10 @@ mod tests {
             // Other devices are untouched.
             assert_eq!(sc.record(entry(1, 3), 4, 1).unwrap(), 0);
             assert_eq!(sc.lookup(entry(1, 3)).unwrap(), 4);
-            assert_eq!(sc.device(0).unwrap_err(), SwapCgroupError::DeviceOff { ty: 0 });
+            assert_eq!(
+                sc.device(0).unwrap_err(),
+                SwapCgroupError::DeviceOff { ty: 0 }
+            );
         }
     }
 
@@ -1130,19 +1154,31 @@ mod tests {
     fn lazy_designs_allocate_only_what_is_used() {
         let clusters = 100u64;
         let pages = clusters * SWAPFILE_CLUSTER as u64;
-        let packed = SwapCgroupMap::new(Design::Packed, pages).unwrap().memory_bytes();
+        let packed = SwapCgroupMap::new(Design::Packed, pages)
+            .unwrap()
+            .memory_bytes();
         for design in [Design::Cluster, Design::Memcg] {
             let map = SwapCgroupMap::new(design, pages).unwrap();
             let empty = map.memory_bytes();
-            assert!(empty * 20 < packed, "{design}: {empty} B empty vs packed {packed} B");
+            assert!(
+                empty * 20 < packed,
+                "{design}: {empty} B empty vs packed {packed} B"
+            );
             // Lookups allocate nothing.
             assert_eq!(map.lookup(pages - 1).unwrap(), 0);
             assert_eq!(map.memory_bytes(), empty, "{design}");
             map.record(5, 1, 1).unwrap();
             let one = map.memory_bytes() - empty;
-            assert!(one > 0 && one <= 4096 * 4, "{design}: one slot costs {one} B");
+            assert!(
+                one > 0 && one <= 4096 * 4,
+                "{design}: one slot costs {one} B"
+            );
             map.record(6, 1, 1).unwrap();
-            assert_eq!(map.memory_bytes() - empty, one, "{design}: same cluster, no more memory");
+            assert_eq!(
+                map.memory_bytes() - empty,
+                one,
+                "{design}: same cluster, no more memory"
+            );
         }
         // `cluster` frees an emptied cluster; `memcg` keeps it until drop.
         let cluster = SwapCgroupMap::new(Design::Cluster, pages).unwrap();
@@ -1161,7 +1197,10 @@ mod tests {
                 map.record(off, 1, 1).unwrap();
             }
             let per_slot = map.memory_bytes() as f64 / pages as f64;
-            assert!((2.0..2.05).contains(&per_slot), "{design}: {per_slot} B/slot");
+            assert!(
+                (2.0..2.05).contains(&per_slot),
+                "{design}: {per_slot} B/slot"
+            );
         }
     }
 }

@@ -22,8 +22,11 @@ use std::fmt;
 pub const MAX_SWAPFILES_SHIFT: u32 = 5;
 
 /// Types `0..MAX_SWAPFILES` are real swap devices (v6.14, every option on).
-pub const MAX_SWAPFILES: u32 =
-    (1 << MAX_SWAPFILES_SHIFT) - SWP_DEVICE_NUM - SWP_MIGRATION_NUM - SWP_HWPOISON_NUM - SWP_PTE_MARKER_NUM;
+pub const MAX_SWAPFILES: u32 = (1 << MAX_SWAPFILES_SHIFT)
+    - SWP_DEVICE_NUM
+    - SWP_MIGRATION_NUM
+    - SWP_HWPOISON_NUM
+    - SWP_PTE_MARKER_NUM;
 
 const SWP_DEVICE_NUM: u32 = 4;
 const SWP_MIGRATION_NUM: u32 = 3;

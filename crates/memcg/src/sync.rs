@@ -28,7 +28,9 @@ pub(crate) use std::sync::{Arc, Mutex, MutexGuard};
 /// (a broken caller contract); the protected data is still structurally
 /// valid, so later users may go on rather than cascade the panic.
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// A cell holding an optional `Arc<T>` that many threads read and few write.

@@ -23,7 +23,9 @@ use memcg::SwapEntry;
 use memcg::swap_cgroup::{Design, SWAPFILE_CLUSTER, SwapCgroup, SwapCgroupError, SwapCgroupMap};
 
 /// Runs `model` under loom and returns the set of outcomes it produced.
-fn explore<T: Ord + Debug + Send + 'static>(model: impl Fn() -> T + Send + Sync + 'static) -> BTreeSet<T> {
+fn explore<T: Ord + Debug + Send + 'static>(
+    model: impl Fn() -> T + Send + Sync + 'static,
+) -> BTreeSet<T> {
     let seen = std::sync::Arc::new(std::sync::Mutex::new(BTreeSet::new()));
     let sink = std::sync::Arc::clone(&seen);
     loom::model(move || {
@@ -92,10 +94,17 @@ fn record_publishes_to_concurrent_lookup() {
                 map.record(2, 7, 2).unwrap();
                 let (seen, pin_seen) = reader.join().unwrap();
                 assert!(seen == 0 || seen == 7, "{design}: lookup saw {seen}");
-                assert!(!(seen == 7 && pin_seen == 0), "{design}: id visible before its pin");
+                assert!(
+                    !(seen == 7 && pin_seen == 0),
+                    "{design}: id visible before its pin"
+                );
                 seen
             });
-            assert_eq!(outcomes, BTreeSet::from([0, 7]), "{design} prealloc={prealloc}");
+            assert_eq!(
+                outcomes,
+                BTreeSet::from([0, 7]),
+                "{design} prealloc={prealloc}"
+            );
         }
     }
 }
@@ -123,9 +132,17 @@ fn lazy_cluster_allocation_races_itself() {
             let seen = reader.join().unwrap();
             assert!(seen == 0 || seen == 1, "{design}: lookup saw {seen}");
             assert_eq!(map.lookup(0).unwrap(), 1, "{design}: first allocation lost");
-            assert_eq!(map.lookup(1).unwrap(), 2, "{design}: second allocation lost");
+            assert_eq!(
+                map.lookup(1).unwrap(),
+                2,
+                "{design}: second allocation lost"
+            );
             assert_eq!(map.lookup(SWAPFILE_CLUSTER as u64).unwrap(), 0);
-            assert_eq!(map.memory_bytes(), one_cluster_bytes, "{design}: duplicate cluster kept");
+            assert_eq!(
+                map.memory_bytes(),
+                one_cluster_bytes,
+                "{design}: duplicate cluster kept"
+            );
             seen
         });
         assert_eq!(outcomes, BTreeSet::from([0, 1]), "{design}");

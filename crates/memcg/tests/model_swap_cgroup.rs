@@ -4,6 +4,7 @@
 #![cfg(not(loom))]
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 
 use memcg::swap_cgroup::{Design, SWAPFILE_CLUSTER, SwapCgroup, SwapCgroupError};
 use memcg::{MAX_SWAPFILES, SwapEntry};
@@ -11,11 +12,28 @@ use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
 enum Op {
-    Swapon { ty: u32, pages: u64 },
-    Swapoff { ty: u32 },
-    Record { ty: u32, offset: u64, nr: u32, id: u16 },
-    Clear { ty: u32, offset: u64, nr: u32 },
-    Lookup { ty: u32, offset: u64 },
+    Swapon {
+        ty: u32,
+        pages: u64,
+    },
+    Swapoff {
+        ty: u32,
+    },
+    Record {
+        ty: u32,
+        offset: u64,
+        nr: u32,
+        id: u16,
+    },
+    Clear {
+        ty: u32,
+        offset: u64,
+        nr: u32,
+    },
+    Lookup {
+        ty: u32,
+        offset: u64,
+    },
 }
 
 const MAX_PAGES: u64 = 3 * SWAPFILE_CLUSTER as u64 + 5;
@@ -63,17 +81,28 @@ impl Model {
         if ty >= MAX_SWAPFILES {
             return Err(SwapCgroupError::InvalidType { ty });
         }
-        self.devices.get(&ty).ok_or(SwapCgroupError::DeviceOff { ty })
+        self.devices
+            .get(&ty)
+            .ok_or(SwapCgroupError::DeviceOff { ty })
     }
 
-    fn range(&self, ty: u32, offset: u64, nr: u32) -> Result<std::ops::Range<u64>, SwapCgroupError> {
+    fn range(
+        &self,
+        ty: u32,
+        offset: u64,
+        nr: u32,
+    ) -> Result<std::ops::Range<u64>, SwapCgroupError> {
         let &(max_pages, _) = self.device(ty)?;
         if nr == 0 {
             return Err(SwapCgroupError::EmptyRange);
         }
         match offset.checked_add(u64::from(nr)) {
             Some(end) if end <= max_pages => Ok(offset..end),
-            _ => Err(SwapCgroupError::OutOfRange { offset, nr, max_pages }),
+            _ => Err(SwapCgroupError::OutOfRange {
+                offset,
+                nr,
+                max_pages,
+            }),
         }
     }
 
@@ -97,13 +126,17 @@ impl Model {
             Op::Swapon { ty, pages } => {
                 if ty >= MAX_SWAPFILES {
                     Err(SwapCgroupError::InvalidType { ty })
-                } else if self.devices.contains_key(&ty) {
-                    Err(SwapCgroupError::AlreadyOn { ty })
-                } else if pages == 0 {
-                    Err(SwapCgroupError::InvalidSize { max_pages: 0 })
                 } else {
-                    self.devices.insert(ty, (pages, HashMap::new()));
-                    Ok(0)
+                    match self.devices.entry(ty) {
+                        Entry::Occupied(_) => Err(SwapCgroupError::AlreadyOn { ty }),
+                        Entry::Vacant(_) if pages == 0 => {
+                            Err(SwapCgroupError::InvalidSize { max_pages: 0 })
+                        }
+                        Entry::Vacant(slot) => {
+                            slot.insert((pages, HashMap::new()));
+                            Ok(0)
+                        }
+                    }
                 }
             }
             Op::Swapoff { ty } => self.device(ty).map(|_| 0).inspect(|_| {

@@ -99,15 +99,24 @@ fn stress(design: Design, seed: u64) {
 
     for (range, held) in finals.into_iter().flatten() {
         for offset in range {
-            assert_eq!(map.lookup(offset).unwrap(), held, "{design} seed {seed}: final slot {offset}");
+            assert_eq!(
+                map.lookup(offset).unwrap(),
+                held,
+                "{design} seed {seed}: final slot {offset}"
+            );
         }
     }
     // Clearing everything leaves every slot 0.
     for (range, _) in &folios {
-        map.clear(range.start, (range.end - range.start) as u32).unwrap();
+        map.clear(range.start, (range.end - range.start) as u32)
+            .unwrap();
     }
     for offset in 0..max_pages {
-        assert_eq!(map.lookup(offset).unwrap(), 0, "{design} seed {seed}: slot {offset} after clear");
+        assert_eq!(
+            map.lookup(offset).unwrap(),
+            0,
+            "{design} seed {seed}: slot {offset} after clear"
+        );
     }
 }
 

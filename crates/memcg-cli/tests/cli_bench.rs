@@ -1,0 +1,115 @@
+//! The `memcg bench` command end to end, at the smallest scale.
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn memcg() -> Command {
+    Command::new(assert_cmd::cargo::cargo_bin!("memcg"))
+}
+
+#[test]
+fn swap_cgroup_bench_writes_the_documented_json_and_an_svg() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, svg) = (dir.path().join("sc.json"), dir.path().join("sc.svg"));
+    let out = memcg()
+        .args([
+            "bench",
+            "swap-cgroup",
+            "--threads",
+            "1,2",
+            "--slots",
+            "4096",
+            "--ops",
+            "500",
+            "--reps",
+            "1",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .arg("--svg")
+        .arg(&svg)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.contains("limit (plain u16)") && stdout.contains("bytes/slot"),
+        "{stdout}"
+    );
+
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["bench"], "swap-cgroup");
+    let results = report["results"].as_array().unwrap();
+    // 5 designs x 4 workloads x 2 thread counts.
+    assert_eq!(results.len(), 40);
+    for r in results {
+        assert!(r["design"].is_string() && r["workload"].is_string());
+        assert!(r["threads"].as_u64().unwrap() >= 1);
+        assert!(r["mops"].as_f64().unwrap() > 0.0);
+    }
+    let designs: Vec<&str> = results
+        .iter()
+        .map(|r| r["design"].as_str().unwrap())
+        .collect();
+    for d in ["locked", "packed", "atomic-u16", "cluster", "memcg"] {
+        assert!(designs.contains(&d), "{d} missing");
+    }
+    let memory = report["memory"].as_array().unwrap();
+    assert_eq!(memory.len(), 10);
+    assert!(
+        memory
+            .iter()
+            .any(|m| m["design"] == "memcg" && m["layout"] == "sparse")
+    );
+    assert!(
+        memory
+            .iter()
+            .all(|m| m["bytes_per_slot"].as_f64().unwrap() > 0.0)
+    );
+    assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+}
+
+#[test]
+fn bench_suite_smoke_writes_every_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = memcg()
+        .args(["bench", "--smoke", "--out-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(dir.path().join("swap-cgroup.json").exists());
+    assert!(dir.path().join("swap-cgroup.svg").exists());
+}
+
+#[test]
+fn bad_flags_are_clear_errors() {
+    let out = memcg()
+        .args(["bench", "swap-cgroup", "--threads", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--threads"));
+
+    let out = memcg()
+        .args(["bench", "swap-cgroup", "--designs", "spinlock"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown swap_cgroup design"));
+
+    let out = memcg()
+        .args(["bench", "swap-cgroup", "--slots", "1000"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("multiple of 512"));
+}
