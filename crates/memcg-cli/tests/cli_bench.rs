@@ -90,26 +90,27 @@ fn bench_suite_smoke_writes_every_report() {
     assert!(dir.path().join("swap-cgroup.svg").exists());
 }
 
+/// Runs `memcg ARGS`, expecting failure with `message` on stderr.
+fn fails_with(args: &[&str], message: &str) {
+    let out = memcg().args(args).output().unwrap();
+    assert!(!out.status.success(), "{args:?} succeeded");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(message), "{args:?}: {stderr}");
+}
+
 #[test]
 fn bad_flags_are_clear_errors() {
-    let out = memcg()
-        .args(["bench", "swap-cgroup", "--threads", "0"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--threads"));
-
-    let out = memcg()
-        .args(["bench", "swap-cgroup", "--designs", "spinlock"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown swap_cgroup design"));
-
-    let out = memcg()
-        .args(["bench", "swap-cgroup", "--slots", "1000"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("multiple of 512"));
+    fails_with(&["bench", "swap-cgroup", "--threads", "0"], "--threads");
+    fails_with(
+        &["bench", "swap-cgroup", "--designs", "spinlock"],
+        "unknown swap_cgroup design",
+    );
+    fails_with(
+        &["bench", "swap-cgroup", "--slots", "1000"],
+        "multiple of 512",
+    );
+    fails_with(
+        &["bench", "swap-cgroup", "--workloads", "nope"],
+        "invalid value",
+    );
 }
