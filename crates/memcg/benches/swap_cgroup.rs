@@ -11,10 +11,29 @@ use memcg::swap_cgroup::{Design, SWAPFILE_CLUSTER, SwapCgroupMap};
 
 const SLOTS: u64 = 256 * SWAPFILE_CLUSTER as u64;
 
+/// Slots at the end of every cluster kept recorded (a device in use), so
+/// lazily allocating designs are measured in steady state, as in
+/// `memcg bench swap-cgroup`.
+const BACKGROUND: u64 = 16;
+
 /// Offsets spread over the device by a fixed odd stride (no RNG needed for
-/// a fixed, cache-unfriendly sequence).
+/// a fixed, cache-unfriendly sequence), avoiding the background folios.
 fn offsets(align: u64) -> Vec<u64> {
-    (0..4096u64).map(|i| (i * 7919 * align) % SLOTS).collect()
+    let cluster = SWAPFILE_CLUSTER as u64;
+    (0..8192u64)
+        .map(|i| (i * 7919 * align) % SLOTS)
+        .filter(|o| o % cluster < cluster - BACKGROUND)
+        .collect()
+}
+
+fn device_in_use(design: Design) -> SwapCgroupMap {
+    let map = SwapCgroupMap::new(design, SLOTS).unwrap();
+    let cluster = SWAPFILE_CLUSTER as u64;
+    for c in 0..SLOTS / cluster {
+        map.record((c + 1) * cluster - BACKGROUND, 1, BACKGROUND as u32)
+            .unwrap();
+    }
+    map
 }
 
 fn folio_cycle(c: &mut Criterion) {
@@ -22,7 +41,7 @@ fn folio_cycle(c: &mut Criterion) {
     for nr in [1u32, 16] {
         let offsets = offsets(u64::from(nr));
         for design in Design::ALL {
-            let map = SwapCgroupMap::new(design, SLOTS).unwrap();
+            let map = device_in_use(design);
             let mut at = 0;
             group.bench_with_input(
                 BenchmarkId::new(design.name(), format!("nr={nr}")),

@@ -77,8 +77,8 @@
 //! lookups that measured about 40% slower than a flat array, at 1M and at
 //! 16M slots alike. So `memcg` keeps one flat `AtomicU16` per slot, but in a
 //! mapping the OS commits page by page on first write (the crate-private
-//! `lazy_zeroed` module):
-//! address space for the whole device is reserved at swapon, pages never
+//! `lazy_zeroed` module): address space for the whole device is reserved at
+//! swapon, pages never
 //! written read as zero and cost nothing, and a written page costs one OS
 //! page (4 KiB: 2048 slots, four clusters). The OS's page fault is the lazy
 //! allocation, so there is no user-space allocation race to get wrong. Dense
@@ -107,9 +107,9 @@ use crate::swapops::{MAX_SWAPFILES, SWP_OFFSET_MASK, SwapEntry};
 use crate::sync::Arc;
 use crate::sync::{ArcSlot, AtomicU16, AtomicU32, Mutex, Ordering, fence, lock};
 
-/// Slots per swap cluster (`SWAPFILE_CLUSTER`), the unit the `cluster` and
-/// `memcg` designs allocate in. Loom models use 4 so that a model with a few
-/// clusters stays small enough to explore exhaustively.
+/// Slots per swap cluster (`SWAPFILE_CLUSTER`), the unit the `cluster` design
+/// allocates in. Loom models use 4 so that a model with a few clusters stays
+/// small enough to explore exhaustively.
 pub const SWAPFILE_CLUSTER: usize = if cfg!(loom) { 4 } else { 512 };
 
 /// Which implementation of the map to use.
