@@ -28,6 +28,8 @@ pub enum Errno {
     ENOSPC = 28,
     /// Numerical result out of range.
     ERANGE = 34,
+    /// File name too long.
+    ENAMETOOLONG = 36,
 }
 
 impl Errno {
@@ -48,6 +50,7 @@ impl Errno {
             Errno::EINVAL => "EINVAL",
             Errno::ENOSPC => "ENOSPC",
             Errno::ERANGE => "ERANGE",
+            Errno::ENAMETOOLONG => "ENAMETOOLONG",
         }
     }
 
@@ -63,6 +66,7 @@ impl Errno {
             Errno::EINVAL => "Invalid argument",
             Errno::ENOSPC => "No space left on device",
             Errno::ERANGE => "Numerical result out of range",
+            Errno::ENAMETOOLONG => "File name too long",
         }
     }
 }

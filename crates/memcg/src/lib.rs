@@ -17,7 +17,9 @@
 //! `tests/loom_*.rs`.
 
 pub mod errno;
+pub(crate) mod idr;
 pub(crate) mod lazy_zeroed;
+pub mod memcontrol;
 pub mod swap_cgroup;
 pub mod swapops;
 pub(crate) mod sync;

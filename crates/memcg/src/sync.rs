@@ -13,14 +13,18 @@
 //! [loom]: https://docs.rs/loom
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, Ordering, fence};
+pub(crate) use loom::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicI64, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
+};
 #[cfg(loom)]
 pub(crate) use loom::sync::{Arc, Mutex, MutexGuard};
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, Ordering, fence};
+pub(crate) use std::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicI64, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
+};
 #[cfg(not(loom))]
-pub(crate) use std::sync::{Arc, Mutex, MutexGuard};
+pub(crate) use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 /// Locks `mutex`, ignoring poisoning.
 ///
@@ -61,6 +65,13 @@ impl<T> ArcSlot<T> {
     }
 }
 
+#[cfg(not(loom))]
+impl<T> Default for ArcSlot<T> {
+    fn default() -> Self {
+        Self::empty()
+    }
+}
+
 /// A cell holding an optional `Arc<T>` that many threads read and few write.
 #[cfg(loom)]
 pub(crate) struct ArcSlot<T>(loom::sync::RwLock<Option<Arc<T>>>);
@@ -87,5 +98,12 @@ impl<T> ArcSlot<T> {
     pub(crate) fn swap(&self, value: Option<Arc<T>>) -> Option<Arc<T>> {
         let mut guard = self.0.write().unwrap_or_else(|p| p.into_inner());
         std::mem::replace(&mut *guard, value)
+    }
+}
+
+#[cfg(loom)]
+impl<T> Default for ArcSlot<T> {
+    fn default() -> Self {
+        Self::empty()
     }
 }
