@@ -19,6 +19,7 @@
 pub mod errno;
 pub(crate) mod idr;
 pub(crate) mod lazy_zeroed;
+pub mod list_lru;
 pub mod memcontrol;
 pub mod swap_cgroup;
 pub mod swapops;

@@ -299,6 +299,11 @@ impl MemCgroup {
         }
     }
 
+    /// Whether this cgroup is one of `tree`'s.
+    pub(crate) fn belongs_to(&self, tree: &CgroupTree) -> bool {
+        Arc::ptr_eq(&self.ids, &tree.shared.ids)
+    }
+
     /// The pre-series list_lru index (see the module docs).
     pub(crate) fn kmemcg_id(&self) -> i32 {
         // Relaxed: read under the legacy node lock, which orders it against
@@ -392,7 +397,7 @@ impl ShrinkerId {
     }
 }
 
-pub(crate) struct TreeShared {
+struct TreeShared {
     ids: Arc<IdSpace>,
     root: Arc<MemCgroup>,
     nr_nodes: usize,
@@ -468,14 +473,6 @@ impl CgroupTree {
                 next_serial: AtomicU64::new(1),
             }),
         }
-    }
-
-    pub(crate) fn shared(&self) -> &Arc<TreeShared> {
-        &self.shared
-    }
-
-    pub(crate) fn from_shared(shared: Arc<TreeShared>) -> Self {
-        Self { shared }
     }
 
     /// The root cgroup.
