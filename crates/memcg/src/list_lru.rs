@@ -233,14 +233,24 @@ impl ListOne {
 
 /// A cgroup's lists, one per node (`list_lru_memcg`).
 struct ListLruMemcg {
+    /// The owner's serial: ids are reused once released, serials never, so
+    /// a dead cgroup whose id now names another cgroup cannot mistake that
+    /// cgroup's lists for its own.
+    owner_serial: u64,
     lists: Box<[ListOne]>,
 }
 
 impl ListLruMemcg {
-    fn new(nr_nodes: usize) -> Self {
+    fn new(owner: &MemCgroup, nr_nodes: usize) -> Self {
         Self {
+            owner_serial: owner.serial(),
             lists: (0..nr_nodes).map(|_| ListOne::new()).collect(),
         }
+    }
+
+    /// These lists if they belong to `cg`.
+    fn of<'a>(this: Option<&'a Self>, cg: &MemCgroup) -> Option<&'a Self> {
+        this.filter(|m| m.owner_serial == cg.serial())
     }
 }
 
@@ -678,7 +688,9 @@ impl Inner {
             return true;
         }
         match self.design {
-            LruDesign::Split => self.memcg.contains(cg.id().into()),
+            LruDesign::Split => self
+                .memcg
+                .with(cg.id().into(), |m| ListLruMemcg::of(m, cg).is_some()),
             LruDesign::Legacy => {
                 let idx = cg.kmemcg_id();
                 idx < 0 || self.memcg.contains(idx as usize)
@@ -722,7 +734,7 @@ impl Inner {
                 return Some((f.take().expect("called once"))(guard, at));
             }
             let done = self.memcg.with(at.id().into(), |mlru| {
-                let list = &mlru?.lists[nid];
+                let list = &ListLruMemcg::of(mlru, at)?.lists[nid];
                 let held = lock(&list.lock);
                 // Relaxed: the list lock orders it against the reparent that
                 // stores the dead mark under the same lock.
@@ -775,7 +787,7 @@ impl Inner {
             };
             if i32::from(owner.id()) == idx && !owner.is_dying() {
                 let done = self.memcg.with(idx as usize, |mlru| {
-                    let list = &mlru?.lists[nid];
+                    let list = &ListLruMemcg::of(mlru, owner)?.lists[nid];
                     let guard = ListGuard {
                         _lock: held.take().expect("node lock held"),
                         view: ListView {
@@ -935,7 +947,7 @@ impl Inner {
                 if !self.memcg.contains(pos.id().into()) && !pos.is_dying() {
                     self.memcg.store(
                         pos.id().into(),
-                        Some(Arc::new(ListLruMemcg::new(self.nodes.len()))),
+                        Some(Arc::new(ListLruMemcg::new(pos, self.nodes.len()))),
                     );
                 }
             }
@@ -954,7 +966,7 @@ impl Inner {
             if self.has_lists(c) {
                 break;
             }
-            table.push((c, Arc::new(ListLruMemcg::new(self.nodes.len()))));
+            table.push((c, Arc::new(ListLruMemcg::new(c, self.nodes.len()))));
             at = c.parent().map(|p| &**p);
         }
         let _xa_lock = lock(&self.alloc_lock);
@@ -970,6 +982,7 @@ impl Inner {
         let Some(mlru) = self.memcg.get(cg.id().into()) else {
             return;
         };
+        debug_assert_eq!(mlru.owner_serial, cg.serial(), "an online cgroup's slot is its own");
         for (nid, src_list) in mlru.lists.iter().enumerate() {
             let _src_lock = lock(&src_list.lock);
             let src = ListView {
