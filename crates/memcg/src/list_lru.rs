@@ -67,7 +67,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::errno::Errno;
-use crate::idr::{ChunkedTable, IdTable};
+use crate::idr::{ChunkedTable, IdAllocator, IdTable};
 use crate::memcontrol::{CgroupTree, MemCgroup, MemcgLruHooks, ShrinkerId};
 use crate::sync::{Arc, AtomicBool, AtomicI64, AtomicU32, Mutex, MutexGuard, Ordering, lock};
 
@@ -151,6 +151,12 @@ pub enum ListLruError {
     /// No shrinker id was free.
     #[error("no free shrinker id")]
     NoShrinkerId,
+    /// Item ids and list sentinels do not fit in 32 bits together.
+    #[error("max_items {max_items} leaves no room for the list sentinels")]
+    TooManyItems {
+        /// The capacity asked for.
+        max_items: u32,
+    },
     /// A design name that is not `split` or `legacy`.
     #[error("unknown list_lru design {0:?} (expected split or legacy)")]
     UnknownDesign(String),
@@ -204,21 +210,41 @@ impl Default for Link {
     }
 }
 
-/// One list (`list_lru_one`): a doubly linked list of item ids threaded
-/// through the item links, its count, and (split design) its lock.
+/// Sentinel link ids, one per list, allocated after the item ids.
+struct Sentinels(Mutex<IdAllocator>);
+
+impl Sentinels {
+    fn alloc(&self) -> u32 {
+        lock(&self.0)
+            .alloc()
+            .expect("sentinels are sized for every list that can exist at once")
+    }
+}
+
+/// One list (`list_lru_one`): a circular doubly linked list of item ids
+/// threaded through the item links around the list's own sentinel link (as
+/// the kernel's `list_head`), its count, and (split design) its lock.
+/// Unlinking an item needs only its neighbours, never the list, which is
+/// what lets a legacy `del` that raced an offline unlink the item from the
+/// list it is really on, exactly as the kernel's `list_del_init` does.
 pub(crate) struct ListOne {
     lock: Mutex<()>,
-    head: AtomicU32,
-    tail: AtomicU32,
+    sentinel: u32,
     nr_items: AtomicI64,
 }
 
 impl ListOne {
-    fn new() -> Self {
+    fn new(sentinel: u32, links: &ChunkedTable<Link>) -> Self {
+        let link = links
+            .get_or_alloc(sentinel as usize)
+            .expect("sentinel ids are inside the link table");
+        // Relaxed: the list is published (table store or owner's creation)
+        // after this, which orders these stores for every later user.
+        link.prev.store(sentinel, Ordering::Relaxed);
+        link.next.store(sentinel, Ordering::Relaxed);
         Self {
             lock: Mutex::new(()),
-            head: AtomicU32::new(NONE),
-            tail: AtomicU32::new(NONE),
+            sentinel,
             nr_items: AtomicI64::new(0),
         }
     }
@@ -238,19 +264,33 @@ struct ListLruMemcg {
     /// cgroup's lists for its own.
     owner_serial: u64,
     lists: Box<[ListOne]>,
+    sentinels: Arc<Sentinels>,
 }
 
 impl ListLruMemcg {
-    fn new(owner: &MemCgroup, nr_nodes: usize) -> Self {
+    fn new(owner: &MemCgroup, inner: &Inner) -> Self {
         Self {
             owner_serial: owner.serial(),
-            lists: (0..nr_nodes).map(|_| ListOne::new()).collect(),
+            lists: (0..inner.nodes.len())
+                .map(|_| ListOne::new(inner.sentinels.alloc(), &inner.links))
+                .collect(),
+            sentinels: Arc::clone(&inner.sentinels),
         }
     }
 
     /// These lists if they belong to `cg`.
     fn of<'a>(this: Option<&'a Self>, cg: &MemCgroup) -> Option<&'a Self> {
         this.filter(|m| m.owner_serial == cg.serial())
+    }
+}
+
+impl Drop for ListLruMemcg {
+    fn drop(&mut self) {
+        // The last reader is gone: nothing can reach these sentinels.
+        let mut alloc = lock(&self.sentinels.0);
+        for list in self.lists.iter() {
+            alloc.free(list.sentinel);
+        }
     }
 }
 
@@ -270,18 +310,33 @@ struct ListView<'a> {
 }
 
 impl<'a> ListView<'a> {
-    fn link(&self, item: ItemId) -> &'a Link {
+    fn link(&self, id: u32) -> &'a Link {
         self.links
-            .get(item as usize)
-            .expect("an item on a list has allocated links")
+            .get(id as usize)
+            .expect("a linked id has allocated links")
     }
 
-    fn head(&self) -> ItemId {
-        self.list.head.load(Ordering::Relaxed)
+    /// The sentinel: where iteration ends.
+    fn end(&self) -> u32 {
+        self.list.sentinel
     }
 
-    fn next(&self, item: ItemId) -> ItemId {
-        self.link(item).next.load(Ordering::Relaxed)
+    fn next(&self, id: u32) -> u32 {
+        self.link(id).next.load(Ordering::Relaxed)
+    }
+
+    fn prev(&self, id: u32) -> u32 {
+        self.link(id).prev.load(Ordering::Relaxed)
+    }
+
+    /// The oldest item (the sentinel when empty).
+    fn first(&self) -> u32 {
+        self.next(self.end())
+    }
+
+    /// The newest item (the sentinel when empty).
+    fn last(&self) -> u32 {
+        self.prev(self.end())
     }
 
     fn nr_items(&self) -> i64 {
@@ -295,60 +350,49 @@ impl<'a> ListView<'a> {
     }
 
     fn push_tail(&self, item: ItemId) {
+        let end = self.end();
+        let last = self.last();
         let link = self.link(item);
-        let tail = self.list.tail.load(Ordering::Relaxed);
-        link.prev.store(tail, Ordering::Relaxed);
-        link.next.store(NONE, Ordering::Relaxed);
-        if tail == NONE {
-            self.list.head.store(item, Ordering::Relaxed);
-        } else {
-            self.link(tail).next.store(item, Ordering::Relaxed);
-        }
-        self.list.tail.store(item, Ordering::Relaxed);
+        link.prev.store(last, Ordering::Relaxed);
+        link.next.store(end, Ordering::Relaxed);
+        self.link(last).next.store(item, Ordering::Relaxed);
+        self.link(end).prev.store(item, Ordering::Relaxed);
     }
 
+    /// Unlinks `item` from whatever list it is on (`list_del_init`): only
+    /// its neighbours are touched.
     fn unlink(&self, item: ItemId) {
         let link = self.link(item);
         let (prev, next) = (
             link.prev.load(Ordering::Relaxed),
             link.next.load(Ordering::Relaxed),
         );
-        if prev == NONE {
-            self.list.head.store(next, Ordering::Relaxed);
-        } else {
-            self.link(prev).next.store(next, Ordering::Relaxed);
-        }
-        if next == NONE {
-            self.list.tail.store(prev, Ordering::Relaxed);
-        } else {
-            self.link(next).prev.store(prev, Ordering::Relaxed);
-        }
+        self.link(prev).next.store(next, Ordering::Relaxed);
+        self.link(next).prev.store(prev, Ordering::Relaxed);
         link.prev.store(NONE, Ordering::Relaxed);
         link.next.store(NONE, Ordering::Relaxed);
     }
 
     /// Moves every item of `self` to the head of `dst` (`list_splice_init`).
     fn splice_to_head(&self, dst: &ListView<'_>) {
-        let (first, last) = (self.head(), self.list.tail.load(Ordering::Relaxed));
-        if first == NONE {
+        let (src_end, dst_end) = (self.end(), dst.end());
+        let (first, last) = (self.first(), self.last());
+        if first == src_end {
             return;
         }
-        let dst_first = dst.head();
+        let dst_first = dst.first();
+        self.link(dst_end).next.store(first, Ordering::Relaxed);
+        self.link(first).prev.store(dst_end, Ordering::Relaxed);
         self.link(last).next.store(dst_first, Ordering::Relaxed);
-        if dst_first == NONE {
-            dst.list.tail.store(last, Ordering::Relaxed);
-        } else {
-            self.link(dst_first).prev.store(last, Ordering::Relaxed);
-        }
-        dst.list.head.store(first, Ordering::Relaxed);
-        self.list.head.store(NONE, Ordering::Relaxed);
-        self.list.tail.store(NONE, Ordering::Relaxed);
+        self.link(dst_first).prev.store(last, Ordering::Relaxed);
+        self.link(src_end).next.store(src_end, Ordering::Relaxed);
+        self.link(src_end).prev.store(src_end, Ordering::Relaxed);
     }
 
     /// Whether `item` is on this list (O(n); debug checks only).
     fn contains(&self, item: ItemId) -> bool {
-        let mut at = self.head();
-        while at != NONE {
+        let mut at = self.first();
+        while at != self.end() {
             if at == item {
                 return true;
             }
@@ -466,6 +510,7 @@ struct Inner {
     memcg: IdTable<ListLruMemcg>,
     /// Serialises stores to `memcg` (the xarray lock).
     alloc_lock: Mutex<()>,
+    sentinels: Arc<Sentinels>,
     shrinker: Option<ShrinkerId>,
 }
 
@@ -482,21 +527,41 @@ impl ListLru {
         } else {
             None
         };
+        let nr_nodes = tree.nr_nodes();
+        // One sentinel per list: the root lists, plus every cgroup's lists,
+        // with room for lists of removed cgroups that in-flight readers
+        // still hold.
+        let max_lists = nr_nodes * (1 + 4 * (tree.max_ids() as usize + 1));
+        let max_items = config.max_items as usize;
+        let sentinel_base = u32::try_from(max_items).expect("max_items is a u32");
+        let sentinel_last = u32::try_from(max_items + max_lists - 1)
+            .ok()
+            .filter(|&last| last < NONE)
+            .ok_or(ListLruError::TooManyItems {
+                max_items: config.max_items,
+            })?;
+        let links = ChunkedTable::new(max_items + max_lists);
+        let sentinels = Arc::new(Sentinels(Mutex::new(IdAllocator::new(
+            sentinel_base,
+            sentinel_last,
+        ))));
+        let nodes = (0..nr_nodes)
+            .map(|_| LruNode {
+                root: ListOne::new(sentinels.alloc(), &links),
+                nr_items: AtomicI64::new(0),
+                legacy_lock: Mutex::new(()),
+            })
+            .collect();
         let inner = Arc::new(Inner {
             design: config.design,
             memcg_aware: config.memcg_aware,
             max_items: config.max_items,
             tree: tree.clone(),
-            nodes: (0..tree.nr_nodes())
-                .map(|_| LruNode {
-                    root: ListOne::new(),
-                    nr_items: AtomicI64::new(0),
-                    legacy_lock: Mutex::new(()),
-                })
-                .collect(),
-            links: ChunkedTable::new(config.max_items as usize),
+            nodes,
+            links,
             memcg: IdTable::new(tree.max_ids() as usize + 1),
             alloc_lock: Mutex::new(()),
+            sentinels,
             shrinker,
         });
         if config.memcg_aware {
@@ -770,9 +835,12 @@ impl Inner {
         let mut at = cg;
         loop {
             let idx = at.kmemcg_id();
-            // Follow the (possibly redirected) index only to a live owner in
-            // this cgroup's own ancestry: an ancestor that died after this
-            // cgroup did may have had its id reused by an unrelated cgroup.
+            // Follow the (possibly redirected) index to its owner in this
+            // cgroup's own ancestry, and use the lists there only if they are
+            // that owner's (an ancestor that died after this cgroup did may
+            // have had its id reused by an unrelated cgroup). A dying owner's
+            // lists are still used until reparenting erases them, as the
+            // legacy kernel does.
             let owner = if self.memcg_aware && idx >= 0 {
                 Some(owner_with_id(at, idx))
             } else {
@@ -785,7 +853,7 @@ impl Inner {
                 };
                 return Some((f.take().expect("called once"))(guard, self.tree.root()));
             };
-            if i32::from(owner.id()) == idx && !owner.is_dying() {
+            if i32::from(owner.id()) == idx {
                 let done = self.memcg.with(idx as usize, |mlru| {
                     let list = &ListLruMemcg::of(mlru, owner)?.lists[nid];
                     let guard = ListGuard {
@@ -804,7 +872,7 @@ impl Inner {
             if skip_empty {
                 return None;
             }
-            // The owner is gone or dying: its items are (being) moved up.
+            // The owner's lists are gone: its items were moved up.
             at = match owner.parent() {
                 Some(parent) => parent,
                 None => self.tree.root(),
@@ -864,8 +932,14 @@ impl Inner {
                 if !link.on_list.load(Ordering::Acquire) {
                     return false;
                 }
+                // Split: the located list is the item's (the fixed reparent
+                // order guarantees it). Legacy: a del racing an offline may
+                // locate the parent's list before the splice; the unlink
+                // still takes the item off its real list, as in the kernel.
                 debug_assert!(
-                    guard.view.nr_items() > 4096 || guard.view.contains(item),
+                    self.design == LruDesign::Legacy
+                        || guard.view.nr_items() > 4096
+                        || guard.view.contains(item),
                     "list_lru_del: item {item} is not on {}'s list (caller contract)",
                     cg.path()
                 );
@@ -947,7 +1021,7 @@ impl Inner {
                 if !self.memcg.contains(pos.id().into()) && !pos.is_dying() {
                     self.memcg.store(
                         pos.id().into(),
-                        Some(Arc::new(ListLruMemcg::new(pos, self.nodes.len()))),
+                        Some(Arc::new(ListLruMemcg::new(pos, self))),
                     );
                 }
             }
@@ -966,7 +1040,7 @@ impl Inner {
             if self.has_lists(c) {
                 break;
             }
-            table.push((c, Arc::new(ListLruMemcg::new(c, self.nodes.len()))));
+            table.push((c, Arc::new(ListLruMemcg::new(c, self))));
             at = c.parent().map(|p| &**p);
         }
         let _xa_lock = lock(&self.alloc_lock);
@@ -982,7 +1056,11 @@ impl Inner {
         let Some(mlru) = self.memcg.get(cg.id().into()) else {
             return;
         };
-        debug_assert_eq!(mlru.owner_serial, cg.serial(), "an online cgroup's slot is its own");
+        debug_assert_eq!(
+            mlru.owner_serial,
+            cg.serial(),
+            "an online cgroup's slot is its own"
+        );
         for (nid, src_list) in mlru.lists.iter().enumerate() {
             let _src_lock = lock(&src_list.lock);
             let src = ListView {
@@ -1075,8 +1153,9 @@ fn walk_list<'g, F>(
 where
     F: for<'h> FnMut(ItemId, ItemGuard<'h>) -> Walked<'h>,
 {
-    let mut item = guard.view.head();
-    while item != NONE {
+    let end = guard.view.end();
+    let mut item = guard.view.first();
+    while item != end {
         // Budget first, so a list of RETRY items cannot livelock us.
         if *nr_to_walk == 0 {
             return WalkEnd::Done;
@@ -1108,7 +1187,7 @@ where
                     "Walked::Rotate with another item's guard"
                 );
                 let view = current.list.view;
-                if view.list.tail.load(Ordering::Relaxed) != item {
+                if view.last() != item {
                     view.unlink(item);
                     view.push_tail(item);
                 }

@@ -17,14 +17,19 @@ pub(crate) use loom::sync::atomic::{
     AtomicBool, AtomicI32, AtomicI64, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
 };
 #[cfg(loom)]
-pub(crate) use loom::sync::{Arc, Mutex, MutexGuard};
+pub(crate) use loom::sync::{Mutex, MutexGuard};
+
+// `Arc` is std's under loom too: loom's `Arc` cannot be a method receiver or
+// coerce to `dyn Trait`, and reference counting is std's own, already
+// verified protocol; loom still models every atomic and lock of ours.
+pub(crate) use std::sync::Arc;
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{
     AtomicBool, AtomicI32, AtomicI64, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
 };
 #[cfg(not(loom))]
-pub(crate) use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+pub(crate) use std::sync::{Mutex, MutexGuard, OnceLock};
 
 /// Locks `mutex`, ignoring poisoning.
 ///

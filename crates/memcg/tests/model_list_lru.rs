@@ -8,8 +8,8 @@ use std::collections::{HashMap, HashSet};
 
 use memcg::list_lru::{ItemId, ListLru, ListLruConfig, LruDesign, Walked};
 use memcg::memcontrol::{CgroupTree, MemCgroup, TreeConfig};
-use std::sync::Arc;
 use proptest::prelude::*;
+use std::sync::Arc;
 
 const NODES: usize = 2;
 const ITEMS: u32 = 24;
@@ -26,12 +26,31 @@ enum Status {
 
 #[derive(Debug, Clone)]
 enum Op {
-    Mkdir { parent: usize },
-    Rmdir { cg: usize },
-    Add { item: ItemId, nid: usize, cg: usize },
-    Del { item: ItemId },
-    WalkOne { nid: usize, cg: usize, budget: usize, pattern: Vec<Status> },
-    WalkNode { nid: usize, budget: usize, pattern: Vec<Status> },
+    Mkdir {
+        parent: usize,
+    },
+    Rmdir {
+        cg: usize,
+    },
+    Add {
+        item: ItemId,
+        nid: usize,
+        cg: usize,
+    },
+    Del {
+        item: ItemId,
+    },
+    WalkOne {
+        nid: usize,
+        cg: usize,
+        budget: usize,
+        pattern: Vec<Status>,
+    },
+    WalkNode {
+        nid: usize,
+        budget: usize,
+        pattern: Vec<Status>,
+    },
 }
 
 fn status() -> impl Strategy<Value = Status> + Clone {
@@ -111,7 +130,14 @@ impl Model {
 
     /// Replays the walker on one list; returns (isolated, restart-needed?)
     /// handling per the kernel's `__list_lru_walk_one`.
-    fn walk_one(&mut self, nid: usize, cg: usize, budget: &mut usize, pattern: &[Status], calls: &mut usize) -> usize {
+    fn walk_one(
+        &mut self,
+        nid: usize,
+        cg: usize,
+        budget: &mut usize,
+        pattern: &[Status],
+        calls: &mut usize,
+    ) -> usize {
         let mut isolated = 0;
         'restart: loop {
             let mut cur = self.lists[&(cg, nid)].first().copied();
@@ -151,7 +177,10 @@ impl Model {
 }
 
 /// A walk callback answering from `pattern`, cycling.
-fn callback<'p>(pattern: &'p [Status], calls: &'p mut usize) -> impl for<'g> FnMut(ItemId, memcg::list_lru::ItemGuard<'g>) -> Walked<'g> + 'p {
+fn callback<'p>(
+    pattern: &'p [Status],
+    calls: &'p mut usize,
+) -> impl for<'g> FnMut(ItemId, memcg::list_lru::ItemGuard<'g>) -> Walked<'g> + 'p {
     move |_, guard| {
         let status = pattern[*calls % pattern.len()];
         *calls += 1;
@@ -179,29 +208,69 @@ fn callback<'p>(pattern: &'p [Status], calls: &'p mut usize) -> impl for<'g> FnM
     }
 }
 
-fn check(tree: &CgroupTree, lru: &ListLru, model: &Model, design: LruDesign, step: usize) -> Result<(), TestCaseError> {
+fn check(
+    tree: &CgroupTree,
+    lru: &ListLru,
+    model: &Model,
+    design: LruDesign,
+    step: usize,
+) -> Result<(), TestCaseError> {
     let shrinker = lru.shrinker_id().unwrap();
     for cg in model.live() {
         let real = &model.cgs[cg].real;
         for nid in 0..NODES {
             let want = &model.lists[&(cg, nid)];
-            prop_assert_eq!(&lru.items(nid, real).unwrap(), want, "{} step {}: list of {} node {}", design, step, real.path(), nid);
+            prop_assert_eq!(
+                &lru.items(nid, real).unwrap(),
+                want,
+                "{} step {}: list of {} node {}",
+                design,
+                step,
+                real.path(),
+                nid
+            );
             prop_assert_eq!(lru.count_one(nid, real).unwrap(), want.len());
             if cg != 0 {
-                prop_assert_eq!(real.shrinker_bit(nid, shrinker), model.bits.contains(&(cg, nid)), "{} step {}: bit of {} node {}", design, step, real.path(), nid);
+                prop_assert_eq!(
+                    real.shrinker_bit(nid, shrinker),
+                    model.bits.contains(&(cg, nid)),
+                    "{} step {}: bit of {} node {}",
+                    design,
+                    step,
+                    real.path(),
+                    nid
+                );
             }
         }
     }
     for nid in 0..NODES {
-        prop_assert_eq!(lru.count_node(nid).unwrap(), model.totals[nid], "{} step {}: node {} total", design, step, nid);
+        prop_assert_eq!(
+            lru.count_node(nid).unwrap(),
+            model.totals[nid],
+            "{} step {}: node {} total",
+            design,
+            step,
+            nid
+        );
     }
     prop_assert_eq!(tree.ids_in_use(), model.live().len());
     Ok(())
 }
 
 fn run(design: LruDesign, ops: &[Op]) -> Result<(), TestCaseError> {
-    let tree = CgroupTree::new(TreeConfig { nr_nodes: NODES, max_ids: 64 });
-    let lru = ListLru::new(&tree, ListLruConfig { memcg_aware: true, max_items: ITEMS, design }).unwrap();
+    let tree = CgroupTree::new(TreeConfig {
+        nr_nodes: NODES,
+        max_ids: 64,
+    });
+    let lru = ListLru::new(
+        &tree,
+        ListLruConfig {
+            memcg_aware: true,
+            max_items: ITEMS,
+            design,
+        },
+    )
+    .unwrap();
     let mut m = Model::new(&tree);
     for (step, op) in ops.iter().enumerate() {
         match op {
@@ -211,7 +280,12 @@ fn run(design: LruDesign, ops: &[Op]) -> Result<(), TestCaseError> {
                 let name = format!("c{}", m.cgs.len());
                 let real = tree.mkdir_in(&m.cgs[p].real, &name).unwrap();
                 m.cgs[p].children += 1;
-                m.cgs.push(RefCg { real, parent: Some(p), alive: true, children: 0 });
+                m.cgs.push(RefCg {
+                    real,
+                    parent: Some(p),
+                    alive: true,
+                    children: 0,
+                });
                 let idx = m.cgs.len() - 1;
                 for nid in 0..NODES {
                     m.lists.insert((idx, nid), Vec::new());
@@ -257,9 +331,18 @@ fn run(design: LruDesign, ops: &[Op]) -> Result<(), TestCaseError> {
             }
             Op::Del { item } => match m.homes.get(item).copied() {
                 Some((c, nid)) => {
-                    prop_assert!(lru.del(*item, nid, &m.cgs[c].real).unwrap(), "{} step {}: del {}", design, step, item);
+                    prop_assert!(
+                        lru.del(*item, nid, &m.cgs[c].real).unwrap(),
+                        "{} step {}: del {}",
+                        design,
+                        step,
+                        item
+                    );
                     let owner = m.resolve(c);
-                    m.lists.get_mut(&(owner, nid)).unwrap().retain(|i| i != item);
+                    m.lists
+                        .get_mut(&(owner, nid))
+                        .unwrap()
+                        .retain(|i| i != item);
                     m.homes.remove(item);
                     m.totals[nid] -= 1;
                 }
@@ -268,20 +351,44 @@ fn run(design: LruDesign, ops: &[Op]) -> Result<(), TestCaseError> {
                     prop_assert!(!lru.del(*item, 0, &root).unwrap());
                 }
             },
-            Op::WalkOne { nid, cg, budget, pattern } => {
+            Op::WalkOne {
+                nid,
+                cg,
+                budget,
+                pattern,
+            } => {
                 let live = m.live();
                 let c = live[cg % live.len()];
                 let (mut real_budget, mut model_budget) = (*budget, *budget);
                 let (mut real_calls, mut model_calls) = (0, 0);
                 let real = Arc::clone(&m.cgs[c].real);
-                let got = lru.walk_one(*nid, &real, &mut real_budget, callback(pattern, &mut real_calls)).unwrap();
+                let got = lru
+                    .walk_one(
+                        *nid,
+                        &real,
+                        &mut real_budget,
+                        callback(pattern, &mut real_calls),
+                    )
+                    .unwrap();
                 let want = m.walk_one(*nid, c, &mut model_budget, pattern, &mut model_calls);
-                prop_assert_eq!((got, real_budget, real_calls), (want, model_budget, model_calls), "{} step {}: walk_one", design, step);
+                prop_assert_eq!(
+                    (got, real_budget, real_calls),
+                    (want, model_budget, model_calls),
+                    "{} step {}: walk_one",
+                    design,
+                    step
+                );
             }
-            Op::WalkNode { nid, budget, pattern } => {
+            Op::WalkNode {
+                nid,
+                budget,
+                pattern,
+            } => {
                 let (mut real_budget, mut model_budget) = (*budget, *budget);
                 let (mut real_calls, mut model_calls) = (0, 0);
-                let got = lru.walk_node(*nid, &mut real_budget, callback(pattern, &mut real_calls)).unwrap();
+                let got = lru
+                    .walk_node(*nid, &mut real_budget, callback(pattern, &mut real_calls))
+                    .unwrap();
                 let mut order: Vec<usize> = m.live().into_iter().filter(|&c| c != 0).collect();
                 order.sort_by_key(|&c| m.cgs[c].real.id());
                 let mut want = m.walk_one(*nid, 0, &mut model_budget, pattern, &mut model_calls);
@@ -291,7 +398,13 @@ fn run(design: LruDesign, ops: &[Op]) -> Result<(), TestCaseError> {
                     }
                     want += m.walk_one(*nid, c, &mut model_budget, pattern, &mut model_calls);
                 }
-                prop_assert_eq!((got, real_budget, real_calls), (want, model_budget, model_calls), "{} step {}: walk_node", design, step);
+                prop_assert_eq!(
+                    (got, real_budget, real_calls),
+                    (want, model_budget, model_calls),
+                    "{} step {}: walk_node",
+                    design,
+                    step
+                );
             }
         }
         check(&tree, &lru, &m, design, step)?;

@@ -1,0 +1,136 @@
+//! Loom models of list_lru reparenting racing list operations.
+//!
+//! Run with
+//! `RUSTFLAGS="--cfg loom" cargo test -p memcg --release --test loom_list_lru`.
+//! As in `loom_swap_cgroup.rs`, each model asserts that it saw every
+//! interesting interleaving, so a loom exploration gap fails loudly.
+#![cfg(loom)]
+
+use std::collections::BTreeSet;
+use std::fmt::Debug;
+
+use loom::sync::Arc;
+use loom::thread;
+use memcg::list_lru::{ItemId, ListLru, ListLruConfig, LruDesign};
+use memcg::memcontrol::{CgroupTree, MemCgroup, TreeConfig};
+
+fn explore<T: Ord + Debug + Send + 'static>(
+    model: impl Fn() -> T + Send + Sync + 'static,
+) -> BTreeSet<T> {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(BTreeSet::new()));
+    let sink = std::sync::Arc::clone(&seen);
+    loom::model(move || {
+        let outcome = model();
+        sink.lock().unwrap().insert(outcome);
+    });
+    std::mem::take(&mut *seen.lock().unwrap())
+}
+
+fn setup(design: LruDesign) -> (CgroupTree, Arc<ListLru>) {
+    let tree = CgroupTree::new(TreeConfig {
+        nr_nodes: 1,
+        max_ids: 4,
+    });
+    let lru = ListLru::new(
+        &tree,
+        ListLruConfig {
+            memcg_aware: true,
+            max_items: 4,
+            design,
+        },
+    )
+    .unwrap();
+    (tree, Arc::new(lru))
+}
+
+/// Every item on exactly one live list, and the counts agree.
+fn assert_consistent(lru: &ListLru, live: &[&MemCgroup], expected: &[ItemId]) {
+    let mut all: Vec<ItemId> = live
+        .iter()
+        .flat_map(|cg| lru.items(0, cg).unwrap())
+        .collect();
+    all.sort();
+    assert_eq!(all, expected, "items lost or duplicated");
+    let counted: usize = live.iter().map(|cg| lru.count_one(0, cg).unwrap()).sum();
+    assert_eq!(counted, expected.len(), "per-list counts");
+    assert_eq!(lru.count_node(0).unwrap(), expected.len(), "node total");
+}
+
+/// `del` and `add` with a cgroup that is being removed: the item added to
+/// it before must still be found (the race the 2026 fix closed), the new
+/// item lands on exactly one live list, nothing is left on a dead list.
+#[test]
+fn add_and_del_race_reparent() {
+    for design in LruDesign::ALL {
+        let outcomes = explore(move || {
+            let (tree, lru) = setup(design);
+            let a = tree.mkdir("/a").unwrap();
+            let b = tree.mkdir("/a/b").unwrap();
+            assert!(lru.add(0, 0, &b).unwrap());
+            let remover = {
+                let tree = tree.clone();
+                thread::spawn(move || tree.rmdir("/a/b").unwrap())
+            };
+            let had_lists = lru.has_lists(&b);
+            assert!(
+                lru.del(0, 0, &b).unwrap(),
+                "{design}: del missed an item that was added"
+            );
+            assert!(lru.add(1, 0, &b).unwrap());
+            remover.join().unwrap();
+            assert!(!lru.has_lists(&b) || design == LruDesign::Legacy);
+            assert_eq!(
+                lru.count_one(0, &b).unwrap(),
+                if design == LruDesign::Legacy { 1 } else { 0 }
+            );
+            assert_consistent(&lru, &[tree.root(), &a], &[1]);
+            assert_eq!(lru.items(0, &a).unwrap(), [1]);
+            had_lists
+        });
+        assert_eq!(
+            outcomes,
+            BTreeSet::from([false, true]),
+            "{design}: both sides of the offline explored"
+        );
+    }
+}
+
+/// Two siblings are removed at the same time while their parent gets a new
+/// item: every item ends on the parent's list exactly once.
+#[test]
+fn sibling_reparents_race_adds_to_their_parent() {
+    for design in LruDesign::ALL {
+        let outcomes = explore(move || {
+            let (tree, lru) = setup(design);
+            let p = tree.mkdir("/p").unwrap();
+            let x = tree.mkdir("/p/x").unwrap();
+            let y = tree.mkdir("/p/y").unwrap();
+            lru.add(0, 0, &x).unwrap();
+            lru.add(1, 0, &y).unwrap();
+            let rm = |path: &'static str| {
+                let tree = tree.clone();
+                thread::spawn(move || tree.rmdir(path).unwrap())
+            };
+            let (tx, ty) = (rm("/p/x"), rm("/p/y"));
+            let x_gone_at_add = x.is_dying();
+            lru.add(2, 0, &p).unwrap();
+            tx.join().unwrap();
+            ty.join().unwrap();
+            assert_consistent(&lru, &[tree.root(), &p], &[0, 1, 2]);
+            // Splices go to the head: the order says which reparent ran last.
+            (lru.items(0, &p).unwrap(), x_gone_at_add)
+        });
+        let orders: BTreeSet<_> = outcomes.iter().map(|(order, _)| order.clone()).collect();
+        let adds: BTreeSet<_> = outcomes.iter().map(|&(_, gone)| gone).collect();
+        assert_eq!(
+            orders,
+            BTreeSet::from([vec![0, 1, 2], vec![1, 0, 2]]),
+            "{design}: both reparent orders"
+        );
+        assert_eq!(
+            adds,
+            BTreeSet::from([false, true]),
+            "{design}: add before and after an offline"
+        );
+    }
+}
