@@ -488,6 +488,17 @@ pub enum Walked<'a> {
     Stop,
 }
 
+/// What to do when a cgroup has no usable list.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Locate {
+    /// `add`: give a live cgroup without lists its lists, then use them.
+    Allocate,
+    /// `del`: a live cgroup without lists cannot hold the item (`None`).
+    Existing,
+    /// walks: no fallback to the parent (`skip_empty`), `None`.
+    SkipEmpty,
+}
+
 /// How one pass over a list ended.
 enum WalkEnd {
     Done,
@@ -764,19 +775,19 @@ impl Inner {
     }
 
     /// Calls `f` with `cg`'s list on `nid` locked and the cgroup that owns
-    /// the list (`lock_list_lru_of_memcg`). With `skip_empty`, a cgroup
-    /// whose slot is empty or dead gives `None`; otherwise the walk goes up
-    /// to the parent (legal only for a dying cgroup).
+    /// the list (`lock_list_lru_of_memcg`). A dying cgroup whose slot is
+    /// empty or dead falls back to its parent; `mode` says what happens
+    /// instead for walks (`skip_empty`) and for live cgroups without lists.
     fn with_list<R>(
         &self,
         nid: usize,
         cg: &MemCgroup,
-        skip_empty: bool,
+        mode: Locate,
         f: impl FnOnce(ListGuard<'_>, &MemCgroup) -> R,
     ) -> Option<R> {
         match self.design {
-            LruDesign::Split => self.with_list_split(nid, cg, skip_empty, f),
-            LruDesign::Legacy => self.with_list_legacy(nid, cg, skip_empty, f),
+            LruDesign::Split => self.with_list_split(nid, cg, mode, f),
+            LruDesign::Legacy => self.with_list_legacy(nid, cg, mode, f),
         }
     }
 
@@ -784,7 +795,7 @@ impl Inner {
         &self,
         nid: usize,
         cg: &MemCgroup,
-        skip_empty: bool,
+        mode: Locate,
         f: impl FnOnce(ListGuard<'_>, &MemCgroup) -> R,
     ) -> Option<R> {
         let mut f = Some(f);
@@ -815,10 +826,19 @@ impl Inner {
                 };
                 Some((f.take().expect("called once"))(guard, at))
             });
-            if done.is_some() || skip_empty {
+            if done.is_some() || mode == Locate::SkipEmpty {
                 return done;
             }
-            debug_assert!(at.is_dying(), "{}: live cgroup without lists", at.path());
+            if !at.is_dying() {
+                // A live cgroup made before this list_lru: lists on first use.
+                match mode {
+                    Locate::Allocate => {
+                        self.memcg_alloc(at);
+                        continue;
+                    }
+                    _ => return None,
+                }
+            }
             at = at.parent().expect("only the root has no parent");
         }
     }
@@ -827,7 +847,7 @@ impl Inner {
         &self,
         nid: usize,
         cg: &MemCgroup,
-        skip_empty: bool,
+        mode: Locate,
         f: impl FnOnce(ListGuard<'_>, &MemCgroup) -> R,
     ) -> Option<R> {
         let mut held = Some(lock(&self.nodes[nid].legacy_lock));
@@ -869,8 +889,20 @@ impl Inner {
                     return done;
                 }
             }
-            if skip_empty {
+            if mode == Locate::SkipEmpty {
                 return None;
+            }
+            if !owner.is_dying() && i32::from(owner.id()) == idx {
+                // A live cgroup made before this list_lru: lists on first use.
+                match mode {
+                    Locate::Allocate => {
+                        drop(held.take());
+                        self.memcg_alloc(owner);
+                        held = Some(lock(&self.nodes[nid].legacy_lock));
+                        continue;
+                    }
+                    _ => return None,
+                }
             }
             // The owner's lists are gone: its items were moved up.
             at = match owner.parent() {
@@ -881,15 +913,12 @@ impl Inner {
     }
 
     fn add(&self, item: ItemId, nid: usize, cg: &MemCgroup) -> bool {
-        if !self.has_lists(cg) && !cg.is_dying() {
-            self.memcg_alloc(cg);
-        }
         let link = self
             .links
             .get_or_alloc(item as usize)
             .expect("checked against max_items");
         let added = self
-            .with_list(nid, cg, false, |guard, owner| {
+            .with_list(nid, cg, Locate::Allocate, |guard, owner| {
                 // AcqRel: claims the item (only one adder can win); Acquire
                 // pairs with the Release in `del`/`isolate` of its last owner.
                 if link
@@ -921,12 +950,8 @@ impl Inner {
         let Some(link) = self.links.get(item as usize) else {
             return false;
         };
-        if !self.has_lists(cg) && !cg.is_dying() {
-            // A live cgroup that never had lists cannot hold the item.
-            return false;
-        }
         let removed = self
-            .with_list(nid, cg, false, |guard, _| {
+            .with_list(nid, cg, Locate::Existing, |guard, _| {
                 // Acquire: pairs with the claim in `add`, so the links the
                 // adder wrote are visible (the list lock orders them too).
                 if !link.on_list.load(Ordering::Acquire) {
@@ -949,7 +974,8 @@ impl Inner {
                 link.on_list.store(false, Ordering::Release);
                 true
             })
-            .expect("falls back to the root, never empty");
+            // None: a live cgroup that never had lists cannot hold the item.
+            .unwrap_or(false);
         if removed {
             self.nodes[nid].nr_items.fetch_sub(1, Ordering::Relaxed);
         }
@@ -984,7 +1010,7 @@ impl Inner {
         let node_total = &self.nodes[nid].nr_items;
         let mut isolated = 0;
         loop {
-            let end = self.with_list(nid, cg, true, |guard, _| {
+            let end = self.with_list(nid, cg, Locate::SkipEmpty, |guard, _| {
                 walk_list(guard, nr_to_walk, isolate, &mut isolated, node_total)
             });
             match end {
@@ -1067,7 +1093,7 @@ impl Inner {
                 list: src_list,
                 links: &self.links,
             };
-            self.with_list(nid, parent, false, |dst, owner| {
+            self.with_list(nid, parent, Locate::Allocate, |dst, owner| {
                 let moved = src.nr_items();
                 debug_assert!(moved >= 0, "reparenting a dead list");
                 src.splice_to_head(&dst.view);
@@ -1099,7 +1125,7 @@ impl Inner {
                 list: src_list,
                 links: &self.links,
             };
-            self.with_list_legacy(nid, parent, false, |dst, owner| {
+            self.with_list_legacy(nid, parent, Locate::Allocate, |dst, owner| {
                 let moved = src.nr_items();
                 src.splice_to_head(&dst.view);
                 if moved > 0 {

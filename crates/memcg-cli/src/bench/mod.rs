@@ -2,9 +2,12 @@
 //! replaces in one run. Without a subcommand every benchmark runs at quick
 //! scale (or tiny with `--smoke`).
 
+pub mod list_lru;
 pub mod swap_cgroup;
 
 use std::path::PathBuf;
+use std::sync::Barrier;
+use std::time::Instant;
 
 use clap::{Args, Subcommand};
 
@@ -27,20 +30,74 @@ pub struct BenchArgs {
 pub enum BenchCommand {
     /// swap_cgroup designs: locked, packed, atomic-u16, cluster, memcg.
     SwapCgroup(swap_cgroup::SwapCgroupArgs),
+    /// list_lru designs (legacy vs split) on the seed 002 experiment.
+    ListLru(list_lru::ListLruArgs),
 }
 
 /// Runs `memcg bench`.
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.which {
         Some(BenchCommand::SwapCgroup(a)) => swap_cgroup::run(&a),
+        Some(BenchCommand::ListLru(a)) => list_lru::run(&a),
         None => {
+            let out = |name: &str| -> anyhow::Result<(Option<PathBuf>, Option<PathBuf>)> {
+                match &args.out_dir {
+                    Some(dir) => {
+                        std::fs::create_dir_all(dir)?;
+                        Ok((Some(dir.join(format!("{name}.json"))), Some(dir.join(format!("{name}.svg")))))
+                    }
+                    None => Ok((None, None)),
+                }
+            };
             let mut sc = swap_cgroup::SwapCgroupArgs::for_suite(args.smoke);
-            if let Some(dir) = &args.out_dir {
-                std::fs::create_dir_all(dir)?;
-                sc.json = Some(dir.join("swap-cgroup.json"));
-                sc.svg = Some(dir.join("swap-cgroup.svg"));
-            }
-            swap_cgroup::run(&sc)
+            (sc.json, sc.svg) = out("swap-cgroup")?;
+            swap_cgroup::run(&sc)?;
+            let mut ll = list_lru::ListLruArgs::for_suite(args.smoke);
+            (ll.json, ll.svg) = out("list-lru")?;
+            list_lru::run(&ll)
         }
     }
 }
+
+/// Runs `body(thread)` on `threads` threads released together; returns the
+/// wall time in seconds from the first thread's start to the last one's end.
+/// Each thread reads the clock itself: the releasing thread may not run again
+/// until the workers are done when there are more threads than CPUs.
+pub(crate) fn timed_threads<F>(threads: usize, body: F) -> anyhow::Result<f64>
+where
+    F: Fn(usize) -> anyhow::Result<()> + Sync,
+{
+    let barrier = Barrier::new(threads);
+    let spans = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (barrier, body) = (&barrier, &body);
+                s.spawn(move || -> anyhow::Result<(Instant, Instant)> {
+                    barrier.wait();
+                    let start = Instant::now();
+                    body(t)?;
+                    Ok((start, Instant::now()))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .map_err(|_| anyhow::anyhow!("benchmark thread panicked"))?
+            })
+            .collect::<anyhow::Result<Vec<_>>>()
+    })?;
+    let first = spans
+        .iter()
+        .map(|s| s.0)
+        .min()
+        .expect("at least one thread");
+    let last = spans
+        .iter()
+        .map(|s| s.1)
+        .max()
+        .expect("at least one thread");
+    Ok((last - first).as_secs_f64())
+}
+

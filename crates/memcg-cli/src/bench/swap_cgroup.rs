@@ -18,7 +18,6 @@
 
 use std::hint::black_box;
 use std::path::PathBuf;
-use std::sync::Barrier;
 use std::time::Instant;
 
 use anyhow::{Context, bail, ensure};
@@ -28,6 +27,7 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
+use super::timed_threads;
 use crate::report::{self, Chart, Machine, Panel, Series, Stats};
 
 /// Flags of `memcg bench swap-cgroup`.
@@ -265,48 +265,6 @@ fn expected_sum(workload: Workload, plan: &Plan, iterations: u64) -> u64 {
     let len = plan.offsets.len() as u64;
     per_cycle(&plan.offsets) * (iterations / len)
         + per_cycle(&plan.offsets[..(iterations % len) as usize])
-}
-
-/// Runs `body(thread)` on `threads` threads released together; returns the
-/// wall time in seconds from the first thread's start to the last one's end.
-/// Each thread reads the clock itself: the releasing thread may not run again
-/// until the workers are done when there are more threads than CPUs.
-fn timed_threads<F>(threads: usize, body: F) -> anyhow::Result<f64>
-where
-    F: Fn(usize) -> anyhow::Result<()> + Sync,
-{
-    let barrier = Barrier::new(threads);
-    let spans = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let (barrier, body) = (&barrier, &body);
-                s.spawn(move || -> anyhow::Result<(Instant, Instant)> {
-                    barrier.wait();
-                    let start = Instant::now();
-                    body(t)?;
-                    Ok((start, Instant::now()))
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .map_err(|_| anyhow::anyhow!("benchmark thread panicked"))?
-            })
-            .collect::<anyhow::Result<Vec<_>>>()
-    })?;
-    let first = spans
-        .iter()
-        .map(|s| s.0)
-        .min()
-        .expect("at least one thread");
-    let last = spans
-        .iter()
-        .map(|s| s.1)
-        .max()
-        .expect("at least one thread");
-    Ok((last - first).as_secs_f64())
 }
 
 fn measure_design(
