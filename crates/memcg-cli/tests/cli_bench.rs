@@ -86,8 +86,10 @@ fn bench_suite_smoke_writes_every_report() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(dir.path().join("swap-cgroup.json").exists());
-    assert!(dir.path().join("swap-cgroup.svg").exists());
+    for name in ["swap-cgroup", "list-lru"] {
+        assert!(dir.path().join(format!("{name}.json")).exists(), "{name}");
+        assert!(dir.path().join(format!("{name}.svg")).exists(), "{name}");
+    }
 }
 
 /// Runs `memcg ARGS`, expecting failure with `message` on stderr.
@@ -113,4 +115,60 @@ fn bad_flags_are_clear_errors() {
         &["bench", "swap-cgroup", "--workloads", "nope"],
         "invalid value",
     );
+}
+
+#[test]
+fn list_lru_bench_writes_phases_for_both_designs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, svg) = (dir.path().join("ll.json"), dir.path().join("ll.svg"));
+    let out = memcg()
+        .args([
+            "bench",
+            "list-lru",
+            "--cgroups",
+            "60",
+            "--objects",
+            "3",
+            "--threads",
+            "1,2",
+            "--reps",
+            "1",
+            "--nodes",
+            "2",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .arg("--svg")
+        .arg(&svg)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["bench"], "list-lru");
+    let results = report["results"].as_array().unwrap();
+    // 2 designs x 2 thread counts x 5 phases.
+    assert_eq!(results.len(), 20);
+    for phase in ["mkdir+alloc", "add", "walk", "rmdir", "total"] {
+        assert!(
+            results
+                .iter()
+                .any(|r| r["phase"] == phase && r["design"] == "split")
+        );
+        assert!(
+            results
+                .iter()
+                .any(|r| r["phase"] == phase && r["design"] == "legacy")
+        );
+    }
+    assert_eq!(report["reparent"].as_array().unwrap().len(), 4);
+    assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+    fails_with(
+        &["bench", "list-lru", "--designs", "fast"],
+        "unknown list_lru design",
+    );
+    fails_with(&["bench", "list-lru", "--cgroups", "70000"], "65535");
 }

@@ -26,6 +26,7 @@ use crate::sync::OnceLock;
 use crate::sync::{Arc, ArcSlot};
 
 /// Entries per lazily allocated chunk.
+#[cfg_attr(loom, allow(dead_code))]
 pub(crate) const CHUNK_ENTRIES: usize = 256;
 
 /// `len` default entries, allocated a chunk at a time on first use.

@@ -124,7 +124,7 @@ fn stress(design: LruDesign, seed: u64) {
     let mut seen = vec![0u32; (WORKERS * ITEMS_PER_WORKER) as usize];
     let mut counted = [0usize; NODES];
     for cg in &live {
-        for nid in 0..NODES {
+        for (nid, counted) in counted.iter_mut().enumerate() {
             let items = lru.items(nid, cg).unwrap();
             assert_eq!(
                 lru.count_one(nid, cg).unwrap(),
@@ -132,7 +132,7 @@ fn stress(design: LruDesign, seed: u64) {
                 "{design} seed {seed}: count of {}",
                 cg.path()
             );
-            counted[nid] += items.len();
+            *counted += items.len();
             for item in items {
                 seen[item as usize] += 1;
             }

@@ -45,7 +45,7 @@ pub struct ListLruArgs {
     #[arg(long, default_value_t = 8)]
     pub objects: u32,
     /// Thread counts to run, comma separated.
-    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
     pub threads: Vec<usize>,
     /// NUMA nodes.
     #[arg(long, default_value_t = 1)]
@@ -101,14 +101,23 @@ struct Setup {
 }
 
 fn setup(design: LruDesign, cgroups: usize, objects: u32, nodes: usize) -> anyhow::Result<Setup> {
-    let max_ids = u32::try_from(cgroups + 8).ok().filter(|&m| m <= memcg::memcontrol::MEM_CGROUP_ID_MAX);
+    let max_ids = u32::try_from(cgroups + 8)
+        .ok()
+        .filter(|&m| m <= memcg::memcontrol::MEM_CGROUP_ID_MAX);
     let max_ids = max_ids.context("--cgroups must leave room below 65535 cgroup ids")?;
-    let tree = CgroupTree::new(TreeConfig { nr_nodes: nodes, max_ids });
+    let tree = CgroupTree::new(TreeConfig {
+        nr_nodes: nodes,
+        max_ids,
+    });
     let max_items = u32::try_from(cgroups)
         .ok()
         .and_then(|c| c.checked_mul(objects))
         .context("--cgroups x --objects must fit in 32 bits")?;
-    let config = ListLruConfig { memcg_aware: true, max_items, design };
+    let config = ListLruConfig {
+        memcg_aware: true,
+        max_items,
+        design,
+    };
     let lrus = [ListLru::new(&tree, config)?, ListLru::new(&tree, config)?];
     tree.mkdir_p("/bench/test/1")?;
     Ok(Setup { tree, lrus })
@@ -124,12 +133,19 @@ fn object(i: usize, k: u32, objects: u32) -> u32 {
     i as u32 * objects + k
 }
 
-fn run_once(design: LruDesign, threads: usize, cgroups: usize, objects: u32, nodes: usize) -> anyhow::Result<RunTimes> {
+fn run_once(
+    design: LruDesign,
+    threads: usize,
+    cgroups: usize,
+    objects: u32,
+    nodes: usize,
+) -> anyhow::Result<RunTimes> {
     let Setup { tree, lrus } = setup(design, cgroups, objects, nodes)?;
     let parent = tree.find("/bench/test/1")?;
 
     // mkdir+alloc
-    let cgs: Vec<std::sync::Mutex<Option<Arc<MemCgroup>>>> = (0..cgroups).map(|_| std::sync::Mutex::new(None)).collect();
+    let cgs: Vec<std::sync::Mutex<Option<Arc<MemCgroup>>>> =
+        (0..cgroups).map(|_| std::sync::Mutex::new(None)).collect();
     let mkdir = timed_threads(threads, |t| {
         for i in share(t, threads, cgroups) {
             let cg = tree.mkdir_in(&parent, &i.to_string())?;
@@ -139,7 +155,11 @@ fn run_once(design: LruDesign, threads: usize, cgroups: usize, objects: u32, nod
     })?;
     let cgs: Vec<Arc<MemCgroup>> = cgs
         .into_iter()
-        .map(|c| c.into_inner().expect("no panics while held").expect("created"))
+        .map(|c| {
+            c.into_inner()
+                .expect("no panics while held")
+                .expect("created")
+        })
         .collect();
 
     // add: each thread on its own contiguous run of cgroups (neighbouring
@@ -149,7 +169,10 @@ fn run_once(design: LruDesign, threads: usize, cgroups: usize, objects: u32, nod
             for k in 0..objects {
                 let nid = (k as usize) % nodes;
                 for lru in &lrus {
-                    ensure!(lru.add(object(i, k, objects), nid, &cgs[i])?, "object added twice");
+                    ensure!(
+                        lru.add(object(i, k, objects), nid, &cgs[i])?,
+                        "object added twice"
+                    );
                 }
             }
         }
@@ -177,8 +200,15 @@ fn run_once(design: LruDesign, threads: usize, cgroups: usize, objects: u32, nod
         }
     }
     let walk = start.elapsed().as_secs_f64();
-    let odd = (0..cgroups).flat_map(|i| (0..objects).map(move |k| object(i, k, objects))).filter(|o| o % 2 == 1).count();
-    ensure!(isolated == 2 * odd, "walk isolated {isolated}, expected {}", 2 * odd);
+    let odd = (0..cgroups)
+        .flat_map(|i| (0..objects).map(move |k| object(i, k, objects)))
+        .filter(|o| o % 2 == 1)
+        .count();
+    ensure!(
+        isolated == 2 * odd,
+        "walk isolated {isolated}, expected {}",
+        2 * odd
+    );
 
     // rmdir while T threads churn the even objects of live cgroups.
     let removing = AtomicBool::new(true);
@@ -210,7 +240,8 @@ fn run_once(design: LruDesign, threads: usize, cgroups: usize, objects: u32, nod
         let secs = start.elapsed().as_secs_f64();
         removing.store(false, Ordering::Relaxed);
         for c in churners {
-            c.join().map_err(|_| anyhow::anyhow!("churn thread panicked"))??;
+            c.join()
+                .map_err(|_| anyhow::anyhow!("churn thread panicked"))??;
         }
         removed?;
         Ok(secs)
@@ -218,10 +249,30 @@ fn run_once(design: LruDesign, threads: usize, cgroups: usize, objects: u32, nod
 
     // Nothing lost: every even object is on the parent's lists.
     let even = 2 * (cgroups * objects as usize - odd);
-    let left: usize = lrus.iter().map(|l| (0..nodes).map(|n| l.count_node(n).unwrap_or(0)).sum::<usize>()).sum();
-    ensure!(left == even, "{left} objects left after reparenting, expected {even}");
-    let on_parent: usize = lrus.iter().map(|l| (0..nodes).map(|n| l.count_one(n, &parent).unwrap_or(0)).sum::<usize>()).sum();
-    ensure!(on_parent == even, "{on_parent} objects on /bench/test/1, expected {even}");
+    let left: usize = lrus
+        .iter()
+        .map(|l| {
+            (0..nodes)
+                .map(|n| l.count_node(n).unwrap_or(0))
+                .sum::<usize>()
+        })
+        .sum();
+    ensure!(
+        left == even,
+        "{left} objects left after reparenting, expected {even}"
+    );
+    let on_parent: usize = lrus
+        .iter()
+        .map(|l| {
+            (0..nodes)
+                .map(|n| l.count_one(n, &parent).unwrap_or(0))
+                .sum::<usize>()
+        })
+        .sum();
+    ensure!(
+        on_parent == even,
+        "{on_parent} objects on /bench/test/1, expected {even}"
+    );
 
     let total = mkdir + add + walk + rmdir;
     Ok(RunTimes {
@@ -300,10 +351,18 @@ struct Report {
 
 /// Runs the benchmark, prints its tables, writes JSON/SVG if asked.
 pub fn run(args: &ListLruArgs) -> anyhow::Result<()> {
-    let cgroups = args.cgroups.unwrap_or(if args.quick { 2000 } else { 10_000 });
+    let cgroups = args
+        .cgroups
+        .unwrap_or(if args.quick { 2000 } else { 10_000 });
     let reps = args.reps.unwrap_or(if args.quick { 3 } else { 5 });
-    ensure!(cgroups >= 1 && args.objects >= 1 && reps >= 1, "--cgroups, --objects and --reps must be at least 1");
-    ensure!(!args.threads.is_empty() && !args.threads.contains(&0), "--threads needs counts of at least 1");
+    ensure!(
+        cgroups >= 1 && args.objects >= 1 && reps >= 1,
+        "--cgroups, --objects and --reps must be at least 1"
+    );
+    ensure!(
+        !args.threads.is_empty() && !args.threads.contains(&0),
+        "--threads needs counts of at least 1"
+    );
     ensure!(args.nodes >= 1, "--nodes must be at least 1");
     ensure!(!args.designs.is_empty(), "nothing to run");
 
@@ -340,8 +399,16 @@ pub fn run(args: &ListLruArgs) -> anyhow::Result<()> {
             for (phase, name) in PHASES.iter().enumerate() {
                 let st = median_ms(runs, phase);
                 let ops = match *name {
-                    "add" => Some(runs.iter().map(|r| r.adds as f64 / r.secs[1]).collect::<Vec<_>>()),
-                    "rmdir" => Some(runs.iter().map(|r| r.churn_ops as f64 / r.secs[3]).collect::<Vec<_>>()),
+                    "add" => Some(
+                        runs.iter()
+                            .map(|r| r.adds as f64 / r.secs[1])
+                            .collect::<Vec<_>>(),
+                    ),
+                    "rmdir" => Some(
+                        runs.iter()
+                            .map(|r| r.churn_ops as f64 / r.secs[3])
+                            .collect::<Vec<_>>(),
+                    ),
                     _ => None,
                 };
                 results.push(PhaseRow {
@@ -351,7 +418,8 @@ pub fn run(args: &ListLruArgs) -> anyhow::Result<()> {
                     ms: st.median,
                     stdev_ms: st.stdev,
                     mops: ops.map(|o| Stats::of(&o).median / 1e6),
-                    speedup_vs_legacy: legacy.map(|li| median_ms(&samples[li][ti], phase).median / st.median),
+                    speedup_vs_legacy: legacy
+                        .map(|li| median_ms(&samples[li][ti], phase).median / st.median),
                 });
             }
         }
@@ -420,31 +488,64 @@ fn print_tables(results: &[PhaseRow], reparent: &[ReparentRow], memory: &[Memory
                 format!("{:.2}", r.ms),
                 format!("{:.2}", r.stdev_ms),
                 r.mops.map_or("-".into(), |m| format!("{m:.2}")),
-                r.speedup_vs_legacy.map_or("-".into(), |x| format!("{x:.2}x")),
+                r.speedup_vs_legacy
+                    .map_or("-".into(), |x| format!("{x:.2}x")),
             ]
         })
         .collect();
     println!(
         "{}\n",
-        report::table(&["phase", "threads", "design", "ms", "stdev", "Mops/s", "vs legacy"], rows)
+        report::table(
+            &[
+                "phase",
+                "threads",
+                "design",
+                "ms",
+                "stdev",
+                "Mops/s",
+                "vs legacy"
+            ],
+            rows
+        )
     );
     let rows = reparent
         .iter()
-        .map(|r| vec![r.design.clone(), r.objects_per_cgroup.to_string(), format!("{:.0}", r.ns_per_rmdir)])
+        .map(|r| {
+            vec![
+                r.design.clone(),
+                r.objects_per_cgroup.to_string(),
+                format!("{:.0}", r.ns_per_rmdir),
+            ]
+        })
         .collect();
-    println!("{}\n", report::table(&["design", "objects/cgroup", "ns per rmdir"], rows));
+    println!(
+        "{}\n",
+        report::table(&["design", "objects/cgroup", "ns per rmdir"], rows)
+    );
     let rows = memory
         .iter()
-        .map(|m| vec![m.design.clone(), m.bytes_per_cgroup_per_list_lru.to_string()])
+        .map(|m| {
+            vec![
+                m.design.clone(),
+                m.bytes_per_cgroup_per_list_lru.to_string(),
+            ]
+        })
         .collect();
-    println!("{}\n", report::table(&["design", "bytes/cgroup/list_lru"], rows));
+    println!(
+        "{}\n",
+        report::table(&["design", "bytes/cgroup/list_lru"], rows)
+    );
 }
 
 fn chart<'a>(report: &Report, designs: &[LruDesign]) -> Chart<'a> {
     let panels = PHASES
         .iter()
         .map(|&phase| Panel {
-            title: if phase == "add" { "add (Mops/s)".to_owned() } else { format!("{phase} (ms)") },
+            title: if phase == "add" {
+                "add (Mops/s)".to_owned()
+            } else {
+                format!("{phase} (ms)")
+            },
             series: designs
                 .iter()
                 .map(|d| Series {
@@ -453,7 +554,16 @@ fn chart<'a>(report: &Report, designs: &[LruDesign]) -> Chart<'a> {
                         .results
                         .iter()
                         .filter(|r| r.phase == phase && r.design == d.name())
-                        .map(|r| (r.threads as f64, if phase == "add" { r.mops.unwrap_or(0.0) } else { r.ms }))
+                        .map(|r| {
+                            (
+                                r.threads as f64,
+                                if phase == "add" {
+                                    r.mops.unwrap_or(0.0)
+                                } else {
+                                    r.ms
+                                },
+                            )
+                        })
                         .collect(),
                 })
                 .collect(),

@@ -44,7 +44,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 match &args.out_dir {
                     Some(dir) => {
                         std::fs::create_dir_all(dir)?;
-                        Ok((Some(dir.join(format!("{name}.json"))), Some(dir.join(format!("{name}.svg")))))
+                        Ok((
+                            Some(dir.join(format!("{name}.json"))),
+                            Some(dir.join(format!("{name}.svg"))),
+                        ))
                     }
                     None => Ok((None, None)),
                 }
@@ -100,4 +103,3 @@ where
         .expect("at least one thread");
     Ok((last - first).as_secs_f64())
 }
-
