@@ -21,6 +21,7 @@ pub(crate) mod idr;
 pub(crate) mod lazy_zeroed;
 pub mod list_lru;
 pub mod memcontrol;
+pub mod page_counter;
 pub mod swap_cgroup;
 pub mod swapops;
 pub(crate) mod sync;

@@ -31,6 +31,16 @@ pub(crate) use std::sync::atomic::{
 #[cfg(not(loom))]
 pub(crate) use std::sync::{Mutex, MutexGuard, OnceLock};
 
+/// Backs off inside a retry loop: a CPU hint normally, a yield to the
+/// scheduler under loom (which otherwise explores the spin forever).
+#[inline]
+pub(crate) fn spin_loop() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    std::hint::spin_loop();
+}
+
 /// Locks `mutex`, ignoring poisoning.
 ///
 /// A panic while a lock is held only happens on a failed debug assertion

@@ -1,0 +1,522 @@
+//! Lockless hierarchical page counters (mm/page_counter.c, v6.14).
+//!
+//! A [`PageCounter`] counts pages charged to one cgroup and, through its
+//! parent chain, to every ancestor. A charge adds at every level up to the
+//! root; [`PageCounter::try_charge`] undoes its additions from the first
+//! level that went over `max` and reports that level. Limits (`max`,
+//! `high`), protection (`min`, `low`), the peak (`watermark`) and `failcnt`
+//! are per level.
+//!
+//! # Why `try_charge` and `set_max` need no lock
+//!
+//! `try_charge` adds to `usage` first and compares with `max` afterwards
+//! (speculative charging: no compare-and-swap loop, at the price that a
+//! failing large charge can briefly lock out a racing small one).
+//! `set_max` reads `usage`, swaps in the new `max`, and reads `usage` again;
+//! if usage grew in between and the new limit is lower, it restores the old
+//! limit and retries. A `SeqCst` fence sits between the write and the read
+//! on both sides (the kernel gets the same from the full barriers of
+//! `atomic_long_add_return` and `xchg`). So the two fences are ordered one
+//! way or the other: if the charger's fence comes first, the setter's second
+//! read sees the charge and retries; if the setter's comes first, the
+//! charger sees the new limit and backs out. Either way usage never stays
+//! above a limit that `set_max` reported as set.
+//!
+//! # Protection
+//!
+//! For counters with protection support (the memory counter, not swap),
+//! every usage change recomputes `min(usage, min)` and `min(usage, low)` and
+//! adds the change to the parent's `children_min_usage` /
+//! `children_low_usage` (`propagate_protected_usage`). Reclaim then computes
+//! effective protection top-down with [`PageCounter::calculate_protection`]:
+//! a child gets its own setting, scaled down when its siblings together
+//! claim more than the parent has, and (with recursive protection, the
+//! `memory_recursiveprot` mount option) a share of what the parent has
+//! left in proportion to its unprotected usage.
+
+use std::fmt;
+
+use crate::errno::Errno;
+use crate::sync::{Arc, AtomicI64, AtomicU64, Ordering, fence, spin_loop};
+
+/// Bytes per page.
+pub const PAGE_SIZE: u64 = 4096;
+
+/// The "unlimited" value (`PAGE_COUNTER_MAX` on 64-bit: `LONG_MAX /
+/// PAGE_SIZE`).
+pub const PAGE_COUNTER_MAX: u64 = i64::MAX as u64 / PAGE_SIZE;
+
+/// `set_max` found usage above the new limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("usage {usage} pages exceeds the new limit of {max} pages")]
+pub struct SetMaxBusy {
+    /// Pages in use.
+    pub usage: u64,
+    /// The limit asked for.
+    pub max: u64,
+}
+
+impl SetMaxBusy {
+    /// `EBUSY`.
+    pub fn errno(&self) -> Errno {
+        Errno::EBUSY
+    }
+}
+
+/// The hot fields: written on every charge.
+#[repr(align(64))]
+struct Hot {
+    usage: AtomicI64,
+    min_usage: AtomicI64,
+    low_usage: AtomicI64,
+    children_min_usage: AtomicI64,
+    children_low_usage: AtomicI64,
+    watermark: AtomicU64,
+    local_watermark: AtomicU64,
+    failcnt: AtomicU64,
+}
+
+/// The read-mostly fields, on their own cache line as in the kernel.
+#[repr(align(64))]
+struct Limits {
+    max: AtomicU64,
+    high: AtomicU64,
+    low: AtomicU64,
+    min: AtomicU64,
+    emin: AtomicU64,
+    elow: AtomicU64,
+}
+
+/// One level of a hierarchical page counter (`struct page_counter`).
+pub struct PageCounter {
+    hot: Hot,
+    limits: Limits,
+    parent: Option<Arc<PageCounter>>,
+    protection_support: bool,
+}
+
+impl PageCounter {
+    /// A counter at 0 with no limits under `parent`.
+    pub fn new(parent: Option<Arc<PageCounter>>, protection_support: bool) -> Self {
+        Self {
+            hot: Hot {
+                usage: AtomicI64::new(0),
+                min_usage: AtomicI64::new(0),
+                low_usage: AtomicI64::new(0),
+                children_min_usage: AtomicI64::new(0),
+                children_low_usage: AtomicI64::new(0),
+                watermark: AtomicU64::new(0),
+                local_watermark: AtomicU64::new(0),
+                failcnt: AtomicU64::new(0),
+            },
+            limits: Limits {
+                max: AtomicU64::new(PAGE_COUNTER_MAX),
+                high: AtomicU64::new(PAGE_COUNTER_MAX),
+                low: AtomicU64::new(0),
+                min: AtomicU64::new(0),
+                emin: AtomicU64::new(0),
+                elow: AtomicU64::new(0),
+            },
+            parent,
+            protection_support,
+        }
+    }
+
+    /// The parent level.
+    pub fn parent(&self) -> Option<&Arc<PageCounter>> {
+        self.parent.as_ref()
+    }
+
+    /// Pages charged (`page_counter_read`).
+    pub fn usage(&self) -> u64 {
+        // Relaxed: a snapshot; charging and limit setting order themselves
+        // with the fences described in the module docs.
+        self.hot.usage.load(Ordering::Relaxed).max(0) as u64
+    }
+
+    /// The limit in pages.
+    pub fn max(&self) -> u64 {
+        self.limits.max.load(Ordering::Relaxed)
+    }
+
+    /// The high threshold in pages.
+    pub fn high(&self) -> u64 {
+        self.limits.high.load(Ordering::Relaxed)
+    }
+
+    /// The low protection in pages.
+    pub fn low(&self) -> u64 {
+        self.limits.low.load(Ordering::Relaxed)
+    }
+
+    /// The min protection in pages.
+    pub fn min(&self) -> u64 {
+        self.limits.min.load(Ordering::Relaxed)
+    }
+
+    /// Effective min protection from the last [`calculate_protection`](Self::calculate_protection).
+    pub fn emin(&self) -> u64 {
+        self.limits.emin.load(Ordering::Relaxed)
+    }
+
+    /// Effective low protection from the last [`calculate_protection`](Self::calculate_protection).
+    pub fn elow(&self) -> u64 {
+        self.limits.elow.load(Ordering::Relaxed)
+    }
+
+    /// The highest usage seen (`watermark`, `memory.peak`).
+    pub fn watermark(&self) -> u64 {
+        self.hot.watermark.load(Ordering::Relaxed)
+    }
+
+    /// Charges refused at this level (`failcnt`).
+    pub fn failcnt(&self) -> u64 {
+        self.hot.failcnt.load(Ordering::Relaxed)
+    }
+
+    /// Protected usage of the children (`children_min_usage`).
+    pub fn children_min_usage(&self) -> u64 {
+        self.hot.children_min_usage.load(Ordering::Relaxed).max(0) as u64
+    }
+
+    /// Protected usage of the children (`children_low_usage`).
+    pub fn children_low_usage(&self) -> u64 {
+        self.hot.children_low_usage.load(Ordering::Relaxed).max(0) as u64
+    }
+
+    /// Pages that can still be charged here before `max`
+    /// (`mem_cgroup_margin` for one level).
+    pub fn margin(&self) -> u64 {
+        self.max().saturating_sub(self.usage())
+    }
+
+    /// Levels from this one to the root.
+    fn levels(&self) -> impl Iterator<Item = &PageCounter> {
+        std::iter::successors(Some(self), |c| c.parent.as_deref())
+    }
+
+    /// Charges `nr_pages` at every level regardless of limits
+    /// (`page_counter_charge`).
+    pub fn charge(&self, nr_pages: u64) {
+        for c in self.levels() {
+            // Relaxed: an unconditional charge orders nothing.
+            let new = c.hot.usage.fetch_add(nr_pages as i64, Ordering::Relaxed) + nr_pages as i64;
+            c.after_charge(new);
+        }
+    }
+
+    /// Charges `nr_pages` at every level unless one would go over its
+    /// `max`; on failure nothing stays charged and the refusing level is
+    /// returned (`page_counter_try_charge`).
+    pub fn try_charge(&self, nr_pages: u64) -> Result<(), &PageCounter> {
+        for c in self.levels() {
+            // Relaxed add, then the fence: pairs with the fence in
+            // `set_max` (module docs) so that either this charge sees the
+            // new limit or the setter sees this charge.
+            let new = c.hot.usage.fetch_add(nr_pages as i64, Ordering::Relaxed) + nr_pages as i64;
+            fence(Ordering::SeqCst);
+            if new > c.max() as i64 {
+                c.hot.usage.fetch_sub(nr_pages as i64, Ordering::Relaxed);
+                // Relaxed: a statistic.
+                c.hot.failcnt.fetch_add(1, Ordering::Relaxed);
+                for undo in self.levels().take_while(|l| !std::ptr::eq(*l, c)) {
+                    undo.cancel(nr_pages);
+                }
+                return Err(c);
+            }
+            c.after_charge(new);
+        }
+        Ok(())
+    }
+
+    /// Uncharges `nr_pages` at every level (`page_counter_uncharge`).
+    pub fn uncharge(&self, nr_pages: u64) {
+        for c in self.levels() {
+            c.cancel(nr_pages);
+        }
+    }
+
+    /// Uncharges `nr_pages` at this level only (`page_counter_cancel`).
+    /// More uncharges than charges is a bug: loud in debug builds, clamped
+    /// to 0 in release builds, as the kernel's `WARN_ONCE`.
+    pub fn cancel(&self, nr_pages: u64) {
+        let mut new = self.hot.usage.fetch_sub(nr_pages as i64, Ordering::Relaxed) - nr_pages as i64;
+        if new < 0 {
+            debug_assert!(new >= 0, "page_counter underflow: {new} nr_pages={nr_pages}");
+            // Relaxed: repairing a statistic after a caller bug.
+            self.hot.usage.store(0, Ordering::Relaxed);
+            new = 0;
+        }
+        if self.protection_support {
+            self.propagate_protected_usage(new as u64);
+        }
+    }
+
+    fn after_charge(&self, new: i64) {
+        if self.protection_support {
+            self.propagate_protected_usage(new.max(0) as u64);
+        }
+        // Racy by design (as in the kernel): a statistic, and a lost
+        // update only ever under-reports a concurrent peak briefly.
+        let new = new.max(0) as u64;
+        if new > self.hot.local_watermark.load(Ordering::Relaxed) {
+            self.hot.local_watermark.store(new, Ordering::Relaxed);
+            if new > self.hot.watermark.load(Ordering::Relaxed) {
+                self.hot.watermark.store(new, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Resets the peak to the current usage (writing `memory.peak`).
+    pub fn reset_watermark(&self) {
+        let usage = self.usage();
+        self.hot.watermark.store(usage, Ordering::Relaxed);
+        self.hot.local_watermark.store(usage, Ordering::Relaxed);
+    }
+
+    fn propagate_protected_usage(&self, usage: u64) {
+        let Some(parent) = &self.parent else { return };
+        let pairs = [
+            (&self.limits.min, &self.hot.min_usage, &parent.hot.children_min_usage),
+            (&self.limits.low, &self.hot.low_usage, &parent.hot.children_low_usage),
+        ];
+        for (setting, protected_usage, children) in pairs {
+            let protected = usage.min(setting.load(Ordering::Relaxed)) as i64;
+            if protected != protected_usage.load(Ordering::Relaxed) {
+                // Relaxed swap: the exchange makes each delta counted once
+                // even when updates race; the sum is a statistic.
+                let old = protected_usage.swap(protected, Ordering::Relaxed);
+                let delta = protected - old;
+                if delta != 0 {
+                    children.fetch_add(delta, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Sets `max`; fails with EBUSY if usage already exceeds it
+    /// (`page_counter_set_max`, race-free against charges: module docs).
+    pub fn set_max(&self, nr_pages: u64) -> Result<(), SetMaxBusy> {
+        loop {
+            let usage = self.usage();
+            if usage > nr_pages {
+                return Err(SetMaxBusy { usage, max: nr_pages });
+            }
+            let old = self.limits.max.swap(nr_pages, Ordering::Relaxed);
+            // Pairs with the fence in `try_charge` (module docs).
+            fence(Ordering::SeqCst);
+            if self.usage() <= usage || nr_pages >= old {
+                return Ok(());
+            }
+            self.limits.max.store(old, Ordering::Relaxed);
+            spin_loop();
+        }
+    }
+
+    /// Sets `max` even below usage (what writing `memory.max` does before
+    /// reclaiming down to it); returns the previous limit.
+    pub fn force_max(&self, nr_pages: u64) -> u64 {
+        self.limits.max.swap(nr_pages, Ordering::SeqCst)
+    }
+
+    /// Sets the high threshold.
+    pub fn set_high(&self, nr_pages: u64) {
+        self.limits.high.store(nr_pages, Ordering::Relaxed);
+    }
+
+    /// Sets min protection and propagates protected usage up.
+    pub fn set_min(&self, nr_pages: u64) {
+        self.limits.min.store(nr_pages, Ordering::Relaxed);
+        self.repropagate();
+    }
+
+    /// Sets low protection and propagates protected usage up.
+    pub fn set_low(&self, nr_pages: u64) {
+        self.limits.low.store(nr_pages, Ordering::Relaxed);
+        self.repropagate();
+    }
+
+    fn repropagate(&self) {
+        if !self.protection_support {
+            return;
+        }
+        for c in self.levels() {
+            c.propagate_protected_usage(c.usage());
+        }
+    }
+
+    /// Computes `emin`/`elow` of `self` for reclaim rooted at `root`
+    /// (`page_counter_calculate_protection`). Call top-down: the parent's
+    /// effective values must be current.
+    pub fn calculate_protection(&self, root: &PageCounter, recursive_protection: bool) {
+        if std::ptr::eq(self, root) {
+            return;
+        }
+        let usage = self.usage();
+        if usage == 0 {
+            return;
+        }
+        let Some(parent) = self.parent.as_deref() else { return };
+        if std::ptr::eq(parent, root) {
+            self.limits.emin.store(self.min(), Ordering::Relaxed);
+            self.limits.elow.store(self.low(), Ordering::Relaxed);
+            return;
+        }
+        let parent_usage = parent.usage();
+        let emin = effective_protection(
+            usage,
+            parent_usage,
+            self.min(),
+            parent.emin(),
+            parent.children_min_usage(),
+            recursive_protection,
+        );
+        let elow = effective_protection(
+            usage,
+            parent_usage,
+            self.low(),
+            parent.elow(),
+            parent.children_low_usage(),
+            recursive_protection,
+        );
+        self.limits.emin.store(emin, Ordering::Relaxed);
+        self.limits.elow.store(elow, Ordering::Relaxed);
+    }
+}
+
+/// The kernel's `effective_protection`: a child's share of what its parent
+/// is protected with (see the module docs).
+pub fn effective_protection(
+    usage: u64,
+    parent_usage: u64,
+    setting: u64,
+    parent_effective: u64,
+    siblings_protected: u64,
+    recursive_protection: bool,
+) -> u64 {
+    let protected = usage.min(setting);
+    // Siblings claim more than the parent affords: scale by utilisation.
+    if siblings_protected > parent_effective {
+        return (u128::from(protected) * u128::from(parent_effective) / u128::from(siblings_protected)) as u64;
+    }
+    let mut ep = protected;
+    if !recursive_protection {
+        return ep;
+    }
+    // Hand out the parent's unclaimed protection in proportion to each
+    // child's unprotected usage.
+    if parent_effective > siblings_protected && parent_usage > siblings_protected && usage > protected {
+        let unclaimed = u128::from(parent_effective - siblings_protected) * u128::from(usage - protected)
+            / u128::from(parent_usage - siblings_protected);
+        ep += unclaimed as u64;
+    }
+    ep
+}
+
+impl fmt::Debug for PageCounter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PageCounter")
+            .field("usage", &self.usage())
+            .field("max", &self.max())
+            .field("watermark", &self.watermark())
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn chain(depth: usize) -> Vec<Arc<PageCounter>> {
+        let mut levels: Vec<Arc<PageCounter>> = vec![Arc::new(PageCounter::new(None, true))];
+        for _ in 1..depth {
+            let parent = Arc::clone(levels.last().unwrap());
+            levels.push(Arc::new(PageCounter::new(Some(parent), true)));
+        }
+        levels
+    }
+
+    #[test]
+    fn charges_propagate_and_failures_undo() {
+        let l = chain(3);
+        let (root, mid, leaf) = (&l[0], &l[1], &l[2]);
+        leaf.charge(5);
+        assert_eq!((root.usage(), mid.usage(), leaf.usage()), (5, 5, 5));
+        mid.set_max(8).unwrap();
+        let failed = leaf.try_charge(4).unwrap_err();
+        assert!(std::ptr::eq(failed, &**mid), "mid refused");
+        assert_eq!((root.usage(), mid.usage(), leaf.usage()), (5, 5, 5), "undone");
+        assert_eq!((mid.failcnt(), leaf.failcnt()), (1, 0));
+        leaf.try_charge(3).unwrap();
+        assert_eq!(root.watermark(), 8);
+        leaf.uncharge(8);
+        assert_eq!(root.usage(), 0);
+        assert_eq!(root.watermark(), 8, "peak stays");
+        root.reset_watermark();
+        assert_eq!(root.watermark(), 0);
+    }
+
+    #[test]
+    fn set_max_refuses_below_usage() {
+        let c = PageCounter::new(None, false);
+        c.charge(10);
+        assert_eq!(c.set_max(9), Err(SetMaxBusy { usage: 10, max: 9 }));
+        assert_eq!(c.set_max(9).unwrap_err().errno(), Errno::EBUSY);
+        c.set_max(10).unwrap();
+        assert_eq!(c.max(), 10);
+        assert_eq!(c.force_max(3), 10);
+        assert_eq!(c.margin(), 0);
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "page_counter underflow")]
+    fn underflow_is_loud_in_debug_builds() {
+        PageCounter::new(None, false).uncharge(1);
+    }
+
+    #[test]
+    fn protected_usage_propagates_to_the_parent() {
+        let l = chain(2);
+        let (parent, child) = (&l[0], &l[1]);
+        child.set_min(10);
+        child.set_low(20);
+        child.charge(15);
+        assert_eq!((parent.children_min_usage(), parent.children_low_usage()), (10, 15));
+        child.uncharge(12);
+        assert_eq!((parent.children_min_usage(), parent.children_low_usage()), (3, 3));
+        child.set_min(0);
+        assert_eq!(parent.children_min_usage(), 0);
+    }
+
+    #[test]
+    fn effective_protection_matches_the_kernel_examples() {
+        // Within budget: the setting, capped by usage.
+        assert_eq!(effective_protection(50, 100, 30, 60, 40, false), 30);
+        // Siblings over-claim: scaled by parent_effective / siblings_protected.
+        assert_eq!(effective_protection(50, 200, 50, 60, 120, false), 25);
+        // Recursive: a share of the unclaimed rest by unprotected usage.
+        assert_eq!(effective_protection(50, 100, 10, 60, 20, true), 10 + 40 * 40 / 80);
+        assert_eq!(effective_protection(50, 100, 10, 60, 20, false), 10);
+    }
+
+    #[test]
+    fn calculate_protection_top_down() {
+        // root -> a -> {b, c}: a.low = 100 pages; b.low = 80, c.low = 80.
+        let root = Arc::new(PageCounter::new(None, true));
+        let a = Arc::new(PageCounter::new(Some(Arc::clone(&root)), true));
+        let b = PageCounter::new(Some(Arc::clone(&a)), true);
+        let c = PageCounter::new(Some(Arc::clone(&a)), true);
+        a.set_low(100);
+        b.set_low(80);
+        c.set_low(80);
+        b.charge(100);
+        c.charge(60);
+        a.calculate_protection(&root, false);
+        b.calculate_protection(&root, false);
+        c.calculate_protection(&root, false);
+        assert_eq!(a.elow(), 100);
+        // Siblings protect 80 + 60 = 140 > 100: shares 80*100/140, 60*100/140.
+        assert_eq!((b.elow(), c.elow()), (57, 42));
+    }
+}
