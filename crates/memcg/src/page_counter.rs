@@ -240,9 +240,13 @@ impl PageCounter {
     /// More uncharges than charges is a bug: loud in debug builds, clamped
     /// to 0 in release builds, as the kernel's `WARN_ONCE`.
     pub fn cancel(&self, nr_pages: u64) {
-        let mut new = self.hot.usage.fetch_sub(nr_pages as i64, Ordering::Relaxed) - nr_pages as i64;
+        let mut new =
+            self.hot.usage.fetch_sub(nr_pages as i64, Ordering::Relaxed) - nr_pages as i64;
         if new < 0 {
-            debug_assert!(new >= 0, "page_counter underflow: {new} nr_pages={nr_pages}");
+            debug_assert!(
+                new >= 0,
+                "page_counter underflow: {new} nr_pages={nr_pages}"
+            );
             // Relaxed: repairing a statistic after a caller bug.
             self.hot.usage.store(0, Ordering::Relaxed);
             new = 0;
@@ -277,8 +281,16 @@ impl PageCounter {
     fn propagate_protected_usage(&self, usage: u64) {
         let Some(parent) = &self.parent else { return };
         let pairs = [
-            (&self.limits.min, &self.hot.min_usage, &parent.hot.children_min_usage),
-            (&self.limits.low, &self.hot.low_usage, &parent.hot.children_low_usage),
+            (
+                &self.limits.min,
+                &self.hot.min_usage,
+                &parent.hot.children_min_usage,
+            ),
+            (
+                &self.limits.low,
+                &self.hot.low_usage,
+                &parent.hot.children_low_usage,
+            ),
         ];
         for (setting, protected_usage, children) in pairs {
             let protected = usage.min(setting.load(Ordering::Relaxed)) as i64;
@@ -300,7 +312,10 @@ impl PageCounter {
         loop {
             let usage = self.usage();
             if usage > nr_pages {
-                return Err(SetMaxBusy { usage, max: nr_pages });
+                return Err(SetMaxBusy {
+                    usage,
+                    max: nr_pages,
+                });
             }
             let old = self.limits.max.swap(nr_pages, Ordering::Relaxed);
             // Pairs with the fence in `try_charge` (module docs).
@@ -356,7 +371,9 @@ impl PageCounter {
         if usage == 0 {
             return;
         }
-        let Some(parent) = self.parent.as_deref() else { return };
+        let Some(parent) = self.parent.as_deref() else {
+            return;
+        };
         if std::ptr::eq(parent, root) {
             self.limits.emin.store(self.min(), Ordering::Relaxed);
             self.limits.elow.store(self.low(), Ordering::Relaxed);
@@ -397,7 +414,8 @@ pub fn effective_protection(
     let protected = usage.min(setting);
     // Siblings claim more than the parent affords: scale by utilisation.
     if siblings_protected > parent_effective {
-        return (u128::from(protected) * u128::from(parent_effective) / u128::from(siblings_protected)) as u64;
+        return (u128::from(protected) * u128::from(parent_effective)
+            / u128::from(siblings_protected)) as u64;
     }
     let mut ep = protected;
     if !recursive_protection {
@@ -405,8 +423,12 @@ pub fn effective_protection(
     }
     // Hand out the parent's unclaimed protection in proportion to each
     // child's unprotected usage.
-    if parent_effective > siblings_protected && parent_usage > siblings_protected && usage > protected {
-        let unclaimed = u128::from(parent_effective - siblings_protected) * u128::from(usage - protected)
+    if parent_effective > siblings_protected
+        && parent_usage > siblings_protected
+        && usage > protected
+    {
+        let unclaimed = u128::from(parent_effective - siblings_protected)
+            * u128::from(usage - protected)
             / u128::from(parent_usage - siblings_protected);
         ep += unclaimed as u64;
     }
@@ -445,7 +467,11 @@ mod tests {
         mid.set_max(8).unwrap();
         let failed = leaf.try_charge(4).unwrap_err();
         assert!(std::ptr::eq(failed, &**mid), "mid refused");
-        assert_eq!((root.usage(), mid.usage(), leaf.usage()), (5, 5, 5), "undone");
+        assert_eq!(
+            (root.usage(), mid.usage(), leaf.usage()),
+            (5, 5, 5),
+            "undone"
+        );
         assert_eq!((mid.failcnt(), leaf.failcnt()), (1, 0));
         leaf.try_charge(3).unwrap();
         assert_eq!(root.watermark(), 8);
@@ -482,9 +508,15 @@ mod tests {
         child.set_min(10);
         child.set_low(20);
         child.charge(15);
-        assert_eq!((parent.children_min_usage(), parent.children_low_usage()), (10, 15));
+        assert_eq!(
+            (parent.children_min_usage(), parent.children_low_usage()),
+            (10, 15)
+        );
         child.uncharge(12);
-        assert_eq!((parent.children_min_usage(), parent.children_low_usage()), (3, 3));
+        assert_eq!(
+            (parent.children_min_usage(), parent.children_low_usage()),
+            (3, 3)
+        );
         child.set_min(0);
         assert_eq!(parent.children_min_usage(), 0);
     }
@@ -496,7 +528,10 @@ mod tests {
         // Siblings over-claim: scaled by parent_effective / siblings_protected.
         assert_eq!(effective_protection(50, 200, 50, 60, 120, false), 25);
         // Recursive: a share of the unclaimed rest by unprotected usage.
-        assert_eq!(effective_protection(50, 100, 10, 60, 20, true), 10 + 40 * 40 / 80);
+        assert_eq!(
+            effective_protection(50, 100, 10, 60, 20, true),
+            10 + 40 * 40 / 80
+        );
         assert_eq!(effective_protection(50, 100, 10, 60, 20, false), 10);
     }
 

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use loom::thread;
 use memcg::page_counter::PageCounter;
 
-fn explore<T: Ord + Debug + Send + 'static>(model: impl Fn() -> T + Send + Sync + 'static) -> BTreeSet<T> {
+fn explore<T: Ord + Debug + Send + 'static>(
+    model: impl Fn() -> T + Send + Sync + 'static,
+) -> BTreeSet<T> {
     let seen = std::sync::Arc::new(std::sync::Mutex::new(BTreeSet::new()));
     let sink = std::sync::Arc::clone(&seen);
     loom::model(move || {
@@ -33,13 +35,24 @@ fn try_charge_racing_set_max_never_ends_above_max() {
         };
         let charged = c.try_charge(4).is_ok();
         let set = setter.join().unwrap();
-        assert!(c.usage() <= c.max(), "usage {} above max {}", c.usage(), c.max());
+        assert!(
+            c.usage() <= c.max(),
+            "usage {} above max {}",
+            c.usage(),
+            c.max()
+        );
         assert_eq!(root.usage(), c.usage(), "levels agree");
         assert!(!(charged && set), "both a 9-page usage and an 8-page limit");
         (charged, set)
     });
-    assert!(outcomes.contains(&(true, false)), "charge first: {outcomes:?}");
-    assert!(outcomes.contains(&(false, true)), "limit first: {outcomes:?}");
+    assert!(
+        outcomes.contains(&(true, false)),
+        "charge first: {outcomes:?}"
+    );
+    assert!(
+        outcomes.contains(&(false, true)),
+        "limit first: {outcomes:?}"
+    );
 }
 
 /// Two 6-page charges race under a 10-page limit: exactly one wins.
@@ -59,5 +72,9 @@ fn two_charges_racing_at_the_limit() {
         assert_eq!(c.failcnt(), 1);
         mine
     });
-    assert_eq!(outcomes, BTreeSet::from([false, true]), "either thread can win");
+    assert_eq!(
+        outcomes,
+        BTreeSet::from([false, true]),
+        "either thread can win"
+    );
 }
