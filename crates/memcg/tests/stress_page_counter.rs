@@ -51,10 +51,10 @@ fn depth_four_under_churn_and_limit_changes() {
                 finished.fetch_add(1, Ordering::Release);
             });
         }
-        let (mid, finished) = (&mid, &finished);
+        let (mid, finished, nr_leaves) = (&mid, &finished, leaves.len());
         s.spawn(move || {
             let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xfeed);
-            while finished.load(Ordering::Acquire) < leaves.len() {
+            while finished.load(Ordering::Acquire) < nr_leaves {
                 let limit = rng.random_range(100..1500);
                 if mid.set_max(limit).is_ok() {
                     // Accepted: a snapshot may exceed it only by charges
