@@ -37,6 +37,13 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+mod charge;
+
+use charge::{Accounting, Hooks};
+pub use charge::{
+    ChargeError, ChargeKind, MemcgEvent, MemcgReclaim, MemcgStat, OomHandler, VmEvent,
+};
+
 use crate::errno::Errno;
 use crate::idr::{IdAllocator, IdTable};
 use crate::sync::{Arc, AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Mutex, Ordering, lock};
@@ -169,9 +176,41 @@ pub struct MemCgroup {
     kmemcg_id: AtomicI32,
     shrinker_bits: Box<[ShrinkerBits]>,
     ids: Arc<IdSpace>,
+    /// Counters, events and statistics (`charge.rs`).
+    acct: Accounting,
+    /// `+memory` in this cgroup's `cgroup.subtree_control`.
+    subtree_memory: AtomicBool,
+    /// Removed descendants whose ids are still pinned (`cgroup.stat`).
+    nr_dying_descendants: AtomicUsize,
 }
 
 impl MemCgroup {
+    fn new(
+        id: u32,
+        serial: u64,
+        name: &str,
+        parent: Option<&Arc<MemCgroup>>,
+        nr_nodes: usize,
+        ids: &Arc<IdSpace>,
+    ) -> Self {
+        Self {
+            id: id as u16,
+            serial,
+            name: name.to_owned(),
+            level: parent.map_or(0, |p| p.level + 1),
+            parent: parent.cloned(),
+            children: Mutex::new(BTreeMap::new()),
+            dying: AtomicBool::new(false),
+            id_refs: AtomicUsize::new(1),
+            kmemcg_id: AtomicI32::new(if parent.is_some() { id as i32 } else { -1 }),
+            shrinker_bits: (0..nr_nodes).map(|_| ShrinkerBits::new()).collect(),
+            ids: Arc::clone(ids),
+            acct: Accounting::new(parent.map(|p| &p.acct)),
+            subtree_memory: AtomicBool::new(false),
+            nr_dying_descendants: AtomicUsize::new(0),
+        }
+    }
+
     /// The cgroup's id (`mem_cgroup_id`), stable for its whole life.
     pub fn id(&self) -> u16 {
         self.id
@@ -236,6 +275,43 @@ impl MemCgroup {
         kids
     }
 
+    /// The parent, grandparent, ... up to the root.
+    pub fn ancestors(&self) -> impl Iterator<Item = &Arc<MemCgroup>> {
+        std::iter::successors(self.parent.as_ref(), |p| p.parent.as_ref())
+    }
+
+    /// Live descendants (`nr_descendants` of `cgroup.stat`).
+    pub fn nr_descendants(self: &Arc<Self>) -> usize {
+        self.descendants_pre().count() - 1
+    }
+
+    /// Removed descendants whose ids are still pinned
+    /// (`nr_dying_descendants` of `cgroup.stat`).
+    pub fn nr_dying_descendants(&self) -> usize {
+        self.nr_dying_descendants.load(Ordering::Relaxed)
+    }
+
+    /// Whether this cgroup's `cgroup.subtree_control` has `memory`.
+    pub fn subtree_memory(&self) -> bool {
+        self.subtree_memory.load(Ordering::Acquire)
+    }
+
+    /// Whether the memory controller is on for this cgroup: the root, or a
+    /// child of a cgroup with `+memory` in its subtree control.
+    pub fn memory_enabled(&self) -> bool {
+        self.parent.as_ref().is_none_or(|p| p.subtree_memory())
+    }
+
+    /// The cgroup that accounts this one's memory: itself if the controller
+    /// is on here, else the nearest ancestor where it is.
+    pub fn effective_memcg(self: &Arc<Self>) -> Arc<MemCgroup> {
+        let mut at = Arc::clone(self);
+        while !at.memory_enabled() {
+            at = Arc::clone(at.parent.as_ref().expect("the root always has memory"));
+        }
+        at
+    }
+
     /// Whether `self` is `ancestor` or lies below it.
     pub fn is_descendant_of(&self, ancestor: &MemCgroup) -> bool {
         let mut at = Some(self);
@@ -261,10 +337,18 @@ impl MemCgroup {
     /// Pins the id so that it keeps resolving (`mem_cgroup_id_get`). Fails
     /// once the id has been released.
     pub fn pin_id(self: &Arc<Self>) -> Option<IdPin> {
+        self.try_id_get().then(|| IdPin {
+            cg: Arc::clone(self),
+        })
+    }
+
+    /// Takes one id pin unless the id was released
+    /// (`refcount_inc_not_zero`); the caller owns the pin as a count.
+    pub(crate) fn try_id_get(&self) -> bool {
         let mut refs = self.id_refs.load(Ordering::Relaxed);
         loop {
             if refs == 0 {
-                return None;
+                return false;
             }
             // Relaxed: taking a pin needs no ordering, only atomicity (like
             // refcount_inc_not_zero); releasing is what orders.
@@ -274,11 +358,7 @@ impl MemCgroup {
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => {
-                    return Some(IdPin {
-                        cg: Arc::clone(self),
-                    });
-                }
+                Ok(_) => return true,
                 Err(actual) => refs = actual,
             }
         }
@@ -296,6 +376,11 @@ impl MemCgroup {
         if self.id_refs.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.ids.table.store(self.id.into(), None);
             lock(&self.ids.alloc).free(self.id.into());
+            if self.is_dying() {
+                for a in self.ancestors() {
+                    a.nr_dying_descendants.fetch_sub(1, Ordering::Relaxed);
+                }
+            }
         }
     }
 
@@ -405,6 +490,7 @@ struct TreeShared {
     list_lrus: Mutex<Vec<Arc<dyn MemcgLruHooks>>>,
     shrinker_ids: Mutex<IdAllocator>,
     next_serial: AtomicU64,
+    hooks: Mutex<Hooks>,
 }
 
 impl Drop for TreeShared {
@@ -448,19 +534,7 @@ impl CgroupTree {
             alloc: Mutex::new(alloc),
             max: config.max_ids,
         });
-        let root = Arc::new(MemCgroup {
-            id: root_id as u16,
-            serial: 0,
-            name: String::new(),
-            level: 0,
-            parent: None,
-            children: Mutex::new(BTreeMap::new()),
-            dying: AtomicBool::new(false),
-            id_refs: AtomicUsize::new(1),
-            kmemcg_id: AtomicI32::new(-1),
-            shrinker_bits: (0..config.nr_nodes).map(|_| ShrinkerBits::new()).collect(),
-            ids: Arc::clone(&ids),
-        });
+        let root = Arc::new(MemCgroup::new(root_id, 0, "", None, config.nr_nodes, &ids));
         ids.table.store(root_id as usize, Some(Arc::clone(&root)));
         Self {
             shared: Arc::new(TreeShared {
@@ -471,6 +545,7 @@ impl CgroupTree {
                 list_lrus: Mutex::new(Vec::new()),
                 shrinker_ids: Mutex::new(IdAllocator::new(0, MAX_SHRINKERS as u32 - 1)),
                 next_serial: AtomicU64::new(1),
+                hooks: Mutex::new(Hooks::default()),
             }),
         }
     }
@@ -572,21 +647,15 @@ impl CgroupTree {
             .ok_or(CgroupError::NoIds {
                 max: self.shared.ids.max,
             })?;
-        let cg = Arc::new(MemCgroup {
-            id: id as u16,
-            serial: self.shared.next_serial.fetch_add(1, Ordering::Relaxed),
-            name: name.to_owned(),
-            level: parent.level + 1,
-            parent: Some(Arc::clone(parent)),
-            children: Mutex::new(BTreeMap::new()),
-            dying: AtomicBool::new(false),
-            id_refs: AtomicUsize::new(1),
-            kmemcg_id: AtomicI32::new(id as i32),
-            shrinker_bits: (0..self.shared.nr_nodes)
-                .map(|_| ShrinkerBits::new())
-                .collect(),
-            ids: Arc::clone(&self.shared.ids),
-        });
+        let serial = self.shared.next_serial.fetch_add(1, Ordering::Relaxed);
+        let cg = Arc::new(MemCgroup::new(
+            id,
+            serial,
+            name,
+            Some(parent),
+            self.shared.nr_nodes,
+            &self.shared.ids,
+        ));
         for lru in lock(&self.shared.list_lrus).iter() {
             lru.memcg_alloc(&cg);
         }
@@ -641,8 +710,32 @@ impl CgroupTree {
         for lru in lock(&self.shared.list_lrus).iter() {
             lru.reparent(cg, parent);
         }
+        for a in cg.ancestors() {
+            a.nr_dying_descendants.fetch_add(1, Ordering::Relaxed);
+        }
         lock(&parent.children).remove(&cg.name);
         cg.id_put();
+        Ok(())
+    }
+
+    /// Writes `+memory` (`true`) or `-memory` to `cg`'s
+    /// `cgroup.subtree_control`. Enabling needs the controller on `cg`
+    /// itself; disabling is refused while `cg` has children (a
+    /// simplification: the kernel would tear down their memory state).
+    pub fn set_subtree_memory(&self, cg: &Arc<MemCgroup>, enable: bool) -> Result<(), CgroupError> {
+        let _cgroup_mutex = lock(&self.shared.cgroup_mutex);
+        let path = cg.path();
+        if enable && !cg.memory_enabled() {
+            return Err(CgroupError::NotFound { path });
+        }
+        if !enable && cg.subtree_memory() && !lock(&cg.children).is_empty() {
+            return Err(CgroupError::Busy {
+                path,
+                reason: "children use the memory controller",
+            });
+        }
+        // Release: pairs with the Acquire in `subtree_memory`.
+        cg.subtree_memory.store(enable, Ordering::Release);
         Ok(())
     }
 

@@ -1,0 +1,891 @@
+//! Charging memory and swap to cgroups, events and statistics
+//! (the accounting half of mm/memcontrol.c, v6.14).
+//!
+//! Every cgroup has a `memory` and a `swap` [`PageCounter`] whose parents
+//! are its parent's counters, so a charge counts at every level. The root
+//! itself is never charged (as in the kernel); its counters only sum its
+//! children's.
+//!
+//! # Charging (`try_charge_memcg`)
+//!
+//! Try the counter; when a level refuses, raise `max` on that cgroup (the
+//! one over its limit), ask the [`MemcgReclaim`] hook to free the shortfall
+//! there, and retry while that made room, once more after a "drain", again
+//! while reclaim freed anything (small charges), and up to
+//! `MAX_RECLAIM_RETRIES` times. Then invoke the OOM path: raise `oom`, and
+//! ask the [`OomHandler`] hook for a victim; if one was killed, raise
+//! `oom_kill` where it lived and start over; else fail with ENOMEM. A
+//! successful charge that leaves any level above `memory.high` raises
+//! `high` there and asks reclaim to bring it back (the kernel does this on
+//! the way back to user space).
+//!
+//! # Swap accounting
+//!
+//! Swap-out charges the folio's cgroup's `swap` counter (or the nearest
+//! ancestor whose id can still be pinned), raising `max` and `fail` swap
+//! events on refusal; it pins the id once per page and records it in
+//! `swap_cgroup`. Freeing the slots clears the record, uncharges the
+//! recorded (possibly dying) cgroup and unpins. Swap-in charges memory to
+//! the recorded cgroup if it is still online, else to the faulting task's.
+//!
+//! # Events and statistics
+//!
+//! Events count locally (`memory.events.local`) and hierarchically on the
+//! cgroup and its ancestors below the root (`memory.events`). Statistics
+//! are hierarchical (v2's `memory.stat`): every change is added at every
+//! level, so a removed cgroup's pages still show in its parent.
+
+use std::fmt;
+
+use super::{CgroupTree, MemCgroup};
+use crate::errno::Errno;
+use crate::page_counter::{PAGE_COUNTER_MAX, PAGE_SIZE, PageCounter};
+use crate::swap_cgroup::{SwapCgroup, SwapCgroupError};
+use crate::swapops::SwapEntry;
+use crate::sync::{Arc, AtomicI64, AtomicU64, Ordering, lock};
+
+/// How often a charge retries reclaim before invoking the OOM path
+/// (`MAX_RECLAIM_RETRIES`).
+pub const MAX_RECLAIM_RETRIES: u32 = 16;
+
+/// OOM kills one charge may trigger before it gives up. The kernel relies
+/// on victims freeing memory; a bound keeps a hook that kills without
+/// freeing from looping forever.
+const MAX_OOM_KILLS_PER_CHARGE: u32 = 16;
+
+/// Charges up to this many pages retry after any reclaim progress
+/// (`1 << PAGE_ALLOC_COSTLY_ORDER`).
+const COSTLY_PAGES: u64 = 8;
+
+/// Memory events (`enum memcg_memory_event`), in file order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MemcgEvent {
+    /// Reclaimed below `memory.low` protection.
+    Low,
+    /// Usage went over `memory.high`.
+    High,
+    /// A charge hit `memory.max`.
+    Max,
+    /// The OOM path was entered.
+    Oom,
+    /// A task was OOM-killed.
+    OomKill,
+    /// A cgroup was OOM-killed as a group.
+    OomGroupKill,
+    /// Swap usage went over `memory.swap.high`.
+    SwapHigh,
+    /// A swap charge hit `memory.swap.max`.
+    SwapMax,
+    /// A swap-out failed (no slot or over `memory.swap.max`).
+    SwapFail,
+}
+
+impl MemcgEvent {
+    /// Every event, `memory.events` ones then `memory.swap.events` ones.
+    pub const ALL: [MemcgEvent; 9] = [
+        MemcgEvent::Low,
+        MemcgEvent::High,
+        MemcgEvent::Max,
+        MemcgEvent::Oom,
+        MemcgEvent::OomKill,
+        MemcgEvent::OomGroupKill,
+        MemcgEvent::SwapHigh,
+        MemcgEvent::SwapMax,
+        MemcgEvent::SwapFail,
+    ];
+
+    /// The key in its events file.
+    pub const fn name(self) -> &'static str {
+        match self {
+            MemcgEvent::Low => "low",
+            MemcgEvent::High | MemcgEvent::SwapHigh => "high",
+            MemcgEvent::Max | MemcgEvent::SwapMax => "max",
+            MemcgEvent::Oom => "oom",
+            MemcgEvent::OomKill => "oom_kill",
+            MemcgEvent::OomGroupKill => "oom_group_kill",
+            MemcgEvent::SwapFail => "fail",
+        }
+    }
+
+    /// Whether it belongs in `memory.swap.events`.
+    pub const fn is_swap(self) -> bool {
+        matches!(
+            self,
+            MemcgEvent::SwapHigh | MemcgEvent::SwapMax | MemcgEvent::SwapFail
+        )
+    }
+}
+
+/// Page states kept per cgroup, in `memory.stat` order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MemcgStat {
+    /// Anonymous pages (`anon`).
+    Anon,
+    /// Page cache pages (`file`).
+    File,
+    /// Bytes of compressed memory in zswap (`zswap`).
+    ZswapBytes,
+    /// Pages stored in zswap (`zswapped`).
+    Zswapped,
+    /// Pages in the swap cache (`swapcached`).
+    Swapcached,
+    /// Pages on swap (`MEMCG_SWAP`; v2's `memory.stat` does not show it,
+    /// `memory.swap.current` is the interface).
+    Swap,
+}
+
+impl MemcgStat {
+    /// Every state, in order.
+    pub const ALL: [MemcgStat; 6] = [
+        MemcgStat::Anon,
+        MemcgStat::File,
+        MemcgStat::ZswapBytes,
+        MemcgStat::Zswapped,
+        MemcgStat::Swapcached,
+        MemcgStat::Swap,
+    ];
+
+    /// The `memory.stat` key, or `None` for states v2 does not print.
+    pub const fn key(self) -> Option<&'static str> {
+        match self {
+            MemcgStat::Anon => Some("anon"),
+            MemcgStat::File => Some("file"),
+            MemcgStat::ZswapBytes => Some("zswap"),
+            MemcgStat::Zswapped => Some("zswapped"),
+            MemcgStat::Swapcached => Some("swapcached"),
+            MemcgStat::Swap => None,
+        }
+    }
+
+    /// Bytes per unit of the stored value (pages print as bytes).
+    pub const fn unit_bytes(self) -> u64 {
+        match self {
+            MemcgStat::ZswapBytes => 1,
+            _ => PAGE_SIZE,
+        }
+    }
+}
+
+/// Event counts kept per cgroup (`memcg_vm_event_stat`), in `memory.stat`
+/// order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum VmEvent {
+    /// Pages scanned by reclaim.
+    Pgscan,
+    /// Pages reclaimed.
+    Pgsteal,
+    /// Pages read from swap.
+    Pswpin,
+    /// Pages written to swap.
+    Pswpout,
+    /// Page faults.
+    Pgfault,
+    /// Major (I/O) page faults.
+    Pgmajfault,
+    /// Pages read back from zswap.
+    Zswpin,
+    /// Pages stored in zswap.
+    Zswpout,
+    /// Pages written back from zswap to swap.
+    Zswpwb,
+}
+
+impl VmEvent {
+    /// Every event, in order.
+    pub const ALL: [VmEvent; 9] = [
+        VmEvent::Pgscan,
+        VmEvent::Pgsteal,
+        VmEvent::Pswpin,
+        VmEvent::Pswpout,
+        VmEvent::Pgfault,
+        VmEvent::Pgmajfault,
+        VmEvent::Zswpin,
+        VmEvent::Zswpout,
+        VmEvent::Zswpwb,
+    ];
+
+    /// The `memory.stat` key.
+    pub const fn key(self) -> &'static str {
+        match self {
+            VmEvent::Pgscan => "pgscan",
+            VmEvent::Pgsteal => "pgsteal",
+            VmEvent::Pswpin => "pswpin",
+            VmEvent::Pswpout => "pswpout",
+            VmEvent::Pgfault => "pgfault",
+            VmEvent::Pgmajfault => "pgmajfault",
+            VmEvent::Zswpin => "zswpin",
+            VmEvent::Zswpout => "zswpout",
+            VmEvent::Zswpwb => "zswpwb",
+        }
+    }
+}
+
+/// What kind of page a charge is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ChargeKind {
+    /// Anonymous memory.
+    Anon,
+    /// Page cache.
+    File,
+}
+
+impl ChargeKind {
+    fn stat(self) -> MemcgStat {
+        match self {
+            ChargeKind::Anon => MemcgStat::Anon,
+            ChargeKind::File => MemcgStat::File,
+        }
+    }
+}
+
+/// Frees memory of a cgroup (`try_to_free_mem_cgroup_pages`). Until real
+/// reclaim exists, nothing is reclaimable.
+pub trait MemcgReclaim: Send + Sync {
+    /// Tries to free `nr_pages` charged to `cg`'s subtree; returns the
+    /// pages freed.
+    fn reclaim(&self, cg: &Arc<MemCgroup>, nr_pages: u64) -> u64;
+}
+
+/// Picks and kills a task when a cgroup is out of memory
+/// (`mem_cgroup_out_of_memory`).
+pub trait OomHandler: Send + Sync {
+    /// Kills a task in `cg`'s subtree; returns the cgroup it lived in, or
+    /// `None` when there is nothing to kill.
+    fn kill_victim(&self, cg: &Arc<MemCgroup>) -> Option<Arc<MemCgroup>>;
+}
+
+struct NothingReclaimable;
+
+impl MemcgReclaim for NothingReclaimable {
+    fn reclaim(&self, _: &Arc<MemCgroup>, _: u64) -> u64 {
+        0
+    }
+}
+
+struct NoTasks;
+
+impl OomHandler for NoTasks {
+    fn kill_victim(&self, _: &Arc<MemCgroup>) -> Option<Arc<MemCgroup>> {
+        None
+    }
+}
+
+/// The tree's reclaim and OOM hooks.
+pub(crate) struct Hooks {
+    reclaim: Arc<dyn MemcgReclaim>,
+    oom: Arc<dyn OomHandler>,
+}
+
+impl Default for Hooks {
+    fn default() -> Self {
+        Self {
+            reclaim: Arc::new(NothingReclaimable),
+            oom: Arc::new(NoTasks),
+        }
+    }
+}
+
+/// Why a charge failed. Nothing stays charged when one is returned.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChargeError {
+    /// Over `memory.max` with nothing reclaimable and nothing to kill.
+    #[error("{path}: out of memory (memory.max reached)")]
+    OutOfMemory {
+        /// The cgroup whose limit refused the charge.
+        path: String,
+    },
+    /// Over `memory.swap.max`.
+    #[error("{path}: swap limit reached (memory.swap.max)")]
+    SwapLimit {
+        /// The cgroup whose limit refused the charge.
+        path: String,
+    },
+    /// The swap entry could not be recorded.
+    #[error("swap_cgroup: {0}")]
+    SwapMap(#[from] SwapCgroupError),
+}
+
+impl ChargeError {
+    /// The errno a faulting task would see (ENOMEM), or the swap map's.
+    pub fn errno(&self) -> Errno {
+        match self {
+            ChargeError::OutOfMemory { .. } | ChargeError::SwapLimit { .. } => Errno::ENOMEM,
+            ChargeError::SwapMap(e) => e.errno(),
+        }
+    }
+}
+
+/// A cgroup's counters, events and statistics.
+pub(crate) struct Accounting {
+    memory: Arc<PageCounter>,
+    swap: Arc<PageCounter>,
+    /// `memory.zswap.max` in pages.
+    zswap_max: AtomicU64,
+    events: [AtomicU64; MemcgEvent::ALL.len()],
+    events_local: [AtomicU64; MemcgEvent::ALL.len()],
+    /// Hierarchical: includes every descendant, dead or alive.
+    stats: [AtomicI64; MemcgStat::ALL.len()],
+    vm_events: [AtomicU64; VmEvent::ALL.len()],
+}
+
+impl Accounting {
+    pub(crate) fn new(parent: Option<&Accounting>) -> Self {
+        Self {
+            memory: Arc::new(PageCounter::new(
+                parent.map(|p| Arc::clone(&p.memory)),
+                true,
+            )),
+            swap: Arc::new(PageCounter::new(parent.map(|p| Arc::clone(&p.swap)), false)),
+            zswap_max: AtomicU64::new(PAGE_COUNTER_MAX),
+            events: std::array::from_fn(|_| AtomicU64::new(0)),
+            events_local: std::array::from_fn(|_| AtomicU64::new(0)),
+            stats: std::array::from_fn(|_| AtomicI64::new(0)),
+            vm_events: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+}
+
+fn event_index(event: MemcgEvent) -> usize {
+    MemcgEvent::ALL
+        .iter()
+        .position(|&e| e == event)
+        .expect("listed")
+}
+
+impl MemCgroup {
+    /// The memory counter (`memory.current`, `.max`, `.high`, ...).
+    pub fn memory(&self) -> &PageCounter {
+        &self.acct.memory
+    }
+
+    /// The swap counter (`memory.swap.current`, `.max`, ...).
+    pub fn swap(&self) -> &PageCounter {
+        &self.acct.swap
+    }
+
+    /// `memory.zswap.max` in pages.
+    pub fn zswap_max(&self) -> u64 {
+        self.acct.zswap_max.load(Ordering::Relaxed)
+    }
+
+    /// Sets `memory.zswap.max` in pages.
+    pub fn set_zswap_max(&self, nr_pages: u64) {
+        self.acct.zswap_max.store(nr_pages, Ordering::Relaxed);
+    }
+
+    /// A hierarchical event count (`memory.events`, `memory.swap.events`).
+    pub fn event(&self, event: MemcgEvent) -> u64 {
+        self.acct.events[event_index(event)].load(Ordering::Relaxed)
+    }
+
+    /// A local event count (`memory.events.local`).
+    pub fn event_local(&self, event: MemcgEvent) -> u64 {
+        self.acct.events_local[event_index(event)].load(Ordering::Relaxed)
+    }
+
+    /// A hierarchical statistic in its own unit (pages, or bytes for zswap).
+    pub fn stat(&self, stat: MemcgStat) -> i64 {
+        let i = MemcgStat::ALL
+            .iter()
+            .position(|&s| s == stat)
+            .expect("listed");
+        self.acct.stats[i].load(Ordering::Relaxed)
+    }
+
+    /// A hierarchical event count of `memory.stat`.
+    pub fn vm_event(&self, event: VmEvent) -> u64 {
+        let i = VmEvent::ALL
+            .iter()
+            .position(|&e| e == event)
+            .expect("listed");
+        self.acct.vm_events[i].load(Ordering::Relaxed)
+    }
+
+    /// Raises `event` (`memcg_memory_event`): locally here, and
+    /// hierarchically here and on every ancestor below the root.
+    pub fn memory_event(&self, event: MemcgEvent) {
+        let i = event_index(event);
+        // Relaxed: statistics.
+        self.acct.events_local[i].fetch_add(1, Ordering::Relaxed);
+        for c in std::iter::once(self).chain(self.ancestors().map(|a| &**a)) {
+            if c.is_root() {
+                break;
+            }
+            c.acct.events[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Adds `delta` to a statistic here and in every ancestor
+    /// (`mod_memcg_state`, hierarchical).
+    pub fn mod_stat(&self, stat: MemcgStat, delta: i64) {
+        let i = MemcgStat::ALL
+            .iter()
+            .position(|&s| s == stat)
+            .expect("listed");
+        for c in std::iter::once(self).chain(self.ancestors().map(|a| &**a)) {
+            c.acct.stats[i].fetch_add(delta, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts `n` events here and in every ancestor (`count_memcg_events`).
+    pub fn count_vm_event(&self, event: VmEvent, n: u64) {
+        let i = VmEvent::ALL
+            .iter()
+            .position(|&e| e == event)
+            .expect("listed");
+        for c in std::iter::once(self).chain(self.ancestors().map(|a| &**a)) {
+            c.acct.vm_events[i].fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Takes `n` id pins (`mem_cgroup_id_get_many`); the caller already
+    /// holds one, so the count cannot be zero.
+    pub(crate) fn id_get_many(&self, n: u64) {
+        let was = self.id_refs.fetch_add(n as usize, Ordering::Relaxed);
+        debug_assert!(was > 0, "pinning a released id");
+    }
+
+    /// Drops `n` id pins (`mem_cgroup_id_put_many`).
+    pub(crate) fn id_put_many(&self, n: u64) {
+        for _ in 0..n {
+            self.id_put();
+        }
+    }
+
+    /// Pins the id of this cgroup or, if it was released, of the nearest
+    /// ancestor whose id still resolves (`mem_cgroup_id_get_online`).
+    fn id_get_online(self: &Arc<Self>) -> Arc<MemCgroup> {
+        let mut at = Arc::clone(self);
+        loop {
+            if at.try_id_get() {
+                return at;
+            }
+            at = Arc::clone(at.parent.as_ref().expect("the root's id is never released"));
+        }
+    }
+}
+
+impl CgroupTree {
+    /// Installs the reclaim hook charging calls when a limit is hit.
+    pub fn set_reclaimer(&self, reclaim: Arc<dyn MemcgReclaim>) {
+        lock(&self.shared.hooks).reclaim = reclaim;
+    }
+
+    /// Installs the OOM hook.
+    pub fn set_oom_handler(&self, oom: Arc<dyn OomHandler>) {
+        lock(&self.shared.hooks).oom = oom;
+    }
+
+    fn reclaimer(&self) -> Arc<dyn MemcgReclaim> {
+        Arc::clone(&lock(&self.shared.hooks).reclaim)
+    }
+
+    /// Charges `nr_pages` of `kind` to `cg` (`charge_memcg`), reclaiming and
+    /// invoking the OOM path as the kernel does (module docs).
+    pub fn try_charge(
+        &self,
+        cg: &Arc<MemCgroup>,
+        nr_pages: u64,
+        kind: ChargeKind,
+    ) -> Result<(), ChargeError> {
+        self.try_charge_memcg(cg, nr_pages)?;
+        cg.mod_stat(kind.stat(), nr_pages as i64);
+        Ok(())
+    }
+
+    /// Uncharges `nr_pages` of `kind` from `cg` (`mem_cgroup_uncharge`).
+    pub fn uncharge(&self, cg: &MemCgroup, nr_pages: u64, kind: ChargeKind) {
+        if !cg.is_root() {
+            cg.memory().uncharge(nr_pages);
+        }
+        cg.mod_stat(kind.stat(), -(nr_pages as i64));
+    }
+
+    fn try_charge_memcg(&self, cg: &Arc<MemCgroup>, nr_pages: u64) -> Result<(), ChargeError> {
+        if cg.is_root() {
+            return Ok(());
+        }
+        let mut retries = MAX_RECLAIM_RETRIES;
+        let mut drained = false;
+        let mut oom_kills = 0;
+        loop {
+            let over = match cg.memory().try_charge(nr_pages) {
+                Ok(()) => {
+                    self.handle_over_high(cg);
+                    return Ok(());
+                }
+                Err(counter) => owner_of_counter(cg, counter, |c| c.memory()),
+            };
+            over.memory_event(MemcgEvent::Max);
+            let reclaimed = self.reclaimer().reclaim(&over, nr_pages);
+            if over.memory().margin() >= nr_pages {
+                continue;
+            }
+            if !drained {
+                // The kernel drains per-cpu charge caches here; we have none,
+                // but keep the extra round so event counts match.
+                drained = true;
+                continue;
+            }
+            if reclaimed > 0 && nr_pages <= COSTLY_PAGES {
+                continue;
+            }
+            if retries > 0 {
+                retries -= 1;
+                continue;
+            }
+            if oom_kills < MAX_OOM_KILLS_PER_CHARGE && self.out_of_memory(&over) {
+                oom_kills += 1;
+                retries = MAX_RECLAIM_RETRIES;
+                continue;
+            }
+            return Err(ChargeError::OutOfMemory { path: over.path() });
+        }
+    }
+
+    /// The OOM path (`mem_cgroup_out_of_memory`): raises `oom`, then
+    /// [`kill_victim`](Self::kill_victim).
+    fn out_of_memory(&self, cg: &Arc<MemCgroup>) -> bool {
+        cg.memory_event(MemcgEvent::Oom);
+        self.kill_victim(cg)
+    }
+
+    /// Asks the OOM hook for a victim in `cg`'s subtree and raises
+    /// `oom_kill` where it lived; `true` if one was killed.
+    fn kill_victim(&self, cg: &Arc<MemCgroup>) -> bool {
+        let oom = Arc::clone(&lock(&self.shared.hooks).oom);
+        match oom.kill_victim(cg) {
+            Some(victim) => {
+                victim.memory_event(MemcgEvent::OomKill);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// After a charge: every level above `memory.high` raises `high` and is
+    /// reclaimed back towards it (`mem_cgroup_handle_over_high`).
+    fn handle_over_high(&self, cg: &Arc<MemCgroup>) {
+        let mut at = Some(cg);
+        while let Some(c) = at {
+            if c.is_root() {
+                break;
+            }
+            let (usage, high) = (c.memory().usage(), c.memory().high());
+            if usage > high {
+                c.memory_event(MemcgEvent::High);
+                self.reclaimer().reclaim(c, usage - high);
+            }
+            at = c.parent();
+        }
+    }
+
+    /// Writes `memory.max` (`memory_max_write`): the limit is set even below
+    /// usage, then reclaim works towards it; when reclaim cannot, `oom` is
+    /// raised and the OOM handler asked, as the kernel does. Returns whether
+    /// usage ended at or below the limit.
+    pub fn set_memory_max(&self, cg: &Arc<MemCgroup>, nr_pages: u64) -> bool {
+        cg.memory().force_max(nr_pages);
+        let mut reclaims = MAX_RECLAIM_RETRIES;
+        let mut kills = 0;
+        loop {
+            let usage = cg.memory().usage();
+            if usage <= nr_pages {
+                return true;
+            }
+            if reclaims > 0 {
+                if self.reclaimer().reclaim(cg, usage - nr_pages) == 0 {
+                    reclaims -= 1;
+                }
+                continue;
+            }
+            if kills >= MAX_OOM_KILLS_PER_CHARGE || !self.out_of_memory(cg) {
+                return false;
+            }
+            kills += 1;
+        }
+    }
+
+    /// Charges swap for `nr` pages of `cg` being written to `entry`, pins
+    /// the id once per page and records it in `swap_cgroup`
+    /// (`__mem_cgroup_try_charge_swap`). Returns the cgroup charged (the
+    /// nearest one whose id could still be pinned).
+    pub fn swapout_charge(
+        &self,
+        cg: &Arc<MemCgroup>,
+        swap_cgroup: &SwapCgroup,
+        entry: SwapEntry,
+        nr: u32,
+    ) -> Result<Arc<MemCgroup>, ChargeError> {
+        let owner = cg.id_get_online();
+        let nr64 = u64::from(nr);
+        if !owner.is_root()
+            && let Err(counter) = owner.swap().try_charge(nr64)
+        {
+            let refused = owner_of_counter(&owner, counter, |c| c.swap());
+            refused.memory_event(MemcgEvent::SwapMax);
+            owner.memory_event(MemcgEvent::SwapFail);
+            owner.id_put_many(1);
+            return Err(ChargeError::SwapLimit {
+                path: refused.path(),
+            });
+        }
+        if let Err(e) = swap_cgroup.record(entry, owner.id(), nr) {
+            if !owner.is_root() {
+                owner.swap().uncharge(nr64);
+            }
+            owner.id_put_many(1);
+            return Err(e.into());
+        }
+        if nr > 1 {
+            owner.id_get_many(nr64 - 1);
+        }
+        owner.mod_stat(MemcgStat::Swap, nr64 as i64);
+        if !owner.is_root() && owner.swap().usage() > owner.swap().high() {
+            owner.memory_event(MemcgEvent::SwapHigh);
+        }
+        Ok(owner)
+    }
+
+    /// Raises the swap `fail` event for a swap-out that found no slot.
+    pub fn swapout_failed(&self, cg: &MemCgroup) {
+        cg.memory_event(MemcgEvent::SwapFail);
+    }
+
+    /// The slots `entry..entry + nr` were freed: clears their record,
+    /// uncharges the recorded cgroup's swap (dying or not) and unpins its
+    /// id once per page (`__mem_cgroup_uncharge_swap`). Returns the id that
+    /// was recorded (0: none).
+    pub fn swap_uncharge(
+        &self,
+        swap_cgroup: &SwapCgroup,
+        entry: SwapEntry,
+        nr: u32,
+    ) -> Result<u16, ChargeError> {
+        let id = swap_cgroup.clear(entry, nr)?;
+        if let Some(cg) = self.lookup(id) {
+            if !cg.is_root() {
+                cg.swap().uncharge(u64::from(nr));
+            }
+            cg.mod_stat(MemcgStat::Swap, -i64::from(nr));
+            cg.id_put_many(u64::from(nr));
+        }
+        Ok(id)
+    }
+
+    /// Charges a folio being swapped in from `entry` (`nr` pages): to the
+    /// cgroup recorded for it if that is still online, else to `faulting`
+    /// (`mem_cgroup_swapin_charge_folio`). Returns the cgroup charged.
+    pub fn swapin_charge(
+        &self,
+        swap_cgroup: &SwapCgroup,
+        entry: SwapEntry,
+        faulting: &Arc<MemCgroup>,
+        nr: u64,
+        kind: ChargeKind,
+    ) -> Result<Arc<MemCgroup>, ChargeError> {
+        let id = swap_cgroup.lookup(entry)?;
+        let target = self
+            .lookup(id)
+            .filter(|c| !c.is_dying())
+            .unwrap_or_else(|| Arc::clone(faulting));
+        self.try_charge(&target, nr, kind)?;
+        Ok(target)
+    }
+}
+
+/// The ancestor-or-self of `cg` whose counter (picked by `which`) is
+/// `counter`.
+fn owner_of_counter(
+    cg: &Arc<MemCgroup>,
+    counter: &PageCounter,
+    which: fn(&MemCgroup) -> &PageCounter,
+) -> Arc<MemCgroup> {
+    std::iter::once(cg)
+        .chain(cg.ancestors())
+        .find(|c| std::ptr::eq(which(c), counter))
+        .cloned()
+        .expect("the refusing counter is on the cgroup's chain")
+}
+
+impl fmt::Debug for Accounting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Accounting")
+            .field("memory", &self.memory)
+            .field("swap", &self.swap)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::memcontrol::TreeConfig;
+    use crate::swap_cgroup::Design;
+
+    fn tree() -> CgroupTree {
+        CgroupTree::new(TreeConfig {
+            nr_nodes: 1,
+            max_ids: 64,
+        })
+    }
+
+    #[test]
+    fn charges_count_up_the_hierarchy_and_balance() {
+        let t = tree();
+        let a = t.mkdir("/a").unwrap();
+        let b = t.mkdir("/a/b").unwrap();
+        t.try_charge(&b, 10, ChargeKind::Anon).unwrap();
+        t.try_charge(&a, 5, ChargeKind::File).unwrap();
+        assert_eq!((a.memory().usage(), b.memory().usage()), (15, 10));
+        assert_eq!(t.root().memory().usage(), 15);
+        assert_eq!((a.stat(MemcgStat::Anon), a.stat(MemcgStat::File)), (10, 5));
+        t.uncharge(&b, 10, ChargeKind::Anon);
+        t.uncharge(&a, 5, ChargeKind::File);
+        for c in [&a, &b, t.root()] {
+            assert_eq!(c.memory().usage(), 0);
+            assert_eq!(c.stat(MemcgStat::Anon), 0);
+        }
+        assert_eq!(a.memory().watermark(), 15);
+    }
+
+    #[test]
+    fn over_max_fails_with_max_and_oom_events_up_the_hierarchy() {
+        let t = tree();
+        let a = t.mkdir("/a").unwrap();
+        let b = t.mkdir("/a/b").unwrap();
+        a.memory().set_max(8).unwrap();
+        t.try_charge(&b, 6, ChargeKind::Anon).unwrap();
+        let err = t.try_charge(&b, 3, ChargeKind::Anon).unwrap_err();
+        assert_eq!(err, ChargeError::OutOfMemory { path: "/a".into() });
+        assert_eq!(err.errno(), Errno::ENOMEM);
+        assert_eq!(b.memory().usage(), 6, "nothing stays charged");
+        // max and oom are raised on /a, the cgroup over its limit.
+        assert!(a.event_local(MemcgEvent::Max) > 0);
+        assert_eq!(a.event_local(MemcgEvent::Oom), 1);
+        assert_eq!((b.event(MemcgEvent::Max), b.event(MemcgEvent::Oom)), (0, 0));
+        assert_eq!(a.event(MemcgEvent::Oom), 1);
+        assert_eq!(
+            t.root().event(MemcgEvent::Oom),
+            0,
+            "the root keeps no events"
+        );
+    }
+
+    struct KillOnce(std::sync::Mutex<Option<(CgroupTree, Arc<MemCgroup>, u64)>>);
+
+    impl OomHandler for KillOnce {
+        fn kill_victim(&self, _: &Arc<MemCgroup>) -> Option<Arc<MemCgroup>> {
+            let (t, victim, pages) = self.0.lock().unwrap().take()?;
+            t.uncharge(&victim, pages, ChargeKind::Anon);
+            Some(victim)
+        }
+    }
+
+    #[test]
+    fn an_oom_kill_frees_memory_and_the_charge_succeeds() {
+        let t = tree();
+        let a = t.mkdir("/a").unwrap();
+        let v = t.mkdir("/a/victim").unwrap();
+        a.memory().set_max(10).unwrap();
+        t.try_charge(&v, 8, ChargeKind::Anon).unwrap();
+        t.set_oom_handler(Arc::new(KillOnce(std::sync::Mutex::new(Some((
+            t.clone(),
+            Arc::clone(&v),
+            8,
+        ))))));
+        t.try_charge(&a, 5, ChargeKind::Anon).unwrap();
+        assert_eq!(v.event(MemcgEvent::OomKill), 1);
+        assert_eq!(a.event(MemcgEvent::OomKill), 1, "hierarchical");
+        assert_eq!(a.event_local(MemcgEvent::OomKill), 0);
+        assert_eq!(a.memory().usage(), 5);
+    }
+
+    #[test]
+    fn high_raises_events_and_asks_for_reclaim() {
+        struct Count(AtomicU64);
+        impl MemcgReclaim for Count {
+            fn reclaim(&self, _: &Arc<MemCgroup>, n: u64) -> u64 {
+                self.0.fetch_add(n, Ordering::Relaxed);
+                0
+            }
+        }
+        let t = tree();
+        let a = t.mkdir("/a").unwrap();
+        let asked = Arc::new(Count(AtomicU64::new(0)));
+        t.set_reclaimer(asked.clone());
+        a.memory().set_high(4);
+        t.try_charge(&a, 6, ChargeKind::Anon).unwrap();
+        assert_eq!(a.event(MemcgEvent::High), 1);
+        assert_eq!(asked.0.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn memory_max_below_usage_is_accepted_and_raises_oom() {
+        let t = tree();
+        let a = t.mkdir("/a").unwrap();
+        t.try_charge(&a, 10, ChargeKind::File).unwrap();
+        assert!(
+            a.memory().set_max(5).is_err(),
+            "the counter alone refuses (EBUSY)"
+        );
+        assert!(
+            !t.set_memory_max(&a, 5),
+            "the file accepts it; nothing reclaimable"
+        );
+        assert_eq!(a.memory().max(), 5);
+        assert_eq!(a.event(MemcgEvent::Oom), 1);
+    }
+
+    #[test]
+    fn swap_accounting_pins_ids_and_follows_the_owner() {
+        let t = tree();
+        let sc = SwapCgroup::new(Design::Memcg);
+        sc.swapon(0, 1024).unwrap();
+        let a = t.mkdir("/a").unwrap();
+        let other = t.mkdir("/other").unwrap();
+        let e = SwapEntry::new(0, 16).unwrap();
+        t.try_charge(&a, 4, ChargeKind::Anon).unwrap();
+        assert!(Arc::ptr_eq(&t.swapout_charge(&a, &sc, e, 4).unwrap(), &a));
+        t.uncharge(&a, 4, ChargeKind::Anon);
+        assert_eq!((a.swap().usage(), a.id_pins()), (4, 5));
+        assert_eq!(sc.lookup(e).unwrap(), a.id());
+        // The owner is removed: id pinned, dying descendant of the root.
+        t.rmdir("/a").unwrap();
+        assert!(t.lookup(a.id()).is_some());
+        assert_eq!(t.root().nr_dying_descendants(), 1);
+        // Swap-in by a task elsewhere charges that task's cgroup.
+        let charged = t
+            .swapin_charge(&sc, e, &other, 4, ChargeKind::Anon)
+            .unwrap();
+        assert!(Arc::ptr_eq(&charged, &other));
+        assert_eq!(other.memory().usage(), 4);
+        // Freeing the slots uncharges the dead owner and releases its id.
+        assert_eq!(t.swap_uncharge(&sc, e, 4).unwrap(), a.id());
+        assert_eq!(a.swap().usage(), 0);
+        assert!(t.lookup(a.id()).is_none(), "last pin released the id");
+        assert_eq!(t.root().nr_dying_descendants(), 0);
+        t.uncharge(&other, 4, ChargeKind::Anon);
+        assert_eq!(t.root().memory().usage(), 0);
+        assert_eq!(t.ids_in_use(), 2);
+    }
+
+    #[test]
+    fn swap_max_refuses_with_max_and_fail_events() {
+        let t = tree();
+        let sc = SwapCgroup::new(Design::Memcg);
+        sc.swapon(0, 64).unwrap();
+        let a = t.mkdir("/a").unwrap();
+        a.swap().set_max(2).unwrap();
+        let err = t
+            .swapout_charge(&a, &sc, SwapEntry::new(0, 0).unwrap(), 4)
+            .unwrap_err();
+        assert_eq!(err, ChargeError::SwapLimit { path: "/a".into() });
+        assert_eq!(
+            (a.event(MemcgEvent::SwapMax), a.event(MemcgEvent::SwapFail)),
+            (1, 1)
+        );
+        assert_eq!((a.swap().usage(), a.id_pins()), (0, 1), "nothing held");
+        assert_eq!(sc.lookup(SwapEntry::new(0, 0).unwrap()).unwrap(), 0);
+    }
+}
