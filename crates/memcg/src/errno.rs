@@ -14,6 +14,8 @@ pub enum Errno {
     EPERM = 1,
     /// No such file or directory.
     ENOENT = 2,
+    /// No such process.
+    ESRCH = 3,
     /// Out of memory.
     ENOMEM = 12,
     /// Permission denied.
@@ -22,6 +24,8 @@ pub enum Errno {
     EBUSY = 16,
     /// File exists.
     EEXIST = 17,
+    /// Is a directory.
+    EISDIR = 21,
     /// Invalid argument.
     EINVAL = 22,
     /// No space left on device.
@@ -43,6 +47,8 @@ impl Errno {
         match self {
             Errno::EPERM => "EPERM",
             Errno::ENOENT => "ENOENT",
+            Errno::ESRCH => "ESRCH",
+            Errno::EISDIR => "EISDIR",
             Errno::ENOMEM => "ENOMEM",
             Errno::EACCES => "EACCES",
             Errno::EBUSY => "EBUSY",
@@ -59,6 +65,8 @@ impl Errno {
         match self {
             Errno::EPERM => "Operation not permitted",
             Errno::ENOENT => "No such file or directory",
+            Errno::ESRCH => "No such process",
+            Errno::EISDIR => "Is a directory",
             Errno::ENOMEM => "Cannot allocate memory",
             Errno::EACCES => "Permission denied",
             Errno::EBUSY => "Device or resource busy",

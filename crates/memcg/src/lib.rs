@@ -16,6 +16,7 @@
 //! swaps for loom's model-checked types; the loom models live in
 //! `tests/loom_*.rs`.
 
+pub mod cgroupfs;
 pub mod errno;
 pub(crate) mod idr;
 pub(crate) mod lazy_zeroed;

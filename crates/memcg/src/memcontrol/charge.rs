@@ -606,6 +606,25 @@ impl CgroupTree {
         }
     }
 
+    /// Writes `memory.high` (`memory_high_write`): sets the threshold, then
+    /// reclaims towards it until reclaim stops making progress. No events.
+    pub fn set_memory_high(&self, cg: &Arc<MemCgroup>, nr_pages: u64) {
+        cg.memory().set_high(nr_pages);
+        let mut retries = MAX_RECLAIM_RETRIES;
+        loop {
+            let usage = cg.memory().usage();
+            if usage <= nr_pages {
+                return;
+            }
+            if self.reclaimer().reclaim(cg, usage - nr_pages) == 0 {
+                if retries == 0 {
+                    return;
+                }
+                retries -= 1;
+            }
+        }
+    }
+
     /// Charges swap for `nr` pages of `cg` being written to `entry`, pins
     /// the id once per page and records it in `swap_cgroup`
     /// (`__mem_cgroup_try_charge_swap`). Returns the cgroup charged (the
