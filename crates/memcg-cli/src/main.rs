@@ -4,6 +4,7 @@
 
 mod bench;
 mod report;
+mod sh;
 
 use clap::{Parser, Subcommand};
 
@@ -19,10 +20,20 @@ struct Cli {
 enum Command {
     /// Run benchmarks; every one at quick scale when none is named.
     Bench(bench::BenchArgs),
+    /// Run a cgroup v2 shell script (or commands from stdin) over a fresh
+    /// simulated hierarchy.
+    Sh {
+        /// The script; stdin when omitted (with a prompt on a terminal).
+        file: Option<std::path::PathBuf>,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Bench(args) => bench::run(args),
+        Command::Sh { file } => {
+            let status = sh::main(file.as_deref())?;
+            std::process::exit(status)
+        }
     }
 }
