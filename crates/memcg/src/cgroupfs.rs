@@ -677,3 +677,37 @@ mod tests {
         );
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+
+        /// Any text written to any file (of a cgroup with and without the
+        /// memory controller) gives a value or a clean error, never a
+        /// panic, and reads keep working.
+        #[test]
+        fn any_write_to_any_file_is_handled(value in ".{0,40}", which in 0usize..FILES.len(), nested in any::<bool>()) {
+            let fs = CgroupFs::default();
+            fs.write("/cgroup.subtree_control", "+memory").unwrap();
+            fs.mkdir("/a").unwrap();
+            fs.mkdir("/a/b").unwrap();
+            let dir = if nested { "/a/b" } else { "/a" };
+            let path = format!("{dir}/{}", FILES[which].name);
+            if let Err(e) = fs.write(&path, &value) {
+                prop_assert!(matches!(e.errno, Errno::EINVAL | Errno::ENOENT | Errno::EACCES | Errno::EBUSY | Errno::ESRCH), "{e}");
+            }
+            for f in FILES {
+                let _ = fs.read(&format!("{dir}/{}", f.name));
+            }
+        }
+
+        #[test]
+        fn parse_pages_never_panics(text in "\\PC{0,30}") {
+            let _ = parse_pages(&text);
+        }
+    }
+}
