@@ -213,15 +213,15 @@ fn write_subtree_control(
     // Validate every token before applying any, as the kernel does.
     let mut changes = Vec::new();
     for token in value.split_whitespace() {
-        let (enable, name) = match token.split_at(1) {
-            ("+", name) => (true, name),
-            ("-", name) => (false, name),
-            _ => {
-                return Err((
-                    Errno::EINVAL,
-                    format!("{token:?}: controllers are written as +name or -name"),
-                ));
-            }
+        let (enable, name) = if let Some(name) = token.strip_prefix('+') {
+            (true, name)
+        } else if let Some(name) = token.strip_prefix('-') {
+            (false, name)
+        } else {
+            return Err((
+                Errno::EINVAL,
+                format!("{token:?}: controllers are written as +name or -name"),
+            ));
         };
         if name == "memory" {
             changes.push(enable);
