@@ -26,48 +26,82 @@ const MOUNT: &str = "/sys/fs/cgroup";
 /// Slots of the shell's swap device for `charge ... swap` (4 GiB).
 const SWAP_SLOTS: u64 = 1 << 20;
 
+/// Where a redirection sends output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fd {
+    /// `>` or `1>`.
+    Stdout,
+    /// `2>`.
+    Stderr,
+    /// `&>`: both.
+    Both,
+}
+
 /// A parsed command line.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct Line {
     words: Vec<String>,
     /// `> path` (or `>> path`, which cgroup files treat the same).
     redirect: Option<String>,
+    /// Error messages are discarded (`2>/dev/null`, `&>/dev/null`).
+    quiet_errors: bool,
+}
+
+/// The only file outside the hierarchy a script may redirect to.
+const DEV_NULL: &str = "/dev/null";
+
+impl Line {
+    /// Ends the current word: a command word, or a redirection target.
+    fn finish(&mut self, word: &mut Option<String>, target: &mut Option<Fd>) -> Result<(), String> {
+        let Some(w) = word.take() else { return Ok(()) };
+        match target.take() {
+            None => self.words.push(w),
+            Some(Fd::Stdout) => self.redirect = Some(w),
+            Some(fd) if w == DEV_NULL => {
+                self.quiet_errors = true;
+                if fd == Fd::Both {
+                    self.redirect = Some(w);
+                }
+            }
+            Some(_) => return Err(format!("{w}: only {DEV_NULL} can take error output")),
+        }
+        Ok(())
+    }
 }
 
 /// Splits a line into words: single and double quotes, backslash escapes,
-/// `#` comments, and `>`/`>>` redirection (also attached, as in `1>f`).
-/// Hand-written because redirection must be recognised outside quotes,
-/// which generic shell-word splitters do not do.
+/// `#` comments, and `>`/`>>`/`1>`/`2>`/`&>` redirection (also attached, as
+/// in `1>f`). Hand-written because redirection must be recognised outside
+/// quotes, which generic shell-word splitters do not do.
 fn parse_line(line: &str) -> Result<Line, String> {
     let mut out = Line::default();
     let mut word: Option<String> = None;
-    let mut want_target = false;
+    let mut target: Option<Fd> = None;
     let mut chars = line.chars().peekable();
-    let finish =
-        |word: &mut Option<String>, out: &mut Line, want_target: &mut bool| -> Result<(), String> {
-            if let Some(w) = word.take() {
-                if *want_target {
-                    out.redirect = Some(w);
-                    *want_target = false;
-                } else {
-                    out.words.push(w);
-                }
-            }
-            Ok(())
-        };
     while let Some(c) = chars.next() {
         match c {
-            ' ' | '\t' | '\r' => finish(&mut word, &mut out, &mut want_target)?,
+            ' ' | '\t' | '\r' | '\n' => out.finish(&mut word, &mut target)?,
             '#' if word.is_none() => break,
             '>' => {
-                finish(&mut word, &mut out, &mut want_target)?;
+                // `1>`, `2>` and `&>`: the word so far names the descriptor.
+                let fd = match word.as_deref() {
+                    Some("1") => Some(Fd::Stdout),
+                    Some("2") => Some(Fd::Stderr),
+                    Some("&") => Some(Fd::Both),
+                    _ => None,
+                };
+                if fd.is_some() {
+                    word = None;
+                } else {
+                    out.finish(&mut word, &mut target)?;
+                }
                 if chars.peek() == Some(&'>') {
                     chars.next();
                 }
-                if want_target || out.redirect.is_some() {
+                if target.is_some() {
                     return Err("syntax error near unexpected token `>'".into());
                 }
-                want_target = true;
+                target = Some(fd.unwrap_or(Fd::Stdout));
             }
             '\'' => {
                 let w = word.get_or_insert_with(String::new);
@@ -107,8 +141,8 @@ fn parse_line(line: &str) -> Result<Line, String> {
             _ => word.get_or_insert_with(String::new).push(c),
         }
     }
-    finish(&mut word, &mut out, &mut want_target)?;
-    if want_target {
+    out.finish(&mut word, &mut target)?;
+    if target.is_some() {
         return Err("syntax error near unexpected token `newline'".into());
     }
     Ok(out)
@@ -121,11 +155,18 @@ struct Failure {
     status: i32,
 }
 
+/// Runs a command: the shell, its arguments, its output redirection.
+type Run = fn(&mut Shell<'_>, &[String], Option<&str>) -> Result<(), Failure>;
+
+/// Charges made by `charge` under one (path, kind): the cgroup that took
+/// each and its pages.
+type Charges = Vec<(Arc<MemCgroup>, u64)>;
+
 /// A command of the table.
 struct Command {
     name: &'static str,
     usage: &'static str,
-    run: fn(&mut Shell<'_>, &[String], Option<&str>) -> Result<(), Failure>,
+    run: Run,
 }
 
 /// Every command, in `help` order.
@@ -250,8 +291,12 @@ pub struct Shell<'a> {
     /// (the path's effective memory cgroup then) and the pages, so that
     /// `uncharge` takes back no more than was given, from the same cgroup,
     /// even after the path was removed.
-    charged: HashMap<(String, Kind), Vec<(Arc<MemCgroup>, u64)>>,
+    charged: HashMap<(String, Kind), Charges>,
     swap: Option<SwapState>,
+    /// The current line discards error messages.
+    quiet_errors: bool,
+    /// The current line sends its output to `/dev/null`.
+    discard_output: bool,
 }
 
 impl<'a> Shell<'a> {
@@ -266,6 +311,8 @@ impl<'a> Shell<'a> {
             err,
             charged: HashMap::new(),
             swap: None,
+            quiet_errors: false,
+            discard_output: false,
         }
     }
 
@@ -329,13 +376,20 @@ impl<'a> Shell<'a> {
             self.report(&format!("{}{name}: command not found", self.prefix()));
             return Flow::Continue(127);
         };
-        match (cmd.run)(self, args, parsed.redirect.as_deref()) {
-            Ok(()) => Flow::Continue(0),
+        self.quiet_errors = parsed.quiet_errors;
+        let redirect = parsed.redirect.as_deref();
+        self.discard_output = redirect == Some(DEV_NULL);
+        let result = (cmd.run)(self, args, redirect.filter(|&r| r != DEV_NULL));
+        self.discard_output = false;
+        let status = match result {
+            Ok(()) => 0,
             Err(f) => {
                 self.report(&f.message);
-                Flow::Continue(f.status)
+                f.status
             }
-        }
+        };
+        self.quiet_errors = false;
+        Flow::Continue(status)
     }
 
     /// `memcg sh: line N: ` (bash's prefix for its own messages).
@@ -347,12 +401,15 @@ impl<'a> Shell<'a> {
     }
 
     fn report(&mut self, message: &str) {
-        if !message.is_empty() {
+        if !message.is_empty() && !self.quiet_errors {
             let _ = writeln!(self.err, "{message}");
         }
     }
 
     fn print(&mut self, text: &str) -> Result<(), Failure> {
+        if self.discard_output {
+            return Ok(());
+        }
         self.out.write_all(text.as_bytes()).map_err(|e| Failure {
             message: format!("{}write error: {e}", self.prefix()),
             status: 1,
@@ -707,8 +764,20 @@ mod tests {
         assert_eq!(parse_line(r"echo a\ b").unwrap().words, ["echo", "a b"]);
         assert!(parse_line("echo 'open").is_err());
         assert!(parse_line("echo >").is_err());
-        assert!(parse_line("echo > a > b").is_err());
+        assert_eq!(
+            parse_line("echo > a > b").unwrap().redirect.as_deref(),
+            Some("b"),
+            "last wins, as in bash"
+        );
         assert_eq!(parse_line("  # only a comment").unwrap(), Line::default());
+        let l = parse_line("rmdir /a &>/dev/null").unwrap();
+        assert_eq!(
+            (l.words.len(), l.redirect.as_deref(), l.quiet_errors),
+            (2, Some("/dev/null"), true)
+        );
+        let l = parse_line("rmdir /a 2>/dev/null").unwrap();
+        assert_eq!((l.redirect, l.quiet_errors), (None, true));
+        assert!(parse_line("rmdir /a 2>/elsewhere").is_err());
     }
 
     #[test]
