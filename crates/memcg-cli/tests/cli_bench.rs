@@ -86,7 +86,7 @@ fn bench_suite_smoke_writes_every_report() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    for name in ["swap-cgroup", "list-lru"] {
+    for name in ["swap-cgroup", "list-lru", "page-counter"] {
         assert!(dir.path().join(format!("{name}.json")).exists(), "{name}");
         assert!(dir.path().join(format!("{name}.svg")).exists(), "{name}");
     }

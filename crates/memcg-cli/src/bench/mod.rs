@@ -3,6 +3,7 @@
 //! scale (or tiny with `--smoke`).
 
 pub mod list_lru;
+pub mod page_counter;
 pub mod swap_cgroup;
 
 use std::path::PathBuf;
@@ -32,6 +33,8 @@ pub enum BenchCommand {
     SwapCgroup(swap_cgroup::SwapCgroupArgs),
     /// list_lru designs (legacy vs split) on the seed 002 experiment.
     ListLru(list_lru::ListLruArgs),
+    /// page_counter against the locked res_counter it replaced.
+    PageCounter(page_counter::PageCounterArgs),
 }
 
 /// Runs `memcg bench`.
@@ -39,6 +42,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.which {
         Some(BenchCommand::SwapCgroup(a)) => swap_cgroup::run(&a),
         Some(BenchCommand::ListLru(a)) => list_lru::run(&a),
+        Some(BenchCommand::PageCounter(a)) => page_counter::run(&a),
         None => {
             let out = |name: &str| -> anyhow::Result<(Option<PathBuf>, Option<PathBuf>)> {
                 match &args.out_dir {
@@ -57,7 +61,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             swap_cgroup::run(&sc)?;
             let mut ll = list_lru::ListLruArgs::for_suite(args.smoke);
             (ll.json, ll.svg) = out("list-lru")?;
-            list_lru::run(&ll)
+            list_lru::run(&ll)?;
+            let mut pc = page_counter::PageCounterArgs::for_suite(args.smoke);
+            (pc.json, pc.svg) = out("page-counter")?;
+            page_counter::run(&pc)
         }
     }
 }
