@@ -14,13 +14,16 @@
 //! failing large charge can briefly lock out a racing small one).
 //! `set_max` reads `usage`, swaps in the new `max`, and reads `usage` again;
 //! if usage grew in between and the new limit is lower, it restores the old
-//! limit and retries. A `SeqCst` fence sits between the write and the read
-//! on both sides (the kernel gets the same from the full barriers of
-//! `atomic_long_add_return` and `xchg`). So the two fences are ordered one
-//! way or the other: if the charger's fence comes first, the setter's second
-//! read sees the charge and retries; if the setter's comes first, the
-//! charger sees the new limit and backs out. Either way usage never stays
-//! above a limit that `set_max` reported as set.
+//! limit and retries. Both sides write then read with `SeqCst` accesses
+//! (the kernel gets the same from the full barriers of
+//! `atomic_long_add_return` and `xchg`), which all fall in one total order:
+//! if the charger's add comes first, the setter's second read sees the
+//! charge and retries; if the setter's swap comes first, the charger sees
+//! the new limit and backs out. Either way usage never stays above a limit
+//! that `set_max` reported as set. (On x86 this costs no fence: the RMW is
+//! a locked instruction. Loom models `SeqCst` fences but not `SeqCst`
+//! accesses, so under loom a fence is added between the two; see
+//! `sync::seqcst_store_load`.)
 //!
 //! # Protection
 //!
@@ -37,7 +40,7 @@
 use std::fmt;
 
 use crate::errno::Errno;
-use crate::sync::{Arc, AtomicI64, AtomicU64, Ordering, fence, spin_loop};
+use crate::sync::{Arc, AtomicI64, AtomicU64, Ordering, seqcst_store_load, spin_loop};
 
 /// Bytes per page.
 pub const PAGE_SIZE: u64 = 4096;
@@ -210,12 +213,12 @@ impl PageCounter {
     /// returned (`page_counter_try_charge`).
     pub fn try_charge(&self, nr_pages: u64) -> Result<(), &PageCounter> {
         for c in self.levels() {
-            // Relaxed add, then the fence: pairs with the fence in
-            // `set_max` (module docs) so that either this charge sees the
-            // new limit or the setter sees this charge.
-            let new = c.hot.usage.fetch_add(nr_pages as i64, Ordering::Relaxed) + nr_pages as i64;
-            fence(Ordering::SeqCst);
-            if new > c.max() as i64 {
+            // SeqCst add, then a SeqCst read of the limit: pairs with the
+            // SeqCst swap and re-read in `set_max` (module docs), so either
+            // this charge sees the new limit or the setter sees this charge.
+            let new = c.hot.usage.fetch_add(nr_pages as i64, Ordering::SeqCst) + nr_pages as i64;
+            seqcst_store_load();
+            if new > c.limits.max.load(Ordering::SeqCst) as i64 {
                 c.hot.usage.fetch_sub(nr_pages as i64, Ordering::Relaxed);
                 // Relaxed: a statistic.
                 c.hot.failcnt.fetch_add(1, Ordering::Relaxed);
@@ -317,10 +320,11 @@ impl PageCounter {
                     max: nr_pages,
                 });
             }
-            let old = self.limits.max.swap(nr_pages, Ordering::Relaxed);
-            // Pairs with the fence in `try_charge` (module docs).
-            fence(Ordering::SeqCst);
-            if self.usage() <= usage || nr_pages >= old {
+            // SeqCst swap, then a SeqCst re-read of usage: pairs with
+            // `try_charge` (module docs).
+            let old = self.limits.max.swap(nr_pages, Ordering::SeqCst);
+            seqcst_store_load();
+            if self.hot.usage.load(Ordering::SeqCst).max(0) as u64 <= usage || nr_pages >= old {
                 return Ok(());
             }
             self.limits.max.store(old, Ordering::Relaxed);

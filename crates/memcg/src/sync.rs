@@ -31,6 +31,18 @@ pub(crate) use std::sync::atomic::{
 #[cfg(not(loom))]
 pub(crate) use std::sync::{Mutex, MutexGuard, OnceLock};
 
+/// Orders a preceding `SeqCst` read-modify-write before a following
+/// `SeqCst` load, for loom's sake. In the C++ model `SeqCst` accesses
+/// already form one total order, so the store-load pattern needs nothing
+/// more (on x86 the RMW is a locked instruction, a full barrier, and the
+/// load a plain one). Loom models `SeqCst` accesses only as `AcqRel` but
+/// does model `SeqCst` fences, so under loom this is one.
+#[inline]
+pub(crate) fn seqcst_store_load() {
+    #[cfg(loom)]
+    fence(Ordering::SeqCst);
+}
+
 /// Backs off inside a retry loop: a CPU hint normally, a yield to the
 /// scheduler under loom (which otherwise explores the spin forever).
 #[inline]

@@ -136,21 +136,31 @@ impl Design {
 }
 
 /// Leaves, one per thread, under a shared chain of `depth - 1` ancestors.
-fn page_counter_leaves(depth: usize, threads: usize) -> (Vec<Arc<PageCounter>>, Option<Arc<PageCounter>>) {
+fn page_counter_leaves(
+    depth: usize,
+    threads: usize,
+) -> (Vec<Arc<PageCounter>>, Option<Arc<PageCounter>>) {
     let mut top: Option<Arc<PageCounter>> = None;
     for _ in 1..depth {
         top = Some(Arc::new(PageCounter::new(top, true)));
     }
-    let leaves = (0..threads).map(|_| Arc::new(PageCounter::new(top.clone(), true))).collect();
+    let leaves = (0..threads)
+        .map(|_| Arc::new(PageCounter::new(top.clone(), true)))
+        .collect();
     (leaves, top)
 }
 
-fn res_counter_leaves(depth: usize, threads: usize) -> (Vec<Arc<ResCounter>>, Option<Arc<ResCounter>>) {
+fn res_counter_leaves(
+    depth: usize,
+    threads: usize,
+) -> (Vec<Arc<ResCounter>>, Option<Arc<ResCounter>>) {
     let mut top: Option<Arc<ResCounter>> = None;
     for _ in 1..depth {
         top = Some(Arc::new(ResCounter::new(top)));
     }
-    let leaves = (0..threads).map(|_| Arc::new(ResCounter::new(top.clone()))).collect();
+    let leaves = (0..threads)
+        .map(|_| Arc::new(ResCounter::new(top.clone())))
+        .collect();
     (leaves, top)
 }
 
@@ -162,13 +172,22 @@ fn measure(design: Design, depth: usize, threads: usize, ops: u64) -> anyhow::Re
             let secs = timed_threads(threads, |t| {
                 let leaf = &leaves[t];
                 for _ in 0..ops {
-                    ensure!(leaf.try_charge(1).is_ok(), "unlimited counter refused a charge");
+                    ensure!(
+                        leaf.try_charge(1).is_ok(),
+                        "unlimited counter refused a charge"
+                    );
                     leaf.uncharge(1);
                 }
                 Ok(())
             })?;
-            ensure!(top.as_ref().is_none_or(|t| t.usage() == 0), "page_counter did not balance");
-            ensure!(leaves.iter().all(|l| l.usage() == 0), "page_counter leaf did not balance");
+            ensure!(
+                top.as_ref().is_none_or(|t| t.usage() == 0),
+                "page_counter did not balance"
+            );
+            ensure!(
+                leaves.iter().all(|l| l.usage() == 0),
+                "page_counter leaf did not balance"
+            );
             secs
         }
         Design::ResCounter => {
@@ -181,7 +200,10 @@ fn measure(design: Design, depth: usize, threads: usize, ops: u64) -> anyhow::Re
                 }
                 Ok(())
             })?;
-            ensure!(top.as_ref().is_none_or(|t| t.usage() == 0), "res_counter did not balance");
+            ensure!(
+                top.as_ref().is_none_or(|t| t.usage() == 0),
+                "res_counter did not balance"
+            );
             secs
         }
     };
@@ -211,15 +233,25 @@ struct Report {
 
 /// Runs the benchmark, prints its table, writes JSON/SVG if asked.
 pub fn run(args: &PageCounterArgs) -> anyhow::Result<()> {
-    let ops = args.ops.unwrap_or(if args.quick { 100_000 } else { 1_000_000 });
+    let ops = args
+        .ops
+        .unwrap_or(if args.quick { 100_000 } else { 1_000_000 });
     let reps = args.reps.unwrap_or(if args.quick { 3 } else { 5 });
     ensure!(ops > 0 && reps > 0, "--ops and --reps must be at least 1");
-    ensure!(!args.threads.is_empty() && !args.threads.contains(&0), "--threads needs counts of at least 1");
-    ensure!(!args.depths.is_empty() && !args.depths.contains(&0), "--depths needs depths of at least 1");
+    ensure!(
+        !args.threads.is_empty() && !args.threads.contains(&0),
+        "--threads needs counts of at least 1"
+    );
+    ensure!(
+        !args.depths.is_empty() && !args.depths.contains(&0),
+        "--depths needs depths of at least 1"
+    );
 
     let machine = Machine::current();
     println!("## page-counter on {machine}");
-    println!("{ops} charge+uncharge pairs of 1 page per thread, own leaf per thread, {reps} reps, median Mops/s\n");
+    println!(
+        "{ops} charge+uncharge pairs of 1 page per thread, own leaf per thread, {reps} reps, median Mops/s\n"
+    );
     let configs: Vec<(usize, usize)> = args
         .depths
         .iter()
@@ -268,7 +300,10 @@ pub fn run(args: &PageCounterArgs) -> anyhow::Result<()> {
         .collect();
     println!(
         "{}\n",
-        report::table(&["depth", "threads", "design", "Mops/s", "stdev", "vs locked"], rows)
+        report::table(
+            &["depth", "threads", "design", "Mops/s", "stdev", "vs locked"],
+            rows
+        )
     );
 
     let report = Report {
