@@ -876,6 +876,10 @@ impl Inner {
             if i32::from(owner.id()) == idx {
                 let done = self.memcg.with(idx as usize, |mlru| {
                     let list = &ListLruMemcg::of(mlru, owner)?.lists[nid];
+                    // Relaxed: under the node lock, like the store of DEAD.
+                    if list.nr_items.load(Ordering::Relaxed) == DEAD {
+                        return None;
+                    }
                     let guard = ListGuard {
                         _lock: held.take().expect("node lock held"),
                         view: ListView {
@@ -1134,7 +1138,11 @@ impl Inner {
                         owner.set_shrinker_bit(nid, shrinker);
                     }
                 }
-                src_list.nr_items.store(0, Ordering::Relaxed);
+                // Dead, not just empty: a removed descendant whose
+                // kmemcg_id still names this cgroup (our tree unlinks dead
+                // children, so the redirect cannot reach them, unlike the
+                // kernel's) must not add to a list about to be erased.
+                src_list.nr_items.store(DEAD, Ordering::Relaxed);
             });
         }
         let _xa_lock = lock(&self.alloc_lock);

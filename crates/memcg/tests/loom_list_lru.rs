@@ -134,3 +134,37 @@ fn sibling_reparents_race_adds_to_their_parent() {
         );
     }
 }
+
+/// A cgroup removed earlier (so its index names its parent) keeps adding
+/// and deleting while that parent goes offline: every add lands on a live
+/// list and every count stays exact (the race the stress test found in the
+/// legacy design: an add on the parent's spliced, about-to-be-erased list).
+#[test]
+fn removed_grandchild_races_its_parents_offline() {
+    for design in LruDesign::ALL {
+        let outcomes = explore(move || {
+            let (tree, lru) = setup(design);
+            let s = tree.mkdir("/s").unwrap();
+            let g = tree.mkdir("/s/g").unwrap();
+            let c = tree.mkdir("/s/g/c").unwrap();
+            lru.add(0, 0, &g).unwrap();
+            tree.rmdir("/s/g/c").unwrap();
+            let remover = {
+                let tree = tree.clone();
+                thread::spawn(move || tree.rmdir("/s/g").unwrap())
+            };
+            let g_gone = !lru.has_lists(&g);
+            assert!(lru.add(1, 0, &c).unwrap());
+            assert!(lru.del(1, 0, &c).unwrap());
+            assert!(lru.add(2, 0, &c).unwrap());
+            remover.join().unwrap();
+            assert_consistent(&lru, &[tree.root(), &s], &[0, 2]);
+            g_gone
+        });
+        assert_eq!(
+            outcomes,
+            BTreeSet::from([false, true]),
+            "{design}: before and after the offline"
+        );
+    }
+}
