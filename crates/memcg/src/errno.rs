@@ -16,6 +16,8 @@ pub enum Errno {
     ENOENT = 2,
     /// No such process.
     ESRCH = 3,
+    /// Input/output error.
+    EIO = 5,
     /// Out of memory.
     ENOMEM = 12,
     /// Permission denied.
@@ -48,6 +50,7 @@ impl Errno {
             Errno::EPERM => "EPERM",
             Errno::ENOENT => "ENOENT",
             Errno::ESRCH => "ESRCH",
+            Errno::EIO => "EIO",
             Errno::EISDIR => "EISDIR",
             Errno::ENOMEM => "ENOMEM",
             Errno::EACCES => "EACCES",
@@ -66,6 +69,7 @@ impl Errno {
             Errno::EPERM => "Operation not permitted",
             Errno::ENOENT => "No such file or directory",
             Errno::ESRCH => "No such process",
+            Errno::EIO => "Input/output error",
             Errno::EISDIR => "Is a directory",
             Errno::ENOMEM => "Cannot allocate memory",
             Errno::EACCES => "Permission denied",
