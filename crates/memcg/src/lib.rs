@@ -24,6 +24,7 @@ pub mod list_lru;
 pub mod memcontrol;
 pub mod page_counter;
 pub mod swap_cgroup;
+pub mod swap_state;
 pub mod swapfile;
 pub mod swapops;
 pub(crate) mod sync;

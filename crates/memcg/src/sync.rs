@@ -17,7 +17,7 @@ pub(crate) use loom::sync::atomic::{
     AtomicBool, AtomicI32, AtomicI64, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
 };
 #[cfg(loom)]
-pub(crate) use loom::sync::{Mutex, MutexGuard};
+pub(crate) use loom::sync::{Condvar, Mutex, MutexGuard};
 
 // `Arc` is std's under loom too: loom's `Arc` cannot be a method receiver or
 // coerce to `dyn Trait`, and reference counting is std's own, already
@@ -29,7 +29,7 @@ pub(crate) use std::sync::atomic::{
     AtomicBool, AtomicI32, AtomicI64, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
 };
 #[cfg(not(loom))]
-pub(crate) use std::sync::{Mutex, MutexGuard, OnceLock};
+pub(crate) use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 
 /// Orders a preceding `SeqCst` read-modify-write before a following
 /// `SeqCst` load, for loom's sake. In the C++ model `SeqCst` accesses

@@ -1,0 +1,712 @@
+//! The swap cache and the swap-out / swap-in paths with cgroup accounting
+//! (mm/swap_state.c, mm/page_io.c and their memcontrol hooks, v6.14).
+//!
+//! A [`SwapSystem`] ties the cgroup tree, the swap devices and the
+//! `swap_cgroup` map (in any [`Design`]) together:
+//!
+//! - [`SwapSystem::swap_out`] allocates slots for a folio (a naturally
+//!   aligned run for a large folio, or fails so the caller can split it),
+//!   charges swap to the folio's cgroup and pins its id once per page
+//!   (recording it in `swap_cgroup`), puts the folio in the swap cache while
+//!   its pages are written (zero pages are only marked), and counts
+//!   `pswpout`. The caller then drops the folio, which uncharges its memory.
+//!   A write error rolls everything back: the folio stays resident, nothing
+//!   is charged or recorded, the slots are free.
+//! - [`SwapSystem::swap_in`] looks the entry up in the swap cache; the first
+//!   fault reads it into a new folio charged per the swap-in rule (the
+//!   recorded cgroup if online, else the faulting one) while later faults
+//!   on the same entry wait and share it. Each fault drops its mapping's
+//!   reference; when the last goes the slot is freed, which uncharges swap
+//!   on the recorded (possibly dead) cgroup and unpins its id. A read error
+//!   fails the fault and leaves slot, data and accounting for a retry.
+//! - [`SwapSystem::swap_free`] drops a mapping's reference without a fault
+//!   (`free`/`munmap`).
+//! - [`SwapSystem::swapoff`] stops allocation on a device and asks the
+//!   caller, who knows the mappings, to fault every slot back in; if one
+//!   cannot be (its cgroup is full) the device stays on.
+//!
+//! Locking: a swap cache shard lock covers looking up, adding and removing
+//! an entry together with dropping references to it, so "the last
+//! reference frees the slot" cannot race a fault that is about to share it.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::Path;
+
+use crate::errno::Errno;
+use crate::memcontrol::{CgroupTree, ChargeError, ChargeKind, MemCgroup, MemcgStat, VmEvent};
+use crate::swap_cgroup::{Design, SwapCgroup};
+use crate::swapfile::{
+    FileBackend, PAGE_BYTES, RamBackend, SwapBackend, SwapDevice, SwapError, Swapfiles,
+};
+use crate::swapops::SwapEntry;
+use crate::sync::{Arc, Condvar, Mutex, MutexGuard, lock};
+
+/// Swap cache shards (each a lock and a map).
+const CACHE_SHARDS: usize = 64;
+
+/// A folio of anonymous memory: `nr` pages of real bytes, charged to a
+/// cgroup for as long as it lives (dropping it uncharges).
+pub struct Folio {
+    data: Mutex<Box<[u8]>>,
+    nr: u32,
+    memcg: Arc<MemCgroup>,
+    tree: CgroupTree,
+}
+
+impl Folio {
+    /// A zeroed folio of `nr` pages charged to `memcg` (which must belong
+    /// to `tree`).
+    pub fn new(tree: &CgroupTree, memcg: &Arc<MemCgroup>, nr: u32) -> Result<Self, ChargeError> {
+        tree.try_charge(memcg, u64::from(nr), ChargeKind::Anon)?;
+        Ok(Self::adopt(tree, memcg, nr))
+    }
+
+    /// A zeroed folio whose charge was already made to `memcg`.
+    fn adopt(tree: &CgroupTree, memcg: &Arc<MemCgroup>, nr: u32) -> Self {
+        Self {
+            data: Mutex::new(vec![0u8; nr as usize * PAGE_BYTES].into_boxed_slice()),
+            nr,
+            memcg: Arc::clone(memcg),
+            tree: tree.clone(),
+        }
+    }
+
+    /// Pages in the folio.
+    pub fn nr(&self) -> u32 {
+        self.nr
+    }
+
+    /// The cgroup its memory is charged to.
+    pub fn memcg(&self) -> &Arc<MemCgroup> {
+        &self.memcg
+    }
+
+    /// Its bytes (`nr * 4096`), locked.
+    pub fn bytes(&self) -> MutexGuard<'_, Box<[u8]>> {
+        lock(&self.data)
+    }
+}
+
+impl Drop for Folio {
+    fn drop(&mut self) {
+        self.tree
+            .uncharge(&self.memcg, u64::from(self.nr), ChargeKind::Anon);
+    }
+}
+
+impl fmt::Debug for Folio {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Folio")
+            .field("nr", &self.nr)
+            .field("memcg", &self.memcg.path())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a swap-out did not happen. The folio is untouched and still charged.
+#[derive(Debug, thiserror::Error)]
+pub enum SwapOutError {
+    /// No naturally aligned run for a large folio: split it and retry.
+    #[error("no contiguous swap space for a {0}-page folio")]
+    NoContiguous(u32),
+    /// No swap slot at all (counted as a swap `fail` event).
+    #[error("no swap space")]
+    Full,
+    /// The cgroup's swap limit refused the charge.
+    #[error(transparent)]
+    Charge(#[from] ChargeError),
+    /// Writing a page failed; everything was rolled back.
+    #[error(transparent)]
+    Io(#[from] SwapError),
+}
+
+impl SwapOutError {
+    /// The errno a program would see.
+    pub fn errno(&self) -> Errno {
+        match self {
+            SwapOutError::NoContiguous(_) | SwapOutError::Full => Errno::ENOSPC,
+            SwapOutError::Charge(e) => e.errno(),
+            SwapOutError::Io(e) => e.errno(),
+        }
+    }
+}
+
+/// Why a swap-in failed. The swap slot, its data and its accounting stay.
+#[derive(Debug, thiserror::Error)]
+pub enum SwapInError {
+    /// The memory charge failed (nothing to reclaim or kill).
+    #[error(transparent)]
+    Charge(#[from] ChargeError),
+    /// Reading failed, or the entry is not in use.
+    #[error(transparent)]
+    Swap(#[from] SwapError),
+}
+
+impl SwapInError {
+    /// The errno a program would see.
+    pub fn errno(&self) -> Errno {
+        match self {
+            SwapInError::Charge(e) => e.errno(),
+            SwapInError::Swap(e) => e.errno(),
+        }
+    }
+}
+
+/// A folio in the swap cache: being read (waiters block on `ready`), or
+/// read and shared.
+struct CacheSlot {
+    state: Mutex<Option<Result<Arc<Folio>, String>>>,
+    ready: Condvar,
+}
+
+impl CacheSlot {
+    fn loading() -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::new(None),
+            ready: Condvar::new(),
+        })
+    }
+
+    fn resolved(folio: &Arc<Folio>) -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::new(Some(Ok(Arc::clone(folio)))),
+            ready: Condvar::new(),
+        })
+    }
+
+    fn wait(&self) -> Result<Arc<Folio>, String> {
+        let mut state = lock(&self.state);
+        loop {
+            if let Some(result) = state.as_ref() {
+                return result.clone();
+            }
+            state = self.ready.wait(state).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    fn resolve(&self, result: Result<Arc<Folio>, String>) {
+        *lock(&self.state) = Some(result);
+        self.ready.notify_all();
+    }
+}
+
+/// The swap cache, keyed by a folio's first entry.
+struct SwapCache {
+    shards: Box<[Mutex<HashMap<SwapEntry, Arc<CacheSlot>>>]>,
+}
+
+impl SwapCache {
+    fn new() -> Self {
+        Self {
+            shards: (0..CACHE_SHARDS)
+                .map(|_| Mutex::new(HashMap::new()))
+                .collect(),
+        }
+    }
+
+    fn shard(&self, entry: SwapEntry) -> MutexGuard<'_, HashMap<SwapEntry, Arc<CacheSlot>>> {
+        let h = entry.val().wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58;
+        lock(&self.shards[h as usize % CACHE_SHARDS])
+    }
+
+    fn len(&self) -> usize {
+        self.shards.iter().map(|s| lock(s).len()).sum()
+    }
+}
+
+/// Swap devices, the swap cache and swap accounting together; see the
+/// module docs.
+pub struct SwapSystem {
+    tree: CgroupTree,
+    swap_cgroup: SwapCgroup,
+    swapfiles: Swapfiles,
+    cache: SwapCache,
+}
+
+impl SwapSystem {
+    /// A system over `tree` recording swap owners with `design`.
+    pub fn new(tree: &CgroupTree, design: Design) -> Self {
+        Self {
+            tree: tree.clone(),
+            swap_cgroup: SwapCgroup::new(design),
+            swapfiles: Swapfiles::default(),
+            cache: SwapCache::new(),
+        }
+    }
+
+    /// The cgroup tree.
+    pub fn tree(&self) -> &CgroupTree {
+        &self.tree
+    }
+
+    /// The swap_cgroup table.
+    pub fn swap_cgroup(&self) -> &SwapCgroup {
+        &self.swap_cgroup
+    }
+
+    /// The devices.
+    pub fn swapfiles(&self) -> &Swapfiles {
+        &self.swapfiles
+    }
+
+    /// Folios currently in the swap cache.
+    pub fn cache_len(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// Swaps on a RAM disk of `size_bytes` named `name`.
+    pub fn swapon_ram(
+        &self,
+        name: &str,
+        size_bytes: u64,
+        prio: Option<i32>,
+    ) -> Result<Arc<SwapDevice>, SwapError> {
+        self.swapon(name, Box::new(RamBackend::new(size_bytes)?), prio)
+    }
+
+    /// Swaps on the file `path` (created and preallocated, or reused if at
+    /// least `size_bytes`).
+    pub fn swapon_file(
+        &self,
+        path: &Path,
+        size_bytes: u64,
+        prio: Option<i32>,
+    ) -> Result<Arc<SwapDevice>, SwapError> {
+        let name = path.display().to_string();
+        if self.swapfiles.by_name(&name).is_some() {
+            return Err(SwapError::AlreadyOn(name));
+        }
+        self.swapon(&name, Box::new(FileBackend::open(path, size_bytes)?), prio)
+    }
+
+    /// Swaps on any backend.
+    pub fn swapon(
+        &self,
+        name: &str,
+        backend: Box<dyn SwapBackend>,
+        prio: Option<i32>,
+    ) -> Result<Arc<SwapDevice>, SwapError> {
+        let device = self.swapfiles.swapon(name, backend, prio)?;
+        if let Err(e) = self.swap_cgroup.swapon(device.ty(), device.nr_pages()) {
+            let _ = self.swapfiles.finish_swapoff(device.ty());
+            return Err(SwapError::Unuse(format!("swap_cgroup: {e}")));
+        }
+        Ok(device)
+    }
+
+    /// Swaps `folio` out (see the module docs); returns its first entry.
+    pub fn swap_out(&self, folio: &Arc<Folio>) -> Result<SwapEntry, SwapOutError> {
+        let nr = folio.nr();
+        let Some(entry) = self.swapfiles.alloc(nr.trailing_zeros() as usize) else {
+            if nr > 1 {
+                return Err(SwapOutError::NoContiguous(nr));
+            }
+            self.tree.swapout_failed(folio.memcg());
+            return Err(SwapOutError::Full);
+        };
+        if let Err(e) = self
+            .tree
+            .swapout_charge(folio.memcg(), &self.swap_cgroup, entry, nr)
+        {
+            self.swapfiles.put(entry, nr).expect("slots just allocated");
+            return Err(e.into());
+        }
+        self.swapfiles.set_cache(entry, nr, true)?;
+        self.cache
+            .shard(entry)
+            .insert(entry, CacheSlot::resolved(folio));
+        folio.memcg().mod_stat(MemcgStat::Swapcached, i64::from(nr));
+
+        let written = self.write_folio(folio, entry);
+
+        self.cache.shard(entry).remove(&entry);
+        folio
+            .memcg()
+            .mod_stat(MemcgStat::Swapcached, -i64::from(nr));
+        self.swapfiles.set_cache(entry, nr, false)?;
+        if let Err(e) = written {
+            // Roll back: the folio stays resident; free the slots and undo
+            // the accounting (record, swap charge, id pins).
+            self.tree
+                .swap_uncharge(&self.swap_cgroup, entry, nr)
+                .expect("the record was made above");
+            self.swapfiles
+                .put(entry, nr)
+                .expect("slots allocated above");
+            return Err(e.into());
+        }
+        folio
+            .memcg()
+            .count_vm_event(VmEvent::Pswpout, u64::from(nr));
+        Ok(entry)
+    }
+
+    fn write_folio(&self, folio: &Folio, entry: SwapEntry) -> Result<(), SwapError> {
+        let bytes = folio.bytes();
+        for (i, page) in bytes.chunks_exact(PAGE_BYTES).enumerate() {
+            let e = entry
+                .add(i as u64)
+                .map_err(|_| SwapError::BadEntry(entry))?;
+            self.swapfiles.write_page(e, page)?;
+        }
+        Ok(())
+    }
+
+    /// Faults in the `nr`-page folio at `entry` for a task in `faulting`
+    /// (see the module docs); returns the folio, charged where the swap-in
+    /// rule says.
+    pub fn swap_in(
+        &self,
+        entry: SwapEntry,
+        nr: u32,
+        faulting: &Arc<MemCgroup>,
+    ) -> Result<Arc<Folio>, SwapInError> {
+        let (slot, first) = {
+            let mut shard = self.cache.shard(entry);
+            match shard.get(&entry) {
+                Some(slot) => (Arc::clone(slot), false),
+                None => {
+                    // Check the entry is live before claiming it.
+                    let device = self
+                        .swapfiles
+                        .get(entry.swp_type())
+                        .ok_or(SwapError::BadEntry(entry))?;
+                    if device.count(entry)? == 0 {
+                        return Err(SwapError::BadEntry(entry).into());
+                    }
+                    self.swapfiles.set_cache(entry, nr, true)?;
+                    let slot = CacheSlot::loading();
+                    shard.insert(entry, Arc::clone(&slot));
+                    (slot, true)
+                }
+            }
+        };
+        if first {
+            let result = self.read_folio(entry, nr, faulting);
+            let shared = result.as_ref().map(Arc::clone).map_err(|e| e.to_string());
+            slot.resolve(shared);
+            if let Err(e) = result {
+                // Leave the slot and its data for a retry.
+                let mut shard = self.cache.shard(entry);
+                shard.remove(&entry);
+                self.swapfiles.set_cache(entry, nr, false)?;
+                return Err(e);
+            }
+        }
+        let folio = slot
+            .wait()
+            .map_err(|e| SwapError::Unuse(format!("shared swap-in failed: {e}")))?;
+        self.drop_reference(entry, nr)?;
+        Ok(folio)
+    }
+
+    /// Reads the folio at `entry` into a new folio charged per the swap-in
+    /// rule; counts `pswpin` and a major fault.
+    fn read_folio(
+        &self,
+        entry: SwapEntry,
+        nr: u32,
+        faulting: &Arc<MemCgroup>,
+    ) -> Result<Arc<Folio>, SwapInError> {
+        let charged = self.tree.swapin_charge(
+            &self.swap_cgroup,
+            entry,
+            faulting,
+            u64::from(nr),
+            ChargeKind::Anon,
+        )?;
+        let folio = Folio::adopt(&self.tree, &charged, nr);
+        {
+            let mut bytes = folio.bytes();
+            for (i, page) in bytes.chunks_exact_mut(PAGE_BYTES).enumerate() {
+                let e = entry
+                    .add(i as u64)
+                    .map_err(|_| SwapError::BadEntry(entry))?;
+                self.swapfiles.read_page(e, page)?;
+            }
+        }
+        charged.mod_stat(MemcgStat::Swapcached, i64::from(nr));
+        charged.count_vm_event(VmEvent::Pswpin, u64::from(nr));
+        charged.count_vm_event(VmEvent::Pgmajfault, 1);
+        Ok(Arc::new(folio))
+    }
+
+    /// Drops one mapping's reference to the folio at `entry`; the last one
+    /// frees the slots (uncharging swap and unpinning the owner) and takes
+    /// the folio out of the swap cache.
+    fn drop_reference(&self, entry: SwapEntry, nr: u32) -> Result<(), SwapError> {
+        let mut shard = self.cache.shard(entry);
+        self.swapfiles.put(entry, nr)?;
+        let device = self
+            .swapfiles
+            .get(entry.swp_type())
+            .ok_or(SwapError::BadEntry(entry))?;
+        if device.count(entry)? != 0 {
+            return Ok(());
+        }
+        if let Some(slot) = shard.remove(&entry) {
+            if let Ok(folio) = slot.wait() {
+                folio
+                    .memcg()
+                    .mod_stat(MemcgStat::Swapcached, -i64::from(nr));
+            }
+            self.swapfiles.set_cache(entry, nr, false)?;
+        }
+        self.uncharge_freed(entry, nr);
+        Ok(())
+    }
+
+    fn uncharge_freed(&self, entry: SwapEntry, nr: u32) {
+        // The slots are free: clear the owner record, uncharge its swap,
+        // unpin its id.
+        self.tree
+            .swap_uncharge(&self.swap_cgroup, entry, nr)
+            .expect("a live entry has a swap_cgroup map");
+    }
+
+    /// Drops a mapping's reference to the folio at `entry` without faulting
+    /// it in (the mapping is freed).
+    pub fn swap_free(&self, entry: SwapEntry, nr: u32) -> Result<(), SwapError> {
+        self.drop_reference(entry, nr)
+    }
+
+    /// Adds a reference for a second mapping of the same swapped folio.
+    pub fn swap_dup(&self, entry: SwapEntry, nr: u32) -> Result<(), SwapError> {
+        self.swapfiles.dup(entry, nr)
+    }
+
+    /// Reads the `nr` pages at `entry` without faulting them in (for
+    /// checking what a device holds).
+    pub fn peek(&self, entry: SwapEntry, nr: u32) -> Result<Vec<u8>, SwapError> {
+        if let Some(slot) = self.cache.shard(entry).get(&entry).cloned() {
+            if let Ok(folio) = slot.wait() {
+                return Ok(folio.bytes().to_vec());
+            }
+        }
+        let mut out = vec![0u8; nr as usize * PAGE_BYTES];
+        for (i, page) in out.chunks_exact_mut(PAGE_BYTES).enumerate() {
+            self.swapfiles.read_page(
+                entry
+                    .add(i as u64)
+                    .map_err(|_| SwapError::BadEntry(entry))?,
+                page,
+            )?;
+        }
+        Ok(out)
+    }
+
+    /// Swaps off device `ty`: stops allocation on it and calls `unuse` for
+    /// each slot still in use, which must fault it back in (or free it).
+    /// If `unuse` fails, or slots remain, the device stays on.
+    pub fn swapoff(
+        &self,
+        ty: u32,
+        mut unuse: impl FnMut(SwapEntry) -> Result<(), String>,
+    ) -> Result<(), SwapError> {
+        let device = self
+            .swapfiles
+            .get(ty)
+            .ok_or_else(|| SwapError::NoSuchDevice(ty.to_string()))?;
+        for entry in self.swapfiles.begin_swapoff(ty)? {
+            // A folio's later slots are freed with its first one.
+            if device.count(entry)? == 0 {
+                continue;
+            }
+            if let Err(e) = unuse(entry) {
+                self.swapfiles.abort_swapoff(ty);
+                return Err(SwapError::Unuse(e));
+            }
+        }
+        self.swapfiles.finish_swapoff(ty)?;
+        self.swap_cgroup
+            .swapoff(ty)
+            .map_err(|e| SwapError::Unuse(format!("swap_cgroup: {e}")))
+    }
+}
+
+impl fmt::Debug for SwapSystem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SwapSystem")
+            .field("devices", &self.swapfiles.iter().collect::<Vec<_>>())
+            .field("cached", &self.cache_len())
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::memcontrol::{MemcgEvent, TreeConfig};
+    use crate::swapfile::{Fault, FaultyBackend};
+
+    fn system() -> (CgroupTree, SwapSystem, Arc<MemCgroup>) {
+        let tree = CgroupTree::new(TreeConfig {
+            nr_nodes: 1,
+            max_ids: 64,
+        });
+        let sys = SwapSystem::new(&tree, Design::Memcg);
+        let cg = tree.mkdir("/a").unwrap();
+        (tree, sys, cg)
+    }
+
+    fn filled(tree: &CgroupTree, cg: &Arc<MemCgroup>, nr: u32, byte: u8) -> Arc<Folio> {
+        let f = Folio::new(tree, cg, nr).unwrap();
+        f.bytes().fill(byte);
+        Arc::new(f)
+    }
+
+    #[test]
+    fn out_and_back_in_with_exact_accounting() {
+        let (tree, sys, cg) = system();
+        sys.swapon_ram("ram0", 4 << 20, None).unwrap();
+        let folio = filled(&tree, &cg, 16, 0xab);
+        assert_eq!(cg.memory().usage(), 16);
+        let entry = sys.swap_out(&folio).unwrap();
+        drop(folio);
+        assert_eq!(
+            (cg.memory().usage(), cg.swap().usage(), cg.id_pins()),
+            (0, 16, 17)
+        );
+        assert_eq!(cg.vm_event(VmEvent::Pswpout), 16);
+        let back = sys.swap_in(entry, 16, &cg).unwrap();
+        assert!(back.bytes().iter().all(|&b| b == 0xab));
+        assert_eq!(
+            (cg.memory().usage(), cg.swap().usage(), cg.id_pins()),
+            (16, 0, 1)
+        );
+        assert_eq!(
+            (
+                cg.vm_event(VmEvent::Pswpin),
+                cg.vm_event(VmEvent::Pgmajfault)
+            ),
+            (16, 1)
+        );
+        assert_eq!(sys.swapfiles().get(0).unwrap().inuse_pages(), 0);
+        assert_eq!((sys.cache_len(), cg.stat(MemcgStat::Swapcached)), (0, 0));
+        drop(back);
+        assert_eq!(cg.memory().usage(), 0);
+    }
+
+    #[test]
+    fn shared_entries_are_read_once_and_freed_by_the_last_reference() {
+        let (tree, sys, cg) = system();
+        sys.swapon_ram("ram0", 4 << 20, None).unwrap();
+        let entry = sys.swap_out(&filled(&tree, &cg, 1, 7)).unwrap();
+        sys.swap_dup(entry, 1).unwrap();
+        let a = sys.swap_in(entry, 1, &cg).unwrap();
+        assert_eq!(
+            cg.swap().usage(),
+            1,
+            "the second mapping still references the slot"
+        );
+        assert_eq!(sys.cache_len(), 1);
+        let b = sys.swap_in(entry, 1, &cg).unwrap();
+        assert!(Arc::ptr_eq(&a, &b), "one read, shared");
+        assert_eq!(
+            (cg.swap().usage(), cg.memory().usage(), sys.cache_len()),
+            (0, 1, 0)
+        );
+        assert_eq!(cg.vm_event(VmEvent::Pgmajfault), 1);
+    }
+
+    #[test]
+    fn write_errors_roll_everything_back() {
+        let (tree, sys, cg) = system();
+        let faulty = Arc::new(FaultyBackend::new(RamBackend::new(4 << 20).unwrap()));
+        sys.swapon("faulty", Box::new(Arc::clone(&faulty)), None)
+            .unwrap();
+        let folio = filled(&tree, &cg, 4, 3);
+        faulty.inject(Fault::Write, 1);
+        assert!(matches!(sys.swap_out(&folio), Err(SwapOutError::Io(_))));
+        assert_eq!(
+            (cg.memory().usage(), cg.swap().usage(), cg.id_pins()),
+            (4, 0, 1),
+            "nothing lost"
+        );
+        assert_eq!(sys.swapfiles().get(0).unwrap().inuse_pages(), 0);
+        assert!(
+            folio.bytes().iter().all(|&b| b == 3),
+            "still resident and intact"
+        );
+        assert!(sys.swap_out(&folio).is_ok(), "a retry works");
+    }
+
+    #[test]
+    fn read_errors_leave_the_slot_for_a_retry() {
+        let (tree, sys, cg) = system();
+        let faulty = Arc::new(FaultyBackend::new(RamBackend::new(4 << 20).unwrap()));
+        sys.swapon("faulty", Box::new(Arc::clone(&faulty)), None)
+            .unwrap();
+        let entry = sys.swap_out(&filled(&tree, &cg, 1, 9)).unwrap();
+        faulty.inject(Fault::Read, 1);
+        assert!(matches!(
+            sys.swap_in(entry, 1, &cg),
+            Err(SwapInError::Swap(SwapError::Io { .. }))
+        ));
+        assert_eq!(
+            (cg.memory().usage(), cg.swap().usage()),
+            (0, 1),
+            "charge undone, slot kept"
+        );
+        let back = sys.swap_in(entry, 1, &cg).unwrap();
+        assert!(back.bytes().iter().all(|&b| b == 9));
+    }
+
+    #[test]
+    fn a_full_device_fails_cleanly_with_a_fail_event() {
+        let (tree, sys, cg) = system();
+        sys.swapon_ram("tiny", 3 * 4096, None).unwrap();
+        let kept: Vec<_> = (0..2)
+            .map(|_| sys.swap_out(&filled(&tree, &cg, 1, 1)).unwrap())
+            .collect();
+        let folio = filled(&tree, &cg, 1, 1);
+        assert!(matches!(sys.swap_out(&folio), Err(SwapOutError::Full)));
+        assert_eq!(cg.event(MemcgEvent::SwapFail), 1);
+        assert!(matches!(
+            sys.swap_out(&filled(&tree, &cg, 16, 1)),
+            Err(SwapOutError::NoContiguous(16))
+        ));
+        for e in kept {
+            sys.swap_free(e, 1).unwrap();
+        }
+        assert_eq!((cg.swap().usage(), cg.id_pins()), (0, 1));
+    }
+
+    #[test]
+    fn swapoff_brings_pages_back_or_stays_on() {
+        let (tree, sys, cg) = system();
+        sys.swapon_ram("ram0", 4 << 20, None).unwrap();
+        let entries: Vec<_> = (0..3)
+            .map(|_| sys.swap_out(&filled(&tree, &cg, 1, 5)).unwrap())
+            .collect();
+        // The owner cannot take its pages back: swapoff fails, device stays.
+        cg.memory().set_max(1).unwrap();
+        let mut back = Vec::new();
+        let err = sys
+            .swapoff(0, |e| {
+                sys.swap_in(e, 1, &cg)
+                    .map(|f| back.push(f))
+                    .map_err(|e| e.to_string())
+            })
+            .unwrap_err();
+        assert_eq!(err.errno(), Errno::ENOMEM);
+        assert!(sys.swapfiles().get(0).is_some(), "still on");
+        assert_eq!(back.len(), 1);
+        cg.memory()
+            .set_max(crate::page_counter::PAGE_COUNTER_MAX)
+            .unwrap();
+        sys.swapoff(0, |e| {
+            sys.swap_in(e, 1, &cg)
+                .map(|f| back.push(f))
+                .map_err(|e| e.to_string())
+        })
+        .unwrap();
+        assert!(sys.swapfiles().get(0).is_none());
+        assert_eq!(
+            (back.len(), cg.swap().usage(), cg.memory().usage()),
+            (3, 0, 3)
+        );
+        let _ = entries;
+    }
+}
