@@ -264,9 +264,18 @@ const FILES: &[FileSpec] = &[
     FileSpec {
         name: "cgroup.procs",
         scope: Scope::All,
-        read: |_, _| String::new(),
-        write: Some(|_, _, v| match v.trim().parse::<u32>() {
-            Ok(pid) => Err((Errno::ESRCH, format!("no task with pid {pid}"))),
+        read: |fs, cg| {
+            fs.tree
+                .procs(cg)
+                .iter()
+                .map(|pid| format!("{pid}\n"))
+                .collect()
+        },
+        write: Some(|fs, cg, v| match v.trim().parse::<u32>() {
+            Ok(pid) => fs
+                .tree
+                .attach(pid, cg)
+                .map_err(|errno| (errno, format!("cannot move task {pid} to {}", cg.path()))),
             Err(_) => Err((Errno::EINVAL, format!("{:?} is not a pid", v.trim()))),
         }),
     },

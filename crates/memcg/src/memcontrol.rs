@@ -41,7 +41,7 @@ mod charge;
 
 use charge::{Accounting, Hooks};
 pub use charge::{
-    ChargeError, ChargeKind, MemcgEvent, MemcgReclaim, MemcgStat, OomHandler, VmEvent,
+    ChargeError, ChargeKind, MemcgEvent, MemcgReclaim, MemcgStat, OomHandler, TaskHooks, VmEvent,
 };
 
 use crate::errno::Errno;
@@ -696,6 +696,12 @@ impl CgroupTree {
             return Err(CgroupError::Busy {
                 path: path.to_owned(),
                 reason: "cgroup has children",
+            });
+        }
+        if !self.procs(cg).is_empty() {
+            return Err(CgroupError::Busy {
+                path: path.to_owned(),
+                reason: "cgroup has tasks",
             });
         }
         // Release: pairs with the Acquire in `is_dying`.

@@ -254,6 +254,28 @@ pub trait OomHandler: Send + Sync {
     fn kill_victim(&self, cg: &Arc<MemCgroup>) -> Option<Arc<MemCgroup>>;
 }
 
+/// The tasks of a hierarchy, for `cgroup.procs` and for refusing to
+/// remove a populated cgroup (implemented by the simulator).
+pub trait TaskHooks: Send + Sync {
+    /// The pids of the tasks in exactly `cg`, ascending.
+    fn procs(&self, cg: &MemCgroup) -> Vec<u32>;
+    /// Moves task `pid` to `cg` (writing `cgroup.procs`); its charges stay
+    /// where they are, as in cgroup v2. `ESRCH` if there is no such task.
+    fn attach(&self, pid: u32, cg: &Arc<MemCgroup>) -> Result<(), Errno>;
+}
+
+struct NoTaskHooks;
+
+impl TaskHooks for NoTaskHooks {
+    fn procs(&self, _: &MemCgroup) -> Vec<u32> {
+        Vec::new()
+    }
+
+    fn attach(&self, _: u32, _: &Arc<MemCgroup>) -> Result<(), Errno> {
+        Err(Errno::ESRCH)
+    }
+}
+
 struct NothingReclaimable;
 
 impl MemcgReclaim for NothingReclaimable {
@@ -274,6 +296,7 @@ impl OomHandler for NoTasks {
 pub(crate) struct Hooks {
     reclaim: Arc<dyn MemcgReclaim>,
     oom: Arc<dyn OomHandler>,
+    tasks: Arc<dyn TaskHooks>,
 }
 
 impl Default for Hooks {
@@ -281,6 +304,7 @@ impl Default for Hooks {
         Self {
             reclaim: Arc::new(NothingReclaimable),
             oom: Arc::new(NoTasks),
+            tasks: Arc::new(NoTaskHooks),
         }
     }
 }
@@ -474,6 +498,23 @@ impl CgroupTree {
     /// Installs the OOM hook.
     pub fn set_oom_handler(&self, oom: Arc<dyn OomHandler>) {
         lock(&self.shared.hooks).oom = oom;
+    }
+
+    /// Installs the task hooks (`cgroup.procs`, populated-cgroup checks).
+    pub fn set_task_hooks(&self, tasks: Arc<dyn TaskHooks>) {
+        lock(&self.shared.hooks).tasks = tasks;
+    }
+
+    /// The pids of the tasks in `cg`.
+    pub fn procs(&self, cg: &MemCgroup) -> Vec<u32> {
+        let tasks = Arc::clone(&lock(&self.shared.hooks).tasks);
+        tasks.procs(cg)
+    }
+
+    /// Moves task `pid` to `cg`.
+    pub fn attach(&self, pid: u32, cg: &Arc<MemCgroup>) -> Result<(), Errno> {
+        let tasks = Arc::clone(&lock(&self.shared.hooks).tasks);
+        tasks.attach(pid, cg)
     }
 
     fn reclaimer(&self) -> Arc<dyn MemcgReclaim> {
