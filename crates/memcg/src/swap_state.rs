@@ -50,6 +50,8 @@ const CACHE_SHARDS: usize = 64;
 pub struct Folio {
     data: Mutex<Box<[u8]>>,
     nr: u32,
+    /// Pages this folio will uncharge when dropped (0 once split).
+    charged: u32,
     memcg: Arc<MemCgroup>,
     tree: CgroupTree,
 }
@@ -67,9 +69,27 @@ impl Folio {
         Self {
             data: Mutex::new(vec![0u8; nr as usize * PAGE_BYTES].into_boxed_slice()),
             nr,
+            charged: nr,
             memcg: Arc::clone(memcg),
             tree: tree.clone(),
         }
+    }
+
+    /// Splits a large folio into single-page folios with the same bytes,
+    /// moving its charge to them (no page is charged twice, as the kernel's
+    /// `split_folio`). Fails, returning the folio, if it is shared.
+    pub fn split(folio: Arc<Folio>) -> Result<Vec<Arc<Folio>>, Arc<Folio>> {
+        let mut folio = Arc::try_unwrap(folio)?;
+        let bytes = std::mem::take(&mut *folio.bytes());
+        folio.charged = 0;
+        Ok(bytes
+            .chunks_exact(PAGE_BYTES)
+            .map(|page| {
+                let piece = Folio::adopt(&folio.tree, &folio.memcg, 1);
+                piece.bytes().copy_from_slice(page);
+                Arc::new(piece)
+            })
+            .collect())
     }
 
     /// Pages in the folio.
@@ -90,8 +110,10 @@ impl Folio {
 
 impl Drop for Folio {
     fn drop(&mut self) {
-        self.tree
-            .uncharge(&self.memcg, u64::from(self.nr), ChargeKind::Anon);
+        if self.charged > 0 {
+            self.tree
+                .uncharge(&self.memcg, u64::from(self.charged), ChargeKind::Anon);
+        }
     }
 }
 
@@ -586,6 +608,26 @@ mod tests {
         assert_eq!((sys.cache_len(), cg.stat(MemcgStat::Swapcached)), (0, 0));
         drop(back);
         assert_eq!(cg.memory().usage(), 0);
+    }
+
+    #[test]
+    fn split_moves_the_charge() {
+        let (tree, _sys, cg) = system();
+        let big = filled(&tree, &cg, 16, 4);
+        assert_eq!(cg.memory().usage(), 16);
+        let pieces = Folio::split(big).unwrap();
+        assert_eq!((pieces.len(), cg.memory().usage()), (16, 16));
+        assert!(
+            pieces
+                .iter()
+                .all(|p| p.nr() == 1 && p.bytes().iter().all(|&b| b == 4))
+        );
+        drop(pieces);
+        assert_eq!(cg.memory().usage(), 0);
+        let shared = filled(&tree, &cg, 16, 4);
+        let other = Arc::clone(&shared);
+        assert!(Folio::split(shared).is_err());
+        drop(other);
     }
 
     #[test]

@@ -1,0 +1,722 @@
+//! # memcg-sim
+//!
+//! Simulated tasks with real pages over the `memcg` library: enough of an
+//! address space to move bytes between memory and swap and watch the
+//! cgroup accounting follow them.
+//!
+//! A [`Sim`] owns a cgroup v2 hierarchy ([`CgroupFs`]) and a [`SwapSystem`]
+//! (devices, swap cache, `swap_cgroup` in any design). Each [`Sim::alloc`]
+//! creates a task in a cgroup with one anonymous mapping of 4 KiB or larger
+//! folios, charged as they are populated and filled with zeros, seeded
+//! random bytes or a per-page pattern. [`Sim::pageout`] swaps a mapping out
+//! (like `MADV_PAGEOUT`; a large folio that finds no contiguous swap space
+//! is split into pages, as the kernel does), [`Sim::touch`] faults it back
+//! in, [`Sim::verify`] checks every byte wherever it lives (memory, swap
+//! cache or device), [`Sim::free`] unmaps it. Tasks move between cgroups by
+//! writing `cgroup.procs`; their charges stay where they were made.
+//!
+//! Locking: a mapping's extents are behind one mutex, held for a whole
+//! operation on the mapping, so operations on different mappings run in
+//! parallel and swapoff's walk sees each mapping between operations.
+
+pub mod fill;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+pub use fill::Fill;
+use memcg::Errno;
+use memcg::cgroupfs::{CgroupFs, FsError};
+use memcg::memcontrol::{ChargeError, MemCgroup, TaskHooks, TreeConfig, VmEvent};
+use memcg::swap_cgroup::Design;
+use memcg::swap_state::{Folio, SwapInError, SwapOutError, SwapSystem};
+use memcg::swapfile::{PAGE_BYTES, SwapError};
+use memcg::swapops::SwapEntry;
+
+/// How to build a [`Sim`].
+#[derive(Debug, Clone, Copy)]
+pub struct SimConfig {
+    /// Seed of every random fill.
+    pub seed: u64,
+    /// The `swap_cgroup` design recording swap owners.
+    pub swap_cgroup: Design,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self {
+            seed: 0x5eed,
+            swap_cgroup: Design::default(),
+        }
+    }
+}
+
+/// Why a simulation step failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// No mapping of that name.
+    #[error("{0}: no such mapping")]
+    NoSuchMapping(String),
+    /// A mapping of that name exists.
+    #[error("{0}: mapping exists")]
+    MappingExists(String),
+    /// A size or folio size that does not fit.
+    #[error("{0}")]
+    BadSize(String),
+    /// A cgroup path or file problem.
+    #[error(transparent)]
+    Fs(#[from] FsError),
+    /// The memory charge failed.
+    #[error(transparent)]
+    Charge(#[from] ChargeError),
+    /// A fault could not bring a page in.
+    #[error(transparent)]
+    SwapIn(#[from] SwapInError),
+    /// A swap device operation failed.
+    #[error(transparent)]
+    Swap(#[from] SwapError),
+    /// Some pages could not be swapped out.
+    #[error("{name}: {pages} pages could not be swapped out: {reason}")]
+    Pageout {
+        /// The mapping.
+        name: String,
+        /// Pages left in memory.
+        pages: u64,
+        /// The first failure.
+        reason: String,
+    },
+    /// A page does not hold what was written to it.
+    #[error(
+        "{name}: page {page} differs at byte {offset}: expected {expected:#04x}, found {found:#04x}"
+    )]
+    Corrupt {
+        /// The mapping.
+        name: String,
+        /// Page index in the mapping.
+        page: u64,
+        /// Byte in the page.
+        offset: usize,
+        /// What was written.
+        expected: u8,
+        /// What is there.
+        found: u8,
+    },
+}
+
+impl SimError {
+    /// The errno a program would see.
+    pub fn errno(&self) -> Errno {
+        match self {
+            SimError::NoSuchMapping(_) => Errno::ENOENT,
+            SimError::MappingExists(_) => Errno::EEXIST,
+            SimError::BadSize(_) => Errno::EINVAL,
+            SimError::Fs(e) => e.errno,
+            SimError::Charge(e) => e.errno(),
+            SimError::SwapIn(e) => e.errno(),
+            SimError::Swap(e) => e.errno(),
+            SimError::Pageout { .. } => Errno::ENOMEM,
+            SimError::Corrupt { .. } => Errno::EIO,
+        }
+    }
+}
+
+/// A simulated task: a pid in a cgroup.
+#[derive(Debug)]
+pub struct Task {
+    pid: u32,
+    cgroup: Mutex<Arc<MemCgroup>>,
+}
+
+impl Task {
+    /// Its pid.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The cgroup it is in.
+    pub fn cgroup(&self) -> Arc<MemCgroup> {
+        Arc::clone(&lock(&self.cgroup))
+    }
+
+    /// The cgroup its new memory is charged to (the nearest with the memory
+    /// controller).
+    pub fn memcg(&self) -> Arc<MemCgroup> {
+        self.cgroup().effective_memcg()
+    }
+}
+
+/// Where a run of a mapping's pages is.
+enum State {
+    Resident(Arc<Folio>),
+    Swapped(SwapEntry),
+}
+
+/// A folio-sized run of a mapping.
+struct Extent {
+    first_page: u64,
+    nr: u32,
+    state: State,
+}
+
+/// One task's anonymous mapping.
+struct Mapping {
+    name: String,
+    task: Arc<Task>,
+    fill: Fill,
+    stream: u64,
+    extents: Mutex<Vec<Extent>>,
+}
+
+/// Pages of a mapping by where they are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Residency {
+    /// In memory.
+    pub resident: u64,
+    /// On swap.
+    pub swapped: u64,
+}
+
+struct Inner {
+    fs: CgroupFs,
+    swap: SwapSystem,
+    tasks: Mutex<BTreeMap<u32, Arc<Task>>>,
+    mappings: Mutex<BTreeMap<String, Arc<Mapping>>>,
+    next_pid: AtomicU32,
+    next_ram: AtomicU32,
+    seed: u64,
+}
+
+/// The simulator; see the crate docs.
+pub struct Sim {
+    inner: Arc<Inner>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Connects `cgroup.procs` and populated-cgroup checks to the tasks.
+struct Hooks(Weak<Inner>);
+
+impl TaskHooks for Hooks {
+    fn procs(&self, cg: &MemCgroup) -> Vec<u32> {
+        let Some(inner) = self.0.upgrade() else {
+            return Vec::new();
+        };
+        let tasks = lock(&inner.tasks);
+        tasks
+            .values()
+            .filter(|t| std::ptr::eq(&*t.cgroup(), cg))
+            .map(|t| t.pid)
+            .collect()
+    }
+
+    fn attach(&self, pid: u32, cg: &Arc<MemCgroup>) -> Result<(), Errno> {
+        let inner = self.0.upgrade().ok_or(Errno::ESRCH)?;
+        let task = lock(&inner.tasks).get(&pid).cloned().ok_or(Errno::ESRCH)?;
+        *lock(&task.cgroup) = Arc::clone(cg);
+        Ok(())
+    }
+}
+
+impl Sim {
+    /// A simulation with a fresh hierarchy and no swap.
+    pub fn new(config: SimConfig) -> Self {
+        let fs = CgroupFs::new(TreeConfig::default());
+        let swap = SwapSystem::new(fs.tree(), config.swap_cgroup);
+        let inner = Arc::new(Inner {
+            fs,
+            swap,
+            tasks: Mutex::new(BTreeMap::new()),
+            mappings: Mutex::new(BTreeMap::new()),
+            next_pid: AtomicU32::new(100),
+            next_ram: AtomicU32::new(0),
+            seed: config.seed,
+        });
+        inner
+            .fs
+            .tree()
+            .set_task_hooks(Arc::new(Hooks(Arc::downgrade(&inner))));
+        Self { inner }
+    }
+
+    /// The cgroup v2 interface.
+    pub fn fs(&self) -> &CgroupFs {
+        &self.inner.fs
+    }
+
+    /// Swap devices, cache and accounting.
+    pub fn swap(&self) -> &SwapSystem {
+        &self.inner.swap
+    }
+
+    /// Swaps on a RAM disk of `size_bytes`; returns its name
+    /// (`/dev/ram0`, ...).
+    pub fn swapon_ram(&self, size_bytes: u64) -> Result<String, SimError> {
+        let name = format!(
+            "/dev/ram{}",
+            self.inner.next_ram.fetch_add(1, Ordering::Relaxed)
+        );
+        self.inner.swap.swapon_ram(&name, size_bytes, None)?;
+        Ok(name)
+    }
+
+    /// Swaps on the file `path` of `size_bytes`; returns its name.
+    pub fn swapon_file(&self, path: &Path, size_bytes: u64) -> Result<String, SimError> {
+        Ok(self
+            .inner
+            .swap
+            .swapon_file(path, size_bytes, None)?
+            .name()
+            .to_owned())
+    }
+
+    /// Swaps off the device named `name`, faulting every page on it back
+    /// into its mapping (charged as a swap-in would be). If a page cannot
+    /// come back, the device stays on.
+    pub fn swapoff(&self, name: &str) -> Result<(), SimError> {
+        let device = self
+            .inner
+            .swap
+            .swapfiles()
+            .by_name(name)
+            .ok_or_else(|| SwapError::NoSuchDevice(name.to_owned()))?;
+        // A slot allocated just as swapoff began can be missed by its walk;
+        // the device then reports pages still in use, and another walk
+        // brings them in.
+        let mut tries = 0;
+        loop {
+            match self
+                .inner
+                .swap
+                .swapoff(device.ty(), |entry| self.unuse(entry))
+            {
+                Err(SwapError::Unuse(reason)) if reason.contains("still in use") && tries < 8 => {
+                    tries += 1
+                }
+                other => return other.map_err(SimError::from),
+            }
+        }
+    }
+
+    /// Faults in the page at `entry` wherever it is mapped (swapoff's walk).
+    fn unuse(&self, entry: SwapEntry) -> Result<(), String> {
+        let mappings: Vec<Arc<Mapping>> = lock(&self.inner.mappings).values().cloned().collect();
+        for m in mappings {
+            let mut extents = lock(&m.extents);
+            for ext in extents.iter_mut() {
+                let State::Swapped(first) = ext.state else {
+                    continue;
+                };
+                let covers = first.swp_type() == entry.swp_type()
+                    && (first.swp_offset()..first.swp_offset() + u64::from(ext.nr))
+                        .contains(&entry.swp_offset());
+                if covers {
+                    let folio = self
+                        .inner
+                        .swap
+                        .swap_in(first, ext.nr, &m.task.memcg())
+                        .map_err(|e| format!("{}: {e}", m.name))?;
+                    ext.state = State::Resident(folio);
+                    return Ok(());
+                }
+            }
+        }
+        // Not mapped (anymore): a concurrent fault or free is releasing it.
+        Ok(())
+    }
+
+    /// `/proc/swaps`.
+    pub fn proc_swaps(&self) -> String {
+        self.inner.swap.swapfiles().proc_swaps()
+    }
+
+    /// Creates a task in `cgroup` with a mapping `name` of `size_bytes`
+    /// populated with `folio_pages`-page folios filled per `fill`; returns
+    /// the task's pid. Nothing is left charged if memory runs out.
+    pub fn alloc(
+        &self,
+        cgroup: &str,
+        name: &str,
+        size_bytes: u64,
+        folio_pages: u32,
+        fill: Fill,
+    ) -> Result<u32, SimError> {
+        let folio_bytes = u64::from(folio_pages) * PAGE_BYTES as u64;
+        if !folio_pages.is_power_of_two() || folio_pages > 512 {
+            return Err(SimError::BadSize(format!(
+                "a folio is 1..=512 pages, a power of two, not {folio_pages}"
+            )));
+        }
+        if size_bytes == 0 || size_bytes % folio_bytes != 0 {
+            return Err(SimError::BadSize(format!(
+                "size {size_bytes} is not a positive multiple of the {folio_bytes}-byte folio"
+            )));
+        }
+        let cg = self.inner.fs.cgroup(cgroup)?;
+        if lock(&self.inner.mappings).contains_key(name) {
+            return Err(SimError::MappingExists(name.to_owned()));
+        }
+        let task = Arc::new(Task {
+            pid: self.inner.next_pid.fetch_add(1, Ordering::Relaxed),
+            cgroup: Mutex::new(cg),
+        });
+        let stream = fill::stream(self.inner.seed, name);
+        let memcg = task.memcg();
+        let mut extents = Vec::new();
+        for first_page in (0..size_bytes / PAGE_BYTES as u64).step_by(folio_pages as usize) {
+            // On failure `extents` drops, uncharging what was populated.
+            let folio = Folio::new(self.inner.fs.tree(), &memcg, folio_pages)?;
+            for (i, page) in folio.bytes().chunks_exact_mut(PAGE_BYTES).enumerate() {
+                fill::fill_page(fill, stream, first_page + i as u64, page);
+            }
+            memcg.count_vm_event(VmEvent::Pgfault, u64::from(folio_pages));
+            extents.push(Extent {
+                first_page,
+                nr: folio_pages,
+                state: State::Resident(Arc::new(folio)),
+            });
+        }
+        let mapping = Arc::new(Mapping {
+            name: name.to_owned(),
+            task: Arc::clone(&task),
+            fill,
+            stream,
+            extents: Mutex::new(extents),
+        });
+        let mut mappings = lock(&self.inner.mappings);
+        if mappings.contains_key(name) {
+            return Err(SimError::MappingExists(name.to_owned()));
+        }
+        mappings.insert(name.to_owned(), mapping);
+        lock(&self.inner.tasks).insert(task.pid, Arc::clone(&task));
+        Ok(task.pid)
+    }
+
+    fn mapping(&self, name: &str) -> Result<Arc<Mapping>, SimError> {
+        lock(&self.inner.mappings)
+            .get(name)
+            .cloned()
+            .ok_or_else(|| SimError::NoSuchMapping(name.to_owned()))
+    }
+
+    /// The task owning mapping `name`.
+    pub fn task_of(&self, name: &str) -> Result<Arc<Task>, SimError> {
+        Ok(Arc::clone(&self.mapping(name)?.task))
+    }
+
+    /// Swaps out every resident page of `name` (like `MADV_PAGEOUT`);
+    /// returns the pages swapped. Pages that cannot go stay resident and are
+    /// reported as an error after the others went.
+    pub fn pageout(&self, name: &str) -> Result<u64, SimError> {
+        let m = self.mapping(name)?;
+        let mut extents = lock(&m.extents);
+        let mut out = Vec::with_capacity(extents.len());
+        let (mut swapped, mut kept, mut reason) = (0, 0, None);
+        for ext in extents.drain(..) {
+            let State::Resident(folio) = ext.state else {
+                out.push(ext);
+                continue;
+            };
+            let pieces = match self.inner.swap.swap_out(&folio) {
+                Ok(entry) => {
+                    swapped += u64::from(ext.nr);
+                    out.push(Extent {
+                        state: State::Swapped(entry),
+                        ..ext
+                    });
+                    continue;
+                }
+                // No contiguous space: split into pages and swap those.
+                Err(SwapOutError::NoContiguous(_)) => match Folio::split(folio) {
+                    Ok(pieces) => pieces,
+                    Err(folio) => vec![folio],
+                },
+                Err(e) => {
+                    reason.get_or_insert_with(|| e.to_string());
+                    kept += u64::from(ext.nr);
+                    out.push(Extent {
+                        state: State::Resident(folio),
+                        ..ext
+                    });
+                    continue;
+                }
+            };
+            for (i, piece) in pieces.into_iter().enumerate() {
+                let first_page = ext.first_page + i as u64;
+                let nr = piece.nr();
+                let state = match self.inner.swap.swap_out(&piece) {
+                    Ok(entry) => {
+                        swapped += u64::from(nr);
+                        State::Swapped(entry)
+                    }
+                    Err(e) => {
+                        reason.get_or_insert_with(|| e.to_string());
+                        kept += u64::from(nr);
+                        State::Resident(piece)
+                    }
+                };
+                out.push(Extent {
+                    first_page,
+                    nr,
+                    state,
+                });
+            }
+        }
+        *extents = out;
+        match reason {
+            None => Ok(swapped),
+            Some(reason) => Err(SimError::Pageout {
+                name: name.to_owned(),
+                pages: kept,
+                reason,
+            }),
+        }
+    }
+
+    /// Faults every swapped page of `name` back in, charged per the swap-in
+    /// rule to the task's current cgroup or the recorded owner; returns the
+    /// pages faulted in. Stops at the first fault that fails.
+    pub fn touch(&self, name: &str) -> Result<u64, SimError> {
+        let m = self.mapping(name)?;
+        let memcg = m.task.memcg();
+        let mut extents = lock(&m.extents);
+        let mut faulted = 0;
+        for ext in extents.iter_mut() {
+            if let State::Swapped(entry) = ext.state {
+                let folio = self.inner.swap.swap_in(entry, ext.nr, &memcg)?;
+                folio
+                    .memcg()
+                    .count_vm_event(VmEvent::Pgfault, u64::from(ext.nr));
+                ext.state = State::Resident(folio);
+                faulted += u64::from(ext.nr);
+            }
+        }
+        Ok(faulted)
+    }
+
+    /// Checks every byte of `name` against what was written, wherever each
+    /// page is; the first difference names the page.
+    pub fn verify(&self, name: &str) -> Result<(), SimError> {
+        let m = self.mapping(name)?;
+        let extents = lock(&m.extents);
+        let mut expected = vec![0u8; PAGE_BYTES];
+        for ext in extents.iter() {
+            let bytes = match &ext.state {
+                State::Resident(folio) => folio.bytes().to_vec(),
+                State::Swapped(entry) => self.inner.swap.peek(*entry, ext.nr)?,
+            };
+            for (i, page) in bytes.chunks_exact(PAGE_BYTES).enumerate() {
+                let index = ext.first_page + i as u64;
+                fill::fill_page(m.fill, m.stream, index, &mut expected);
+                if let Some(offset) = (0..PAGE_BYTES).find(|&b| page[b] != expected[b]) {
+                    return Err(SimError::Corrupt {
+                        name: name.to_owned(),
+                        page: index,
+                        offset,
+                        expected: expected[offset],
+                        found: page[offset],
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Unmaps `name` and ends its task: resident pages are uncharged, swap
+    /// slots released (uncharging swap and unpinning the owner).
+    pub fn free(&self, name: &str) -> Result<(), SimError> {
+        let m = lock(&self.inner.mappings)
+            .remove(name)
+            .ok_or_else(|| SimError::NoSuchMapping(name.to_owned()))?;
+        let extents = std::mem::take(&mut *lock(&m.extents));
+        let mut first_error = None;
+        for ext in extents {
+            if let State::Swapped(entry) = ext.state
+                && let Err(e) = self.inner.swap.swap_free(entry, ext.nr)
+            {
+                first_error.get_or_insert(e);
+            }
+        }
+        lock(&self.inner.tasks).remove(&m.task.pid);
+        first_error.map_or(Ok(()), |e| Err(e.into()))
+    }
+
+    /// Pages of `name` in memory and on swap.
+    pub fn residency(&self, name: &str) -> Result<Residency, SimError> {
+        let m = self.mapping(name)?;
+        let extents = lock(&m.extents);
+        let mut r = Residency::default();
+        for ext in extents.iter() {
+            match ext.state {
+                State::Resident(_) => r.resident += u64::from(ext.nr),
+                State::Swapped(_) => r.swapped += u64::from(ext.nr),
+            }
+        }
+        Ok(r)
+    }
+
+    /// Names of every mapping.
+    pub fn mappings(&self) -> Vec<String> {
+        lock(&self.inner.mappings).keys().cloned().collect()
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        // Release everything so the hierarchy tears down balanced.
+        for name in self.mappings() {
+            let _ = self.free(&name);
+        }
+    }
+}
+
+impl std::fmt::Debug for Sim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sim")
+            .field("mappings", &self.mappings())
+            .field("swap", &self.inner.swap)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memcg::memcontrol::MemcgStat;
+
+    fn sim() -> Sim {
+        let sim = Sim::new(SimConfig::default());
+        sim.fs()
+            .write("/cgroup.subtree_control", "+memory")
+            .unwrap();
+        sim.fs().mkdir("/a").unwrap();
+        sim
+    }
+
+    #[test]
+    fn alloc_pageout_touch_verify_free_balance() {
+        let sim = sim();
+        sim.swapon_ram(8 << 20).unwrap();
+        for (name, pages, fill) in [
+            ("z", 16, Fill::Zero),
+            ("r", 1, Fill::Random),
+            ("p", 16, Fill::Pattern),
+        ] {
+            sim.alloc("/a", name, 256 << 10, pages, fill).unwrap();
+        }
+        let a = sim.fs().cgroup("/a").unwrap();
+        assert_eq!(a.memory().usage(), 192);
+        for name in ["z", "r", "p"] {
+            assert_eq!(sim.pageout(name).unwrap(), 64);
+            sim.verify(name).unwrap();
+        }
+        assert_eq!((a.memory().usage(), a.swap().usage()), (0, 192));
+        assert_eq!(a.vm_event(VmEvent::Pswpout), 192);
+        for name in ["z", "r", "p"] {
+            assert_eq!(sim.touch(name).unwrap(), 64);
+            sim.verify(name).unwrap();
+        }
+        assert_eq!((a.memory().usage(), a.swap().usage()), (192, 0));
+        assert_eq!(a.vm_event(VmEvent::Pswpin), 192);
+        for name in ["z", "r", "p"] {
+            sim.free(name).unwrap();
+        }
+        assert_eq!(
+            (a.memory().usage(), a.swap().usage(), a.id_pins()),
+            (0, 0, 1)
+        );
+        assert_eq!(a.stat(MemcgStat::Anon), 0);
+    }
+
+    #[test]
+    fn large_folios_split_when_swap_is_fragmented() {
+        let sim = sim();
+        // 2 clusters: the header's (single pages only) and one free.
+        sim.swapon_ram(1024 * 4096).unwrap();
+        sim.alloc("/a", "small", 4096 * 8, 1, Fill::Pattern)
+            .unwrap();
+        sim.pageout("small").unwrap();
+        sim.alloc("/a", "big", 64 << 10, 16, Fill::Pattern).unwrap();
+        sim.alloc("/a", "big2", 2 << 20, 16, Fill::Pattern).unwrap();
+        sim.pageout("big2").unwrap();
+        // The free cluster is full of big2's folios: big must split.
+        assert_eq!(sim.pageout("big").unwrap(), 16);
+        sim.verify("big").unwrap();
+        sim.touch("big").unwrap();
+        sim.verify("big").unwrap();
+    }
+
+    #[test]
+    fn verify_names_a_corrupted_page() {
+        let sim = sim();
+        sim.alloc("/a", "m", 8192, 1, Fill::Pattern).unwrap();
+        {
+            let m = sim.mapping("m").unwrap();
+            let extents = lock(&m.extents);
+            let State::Resident(folio) = &extents[1].state else {
+                panic!()
+            };
+            folio.bytes()[10] ^= 0xff;
+        }
+        let err = sim.verify("m").unwrap_err();
+        assert!(
+            matches!(
+                err,
+                SimError::Corrupt {
+                    page: 1,
+                    offset: 10,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn tasks_move_but_charges_stay() {
+        let sim = sim();
+        sim.fs().mkdir("/b").unwrap();
+        let pid = sim.alloc("/a", "m", 4 * 4096, 1, Fill::Zero).unwrap();
+        assert_eq!(
+            sim.fs().read("/a/cgroup.procs").unwrap(),
+            format!("{pid}\n")
+        );
+        assert_eq!(sim.fs().rmdir("/a").unwrap_err().errno, Errno::EBUSY);
+        sim.fs().write("/b/cgroup.procs", &pid.to_string()).unwrap();
+        assert_eq!(
+            sim.fs().read("/b/cgroup.procs").unwrap(),
+            format!("{pid}\n")
+        );
+        let (a, b) = (
+            sim.fs().cgroup("/a").unwrap(),
+            sim.fs().cgroup("/b").unwrap(),
+        );
+        assert_eq!(
+            (a.memory().usage(), b.memory().usage()),
+            (4, 0),
+            "charges stay"
+        );
+        assert_eq!(
+            sim.fs().write("/b/cgroup.procs", "999").unwrap_err().errno,
+            Errno::ESRCH
+        );
+        sim.fs().rmdir("/a").unwrap();
+        sim.free("m").unwrap();
+        assert_eq!(a.memory().usage(), 0);
+    }
+
+    #[test]
+    fn alloc_past_the_limit_fails_and_leaves_nothing() {
+        let sim = sim();
+        sim.fs().write("/a/memory.max", "64K").unwrap();
+        let err = sim.alloc("/a", "m", 128 << 10, 1, Fill::Zero).unwrap_err();
+        assert_eq!(err.errno(), Errno::ENOMEM);
+        assert_eq!(sim.fs().cgroup("/a").unwrap().memory().usage(), 0);
+        assert!(sim.mappings().is_empty());
+        assert!(sim.alloc("/a", "bad", 5000, 1, Fill::Zero).is_err());
+        assert!(sim.alloc("/a", "bad", 4096, 3, Fill::Zero).is_err());
+    }
+}
