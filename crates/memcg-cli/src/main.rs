@@ -25,14 +25,25 @@ enum Command {
     Sh {
         /// The script; stdin when omitted (with a prompt on a terminal).
         file: Option<std::path::PathBuf>,
+        /// The swap_cgroup design recording swap owners.
+        #[arg(long, default_value = "memcg")]
+        swap_cgroup: memcg::swap_cgroup::Design,
+        /// Seed of random fills.
+        #[arg(long, default_value_t = 0x5eed)]
+        seed: u64,
     },
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Bench(args) => bench::run(args),
-        Command::Sh { file } => {
-            let status = sh::main(file.as_deref())?;
+        Command::Sh {
+            file,
+            swap_cgroup,
+            seed,
+        } => {
+            let config = memcg_sim::SimConfig { seed, swap_cgroup };
+            let status = sh::main(file.as_deref(), config)?;
             std::process::exit(status)
         }
     }

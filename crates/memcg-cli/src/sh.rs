@@ -14,11 +14,14 @@ use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Arc;
 
+use std::path::Path;
+
 use memcg::cgroupfs::{CgroupFs, FsError, memparse};
-use memcg::memcontrol::{ChargeKind, MemCgroup, TreeConfig};
+use memcg::memcontrol::{ChargeKind, MemCgroup};
 use memcg::page_counter::PAGE_SIZE;
 use memcg::swap_cgroup::{Design, SwapCgroup};
 use memcg::{Errno, SwapEntry};
+use memcg_sim::{Fill, Sim, SimConfig, SimError};
 
 /// The cgroup v2 mount point scripts may prefix paths with.
 const MOUNT: &str = "/sys/fs/cgroup";
@@ -225,6 +228,48 @@ const COMMANDS: &[Command] = &[
         run: |sh, args, _| cmd_charge(sh, args, false),
     },
     Command {
+        name: "swapon",
+        usage: "swapon [ram SIZE | file PATH SIZE]",
+        run: cmd_swapon,
+    },
+    Command {
+        name: "swapoff",
+        usage: "swapoff NAME",
+        run: cmd_swapoff,
+    },
+    Command {
+        name: "alloc",
+        usage: "alloc CGROUP NAME SIZE [--folio SIZE] [--fill zero|random|pattern]",
+        run: cmd_alloc,
+    },
+    Command {
+        name: "touch",
+        usage: "touch NAME",
+        run: |sh, args, _| mapping_verb(sh, args, "touch", |sim, name| sim.touch(name).map(drop)),
+    },
+    Command {
+        name: "pageout",
+        usage: "pageout NAME",
+        run: |sh, args, _| {
+            mapping_verb(sh, args, "pageout", |sim, name| sim.pageout(name).map(drop))
+        },
+    },
+    Command {
+        name: "verify",
+        usage: "verify NAME",
+        run: |sh, args, _| mapping_verb(sh, args, "verify", Sim::verify),
+    },
+    Command {
+        name: "free",
+        usage: "free NAME",
+        run: |sh, args, _| mapping_verb(sh, args, "free", Sim::free),
+    },
+    Command {
+        name: "pidof",
+        usage: "pidof NAME",
+        run: cmd_pidof,
+    },
+    Command {
         name: "exit",
         usage: "exit [N]",
         run: |_, _, _| Ok(()),
@@ -280,7 +325,7 @@ impl SwapState {
 
 /// The interpreter state.
 pub struct Shell<'a> {
-    fs: CgroupFs,
+    sim: Sim,
     cwd: String,
     errexit: bool,
     /// 1-based line number in a script; `None` interactively.
@@ -301,9 +346,9 @@ pub struct Shell<'a> {
 
 impl<'a> Shell<'a> {
     /// A shell over a fresh hierarchy, printing to `out` and `err`.
-    pub fn new(out: &'a mut dyn Write, err: &'a mut dyn Write) -> Self {
+    pub fn new(config: SimConfig, out: &'a mut dyn Write, err: &'a mut dyn Write) -> Self {
         Self {
-            fs: CgroupFs::new(TreeConfig::default()),
+            sim: Sim::new(config),
             cwd: "/".to_owned(),
             errexit: false,
             line: None,
@@ -470,9 +515,9 @@ fn cmd_mkdir(sh: &mut Shell<'_>, args: &[String], _: Option<&str>) -> Result<(),
     for p in paths {
         let path = sh.resolve(p);
         let result = if parents {
-            sh.fs.mkdir_p(&path).map(drop)
+            sh.sim.fs().mkdir_p(&path).map(drop)
         } else {
-            sh.fs.mkdir(&path).map(drop)
+            sh.sim.fs().mkdir(&path).map(drop)
         };
         if let Err(e) = result {
             sh.report(&format!(
@@ -503,7 +548,7 @@ fn cmd_rmdir(sh: &mut Shell<'_>, args: &[String], _: Option<&str>) -> Result<(),
     let mut status = 0;
     for p in args {
         let path = sh.resolve(p);
-        if let Err(e) = sh.fs.rmdir(&path) {
+        if let Err(e) = sh.sim.fs().rmdir(&path) {
             sh.report(&format!(
                 "rmdir: failed to remove '{p}': {}",
                 errno_text(&e)
@@ -525,7 +570,7 @@ fn cmd_echo(sh: &mut Shell<'_>, args: &[String], redirect: Option<&str>) -> Resu
         return sh.print(&text);
     };
     let path = sh.resolve(target);
-    sh.fs.write(&path, &text).map_err(|e| {
+    sh.sim.fs().write(&path, &text).map_err(|e| {
         let message = match e.errno {
             // The redirection itself fails: the file cannot be opened.
             Errno::ENOENT | Errno::EISDIR => format!("{}{target}: {}", sh.prefix(), errno_text(&e)),
@@ -541,7 +586,12 @@ fn cmd_cat(sh: &mut Shell<'_>, args: &[String], _: Option<&str>) -> Result<(), F
     }
     let mut status = 0;
     for p in args {
-        match sh.fs.read(&sh.resolve(p)) {
+        if p == "/proc/swaps" {
+            let text = sh.sim.proc_swaps();
+            sh.print(&text)?;
+            continue;
+        }
+        match sh.sim.fs().read(&sh.resolve(p)) {
             Ok(text) => sh.print(&text)?,
             Err(e) => {
                 sh.report(&format!("cat: {p}: {}", errno_text(&e)));
@@ -555,13 +605,13 @@ fn cmd_cat(sh: &mut Shell<'_>, args: &[String], _: Option<&str>) -> Result<(), F
 fn cmd_ls(sh: &mut Shell<'_>, args: &[String], _: Option<&str>) -> Result<(), Failure> {
     let target = args.first().map_or(".", String::as_str);
     let path = sh.resolve(target);
-    match sh.fs.ls(&path) {
+    match sh.sim.fs().ls(&path) {
         Ok(entries) => {
             let text: String = entries.iter().map(|e| format!("{}\n", e.name)).collect();
             sh.print(&text)
         }
         // A file lists as itself.
-        Err(_) if sh.fs.read(&path).is_ok() => sh.print(&format!("{target}\n")),
+        Err(_) if sh.sim.fs().read(&path).is_ok() => sh.print(&format!("{target}\n")),
         Err(_) => Err(Failure {
             message: format!("ls: cannot access '{target}': No such file or directory"),
             status: 2,
@@ -572,7 +622,7 @@ fn cmd_ls(sh: &mut Shell<'_>, args: &[String], _: Option<&str>) -> Result<(), Fa
 fn cmd_cd(sh: &mut Shell<'_>, args: &[String], _: Option<&str>) -> Result<(), Failure> {
     let target = args.first().map_or("/", String::as_str);
     let path = sh.resolve(target);
-    match sh.fs.cgroup(&path) {
+    match sh.sim.fs().cgroup(&path) {
         Ok(_) => {
             sh.cwd = path;
             Ok(())
@@ -596,6 +646,117 @@ fn cmd_set(sh: &mut Shell<'_>, args: &[String], _: Option<&str>) -> Result<(), F
 fn cmd_help(sh: &mut Shell<'_>, _: &[String], _: Option<&str>) -> Result<(), Failure> {
     let text: String = COMMANDS.iter().map(|c| format!("{}\n", c.usage)).collect();
     sh.print(&text)
+}
+
+fn cmd_swapon(sh: &mut Shell<'_>, args: &[String], _: Option<&str>) -> Result<(), Failure> {
+    let result = match args {
+        [] => {
+            let text = sh.sim.proc_swaps();
+            return sh.print(&text);
+        }
+        [kind, size] if kind == "ram" => match memparse(size) {
+            Ok(bytes) => sh.sim.swapon_ram(bytes).map(drop),
+            Err(_) => return Err(sh.usage("swapon")),
+        },
+        [kind, path, size] if kind == "file" => match memparse(size) {
+            Ok(bytes) => sh.sim.swapon_file(Path::new(path), bytes).map(drop),
+            Err(_) => return Err(sh.usage("swapon")),
+        },
+        _ => return Err(sh.usage("swapon")),
+    };
+    result.map_err(|e| Failure {
+        message: format!(
+            "swapon: {}: swapon failed: {}",
+            args[1..].join(" "),
+            e.errno().message()
+        ),
+        status: 1,
+    })
+}
+
+fn cmd_swapoff(sh: &mut Shell<'_>, args: &[String], _: Option<&str>) -> Result<(), Failure> {
+    let [name] = args else {
+        return Err(sh.usage("swapoff"));
+    };
+    sh.sim.swapoff(name).map_err(|e| Failure {
+        message: format!("swapoff: {name}: swapoff failed: {}", e.errno().message()),
+        status: 1,
+    })
+}
+
+fn cmd_alloc(sh: &mut Shell<'_>, args: &[String], _: Option<&str>) -> Result<(), Failure> {
+    let [cgroup, name, size, options @ ..] = args else {
+        return Err(sh.usage("alloc"));
+    };
+    let (mut folio_pages, mut fill) = (1u32, Fill::Pattern);
+    let mut opts = options.iter();
+    while let Some(opt) = opts.next() {
+        let value = opts.next();
+        match (opt.as_str(), value) {
+            ("--folio", Some(v)) => match memparse(v)
+                .ok()
+                .map(|b| b / PAGE_SIZE)
+                .and_then(|p| u32::try_from(p).ok())
+            {
+                Some(p) if p > 0 => folio_pages = p,
+                _ => return Err(sh.usage("alloc")),
+            },
+            ("--fill", Some(v)) => match v.parse() {
+                Ok(f) => fill = f,
+                Err(_) => return Err(sh.usage("alloc")),
+            },
+            _ => return Err(sh.usage("alloc")),
+        }
+    }
+    let Ok(bytes) = memparse(size) else {
+        return Err(sh.usage("alloc"));
+    };
+    let path = sh.resolve(cgroup);
+    sh.sim
+        .alloc(&path, name, bytes, folio_pages, fill)
+        .map(drop)
+        .map_err(|e| Failure {
+            message: format!("{}alloc: {name}: {}", sh.prefix(), describe(&e)),
+            status: 1,
+        })
+}
+
+/// What a simulation error prints: the errno text, with detail where the
+/// detail is the point (a corrupt page, pages left behind, a bad size).
+fn describe(e: &SimError) -> String {
+    match e {
+        SimError::Corrupt { .. } | SimError::Pageout { .. } | SimError::BadSize(_) => e.to_string(),
+        _ => e.errno().message().to_owned(),
+    }
+}
+
+/// Runs a verb that takes one mapping name.
+fn mapping_verb(
+    sh: &mut Shell<'_>,
+    args: &[String],
+    verb: &str,
+    op: impl FnOnce(&Sim, &str) -> Result<(), SimError>,
+) -> Result<(), Failure> {
+    let [name] = args else {
+        return Err(sh.usage(verb));
+    };
+    op(&sh.sim, name).map_err(|e| Failure {
+        message: format!("{}{verb}: {}", sh.prefix(), describe(&e)),
+        status: 1,
+    })
+}
+
+fn cmd_pidof(sh: &mut Shell<'_>, args: &[String], _: Option<&str>) -> Result<(), Failure> {
+    let [name] = args else {
+        return Err(sh.usage("pidof"));
+    };
+    match sh.sim.task_of(name) {
+        Ok(task) => sh.print(&format!("{}\n", task.pid())),
+        Err(_) => Err(Failure {
+            message: String::new(),
+            status: 1,
+        }),
+    }
 }
 
 /// Pages for a size given in bytes (a partial page takes a whole one).
@@ -637,13 +798,15 @@ fn cmd_charge(sh: &mut Shell<'_>, args: &[String], charging: bool) -> Result<(),
         return Ok(());
     }
     let cg = sh
-        .fs
+        .sim
+        .fs()
         .cgroup(&path)
         .map_err(|e| fail(sh, e.errno))?
         .effective_memcg();
     match kind {
         Kind::Memory(k) => sh
-            .fs
+            .sim
+            .fs()
             .tree()
             .try_charge(&cg, pages, k)
             .map_err(|e| fail(sh, e.errno()))?,
@@ -656,10 +819,10 @@ fn cmd_charge(sh: &mut Shell<'_>, args: &[String], charging: bool) -> Result<(),
 fn charge_swap(sh: &mut Shell<'_>, path: &str, cg: &Arc<MemCgroup>, nr: u32) -> Result<(), Errno> {
     let swap = sh.swap.get_or_insert_with(SwapState::new);
     let Some(entry) = swap.alloc(nr) else {
-        sh.fs.tree().swapout_failed(cg);
+        sh.sim.fs().tree().swapout_failed(cg);
         return Err(Errno::ENOSPC);
     };
-    match sh.fs.tree().swapout_charge(cg, &swap.map, entry, nr) {
+    match sh.sim.fs().tree().swapout_charge(cg, &swap.map, entry, nr) {
         Ok(_) => {
             swap.records
                 .entry(path.to_owned())
@@ -683,8 +846,13 @@ fn uncharge(sh: &mut Shell<'_>, key: &(String, Kind), mut pages: u64) -> Result<
         let (cg, held) = records.last_mut().ok_or(Errno::EINVAL)?;
         let take = pages.min(*held);
         match key.1 {
-            Kind::Memory(k) => sh.fs.tree().uncharge(cg, take, k),
-            Kind::Swap => free_swap(sh.swap.as_mut().ok_or(Errno::EINVAL)?, &sh.fs, &key.0, take)?,
+            Kind::Memory(k) => sh.sim.fs().tree().uncharge(cg, take, k),
+            Kind::Swap => free_swap(
+                sh.swap.as_mut().ok_or(Errno::EINVAL)?,
+                sh.sim.fs(),
+                &key.0,
+                take,
+            )?,
         }
         *held -= take;
         pages -= take;
@@ -717,10 +885,10 @@ fn free_swap(swap: &mut SwapState, fs: &CgroupFs, path: &str, mut pages: u64) ->
 }
 
 /// Runs `memcg sh [FILE]`; returns the exit status.
-pub fn main(file: Option<&std::path::Path>) -> anyhow::Result<i32> {
+pub fn main(file: Option<&std::path::Path>, config: SimConfig) -> anyhow::Result<i32> {
     let mut out = std::io::stdout().lock();
     let mut err = std::io::stderr();
-    let mut shell = Shell::new(&mut out, &mut err);
+    let mut shell = Shell::new(config, &mut out, &mut err);
     let status = match file {
         Some(path) => {
             let bytes =
@@ -744,7 +912,7 @@ mod tests {
 
     fn run(script: &str) -> (String, String, i32) {
         let (mut out, mut err) = (Vec::new(), Vec::new());
-        let status = Shell::new(&mut out, &mut err).run_script(script);
+        let status = Shell::new(SimConfig::default(), &mut out, &mut err).run_script(script);
         (
             String::from_utf8(out).unwrap(),
             String::from_utf8(err).unwrap(),

@@ -128,6 +128,14 @@ fn share(t: usize, threads: usize, n: usize) -> std::ops::Range<usize> {
     n * t / threads..n * (t + 1) / threads
 }
 
+/// An object of cgroup `i` that the walk phase left on its list (the walk
+/// isolates odd object ids), and its node, if it has one.
+fn surviving_object(i: usize, objects: u32, nodes: usize) -> Option<(u32, usize)> {
+    (0..objects)
+        .map(|k| (object(i, k, objects), k as usize % nodes))
+        .find(|(o, _)| o % 2 == 0)
+}
+
 /// Object `k` of cgroup `i`.
 fn object(i: usize, k: u32, objects: u32) -> u32 {
     i as u32 * objects + k
@@ -223,10 +231,12 @@ fn run_once(
                     let mut ops = 0;
                     while removing.load(Ordering::Relaxed) && !mine.is_empty() {
                         i = if i + 1 >= mine.end { mine.start } else { i + 1 };
-                        let item = object(i, 0, objects);
+                        let Some((item, nid)) = surviving_object(i, objects, nodes) else {
+                            continue;
+                        };
                         for lru in lrus {
-                            ensure!(lru.del(item, 0, &cgs[i])?, "churn: object {item} lost");
-                            ensure!(lru.add(item, 0, &cgs[i])?, "churn: object {item} doubled");
+                            ensure!(lru.del(item, nid, &cgs[i])?, "churn: object {item} lost");
+                            ensure!(lru.add(item, nid, &cgs[i])?, "churn: object {item} doubled");
                         }
                         ops += 4;
                     }
