@@ -273,6 +273,16 @@ impl Sim {
             .to_owned())
     }
 
+    /// Swaps on any backend (a fault-injecting wrapper, say) as `name`.
+    pub fn swapon_backend(
+        &self,
+        name: &str,
+        backend: Box<dyn memcg::swapfile::SwapBackend>,
+    ) -> Result<(), SimError> {
+        self.inner.swap.swapon(name, backend, None)?;
+        Ok(())
+    }
+
     /// Swaps off the device named `name`, faulting every page on it back
     /// into its mapping (charged as a swap-in would be). If a page cannot
     /// come back, the device stays on.

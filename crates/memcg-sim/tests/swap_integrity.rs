@@ -1,0 +1,288 @@
+//! End-to-end swap tests: bytes, counters, ids and slots stay exact under
+//! churn, cgroup removal, swapoff under load, injected faults and bad input.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use memcg::Errno;
+use memcg::memcontrol::{MemCgroup, MemcgEvent, VmEvent};
+use memcg::swapfile::{Fault, FaultyBackend, RamBackend};
+use memcg_sim::{Fill, Sim, SimConfig, SimError};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+fn seed(test: &str) -> u64 {
+    let seed = std::env::var("MEMCG_STRESS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64)
+        });
+    eprintln!("{test}: seed {seed} (replay with MEMCG_STRESS_SEED={seed})");
+    seed
+}
+
+fn sim_with(cgroups: &[&str]) -> Sim {
+    let sim = Sim::new(SimConfig::default());
+    sim.fs()
+        .write("/cgroup.subtree_control", "+memory")
+        .unwrap();
+    for cg in cgroups {
+        sim.fs().mkdir(cg).unwrap();
+    }
+    sim
+}
+
+/// Every cgroup back to zero, every slot free, only the online pins held.
+fn assert_balanced(sim: &Sim, cgroups: &[Arc<MemCgroup>], seed: u64) {
+    for cg in cgroups {
+        assert_eq!(cg.memory().usage(), 0, "seed {seed}: {} memory", cg.path());
+        assert_eq!(cg.swap().usage(), 0, "seed {seed}: {} swap", cg.path());
+        assert_eq!(
+            cg.id_pins(),
+            usize::from(!cg.is_dying()),
+            "seed {seed}: {} pins",
+            cg.path()
+        );
+    }
+    for device in sim.swap().swapfiles().iter() {
+        assert_eq!(
+            device.inuse_pages(),
+            0,
+            "seed {seed}: {} slots",
+            device.name()
+        );
+    }
+    assert_eq!(sim.swap().cache_len(), 0, "seed {seed}: swap cache");
+}
+
+#[test]
+fn churn_across_cgroups_and_two_devices_keeps_every_byte() {
+    let seed = seed("swap churn");
+    let dir = tempfile::tempdir().unwrap();
+    let sim = sim_with(&["/a", "/b", "/c"]);
+    sim.swapon_ram(16 << 20).unwrap();
+    sim.swapon_file(&dir.path().join("swapfile"), 16 << 20)
+        .unwrap();
+    std::thread::scope(|s| {
+        for t in 0..3u64 {
+            let sim = &sim;
+            s.spawn(move || {
+                let mut rng = ChaCha8Rng::seed_from_u64(seed + t);
+                for round in 0..12 {
+                    let name = format!("t{t}r{round}");
+                    let cg = ["/a", "/b", "/c"][rng.random_range(0..3)];
+                    let folio = [1, 16][rng.random_range(0..2)];
+                    let fill = [Fill::Zero, Fill::Random, Fill::Pattern][rng.random_range(0..3)];
+                    sim.alloc(cg, &name, 256 << 10, folio, fill).unwrap();
+                    for _ in 0..rng.random_range(1..3) {
+                        sim.pageout(&name).unwrap();
+                        sim.verify(&name)
+                            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+                        sim.touch(&name).unwrap();
+                        sim.verify(&name)
+                            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+                    }
+                    if rng.random_bool(0.5) {
+                        sim.pageout(&name).unwrap();
+                    }
+                    sim.free(&name).unwrap();
+                }
+            });
+        }
+    });
+    let cgs: Vec<_> = ["/a", "/b", "/c"]
+        .iter()
+        .map(|p| sim.fs().cgroup(p).unwrap())
+        .collect();
+    assert_balanced(&sim, &cgs, seed);
+    let a = &cgs[0];
+    assert!(a.vm_event(VmEvent::Pswpout) > 0 && a.vm_event(VmEvent::Pswpin) > 0);
+}
+
+#[test]
+fn removed_owner_keeps_its_id_until_its_last_slot_is_freed() {
+    let sim = sim_with(&["/owner", "/other"]);
+    sim.swapon_ram(8 << 20).unwrap();
+    let pid = sim
+        .alloc("/owner", "m", 64 << 10, 1, Fill::Pattern)
+        .unwrap();
+    sim.pageout("m").unwrap();
+    let owner = sim.fs().cgroup("/owner").unwrap();
+    let other = sim.fs().cgroup("/other").unwrap();
+    sim.fs()
+        .write("/other/cgroup.procs", &pid.to_string())
+        .unwrap();
+    sim.fs().rmdir("/owner").unwrap();
+    assert_eq!(
+        sim.fs().read("/cgroup.stat").unwrap(),
+        "nr_descendants 1\nnr_dying_descendants 1\n"
+    );
+    assert_eq!(owner.id_pins(), 16, "one pin per page on swap");
+    assert!(sim.fs().tree().lookup(owner.id()).is_some());
+    // The owner is gone: the fault charges the faulting task's cgroup.
+    sim.touch("m").unwrap();
+    sim.verify("m").unwrap();
+    assert_eq!((other.memory().usage(), owner.memory().usage()), (16, 0));
+    assert_eq!(
+        owner.swap().usage(),
+        0,
+        "the dead owner's swap was uncharged"
+    );
+    assert!(
+        sim.fs().tree().lookup(owner.id()).is_none(),
+        "id released with the last slot"
+    );
+    assert_eq!(
+        sim.fs().read("/cgroup.stat").unwrap(),
+        "nr_descendants 1\nnr_dying_descendants 0\n"
+    );
+    sim.free("m").unwrap();
+    assert_balanced(&sim, &[owner, other], 0);
+}
+
+#[test]
+fn swapoff_under_load_moves_every_page_back() {
+    let seed = seed("swapoff under load");
+    let sim = sim_with(&["/a"]);
+    let ram0 = sim.swapon_ram(16 << 20).unwrap();
+    for t in 0..3 {
+        sim.alloc("/a", &format!("m{t}"), 512 << 10, 16, Fill::Random)
+            .unwrap();
+        sim.pageout(&format!("m{t}")).unwrap();
+    }
+    let ram1 = sim.swapon_ram(16 << 20).unwrap();
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for t in 0..2 {
+            let (sim, stop) = (&sim, &stop);
+            s.spawn(move || {
+                let name = format!("m{t}");
+                while !stop.load(Ordering::Relaxed) {
+                    sim.touch(&name).unwrap();
+                    sim.verify(&name)
+                        .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+                    sim.pageout(&name).unwrap();
+                }
+            });
+        }
+        sim.swapoff(&ram0).unwrap();
+        stop.store(true, Ordering::Relaxed);
+    });
+    assert!(sim.swap().swapfiles().by_name(&ram0).is_none());
+    for t in 0..3 {
+        sim.verify(&format!("m{t}")).unwrap();
+    }
+    // m2 was only on ram0: swapoff brought it back into memory.
+    assert_eq!(sim.residency("m2").unwrap().swapped, 0);
+    sim.swapoff(&ram1).unwrap();
+    for t in 0..3 {
+        sim.verify(&format!("m{t}")).unwrap();
+        sim.free(&format!("m{t}")).unwrap();
+    }
+    assert_balanced(&sim, &[sim.fs().cgroup("/a").unwrap()], seed);
+}
+
+#[test]
+fn swapoff_fails_cleanly_when_memory_cannot_take_the_pages_back() {
+    let sim = sim_with(&["/a"]);
+    let ram = sim.swapon_ram(8 << 20).unwrap();
+    sim.alloc("/a", "m", 256 << 10, 1, Fill::Pattern).unwrap();
+    sim.pageout("m").unwrap();
+    sim.fs().write("/a/memory.max", "64K").unwrap();
+    let err = sim.swapoff(&ram).unwrap_err();
+    assert_eq!(err.errno(), Errno::ENOMEM);
+    assert!(
+        sim.swap().swapfiles().by_name(&ram).is_some(),
+        "the device stays on"
+    );
+    sim.verify("m").unwrap();
+    sim.fs().write("/a/memory.max", "max").unwrap();
+    sim.swapoff(&ram).unwrap();
+    sim.verify("m").unwrap();
+    sim.free("m").unwrap();
+}
+
+#[test]
+fn injected_faults_lose_nothing() {
+    let sim = sim_with(&["/a"]);
+    let faulty = Arc::new(FaultyBackend::new(RamBackend::new(8 << 20).unwrap()));
+    sim.swapon_backend("faulty", Box::new(Arc::clone(&faulty)))
+        .unwrap();
+    let a = sim.fs().cgroup("/a").unwrap();
+    sim.alloc("/a", "m", 64 << 10, 1, Fill::Random).unwrap();
+
+    // Write error: the page stays resident (dirty), nothing charged to swap.
+    faulty.inject(Fault::Write, 1);
+    let err = sim.pageout("m").unwrap_err();
+    assert!(matches!(err, SimError::Pageout { pages: 1, .. }), "{err}");
+    assert_eq!(sim.residency("m").unwrap().resident, 1);
+    assert_eq!((a.memory().usage(), a.swap().usage()), (1, 15));
+    sim.verify("m").unwrap();
+
+    // Read error: the fault fails, slot and data stay for a retry.
+    sim.pageout("m").unwrap();
+    faulty.inject(Fault::Read, 1);
+    assert_eq!(sim.touch("m").unwrap_err().errno(), Errno::EIO);
+    sim.verify("m").unwrap();
+    sim.touch("m").unwrap();
+    sim.verify("m").unwrap();
+    assert_eq!((a.memory().usage(), a.swap().usage()), (16, 0));
+
+    // Device full: swap-out fails cleanly and counts a swap fail event.
+    sim.alloc("/a", "big", 8 << 20, 1, Fill::Pattern).unwrap();
+    let err = sim.pageout("big").unwrap_err();
+    assert!(matches!(err, SimError::Pageout { .. }), "{err}");
+    assert!(a.event(MemcgEvent::SwapFail) > 0);
+    sim.verify("big").unwrap();
+    sim.free("big").unwrap();
+    sim.free("m").unwrap();
+    assert_balanced(&sim, &[a], 0);
+}
+
+#[test]
+fn bad_swapon_input_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = sim_with(&[]);
+    let err = sim
+        .swapon_file(&dir.path().join("no/such/dir/file"), 1 << 20)
+        .unwrap_err();
+    assert_eq!(err.errno(), Errno::ENOENT);
+    let err = sim.swapon_file(dir.path(), 1 << 20).unwrap_err();
+    assert_eq!(
+        err.errno(),
+        Errno::EINVAL,
+        "a directory is not a swap file: {err}"
+    );
+    let small = dir.path().join("small");
+    std::fs::write(&small, [0u8; 8192]).unwrap();
+    assert_eq!(
+        sim.swapon_file(&small, 1 << 20).unwrap_err().errno(),
+        Errno::EINVAL
+    );
+    assert_eq!(sim.swapon_ram(1000).unwrap_err().errno(), Errno::EINVAL);
+    let path = dir.path().join("swap");
+    sim.swapon_file(&path, 1 << 20).unwrap();
+    assert_eq!(
+        sim.swapon_file(&path, 1 << 20).unwrap_err().errno(),
+        Errno::EBUSY
+    );
+    for _ in 1..memcg::MAX_SWAPFILES {
+        sim.swapon_ram(1 << 20).unwrap();
+    }
+    assert_eq!(
+        sim.swapon_ram(1 << 20).unwrap_err().errno(),
+        Errno::EPERM,
+        "too many devices"
+    );
+    assert_eq!(
+        sim.swap().swapfiles().iter().count(),
+        memcg::MAX_SWAPFILES as usize
+    );
+    assert_eq!(
+        sim.swapoff("/dev/nothing").unwrap_err().errno(),
+        Errno::EINVAL
+    );
+}
