@@ -459,29 +459,36 @@ impl SwapSystem {
     /// the folio out of the swap cache.
     fn drop_reference(&self, entry: SwapEntry, nr: u32) -> Result<(), SwapError> {
         let mut shard = self.cache.shard(entry);
-        self.swapfiles.put(entry, nr)?;
         let device = self
             .swapfiles
             .get(entry.swp_type())
             .ok_or(SwapError::BadEntry(entry))?;
-        if device.count(entry)? != 0 {
+        if device.count(entry)? > 1 {
+            self.swapfiles.put(entry, nr)?;
             return Ok(());
         }
-        if let Some(slot) = shard.remove(&entry) {
-            if let Ok(folio) = slot.wait() {
-                folio
-                    .memcg()
-                    .mod_stat(MemcgStat::Swapcached, -i64::from(nr));
-            }
-            self.swapfiles.set_cache(entry, nr, false)?;
+        // The last reference. Keep the slots held (by the swap cache bit)
+        // until their accounting is undone: once free, the allocator may
+        // hand them to another folio whose owner record a late clear would
+        // wipe (the kernel too uncharges before `swap_range_free`).
+        let cached = shard.remove(&entry);
+        if cached.is_none() {
+            self.swapfiles.set_cache(entry, nr, true)?;
         }
+        self.swapfiles.put(entry, nr)?;
         self.uncharge_freed(entry, nr);
+        if let Some(Ok(folio)) = cached.map(|slot| slot.wait()) {
+            folio
+                .memcg()
+                .mod_stat(MemcgStat::Swapcached, -i64::from(nr));
+        }
+        self.swapfiles.set_cache(entry, nr, false)?;
         Ok(())
     }
 
     fn uncharge_freed(&self, entry: SwapEntry, nr: u32) {
-        // The slots are free: clear the owner record, uncharge its swap,
-        // unpin its id.
+        // The slots are about to be freed: clear the owner record, uncharge
+        // its swap, unpin its id.
         self.tree
             .swap_uncharge(&self.swap_cgroup, entry, nr)
             .expect("a live entry has a swap_cgroup map");
