@@ -624,13 +624,16 @@ mod tests {
             sim.verify(name).unwrap();
         }
         assert_eq!((a.memory().usage(), a.swap().usage()), (0, 192));
-        assert_eq!(a.vm_event(VmEvent::Pswpout), 192);
+        // The zero mapping is marked, not written.
+        assert_eq!(a.vm_event(VmEvent::Pswpout), 128);
+        assert_eq!(a.vm_event(VmEvent::SwpoutZero), 64);
         for name in ["z", "r", "p"] {
             assert_eq!(sim.touch(name).unwrap(), 64);
             sim.verify(name).unwrap();
         }
         assert_eq!((a.memory().usage(), a.swap().usage()), (192, 0));
-        assert_eq!(a.vm_event(VmEvent::Pswpin), 192);
+        assert_eq!(a.vm_event(VmEvent::Pswpin), 128);
+        assert_eq!(a.vm_event(VmEvent::SwpinZero), 64);
         for name in ["z", "r", "p"] {
             sim.free(name).unwrap();
         }

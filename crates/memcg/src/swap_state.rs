@@ -9,7 +9,7 @@
 //!   charges swap to the folio's cgroup and pins its id once per page
 //!   (recording it in `swap_cgroup`), puts the folio in the swap cache while
 //!   its pages are written (zero pages are only marked), and counts
-//!   `pswpout`. The caller then drops the folio, which uncharges its memory.
+//!   `pswpout` (`swpout_zero` for a wholly zero folio, as v6.12+ does). The caller then drops the folio, which uncharges its memory.
 //!   A write error rolls everything back: the folio stays resident, nothing
 //!   is charged or recorded, the slots are free.
 //! - [`SwapSystem::swap_in`] looks the entry up in the swap cache; the first
@@ -37,7 +37,7 @@ use crate::errno::Errno;
 use crate::memcontrol::{CgroupTree, ChargeError, ChargeKind, MemCgroup, MemcgStat, VmEvent};
 use crate::swap_cgroup::{Design, SwapCgroup};
 use crate::swapfile::{
-    FileBackend, PAGE_BYTES, RamBackend, SwapBackend, SwapDevice, SwapError, Swapfiles,
+    FileBackend, PAGE_BYTES, RamBackend, Stored, SwapBackend, SwapDevice, SwapError, Swapfiles,
 };
 use crate::swapops::SwapEntry;
 use crate::sync::{Arc, Condvar, Mutex, MutexGuard, lock};
@@ -347,32 +347,43 @@ impl SwapSystem {
             .memcg()
             .mod_stat(MemcgStat::Swapcached, -i64::from(nr));
         self.swapfiles.set_cache(entry, nr, false)?;
-        if let Err(e) = written {
-            // Roll back: the folio stays resident; free the slots and undo
-            // the accounting (record, swap charge, id pins).
-            self.tree
-                .swap_uncharge(&self.swap_cgroup, entry, nr)
-                .expect("the record was made above");
-            self.swapfiles
-                .put(entry, nr)
-                .expect("slots allocated above");
-            return Err(e.into());
-        }
-        folio
-            .memcg()
-            .count_vm_event(VmEvent::Pswpout, u64::from(nr));
+        let all_zero = match written {
+            Ok(all_zero) => all_zero,
+            Err(e) => {
+                // Roll back: the folio stays resident; undo the accounting
+                // (record, swap charge, id pins), then free the slots.
+                self.tree
+                    .swap_uncharge(&self.swap_cgroup, entry, nr)
+                    .expect("the record was made above");
+                self.swapfiles
+                    .put(entry, nr)
+                    .expect("slots allocated above");
+                return Err(e.into());
+            }
+        };
+        // As the kernel's swap_writepage: a wholly zero folio counts as
+        // `swpout_zero`, anything else as `pswpout`.
+        let event = if all_zero {
+            VmEvent::SwpoutZero
+        } else {
+            VmEvent::Pswpout
+        };
+        folio.memcg().count_vm_event(event, u64::from(nr));
         Ok(entry)
     }
 
-    fn write_folio(&self, folio: &Folio, entry: SwapEntry) -> Result<(), SwapError> {
+    /// Writes the folio's pages; returns whether all of them were zero (and
+    /// so only marked in the zero bitmap).
+    fn write_folio(&self, folio: &Folio, entry: SwapEntry) -> Result<bool, SwapError> {
         let bytes = folio.bytes();
+        let mut all_zero = true;
         for (i, page) in bytes.chunks_exact(PAGE_BYTES).enumerate() {
             let e = entry
                 .add(i as u64)
                 .map_err(|_| SwapError::BadEntry(entry))?;
-            self.swapfiles.write_page(e, page)?;
+            all_zero &= self.swapfiles.write_page(e, page)? == Stored::ZeroBit;
         }
-        Ok(())
+        Ok(all_zero)
     }
 
     /// Faults in the `nr`-page folio at `entry` for a task in `faulting`
@@ -439,17 +450,23 @@ impl SwapSystem {
             ChargeKind::Anon,
         )?;
         let folio = Folio::adopt(&self.tree, &charged, nr);
+        let mut all_zero = true;
         {
             let mut bytes = folio.bytes();
             for (i, page) in bytes.chunks_exact_mut(PAGE_BYTES).enumerate() {
                 let e = entry
                     .add(i as u64)
                     .map_err(|_| SwapError::BadEntry(entry))?;
-                self.swapfiles.read_page(e, page)?;
+                all_zero &= self.swapfiles.read_page(e, page)? == Stored::ZeroBit;
             }
         }
+        let event = if all_zero {
+            VmEvent::SwpinZero
+        } else {
+            VmEvent::Pswpin
+        };
         charged.mod_stat(MemcgStat::Swapcached, i64::from(nr));
-        charged.count_vm_event(VmEvent::Pswpin, u64::from(nr));
+        charged.count_vm_event(event, u64::from(nr));
         charged.count_vm_event(VmEvent::Pgmajfault, 1);
         Ok(Arc::new(folio))
     }

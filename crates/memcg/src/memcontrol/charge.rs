@@ -182,6 +182,10 @@ pub enum VmEvent {
     Pgfault,
     /// Major (I/O) page faults.
     Pgmajfault,
+    /// Zero-filled pages "read" from swap (only their zero bit; v6.12+).
+    SwpinZero,
+    /// Zero-filled pages swapped out without being written (v6.12+).
+    SwpoutZero,
     /// Pages read back from zswap.
     Zswpin,
     /// Pages stored in zswap.
@@ -192,13 +196,15 @@ pub enum VmEvent {
 
 impl VmEvent {
     /// Every event, in order.
-    pub const ALL: [VmEvent; 9] = [
+    pub const ALL: [VmEvent; 11] = [
         VmEvent::Pgscan,
         VmEvent::Pgsteal,
         VmEvent::Pswpin,
         VmEvent::Pswpout,
         VmEvent::Pgfault,
         VmEvent::Pgmajfault,
+        VmEvent::SwpinZero,
+        VmEvent::SwpoutZero,
         VmEvent::Zswpin,
         VmEvent::Zswpout,
         VmEvent::Zswpwb,
@@ -213,6 +219,8 @@ impl VmEvent {
             VmEvent::Pswpout => "pswpout",
             VmEvent::Pgfault => "pgfault",
             VmEvent::Pgmajfault => "pgmajfault",
+            VmEvent::SwpinZero => "swpin_zero",
+            VmEvent::SwpoutZero => "swpout_zero",
             VmEvent::Zswpin => "zswpin",
             VmEvent::Zswpout => "zswpout",
             VmEvent::Zswpwb => "zswpwb",
