@@ -360,7 +360,7 @@ impl Sim {
                 "a folio is 1..=512 pages, a power of two, not {folio_pages}"
             )));
         }
-        if size_bytes == 0 || size_bytes % folio_bytes != 0 {
+        if size_bytes == 0 || !size_bytes.is_multiple_of(folio_bytes) {
             return Err(SimError::BadSize(format!(
                 "size {size_bytes} is not a positive multiple of the {folio_bytes}-byte folio"
             )));

@@ -213,9 +213,12 @@ impl CacheSlot {
     }
 }
 
+/// One shard of the swap cache.
+type CacheShard = HashMap<SwapEntry, Arc<CacheSlot>>;
+
 /// The swap cache, keyed by a folio's first entry.
 struct SwapCache {
-    shards: Box<[Mutex<HashMap<SwapEntry, Arc<CacheSlot>>>]>,
+    shards: Box<[Mutex<CacheShard>]>,
 }
 
 impl SwapCache {
@@ -525,10 +528,9 @@ impl SwapSystem {
     /// Reads the `nr` pages at `entry` without faulting them in (for
     /// checking what a device holds).
     pub fn peek(&self, entry: SwapEntry, nr: u32) -> Result<Vec<u8>, SwapError> {
-        if let Some(slot) = self.cache.shard(entry).get(&entry).cloned() {
-            if let Ok(folio) = slot.wait() {
-                return Ok(folio.bytes().to_vec());
-            }
+        let cached = self.cache.shard(entry).get(&entry).cloned();
+        if let Some(Ok(folio)) = cached.map(|slot| slot.wait()) {
+            return Ok(folio.bytes().to_vec());
         }
         let mut out = vec![0u8; nr as usize * PAGE_BYTES];
         for (i, page) in out.chunks_exact_mut(PAGE_BYTES).enumerate() {

@@ -145,9 +145,12 @@ pub trait SwapBackend: Send + Sync {
     fn kind(&self) -> &'static str;
 }
 
+/// One page of a RAM disk, allocated on its first write.
+type RamPage = Option<Box<[u8]>>;
+
 /// A RAM disk: pages allocated on first write (`brd`).
 pub struct RamBackend {
-    pages: Box<[Mutex<Option<Box<[u8]>>>]>,
+    pages: Box<[Mutex<RamPage>]>,
 }
 
 impl RamBackend {
@@ -232,11 +235,9 @@ impl FileBackend {
                 wanted: size_bytes,
             });
         }
-        if !existed {
-            if let Err(e) = preallocate(&file, size_bytes) {
-                let _ = std::fs::remove_file(path);
-                return Err(path_err(e));
-            }
+        if !existed && let Err(e) = preallocate(&file, size_bytes) {
+            let _ = std::fs::remove_file(path);
+            return Err(path_err(e));
         }
         Ok(Self { file, nr_pages })
     }
@@ -316,7 +317,7 @@ fn write_at(file: &File, mut buf: &[u8], mut pos: u64) -> io::Result<()> {
 }
 
 fn check_size(size_bytes: u64) -> Result<u64, SwapError> {
-    if size_bytes % PAGE_SIZE != 0 || size_bytes < 2 * PAGE_SIZE {
+    if !size_bytes.is_multiple_of(PAGE_SIZE) || size_bytes < 2 * PAGE_SIZE {
         return Err(SwapError::BadSize(size_bytes));
     }
     Ok(size_bytes / PAGE_SIZE)
