@@ -44,11 +44,13 @@ impl std::fmt::Display for Machine {
     }
 }
 
-/// Median and sample standard deviation of repeated measurements.
+/// Median, mean and sample standard deviation of repeated measurements.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Stats {
     /// The median.
     pub median: f64,
+    /// The arithmetic mean.
+    pub mean: f64,
     /// Sample standard deviation (0 for a single sample).
     pub stdev: f64,
 }
@@ -74,6 +76,7 @@ impl Stats {
         };
         Self {
             median,
+            mean,
             stdev: var.sqrt(),
         }
     }
@@ -222,10 +225,10 @@ mod tests {
     #[test]
     fn stats_median_and_stdev() {
         let s = Stats::of(&[3.0, 1.0, 2.0]);
-        assert_eq!(s.median, 2.0);
+        assert_eq!((s.median, s.mean), (2.0, 2.0));
         assert!((s.stdev - 1.0).abs() < 1e-12);
         let s = Stats::of(&[1.0, 2.0, 3.0, 10.0]);
-        assert_eq!(s.median, 2.5);
+        assert_eq!((s.median, s.mean), (2.5, 4.0));
         assert_eq!(Stats::of(&[5.0]).stdev, 0.0);
     }
 

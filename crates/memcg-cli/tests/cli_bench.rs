@@ -86,7 +86,7 @@ fn bench_suite_smoke_writes_every_report() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    for name in ["swap-cgroup", "list-lru", "page-counter"] {
+    for name in ["swap-cgroup", "list-lru", "page-counter", "swap"] {
         assert!(dir.path().join(format!("{name}.json")).exists(), "{name}");
         assert!(dir.path().join(format!("{name}.svg")).exists(), "{name}");
     }
@@ -171,4 +171,83 @@ fn list_lru_bench_writes_phases_for_both_designs() {
         "unknown list_lru design",
     );
     fails_with(&["bench", "list-lru", "--cgroups", "70000"], "65535");
+}
+
+#[test]
+fn swap_bench_times_every_experiment_per_design_against_the_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, svg) = (dir.path().join("sw.json"), dir.path().join("sw.svg"));
+    let out = memcg()
+        .args([
+            "bench",
+            "swap",
+            "--size",
+            "1M",
+            "--threads",
+            "1,2",
+            "--designs",
+            "locked,memcg",
+            "--reps",
+            "2",
+            "--seed",
+            "9",
+        ])
+        .arg("--swap-dir")
+        .arg(dir.path())
+        .arg("--json")
+        .arg(&json)
+        .arg("--svg")
+        .arg(&svg)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.contains("memcpy") && stdout.contains("vs locked"),
+        "{stdout}"
+    );
+
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["bench"], "swap");
+    assert_eq!(report["size_bytes"], 1 << 20);
+    // memset and memcpy at 2 thread counts.
+    assert_eq!(report["limits"].as_array().unwrap().len(), 4);
+    let results = report["results"].as_array().unwrap();
+    // 6 experiments x 2 designs x 2 thread counts.
+    assert_eq!(results.len(), 24);
+    for r in results {
+        assert_eq!(r["samples_us"].as_array().unwrap().len(), 2);
+        assert!(r["mean_us"].as_f64().unwrap() > 0.0);
+        assert!(r["gib_per_s"].as_f64().unwrap() > 0.0);
+        assert!(r["fraction_of_limit"].as_f64().unwrap() > 0.0);
+        let expected_limit = if r["experiment"].as_str().unwrap().contains("zero") {
+            "memset"
+        } else {
+            "memcpy"
+        };
+        assert_eq!(r["limit"], expected_limit);
+    }
+    assert!(
+        results
+            .iter()
+            .any(|r| r["experiment"] == "swapin-4k-random-file" && r["design"] == "memcg")
+    );
+    assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+
+    fails_with(
+        &["bench", "swap", "--experiments", "swapout-2m-zero-ram"],
+        "unknown experiment",
+    );
+    fails_with(
+        &["bench", "swap", "--size", "1M", "--threads", "3"],
+        "equal shares",
+    );
+    fails_with(
+        &["bench", "swap", "--designs", "spinlock"],
+        "unknown swap_cgroup design",
+    );
 }

@@ -76,19 +76,24 @@ fn churn_across_cgroups_and_two_devices_keeps_every_byte() {
                     let cg = ["/a", "/b", "/c"][rng.random_range(0..3)];
                     let folio = [1, 16][rng.random_range(0..2)];
                     let fill = [Fill::Zero, Fill::Random, Fill::Pattern][rng.random_range(0..3)];
-                    sim.alloc(cg, &name, 256 << 10, folio, fill).unwrap();
+                    sim.alloc(cg, &name, 256 << 10, folio, fill)
+                        .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
                     for _ in 0..rng.random_range(1..3) {
-                        sim.pageout(&name).unwrap();
+                        sim.pageout(&name)
+                            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
                         sim.verify(&name)
                             .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-                        sim.touch(&name).unwrap();
+                        sim.touch(&name)
+                            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
                         sim.verify(&name)
                             .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
                     }
                     if rng.random_bool(0.5) {
-                        sim.pageout(&name).unwrap();
+                        sim.pageout(&name)
+                            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
                     }
-                    sim.free(&name).unwrap();
+                    sim.free(&name)
+                        .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
                 }
             });
         }

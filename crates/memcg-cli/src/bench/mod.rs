@@ -4,6 +4,7 @@
 
 pub mod list_lru;
 pub mod page_counter;
+pub mod swap;
 pub mod swap_cgroup;
 
 use std::path::PathBuf;
@@ -35,6 +36,8 @@ pub enum BenchCommand {
     ListLru(list_lru::ListLruArgs),
     /// page_counter against the locked res_counter it replaced.
     PageCounter(page_counter::PageCounterArgs),
+    /// The seed's swap-out / swap-in experiments, per swap_cgroup design.
+    Swap(swap::SwapArgs),
 }
 
 /// Runs `memcg bench`.
@@ -43,6 +46,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         Some(BenchCommand::SwapCgroup(a)) => swap_cgroup::run(&a),
         Some(BenchCommand::ListLru(a)) => list_lru::run(&a),
         Some(BenchCommand::PageCounter(a)) => page_counter::run(&a),
+        Some(BenchCommand::Swap(a)) => swap::run(&a),
         None => {
             let out = |name: &str| -> anyhow::Result<(Option<PathBuf>, Option<PathBuf>)> {
                 match &args.out_dir {
@@ -64,7 +68,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             list_lru::run(&ll)?;
             let mut pc = page_counter::PageCounterArgs::for_suite(args.smoke);
             (pc.json, pc.svg) = out("page-counter")?;
-            page_counter::run(&pc)
+            page_counter::run(&pc)?;
+            let mut sw = swap::SwapArgs::for_suite(args.smoke);
+            (sw.json, sw.svg) = out("swap")?;
+            swap::run(&sw)
         }
     }
 }
