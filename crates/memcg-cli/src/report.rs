@@ -1,7 +1,7 @@
 //! Output shared by every benchmark: the machine description, statistics
 //! over repetitions, tables on stdout, JSON files and SVG charts.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use plotters::prelude::*;
@@ -96,6 +96,48 @@ pub fn table(header: &[&str], rows: Vec<Vec<String>>) -> comfy_table::Table {
         }
     }
     t
+}
+
+/// Where a benchmark writes its results: `--json` and `--svg`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ReportFiles {
+    /// Write the results, every repetition included, as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Draw the results as an SVG chart here (one panel per workload).
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
+}
+
+impl ReportFiles {
+    /// `DIR/NAME.json` and `DIR/NAME.svg` (creating `DIR`), or no files.
+    pub fn in_dir(dir: Option<&Path>, name: &str) -> anyhow::Result<Self> {
+        let Some(dir) = dir else {
+            return Ok(Self::default());
+        };
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        Ok(Self {
+            json: Some(dir.join(format!("{name}.json"))),
+            svg: Some(dir.join(format!("{name}.svg"))),
+        })
+    }
+
+    /// Writes `report` as JSON and draws `chart()` where asked, saying so.
+    pub fn write<'a>(
+        &self,
+        report: &impl Serialize,
+        chart: impl FnOnce() -> Chart<'a>,
+    ) -> anyhow::Result<()> {
+        if let Some(path) = &self.json {
+            write_json(path, report)?;
+            println!("wrote {}", path.display());
+        }
+        if let Some(path) = &self.svg {
+            write_svg(path, &chart())?;
+            println!("wrote {}", path.display());
+        }
+        Ok(())
+    }
 }
 
 /// Writes `value` as pretty JSON to `path`.

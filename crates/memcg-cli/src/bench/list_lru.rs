@@ -21,7 +21,6 @@
 //! A second measurement removes cgroups holding 1 and 1000 objects each to
 //! show that reparenting costs the same whatever a cgroup holds.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
@@ -33,7 +32,7 @@ use memcg::memcontrol::{CgroupTree, MemCgroup, TreeConfig};
 use serde::Serialize;
 
 use super::timed_threads;
-use crate::report::{self, Chart, Machine, Panel, Series, Stats};
+use crate::report::{self, Chart, Machine, Panel, ReportFiles, Series, Stats};
 
 /// Flags of `memcg bench list-lru`.
 #[derive(Debug, Clone, Args)]
@@ -59,12 +58,9 @@ pub struct ListLruArgs {
     /// Designs to run, comma separated.
     #[arg(long, value_delimiter = ',', default_value = "legacy,split")]
     pub designs: Vec<LruDesign>,
-    /// Write the results as JSON here.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-    /// Draw each phase against threads, here.
-    #[arg(long)]
-    pub svg: Option<PathBuf>,
+    /// `--json` and `--svg`.
+    #[command(flatten)]
+    pub files: ReportFiles,
 }
 
 impl ListLruArgs {
@@ -78,8 +74,7 @@ impl ListLruArgs {
             reps: smoke.then_some(1),
             quick: true,
             designs: LruDesign::ALL.to_vec(),
-            json: None,
-            svg: None,
+            files: ReportFiles::default(),
         }
     }
 }
@@ -476,15 +471,7 @@ pub fn run(args: &ListLruArgs) -> anyhow::Result<()> {
         reparent,
         memory,
     };
-    if let Some(path) = &args.json {
-        report::write_json(path, &report)?;
-        println!("wrote {}", path.display());
-    }
-    if let Some(path) = &args.svg {
-        report::write_svg(path, &chart(&report, &args.designs))?;
-        println!("wrote {}", path.display());
-    }
-    Ok(())
+    args.files.write(&report, || chart(&report, &args.designs))
 }
 
 fn print_tables(results: &[PhaseRow], reparent: &[ReparentRow], memory: &[MemoryRow]) {

@@ -13,6 +13,8 @@ use std::time::Instant;
 
 use clap::{Args, Subcommand};
 
+use crate::report::ReportFiles;
+
 /// Flags of `memcg bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
@@ -48,29 +50,18 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         Some(BenchCommand::PageCounter(a)) => page_counter::run(&a),
         Some(BenchCommand::Swap(a)) => swap::run(&a),
         None => {
-            let out = |name: &str| -> anyhow::Result<(Option<PathBuf>, Option<PathBuf>)> {
-                match &args.out_dir {
-                    Some(dir) => {
-                        std::fs::create_dir_all(dir)?;
-                        Ok((
-                            Some(dir.join(format!("{name}.json"))),
-                            Some(dir.join(format!("{name}.svg"))),
-                        ))
-                    }
-                    None => Ok((None, None)),
-                }
-            };
+            let dir = args.out_dir.as_deref();
             let mut sc = swap_cgroup::SwapCgroupArgs::for_suite(args.smoke);
-            (sc.json, sc.svg) = out("swap-cgroup")?;
+            sc.files = ReportFiles::in_dir(dir, "swap-cgroup")?;
             swap_cgroup::run(&sc)?;
             let mut ll = list_lru::ListLruArgs::for_suite(args.smoke);
-            (ll.json, ll.svg) = out("list-lru")?;
+            ll.files = ReportFiles::in_dir(dir, "list-lru")?;
             list_lru::run(&ll)?;
             let mut pc = page_counter::PageCounterArgs::for_suite(args.smoke);
-            (pc.json, pc.svg) = out("page-counter")?;
+            pc.files = ReportFiles::in_dir(dir, "page-counter")?;
             page_counter::run(&pc)?;
             let mut sw = swap::SwapArgs::for_suite(args.smoke);
-            (sw.json, sw.svg) = out("swap")?;
+            sw.files = ReportFiles::in_dir(dir, "swap")?;
             swap::run(&sw)
         }
     }

@@ -6,7 +6,6 @@
 //! cgroup; leaves share every ancestor, so at depth D the D-1 ancestors are
 //! updated by every thread (depth 1: each thread has its own counter).
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use anyhow::ensure;
@@ -15,7 +14,7 @@ use memcg::page_counter::{PAGE_COUNTER_MAX, PageCounter};
 use serde::Serialize;
 
 use super::timed_threads;
-use crate::report::{self, Chart, Machine, Panel, Series, Stats};
+use crate::report::{self, Chart, Machine, Panel, ReportFiles, Series, Stats};
 
 /// Flags of `memcg bench page-counter`.
 #[derive(Debug, Clone, Args)]
@@ -35,12 +34,9 @@ pub struct PageCounterArgs {
     /// Smaller defaults for a quick look.
     #[arg(long)]
     pub quick: bool,
-    /// Write the results as JSON here.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-    /// Draw Mops/s against threads, one panel per depth, here.
-    #[arg(long)]
-    pub svg: Option<PathBuf>,
+    /// `--json` and `--svg`.
+    #[command(flatten)]
+    pub files: ReportFiles,
 }
 
 impl PageCounterArgs {
@@ -52,8 +48,7 @@ impl PageCounterArgs {
             ops: smoke.then_some(2_000),
             reps: smoke.then_some(1),
             quick: true,
-            json: None,
-            svg: None,
+            files: ReportFiles::default(),
         }
     }
 }
@@ -313,40 +308,35 @@ pub fn run(args: &PageCounterArgs) -> anyhow::Result<()> {
         reps,
         results,
     };
-    if let Some(path) = &args.json {
-        report::write_json(path, &report)?;
-        println!("wrote {}", path.display());
+    args.files.write(&report, || chart(&report, &args.depths))
+}
+
+/// Mops/s against threads, one panel per depth.
+fn chart(report: &Report, depths: &[usize]) -> Chart<'static> {
+    let panels = depths
+        .iter()
+        .map(|&depth| Panel {
+            title: format!("depth {depth}"),
+            series: Design::ALL
+                .iter()
+                .map(|d| Series {
+                    name: d.name().to_owned(),
+                    points: report
+                        .results
+                        .iter()
+                        .filter(|r| r.depth == depth && r.design == d.name())
+                        .map(|r| (r.threads as f64, r.mops))
+                        .collect(),
+                })
+                .collect(),
+        })
+        .collect();
+    Chart {
+        title: "page_counter vs res_counter: charge+uncharge Mops/s",
+        x_label: "threads",
+        y_label: "Mops/s",
+        panels,
     }
-    if let Some(path) = &args.svg {
-        let panels = args
-            .depths
-            .iter()
-            .map(|&depth| Panel {
-                title: format!("depth {depth}"),
-                series: Design::ALL
-                    .iter()
-                    .map(|d| Series {
-                        name: d.name().to_owned(),
-                        points: report
-                            .results
-                            .iter()
-                            .filter(|r| r.depth == depth && r.design == d.name())
-                            .map(|r| (r.threads as f64, r.mops))
-                            .collect(),
-                    })
-                    .collect(),
-            })
-            .collect();
-        let chart = Chart {
-            title: "page_counter vs res_counter: charge+uncharge Mops/s",
-            x_label: "threads",
-            y_label: "Mops/s",
-            panels,
-        };
-        report::write_svg(path, &chart)?;
-        println!("wrote {}", path.display());
-    }
-    Ok(())
 }
 
 #[cfg(test)]

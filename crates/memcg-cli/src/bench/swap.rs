@@ -34,7 +34,7 @@ use memcg_sim::{Fill, Sim, SimConfig};
 use serde::Serialize;
 
 use super::timed_threads;
-use crate::report::{self, Chart, Machine, Panel, Series, Stats};
+use crate::report::{self, Chart, Machine, Panel, ReportFiles, Series, Stats};
 
 const PAGE_BYTES: u64 = 4096;
 /// The largest folio any experiment uses (64 KiB): sizes are multiples of
@@ -74,12 +74,9 @@ pub struct SwapArgs {
     /// Smaller defaults for a quick look.
     #[arg(long)]
     pub quick: bool,
-    /// Write the results as JSON here.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-    /// Draw GiB/s against threads, one panel per experiment, here.
-    #[arg(long)]
-    pub svg: Option<PathBuf>,
+    /// `--json` and `--svg`.
+    #[command(flatten)]
+    pub files: ReportFiles,
 }
 
 impl SwapArgs {
@@ -98,8 +95,7 @@ impl SwapArgs {
             seed: 0x5eed,
             swap_dir: None,
             quick: true,
-            json: None,
-            svg: None,
+            files: ReportFiles::default(),
         }
     }
 }
@@ -532,15 +528,7 @@ pub fn run(args: &SwapArgs) -> anyhow::Result<()> {
 
     let report = summarise(&plan, &machine, args.seed, &samples, &limit_samples);
     print_tables(&report);
-    if let Some(path) = &args.json {
-        report::write_json(path, &report)?;
-        println!("wrote {}", path.display());
-    }
-    if let Some(path) = &args.svg {
-        report::write_svg(path, &chart(&plan, &report))?;
-        println!("wrote {}", path.display());
-    }
-    Ok(())
+    args.files.write(&report, || chart(&plan, &report))
 }
 
 fn summarise(

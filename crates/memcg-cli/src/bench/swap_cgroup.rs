@@ -17,7 +17,6 @@
 //! cluster on every call.
 
 use std::hint::black_box;
-use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, bail, ensure};
@@ -28,7 +27,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use super::timed_threads;
-use crate::report::{self, Chart, Machine, Panel, Series, Stats};
+use crate::report::{self, Chart, Machine, Panel, ReportFiles, Series, Stats};
 
 /// Flags of `memcg bench swap-cgroup`.
 #[derive(Debug, Clone, Args)]
@@ -65,12 +64,9 @@ pub struct SwapCgroupArgs {
     /// Seed for the random offsets.
     #[arg(long, default_value_t = 0x5eed)]
     pub seed: u64,
-    /// Write the results as JSON here.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-    /// Draw Mops/s against threads, one panel per workload, here.
-    #[arg(long)]
-    pub svg: Option<PathBuf>,
+    /// `--json` and `--svg`.
+    #[command(flatten)]
+    pub files: ReportFiles,
 }
 
 impl SwapCgroupArgs {
@@ -85,8 +81,7 @@ impl SwapCgroupArgs {
             designs: Design::ALL.to_vec(),
             workloads: Workload::value_variants().to_vec(),
             seed: 0x5eed,
-            json: None,
-            svg: None,
+            files: ReportFiles::default(),
         }
     }
 }
@@ -527,15 +522,8 @@ pub fn run(args: &SwapCgroupArgs) -> anyhow::Result<()> {
         limit,
         memory,
     };
-    if let Some(path) = &args.json {
-        report::write_json(path, &report)?;
-        println!("wrote {}", path.display());
-    }
-    if let Some(path) = &args.svg {
-        report::write_svg(path, &chart(&report, &args.workloads, &args.designs))?;
-        println!("wrote {}", path.display());
-    }
-    Ok(())
+    args.files
+        .write(&report, || chart(&report, &args.workloads, &args.designs))
 }
 
 fn print_tables(results: &[ResultRow], limit: &[LimitRow], memory: &[MemoryRow]) {
