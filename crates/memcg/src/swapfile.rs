@@ -454,6 +454,21 @@ impl Cluster {
         self.counts[i] == 0 && !bit(&self.cache, i)
     }
 
+    /// Returns slot `i`, which its last user just gave up, to the free pool.
+    fn release(&mut self, i: usize) {
+        set_bit(&mut self.zero, i, false);
+        self.used -= 1;
+    }
+
+    /// The list a cluster belongs on after slots were freed.
+    fn list_after_free(&self) -> OnList {
+        if self.used == 0 {
+            OnList::Free
+        } else {
+            OnList::Nonfull(usize::from(self.order))
+        }
+    }
+
     /// A naturally aligned free run of `1 << order` slots.
     fn find_run(&self, order: usize) -> Option<usize> {
         let n = 1 << order;
@@ -584,6 +599,32 @@ impl SwapDevice {
         self.inuse_pages.load(Ordering::Relaxed)
     }
 
+    /// The cluster holding the `nr` slots from `entry` and the first slot's
+    /// index in it; a range crossing a cluster boundary is a bad entry.
+    fn cluster_range(
+        &self,
+        entry: SwapEntry,
+        nr: u32,
+    ) -> Result<(&Mutex<Cluster>, usize), SwapError> {
+        let (cluster, start) = self.cluster_of(entry)?;
+        if start + nr as usize > SWAPFILE_CLUSTER {
+            return Err(SwapError::BadEntry(entry));
+        }
+        Ok((cluster, start))
+    }
+
+    /// Accounts `freed` slots just released from `entry`'s cluster, which
+    /// now belongs on `to`. Runs under the list lock.
+    fn account_freed(&self, lists: &mut Lists, entry: SwapEntry, freed: u32, to: OnList) {
+        if freed == 0 {
+            return;
+        }
+        let ci = (entry.swp_offset() as usize / SWAPFILE_CLUSTER) as u32;
+        lists.move_to(ci, to);
+        self.inuse_pages
+            .fetch_sub(u64::from(freed), Ordering::Relaxed);
+    }
+
     fn cluster_of(&self, entry: SwapEntry) -> Result<(&Mutex<Cluster>, usize), SwapError> {
         let off = entry.swp_offset();
         if entry.swp_type() != self.ty || off == 0 || off >= self.nr_pages {
@@ -649,10 +690,7 @@ impl SwapDevice {
     /// how many slots became free.
     fn adjust(&self, entry: SwapEntry, nr: u32, delta: i8) -> Result<u32, SwapError> {
         let mut lists = lock(&self.lists);
-        let (cluster, start) = self.cluster_of(entry)?;
-        if start + nr as usize > SWAPFILE_CLUSTER {
-            return Err(SwapError::BadEntry(entry));
-        }
+        let (cluster, start) = self.cluster_range(entry, nr)?;
         let mut c = lock(cluster);
         // Check every slot first: all or nothing.
         for i in start..start + nr as usize {
@@ -673,27 +711,13 @@ impl SwapDevice {
         for i in start..start + nr as usize {
             c.counts[i] = c.counts[i].wrapping_add_signed(delta);
             if delta < 0 && c.slot_free(i) {
-                set_bit(&mut c.zero, i, false);
-                c.used -= 1;
+                c.release(i);
                 freed += 1;
             }
         }
-        let used = c.used;
-        let order = usize::from(c.order);
+        let to = c.list_after_free();
         drop(c);
-        if freed > 0 {
-            let ci = (entry.swp_offset() as usize / SWAPFILE_CLUSTER) as u32;
-            lists.move_to(
-                ci,
-                if used == 0 {
-                    OnList::Free
-                } else {
-                    OnList::Nonfull(order)
-                },
-            );
-            self.inuse_pages
-                .fetch_sub(u64::from(freed), Ordering::Relaxed);
-        }
+        self.account_freed(&mut lists, entry, freed, to);
         Ok(freed)
     }
 
@@ -707,35 +731,19 @@ impl SwapDevice {
     /// frees slots whose count is already zero. Returns how many were freed.
     fn set_cache(&self, entry: SwapEntry, nr: u32, held: bool) -> Result<u32, SwapError> {
         let mut lists = lock(&self.lists);
-        let (cluster, start) = self.cluster_of(entry)?;
-        if start + nr as usize > SWAPFILE_CLUSTER {
-            return Err(SwapError::BadEntry(entry));
-        }
+        let (cluster, start) = self.cluster_range(entry, nr)?;
         let mut c = lock(cluster);
         let mut freed = 0;
         for i in start..start + nr as usize {
             set_bit(&mut c.cache, i, held);
             if !held && c.counts[i] == 0 {
-                set_bit(&mut c.zero, i, false);
-                c.used -= 1;
+                c.release(i);
                 freed += 1;
             }
         }
-        let (used, order) = (c.used, usize::from(c.order));
+        let to = c.list_after_free();
         drop(c);
-        if freed > 0 {
-            let ci = (entry.swp_offset() as usize / SWAPFILE_CLUSTER) as u32;
-            lists.move_to(
-                ci,
-                if used == 0 {
-                    OnList::Free
-                } else {
-                    OnList::Nonfull(order)
-                },
-            );
-            self.inuse_pages
-                .fetch_sub(u64::from(freed), Ordering::Relaxed);
-        }
+        self.account_freed(&mut lists, entry, freed, to);
         Ok(freed)
     }
 
