@@ -11,31 +11,25 @@ fn memcg() -> Command {
 fn swap_cgroup_bench_writes_the_documented_json_and_an_svg() {
     let dir = tempfile::tempdir().unwrap();
     let (json, svg) = (dir.path().join("sc.json"), dir.path().join("sc.svg"));
-    let out = memcg()
-        .args([
-            "bench",
-            "swap-cgroup",
-            "--threads",
-            "1,2",
-            "--slots",
-            "4096",
-            "--ops",
-            "500",
-            "--reps",
-            "1",
-        ])
-        .arg("--json")
-        .arg(&json)
-        .arg("--svg")
-        .arg(&svg)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = run_ok(
+        memcg()
+            .args([
+                "bench",
+                "swap-cgroup",
+                "--threads",
+                "1,2",
+                "--slots",
+                "4096",
+                "--ops",
+                "500",
+                "--reps",
+                "1",
+            ])
+            .arg("--json")
+            .arg(&json)
+            .arg("--svg")
+            .arg(&svg),
     );
-    let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(
         stdout.contains("limit (plain u16)") && stdout.contains("bytes/slot"),
         "{stdout}"
@@ -76,20 +70,26 @@ fn swap_cgroup_bench_writes_the_documented_json_and_an_svg() {
 #[test]
 fn bench_suite_smoke_writes_every_report() {
     let dir = tempfile::tempdir().unwrap();
-    let out = memcg()
-        .args(["bench", "--smoke", "--out-dir"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    run_ok(
+        memcg()
+            .args(["bench", "--smoke", "--out-dir"])
+            .arg(dir.path()),
     );
     for name in ["swap-cgroup", "list-lru", "page-counter", "swap"] {
         assert!(dir.path().join(format!("{name}.json")).exists(), "{name}");
         assert!(dir.path().join(format!("{name}.svg")).exists(), "{name}");
     }
+}
+
+/// Runs `cmd`, expecting success; returns its stdout.
+fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
 }
 
 /// Runs `memcg ARGS`, expecting failure with `message` on stderr.
@@ -121,31 +121,26 @@ fn bad_flags_are_clear_errors() {
 fn list_lru_bench_writes_phases_for_both_designs() {
     let dir = tempfile::tempdir().unwrap();
     let (json, svg) = (dir.path().join("ll.json"), dir.path().join("ll.svg"));
-    let out = memcg()
-        .args([
-            "bench",
-            "list-lru",
-            "--cgroups",
-            "60",
-            "--objects",
-            "3",
-            "--threads",
-            "1,2",
-            "--reps",
-            "1",
-            "--nodes",
-            "2",
-        ])
-        .arg("--json")
-        .arg(&json)
-        .arg("--svg")
-        .arg(&svg)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    run_ok(
+        memcg()
+            .args([
+                "bench",
+                "list-lru",
+                "--cgroups",
+                "60",
+                "--objects",
+                "3",
+                "--threads",
+                "1,2",
+                "--reps",
+                "1",
+                "--nodes",
+                "2",
+            ])
+            .arg("--json")
+            .arg(&json)
+            .arg("--svg")
+            .arg(&svg),
     );
     let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(report["bench"], "list-lru");
@@ -177,35 +172,29 @@ fn list_lru_bench_writes_phases_for_both_designs() {
 fn swap_bench_times_every_experiment_per_design_against_the_limits() {
     let dir = tempfile::tempdir().unwrap();
     let (json, svg) = (dir.path().join("sw.json"), dir.path().join("sw.svg"));
-    let out = memcg()
-        .args([
-            "bench",
-            "swap",
-            "--size",
-            "1M",
-            "--threads",
-            "1,2",
-            "--designs",
-            "locked,memcg",
-            "--reps",
-            "2",
-            "--seed",
-            "9",
-        ])
-        .arg("--swap-dir")
-        .arg(dir.path())
-        .arg("--json")
-        .arg(&json)
-        .arg("--svg")
-        .arg(&svg)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = run_ok(
+        memcg()
+            .args([
+                "bench",
+                "swap",
+                "--size",
+                "1M",
+                "--threads",
+                "1,2",
+                "--designs",
+                "locked,memcg",
+                "--reps",
+                "2",
+                "--seed",
+                "9",
+            ])
+            .arg("--swap-dir")
+            .arg(dir.path())
+            .arg("--json")
+            .arg(&json)
+            .arg("--svg")
+            .arg(&svg),
     );
-    let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(
         stdout.contains("memcpy") && stdout.contains("vs locked"),
         "{stdout}"
