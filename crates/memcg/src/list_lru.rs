@@ -1098,15 +1098,8 @@ impl Inner {
                 links: &self.links,
             };
             self.with_list(nid, parent, Locate::Allocate, |dst, owner| {
-                let moved = src.nr_items();
-                debug_assert!(moved >= 0, "reparenting a dead list");
-                src.splice_to_head(&dst.view);
-                if moved > 0 {
-                    dst.view.add_nr(moved);
-                    if let Some(shrinker) = self.shrinker {
-                        owner.set_shrinker_bit(nid, shrinker);
-                    }
-                }
+                debug_assert!(src.nr_items() >= 0, "reparenting a dead list");
+                self.splice_into(nid, &src, &dst, owner);
             });
             // Relaxed: under the list lock, like every nr_items store.
             src_list.nr_items.store(DEAD, Ordering::Relaxed);
@@ -1115,6 +1108,19 @@ impl Inner {
         // the lists see them dead and move on to the parent.
         let _xa_lock = lock(&self.alloc_lock);
         self.memcg.store(cg.id().into(), None);
+    }
+
+    /// Moves every item of `src` (locked by the caller) to the head of
+    /// `dst`, owned by `owner`, with the count and the shrinker bit.
+    fn splice_into(&self, nid: usize, src: &ListView<'_>, dst: &ListGuard<'_>, owner: &MemCgroup) {
+        let moved = src.nr_items();
+        src.splice_to_head(&dst.view);
+        if moved > 0 {
+            dst.view.add_nr(moved);
+            if let Some(shrinker) = self.shrinker {
+                owner.set_shrinker_bit(nid, shrinker);
+            }
+        }
     }
 
     fn reparent_legacy(&self, cg: &MemCgroup, parent: &MemCgroup) {
@@ -1130,14 +1136,7 @@ impl Inner {
                 links: &self.links,
             };
             self.with_list_legacy(nid, parent, Locate::Allocate, |dst, owner| {
-                let moved = src.nr_items();
-                src.splice_to_head(&dst.view);
-                if moved > 0 {
-                    dst.view.add_nr(moved);
-                    if let Some(shrinker) = self.shrinker {
-                        owner.set_shrinker_bit(nid, shrinker);
-                    }
-                }
+                self.splice_into(nid, &src, &dst, owner);
                 // Dead, not just empty: a removed descendant whose
                 // kmemcg_id still names this cgroup (our tree unlinks dead
                 // children, so the redirect cannot reach them, unlike the
