@@ -39,6 +39,16 @@
 //! (Erasing first, as v6.14 did, let such a `del` find no list, fall back to
 //! the parent before the splice, and miss the item.)
 //!
+//! The reparent reads the child's slot under the allocation lock (the
+//! kernel's xa lock, which seed 002 uses "as barrier"): the cgroup is
+//! already dying, so an allocation that saw it alive under that lock has
+//! stored its lists before the reparent looks, and any later one sees it
+//! dying and stores nothing. Without the barrier a lazy first-use
+//! allocation could store lists after the reparent looked, and the dying
+//! cgroup kept lists whose items nobody would move (the legacy design
+//! relies on the same lock with its `kmemcg_id` redirect in place of the
+//! dying check).
+//!
 //! # Invariants and locking
 //!
 //! - An item is on at most one list; `on_list` says whether it is, and only
@@ -685,6 +695,12 @@ impl ListLru {
         self.inner.has_lists(cg)
     }
 
+    /// How many cgroups hold lists in this list_lru (every cgroup that had
+    /// lists and was removed has given them up).
+    pub fn nr_memcg_lists(&self) -> usize {
+        self.inner.memcg.entries().count()
+    }
+
     /// Bytes of the per-cgroup lists and their table (not item links).
     pub fn memcg_memory_bytes(&self) -> usize {
         let per_cgroup = size_of::<ListLruMemcg>()
@@ -1048,6 +1064,12 @@ impl Inner {
             }
             {
                 let _xa_lock = lock(&self.alloc_lock);
+                debug_assert!(
+                    self.memcg.with(pos.id().into(), |m| m
+                        .is_none_or(|m| m.owner_serial == pos.serial())),
+                    "{}'s slot holds a removed cgroup's lists",
+                    pos.path()
+                );
                 if !self.memcg.contains(pos.id().into()) && !pos.is_dying() {
                     self.memcg.store(
                         pos.id().into(),
@@ -1083,7 +1105,13 @@ impl Inner {
     }
 
     fn reparent_split(&self, cg: &MemCgroup, parent: &MemCgroup) {
-        let Some(mlru) = self.memcg.get(cg.id().into()) else {
+        // The allocation lock is the barrier (the kernel's xa lock, "using
+        // the XArray lock as barrier"): `cg` is dying already, so an
+        // allocation that checked it under this lock before us has stored
+        // its lists (and we see them here), and one after us sees it dying
+        // and stores nothing. Reading the slot without the lock let a late
+        // store leave a dying cgroup with lists nobody would reparent.
+        let Some(mlru) = self.load_slot_locked(cg.id().into()) else {
             return;
         };
         debug_assert_eq!(
@@ -1110,6 +1138,13 @@ impl Inner {
         self.memcg.store(cg.id().into(), None);
     }
 
+    /// The lists at `idx`, read under the allocation lock (see
+    /// `reparent_split`).
+    fn load_slot_locked(&self, idx: usize) -> Option<Arc<ListLruMemcg>> {
+        let _xa_lock = lock(&self.alloc_lock);
+        self.memcg.get(idx)
+    }
+
     /// Moves every item of `src` (locked by the caller) to the head of
     /// `dst`, owned by `owner`, with the count and the shrinker bit.
     fn splice_into(&self, nid: usize, src: &ListView<'_>, dst: &ListGuard<'_>, owner: &MemCgroup) {
@@ -1127,7 +1162,11 @@ impl Inner {
         // The kmemcg_id redirect already happened (memcontrol's offline);
         // the cgroup's own lists are still at its id.
         let src_idx = usize::from(cg.id());
-        let Some(mlru) = self.memcg.get(src_idx) else {
+        // Under the allocation lock, as in `reparent_split`: the redirect is
+        // stored, so an allocation that read the old index under the lock
+        // has stored its lists (seen here) and a later one finds the
+        // parent's index.
+        let Some(mlru) = self.load_slot_locked(src_idx) else {
             return;
         };
         for (nid, src_list) in mlru.lists.iter().enumerate() {

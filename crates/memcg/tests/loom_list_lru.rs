@@ -168,3 +168,64 @@ fn removed_grandchild_races_its_parents_offline() {
         );
     }
 }
+
+/// The lazy path: the list_lru is created after the cgroups, so `/a/b`
+/// gets its lists on its first `add`, which races `rmdir /a/b`. Whatever
+/// the order, the item ends on a live list exactly once and the removed
+/// cgroup keeps no lists (the race the audit found: an allocation that saw
+/// the cgroup alive stored lists after the reparent looked, stranding the
+/// item and, once the id was reused, livelocking `add`). Mutation check:
+/// reading the slot without the allocation lock in `reparent_split` or
+/// `reparent_legacy` fails this model for that design.
+#[test]
+fn lazy_allocation_races_offline() {
+    for design in LruDesign::ALL {
+        let outcomes = explore(move || {
+            let tree = CgroupTree::new(TreeConfig {
+                nr_nodes: 1,
+                max_ids: 4,
+            });
+            let a = tree.mkdir("/a").unwrap();
+            let b = tree.mkdir("/a/b").unwrap();
+            let lru = Arc::new(
+                ListLru::new(
+                    &tree,
+                    ListLruConfig {
+                        memcg_aware: true,
+                        max_items: 4,
+                        design,
+                    },
+                )
+                .unwrap(),
+            );
+            let adder = {
+                let (lru, b) = (Arc::clone(&lru), std::sync::Arc::clone(&b));
+                thread::spawn(move || {
+                    let dying = b.is_dying();
+                    assert!(lru.add(0, 0, &b).unwrap());
+                    dying
+                })
+            };
+            tree.rmdir("/a/b").unwrap();
+            let dying_at_add = adder.join().unwrap();
+            assert_eq!(
+                lru.nr_memcg_lists(),
+                1,
+                "{design}: only /a keeps lists (a removed cgroup's were freed)"
+            );
+            assert_consistent(&lru, &[tree.root(), &a], &[0]);
+            assert_eq!(lru.items(0, &a).unwrap(), [0], "{design}: on the parent");
+            // The id comes back for a new cgroup, which gets lists of its own.
+            let c = tree.mkdir("/a/c").unwrap();
+            assert_eq!(c.id(), b.id(), "lowest free id reused");
+            assert!(lru.add(1, 0, &c).unwrap());
+            assert_eq!(lru.items(0, &c).unwrap(), [1]);
+            dying_at_add
+        });
+        assert_eq!(
+            outcomes,
+            BTreeSet::from([false, true]),
+            "{design}: the add ran before and after the offline began"
+        );
+    }
+}
