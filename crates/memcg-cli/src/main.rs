@@ -31,7 +31,30 @@ enum Command {
         /// Seed of random fills.
         #[arg(long, default_value_t = 0x5eed)]
         seed: u64,
+        /// The simulated machine's memory (K/M/G/T suffixes): every charge
+        /// and the kernel's own pages must fit [default: half of the
+        /// host's available memory].
+        #[arg(long, value_parser = parse_size)]
+        mem: Option<u64>,
     },
+}
+
+/// A size with an optional K/M/G/T/P/E suffix, as the kernel's `memparse`.
+fn parse_size(text: &str) -> Result<u64, String> {
+    memcg::cgroupfs::memparse(text).map_err(|e| e.to_string())
+}
+
+/// The machine size for `--mem` (or the default), with a warning when it
+/// is larger than the host, whose memory the simulation really uses.
+fn machine_bytes(mem: Option<u64>) -> u64 {
+    let bytes = mem.unwrap_or_else(memcg_sim::default_mem_bytes);
+    if let Some(host) = memcg_sim::host_mem_bytes().filter(|&host| bytes > host) {
+        eprintln!(
+            "memcg: warning: --mem {bytes} is more than this host's {host} bytes; \
+             filling the simulated machine can exhaust the host"
+        );
+    }
+    bytes
 }
 
 fn main() -> anyhow::Result<()> {
@@ -41,8 +64,13 @@ fn main() -> anyhow::Result<()> {
             file,
             swap_cgroup,
             seed,
+            mem,
         } => {
-            let config = memcg_sim::SimConfig { seed, swap_cgroup };
+            let config = memcg_sim::SimConfig {
+                seed,
+                swap_cgroup,
+                mem_bytes: machine_bytes(mem),
+            };
             let status = sh::main(file.as_deref(), config)?;
             std::process::exit(status)
         }

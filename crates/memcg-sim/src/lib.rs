@@ -20,6 +20,7 @@
 //! parallel and swapoff's walk sees each mapping between operations.
 
 pub mod fill;
+pub mod meminfo;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -29,9 +30,9 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 pub use fill::Fill;
 use memcg::Errno;
 use memcg::cgroupfs::{CgroupFs, FsError};
-use memcg::memcontrol::{ChargeError, MemCgroup, TaskHooks, TreeConfig, VmEvent};
+use memcg::memcontrol::{Cgroup, ChargeError, Gfp, MemCgroup, TaskHooks, TreeConfig, VmEvent};
 use memcg::swap_cgroup::Design;
-use memcg::swap_state::{Folio, SwapInError, SwapOutError, SwapSystem};
+use memcg::swap_state::{Folio, SwapInError, SwapOutError, SwapSystem, SwapoffError};
 use memcg::swapfile::{PAGE_BYTES, SwapError};
 use memcg::swapops::SwapEntry;
 
@@ -42,6 +43,11 @@ pub struct SimConfig {
     pub seed: u64,
     /// The `swap_cgroup` design recording swap owners.
     pub swap_cgroup: Design,
+    /// The simulated machine's memory in bytes (rounded down to pages):
+    /// every charged page and the kernel's own (RAM disk pages, swap
+    /// tables) must fit in it. Pages are real, so this also bounds the host
+    /// memory the simulation takes.
+    pub mem_bytes: u64,
 }
 
 impl Default for SimConfig {
@@ -49,8 +55,30 @@ impl Default for SimConfig {
         Self {
             seed: 0x5eed,
             swap_cgroup: Design::default(),
+            mem_bytes: default_mem_bytes(),
         }
     }
+}
+
+/// Machine size when none is given: half of the host's available memory,
+/// so a simulation can never take the host down (1 GiB if the host does
+/// not say).
+pub fn default_mem_bytes() -> u64 {
+    host_meminfo_kb("MemAvailable").map_or(1 << 30, |kb| kb * 1024 / 2)
+}
+
+/// The host's memory in bytes (`MemTotal`), if it says.
+pub fn host_mem_bytes() -> Option<u64> {
+    host_meminfo_kb("MemTotal").map(|kb| kb * 1024)
+}
+
+/// A `kB` line of the host's `/proc/meminfo`.
+fn host_meminfo_kb(key: &str) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    text.lines().find_map(|line| {
+        let rest = line.strip_prefix(key)?.strip_prefix(':')?;
+        rest.trim().strip_suffix("kB")?.trim().parse().ok()
+    })
 }
 
 /// Why a simulation step failed.
@@ -126,7 +154,7 @@ impl SimError {
 #[derive(Debug)]
 pub struct Task {
     pid: u32,
-    cgroup: Mutex<Arc<MemCgroup>>,
+    cgroup: Mutex<Arc<Cgroup>>,
 }
 
 impl Task {
@@ -136,12 +164,12 @@ impl Task {
     }
 
     /// The cgroup it is in.
-    pub fn cgroup(&self) -> Arc<MemCgroup> {
+    pub fn cgroup(&self) -> Arc<Cgroup> {
         Arc::clone(&lock(&self.cgroup))
     }
 
-    /// The cgroup its new memory is charged to (the nearest with the memory
-    /// controller).
+    /// The memory cgroup its new memory is charged to, and its faults are
+    /// counted in: its cgroup's, or the nearest ancestor's.
     pub fn memcg(&self) -> Arc<MemCgroup> {
         self.cgroup().effective_memcg()
     }
@@ -162,7 +190,6 @@ struct Extent {
 
 /// One task's anonymous mapping.
 struct Mapping {
-    name: String,
     task: Arc<Task>,
     fill: Fill,
     stream: u64,
@@ -184,7 +211,8 @@ struct Inner {
     tasks: Mutex<BTreeMap<u32, Arc<Task>>>,
     mappings: Mutex<BTreeMap<String, Arc<Mapping>>>,
     next_pid: AtomicU32,
-    next_ram: AtomicU32,
+    /// The number of the next RAM disk (`/dev/ramN`).
+    next_ram: Mutex<u32>,
     seed: u64,
 }
 
@@ -201,7 +229,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 struct Hooks(Weak<Inner>);
 
 impl TaskHooks for Hooks {
-    fn procs(&self, cg: &MemCgroup) -> Vec<u32> {
+    fn procs(&self, cg: &Cgroup) -> Vec<u32> {
         let Some(inner) = self.0.upgrade() else {
             return Vec::new();
         };
@@ -213,7 +241,7 @@ impl TaskHooks for Hooks {
             .collect()
     }
 
-    fn attach(&self, pid: u32, cg: &Arc<MemCgroup>) -> Result<(), Errno> {
+    fn attach(&self, pid: u32, cg: &Arc<Cgroup>) -> Result<(), Errno> {
         let inner = self.0.upgrade().ok_or(Errno::ESRCH)?;
         let task = lock(&inner.tasks).get(&pid).cloned().ok_or(Errno::ESRCH)?;
         *lock(&task.cgroup) = Arc::clone(cg);
@@ -225,6 +253,8 @@ impl Sim {
     /// A simulation with a fresh hierarchy and no swap.
     pub fn new(config: SimConfig) -> Self {
         let fs = CgroupFs::new(TreeConfig::default());
+        fs.tree()
+            .set_machine_pages(config.mem_bytes / PAGE_BYTES as u64);
         let swap = SwapSystem::new(fs.tree(), config.swap_cgroup);
         let inner = Arc::new(Inner {
             fs,
@@ -232,7 +262,7 @@ impl Sim {
             tasks: Mutex::new(BTreeMap::new()),
             mappings: Mutex::new(BTreeMap::new()),
             next_pid: AtomicU32::new(100),
-            next_ram: AtomicU32::new(0),
+            next_ram: Mutex::new(0),
             seed: config.seed,
         });
         inner
@@ -252,23 +282,34 @@ impl Sim {
         &self.inner.swap
     }
 
-    /// Swaps on a RAM disk of `size_bytes`; returns its name
-    /// (`/dev/ram0`, ...).
-    pub fn swapon_ram(&self, size_bytes: u64) -> Result<String, SimError> {
-        let name = format!(
-            "/dev/ram{}",
-            self.inner.next_ram.fetch_add(1, Ordering::Relaxed)
-        );
-        self.inner.swap.swapon_ram(&name, size_bytes, None)?;
+    /// Swaps on a RAM disk of `size_bytes` with priority `prio` (or the
+    /// next default); returns its name (`/dev/ram0`, ...). Its pages come
+    /// out of the machine's memory as they are written.
+    pub fn swapon_ram(&self, size_bytes: u64, prio: Option<i32>) -> Result<String, SimError> {
+        let mut next = lock(&self.inner.next_ram);
+        let name = format!("/dev/ram{next}");
+        self.inner.swap.swapon_ram(&name, size_bytes, prio)?;
+        *next += 1;
         Ok(name)
     }
 
-    /// Swaps on the file `path` of `size_bytes`; returns its name.
-    pub fn swapon_file(&self, path: &Path, size_bytes: u64) -> Result<String, SimError> {
+    /// The name the next [`Sim::swapon_ram`] gives its device.
+    pub fn next_ram_name(&self) -> String {
+        format!("/dev/ram{}", lock(&self.inner.next_ram))
+    }
+
+    /// Swaps on the file `path` of `size_bytes` with priority `prio` (or
+    /// the next default); returns its name.
+    pub fn swapon_file(
+        &self,
+        path: &Path,
+        size_bytes: u64,
+        prio: Option<i32>,
+    ) -> Result<String, SimError> {
         Ok(self
             .inner
             .swap
-            .swapon_file(path, size_bytes, None)?
+            .swapon_file(path, size_bytes, prio)?
             .name()
             .to_owned())
     }
@@ -293,26 +334,17 @@ impl Sim {
             .swapfiles()
             .by_name(name)
             .ok_or_else(|| SwapError::NoSuchDevice(name.to_owned()))?;
-        // A slot allocated just as swapoff began can be missed by its walk;
-        // the device then reports pages still in use, and another walk
-        // brings them in.
-        let mut tries = 0;
-        loop {
-            match self
-                .inner
-                .swap
-                .swapoff(device.ty(), |entry| self.unuse(entry))
-            {
-                Err(SwapError::Unuse(reason)) if reason.contains("still in use") && tries < 8 => {
-                    tries += 1
-                }
-                other => return other.map_err(SimError::from),
-            }
-        }
+        self.inner
+            .swap
+            .swapoff(device.ty(), |entry| self.unuse(entry))
+            .map_err(|e| match e {
+                SwapoffError::Swap(e) => SimError::Swap(e),
+                SwapoffError::Unuse(e) => SimError::SwapIn(e),
+            })
     }
 
     /// Faults in the page at `entry` wherever it is mapped (swapoff's walk).
-    fn unuse(&self, entry: SwapEntry) -> Result<(), String> {
+    fn unuse(&self, entry: SwapEntry) -> Result<(), SwapInError> {
         let mappings: Vec<Arc<Mapping>> = lock(&self.inner.mappings).values().cloned().collect();
         for m in mappings {
             let mut extents = lock(&m.extents);
@@ -324,11 +356,7 @@ impl Sim {
                     && (first.swp_offset()..first.swp_offset() + u64::from(ext.nr))
                         .contains(&entry.swp_offset());
                 if covers {
-                    let folio = self
-                        .inner
-                        .swap
-                        .swap_in(first, ext.nr, &m.task.memcg())
-                        .map_err(|e| format!("{}: {e}", m.name))?;
+                    let folio = self.inner.swap.swap_in(first, ext.nr, &m.task.memcg())?;
                     ext.state = State::Resident(folio);
                     return Ok(());
                 }
@@ -341,6 +369,12 @@ impl Sim {
     /// `/proc/swaps`.
     pub fn proc_swaps(&self) -> String {
         self.inner.swap.swapfiles().proc_swaps()
+    }
+
+    /// `/proc/meminfo` of the simulated machine (the lines it can fill;
+    /// see [`meminfo`]).
+    pub fn proc_meminfo(&self) -> String {
+        meminfo::render(self.fs().tree(), self.swap())
     }
 
     /// Creates a task in `cgroup` with a mapping `name` of `size_bytes`
@@ -378,19 +412,18 @@ impl Sim {
         let mut extents = Vec::new();
         for first_page in (0..size_bytes / PAGE_BYTES as u64).step_by(folio_pages as usize) {
             // On failure `extents` drops, uncharging what was populated.
-            let folio = Folio::new(self.inner.fs.tree(), &memcg, folio_pages)?;
-            for (i, page) in folio.bytes().chunks_exact_mut(PAGE_BYTES).enumerate() {
-                fill::fill_page(fill, stream, first_page + i as u64, page);
+            for (first_page, folio) in self.fault_anon(&memcg, first_page, folio_pages)? {
+                for (i, page) in folio.bytes().chunks_exact_mut(PAGE_BYTES).enumerate() {
+                    fill::fill_page(fill, stream, first_page + i as u64, page);
+                }
+                extents.push(Extent {
+                    first_page,
+                    nr: folio.nr(),
+                    state: State::Resident(Arc::new(folio)),
+                });
             }
-            memcg.count_vm_event(VmEvent::Pgfault, u64::from(folio_pages));
-            extents.push(Extent {
-                first_page,
-                nr: folio_pages,
-                state: State::Resident(Arc::new(folio)),
-            });
         }
         let mapping = Arc::new(Mapping {
-            name: name.to_owned(),
             task: Arc::clone(&task),
             fill,
             stream,
@@ -403,6 +436,33 @@ impl Sim {
         mappings.insert(name.to_owned(), mapping);
         lock(&self.inner.tasks).insert(task.pid, Arc::clone(&task));
         Ok(task.pid)
+    }
+
+    /// The anonymous faults that populate the `folio_pages` pages from
+    /// `first_page` (`alloc_anon_folio`): a large folio is charged without
+    /// reclaim (`GFP_TRANSHUGE_LIGHT`, the default `defrag` for a VMA not
+    /// `MADV_HUGEPAGE`); when that fails, each page faults in as a single
+    /// page charged with the full reclaim and OOM path. Every fault counts
+    /// one `pgfault` on the task's memory cgroup.
+    fn fault_anon(
+        &self,
+        memcg: &Arc<MemCgroup>,
+        first_page: u64,
+        folio_pages: u32,
+    ) -> Result<Vec<(u64, Folio)>, SimError> {
+        let tree = self.inner.fs.tree();
+        if folio_pages > 1
+            && let Ok(folio) = Folio::new_gfp(tree, memcg, folio_pages, Gfp::NoReclaim)
+        {
+            memcg.count_vm_event(VmEvent::Pgfault, 1);
+            return Ok(vec![(first_page, folio)]);
+        }
+        let mut pages = Vec::with_capacity(folio_pages as usize);
+        for i in 0..u64::from(folio_pages) {
+            memcg.count_vm_event(VmEvent::Pgfault, 1);
+            pages.push((first_page + i, Folio::new(tree, memcg, 1)?));
+        }
+        Ok(pages)
     }
 
     fn mapping(&self, name: &str) -> Result<Arc<Mapping>, SimError> {
@@ -496,10 +556,10 @@ impl Sim {
         let mut faulted = 0;
         for ext in extents.iter_mut() {
             if let State::Swapped(entry) = ext.state {
-                let folio = self.inner.swap.swap_in(entry, ext.nr, &memcg)?;
-                folio
-                    .memcg()
-                    .count_vm_event(VmEvent::Pgfault, u64::from(ext.nr));
+                // One fault per swapped folio, counted on the faulting
+                // task's memory cgroup whoever the page is charged to.
+                memcg.count_vm_event(VmEvent::Pgfault, 1);
+                let folio = self.inner.swap.do_swap_page(entry, ext.nr, &memcg)?;
                 ext.state = State::Resident(folio);
                 faulted += u64::from(ext.nr);
             }
@@ -609,7 +669,7 @@ mod tests {
     #[test]
     fn alloc_pageout_touch_verify_free_balance() {
         let sim = sim();
-        sim.swapon_ram(8 << 20).unwrap();
+        sim.swapon_ram(8 << 20, None).unwrap();
         for (name, pages, fill) in [
             ("z", 16, Fill::Zero),
             ("r", 1, Fill::Random),
@@ -617,7 +677,7 @@ mod tests {
         ] {
             sim.alloc("/a", name, 256 << 10, pages, fill).unwrap();
         }
-        let a = sim.fs().cgroup("/a").unwrap();
+        let a = sim.fs().memcg("/a").unwrap();
         assert_eq!(a.memory().usage(), 192);
         for name in ["z", "r", "p"] {
             assert_eq!(sim.pageout(name).unwrap(), 64);
@@ -648,7 +708,7 @@ mod tests {
     fn large_folios_split_when_swap_is_fragmented() {
         let sim = sim();
         // 2 clusters: the header's (single pages only) and one free.
-        sim.swapon_ram(1024 * 4096).unwrap();
+        sim.swapon_ram(1024 * 4096, None).unwrap();
         sim.alloc("/a", "small", 4096 * 8, 1, Fill::Pattern)
             .unwrap();
         sim.pageout("small").unwrap();
@@ -703,10 +763,7 @@ mod tests {
             sim.fs().read("/b/cgroup.procs").unwrap(),
             format!("{pid}\n")
         );
-        let (a, b) = (
-            sim.fs().cgroup("/a").unwrap(),
-            sim.fs().cgroup("/b").unwrap(),
-        );
+        let (a, b) = (sim.fs().memcg("/a").unwrap(), sim.fs().memcg("/b").unwrap());
         assert_eq!(
             (a.memory().usage(), b.memory().usage()),
             (4, 0),
@@ -727,7 +784,7 @@ mod tests {
         sim.fs().write("/a/memory.max", "64K").unwrap();
         let err = sim.alloc("/a", "m", 128 << 10, 1, Fill::Zero).unwrap_err();
         assert_eq!(err.errno(), Errno::ENOMEM);
-        assert_eq!(sim.fs().cgroup("/a").unwrap().memory().usage(), 0);
+        assert_eq!(sim.fs().memcg("/a").unwrap().memory().usage(), 0);
         assert!(sim.mappings().is_empty());
         assert!(sim.alloc("/a", "bad", 5000, 1, Fill::Zero).is_err());
         assert!(sim.alloc("/a", "bad", 4096, 3, Fill::Zero).is_err());

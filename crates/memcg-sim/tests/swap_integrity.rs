@@ -63,8 +63,8 @@ fn churn_across_cgroups_and_two_devices_keeps_every_byte() {
     let seed = seed("swap churn");
     let dir = tempfile::tempdir().unwrap();
     let sim = sim_with(&["/a", "/b", "/c"]);
-    sim.swapon_ram(16 << 20).unwrap();
-    sim.swapon_file(&dir.path().join("swapfile"), 16 << 20)
+    sim.swapon_ram(16 << 20, None).unwrap();
+    sim.swapon_file(&dir.path().join("swapfile"), 16 << 20, None)
         .unwrap();
     std::thread::scope(|s| {
         for t in 0..3u64 {
@@ -100,7 +100,7 @@ fn churn_across_cgroups_and_two_devices_keeps_every_byte() {
     });
     let cgs: Vec<_> = ["/a", "/b", "/c"]
         .iter()
-        .map(|p| sim.fs().cgroup(p).unwrap())
+        .map(|p| sim.fs().memcg(p).unwrap())
         .collect();
     assert_balanced(&sim, &cgs, seed);
     let a = &cgs[0];
@@ -110,20 +110,20 @@ fn churn_across_cgroups_and_two_devices_keeps_every_byte() {
 #[test]
 fn removed_owner_keeps_its_id_until_its_last_slot_is_freed() {
     let sim = sim_with(&["/owner", "/other"]);
-    sim.swapon_ram(8 << 20).unwrap();
+    sim.swapon_ram(8 << 20, None).unwrap();
     let pid = sim
         .alloc("/owner", "m", 64 << 10, 1, Fill::Pattern)
         .unwrap();
     sim.pageout("m").unwrap();
-    let owner = sim.fs().cgroup("/owner").unwrap();
-    let other = sim.fs().cgroup("/other").unwrap();
+    let owner = sim.fs().memcg("/owner").unwrap();
+    let other = sim.fs().memcg("/other").unwrap();
     sim.fs()
         .write("/other/cgroup.procs", &pid.to_string())
         .unwrap();
     sim.fs().rmdir("/owner").unwrap();
     assert_eq!(
         sim.fs().read("/cgroup.stat").unwrap(),
-        "nr_descendants 1\nnr_dying_descendants 1\n"
+        "nr_descendants 1\nnr_subsys_memory 2\nnr_dying_descendants 1\nnr_dying_subsys_memory 1\n"
     );
     assert_eq!(owner.id_pins(), 16, "one pin per page on swap");
     assert!(sim.fs().tree().lookup(owner.id()).is_some());
@@ -140,25 +140,29 @@ fn removed_owner_keeps_its_id_until_its_last_slot_is_freed() {
         sim.fs().tree().lookup(owner.id()).is_none(),
         "id released with the last slot"
     );
+    let id = owner.id();
+    drop(owner);
+    assert!(sim.fs().tree().lookup(id).is_none());
     assert_eq!(
         sim.fs().read("/cgroup.stat").unwrap(),
-        "nr_descendants 1\nnr_dying_descendants 0\n"
+        "nr_descendants 1\nnr_subsys_memory 2\nnr_dying_descendants 0\nnr_dying_subsys_memory 0\n",
+        "released: no page, slot or reference left"
     );
     sim.free("m").unwrap();
-    assert_balanced(&sim, &[owner, other], 0);
+    assert_balanced(&sim, &[other], 0);
 }
 
 #[test]
 fn swapoff_under_load_moves_every_page_back() {
     let seed = seed("swapoff under load");
     let sim = sim_with(&["/a"]);
-    let ram0 = sim.swapon_ram(16 << 20).unwrap();
+    let ram0 = sim.swapon_ram(16 << 20, None).unwrap();
     for t in 0..3 {
         sim.alloc("/a", &format!("m{t}"), 512 << 10, 16, Fill::Random)
             .unwrap();
         sim.pageout(&format!("m{t}")).unwrap();
     }
-    let ram1 = sim.swapon_ram(16 << 20).unwrap();
+    let ram1 = sim.swapon_ram(16 << 20, None).unwrap();
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         for t in 0..2 {
@@ -187,13 +191,13 @@ fn swapoff_under_load_moves_every_page_back() {
         sim.verify(&format!("m{t}")).unwrap();
         sim.free(&format!("m{t}")).unwrap();
     }
-    assert_balanced(&sim, &[sim.fs().cgroup("/a").unwrap()], seed);
+    assert_balanced(&sim, &[sim.fs().memcg("/a").unwrap()], seed);
 }
 
 #[test]
 fn swapoff_fails_cleanly_when_memory_cannot_take_the_pages_back() {
     let sim = sim_with(&["/a"]);
-    let ram = sim.swapon_ram(8 << 20).unwrap();
+    let ram = sim.swapon_ram(8 << 20, None).unwrap();
     sim.alloc("/a", "m", 256 << 10, 1, Fill::Pattern).unwrap();
     sim.pageout("m").unwrap();
     sim.fs().write("/a/memory.max", "64K").unwrap();
@@ -216,7 +220,7 @@ fn injected_faults_lose_nothing() {
     let faulty = Arc::new(FaultyBackend::new(RamBackend::new(8 << 20).unwrap()));
     sim.swapon_backend("faulty", Box::new(Arc::clone(&faulty)))
         .unwrap();
-    let a = sim.fs().cgroup("/a").unwrap();
+    let a = sim.fs().memcg("/a").unwrap();
     sim.alloc("/a", "m", 64 << 10, 1, Fill::Random).unwrap();
 
     // Write error: the page stays resident (dirty), nothing charged to swap.
@@ -252,10 +256,10 @@ fn bad_swapon_input_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let sim = sim_with(&[]);
     let err = sim
-        .swapon_file(&dir.path().join("no/such/dir/file"), 1 << 20)
+        .swapon_file(&dir.path().join("no/such/dir/file"), 1 << 20, None)
         .unwrap_err();
     assert_eq!(err.errno(), Errno::ENOENT);
-    let err = sim.swapon_file(dir.path(), 1 << 20).unwrap_err();
+    let err = sim.swapon_file(dir.path(), 1 << 20, None).unwrap_err();
     assert_eq!(
         err.errno(),
         Errno::EINVAL,
@@ -264,21 +268,24 @@ fn bad_swapon_input_changes_nothing() {
     let small = dir.path().join("small");
     std::fs::write(&small, [0u8; 8192]).unwrap();
     assert_eq!(
-        sim.swapon_file(&small, 1 << 20).unwrap_err().errno(),
+        sim.swapon_file(&small, 1 << 20, None).unwrap_err().errno(),
         Errno::EINVAL
     );
-    assert_eq!(sim.swapon_ram(1000).unwrap_err().errno(), Errno::EINVAL);
-    let path = dir.path().join("swap");
-    sim.swapon_file(&path, 1 << 20).unwrap();
     assert_eq!(
-        sim.swapon_file(&path, 1 << 20).unwrap_err().errno(),
+        sim.swapon_ram(1000, None).unwrap_err().errno(),
+        Errno::EINVAL
+    );
+    let path = dir.path().join("swap");
+    sim.swapon_file(&path, 1 << 20, None).unwrap();
+    assert_eq!(
+        sim.swapon_file(&path, 1 << 20, None).unwrap_err().errno(),
         Errno::EBUSY
     );
     for _ in 1..memcg::MAX_SWAPFILES {
-        sim.swapon_ram(1 << 20).unwrap();
+        sim.swapon_ram(1 << 20, None).unwrap();
     }
     assert_eq!(
-        sim.swapon_ram(1 << 20).unwrap_err().errno(),
+        sim.swapon_ram(1 << 20, None).unwrap_err().errno(),
         Errno::EPERM,
         "too many devices"
     );

@@ -13,6 +13,7 @@ fn setup(design: LruDesign) -> (CgroupTree, ListLru) {
     let tree = CgroupTree::new(TreeConfig {
         nr_nodes: 1,
         max_ids: 4096,
+        ..TreeConfig::default()
     });
     let lru = ListLru::new(
         &tree,

@@ -1,47 +1,60 @@
-//! The cgroup v2 interface files of the memory controller: paths, file
-//! names, value parsing and formatting, and errno, as the kernel has them
-//! (kernel/cgroup/cgroup.c, mm/memcontrol.c, v6.14).
+//! The cgroup v2 interface files of the memory controller and the cgroup
+//! core: paths, file names, value parsing and formatting, per-open state
+//! and errno, as the kernel has them (kernel/cgroup/cgroup.c,
+//! mm/memcontrol.c, v6.14).
 //!
-//! [`CgroupFs`] is a facade over a [`CgroupTree`]: `mkdir`, `rmdir`,
-//! `read`, `write`, `ls`. Paths are absolute from the cgroup root; a leading
-//! `/sys/fs/cgroup` is accepted.
+//! [`CgroupFs`] is a facade over a [`CgroupTree`] in the
+//! [`MemoryController::SubtreeControl`] mode of a cgroup v2 mount: `mkdir`,
+//! `rmdir`, `open` (then [`OpenFile::read`] / [`OpenFile::write`], release
+//! on drop), one-shot `read` and `write`, `ls`. Paths are absolute from the
+//! cgroup root; a leading `/sys/fs/cgroup` is accepted.
 //!
 //! # Files
 //!
 //! Every cgroup has `cgroup.controllers`, `cgroup.subtree_control`,
-//! `cgroup.procs` and `cgroup.stat`. A cgroup whose parent has `+memory` in
-//! its subtree control also has the memory files (`memory.current`,
-//! `.peak`, `.max`, `.high`, `.low`, `.min`, `.events`, `.events.local`,
-//! `.stat`, `.swap.current`, `.swap.high`, `.swap.max`, `.swap.peak`,
-//! `.swap.events`, `.zswap.current`, `.zswap.max`). The root has only
-//! `memory.stat`, as in the kernel.
+//! `cgroup.procs`, `cgroup.stat`, `cgroup.max.descendants` and
+//! `cgroup.max.depth`; every one but the root has `cgroup.events` and
+//! `cgroup.type`. A cgroup with a memory cgroup (the root, and the children
+//! of cgroups with `+memory` in their subtree control) has the memory
+//! files: on the root only `memory.stat`, `memory.numa_stat`,
+//! `memory.reclaim` and `memory.zswap.writeback`, as in the kernel.
 //!
 //! # Values
 //!
 //! Limits are written as bytes with an optional `K`/`M`/`G`/`T`/`P`/`E`
 //! suffix (powers of 1024; `0x` and leading-`0` octal prefixes as the
-//! kernel's `memparse`) or `max`, surrounding whitespace ignored, and
-//! rounded *down* to whole 4 KiB pages (`page_counter_memparse`). They read
-//! back as bytes, or `max` for the unlimited value.
+//! kernel's `memparse`, wrapping on overflow as it does) or `max`,
+//! surrounding whitespace ignored, and rounded *down* to whole 4 KiB pages
+//! (`page_counter_memparse`). They read back as bytes, or `max` for the
+//! unlimited value.
+//!
+//! # Per-open state
+//!
+//! `memory.peak` and `memory.swap.peak` keep state per open file: a
+//! descriptor never written shows the peak since the cgroup was created; a
+//! write (of anything) resets the peak *that descriptor* shows to the
+//! current usage, leaving every other reader's view alone.
 //!
 //! # Errors
 //!
-//! As the kernel returns them: `ENOENT` for a missing cgroup or file (memory
-//! files of a cgroup without the controller included), `EEXIST`, `EBUSY`
-//! (rmdir with children, `-memory` with children), `ENOSPC` (no ids left),
-//! `EINVAL` (a value that does not parse), `EACCES` (writing a read-only
-//! file), `EISDIR` (reading a directory), `ESRCH` (moving a task that does
-//! not exist).
+//! As the kernel returns them: at open, `ENOENT` for a missing cgroup or
+//! file to read, `EACCES` for opening a file without a write handler for
+//! writing or naming a new file (cgroupfs creates none), `EISDIR` for a
+//! directory; at write, `EINVAL` for a value that does not parse, `ERANGE`
+//! for a negative limit, `EBUSY` (busy cgroup, no memory cgroup ids left),
+//! `EAGAIN` (`memory.reclaim` without progress), `ESRCH` (no such task),
+//! `EOPNOTSUPP`.
 
 use std::fmt;
 use std::fmt::Write as _;
 
 use crate::errno::Errno;
 use crate::memcontrol::{
-    CgroupError, CgroupTree, MemCgroup, MemcgEvent, MemcgStat, TreeConfig, VmEvent,
+    CGROUP_LIMIT_MAX, Cgroup, CgroupError, CgroupTree, MemCgroup, MemcgEvent, MemcgStat,
+    MemoryController, PeakWatcher, TreeConfig, VmEvent,
 };
-use crate::page_counter::{PAGE_COUNTER_MAX, PAGE_SIZE};
-use crate::sync::Arc;
+use crate::page_counter::{PAGE_COUNTER_MAX, PAGE_SIZE, PageCounter};
+use crate::sync::{Arc, lock};
 
 /// Controllers the kernel knows but this hierarchy does not provide:
 /// enabling one is `ENOENT` (not available), not `EINVAL` (unknown).
@@ -81,10 +94,18 @@ fn from_cgroup(path: &str, e: CgroupError) -> FsError {
     FsError::new(e.errno(), path, e.to_string())
 }
 
+/// A memory value that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{text:?} is not a size (bytes with an optional K, M, G, T, P or E suffix, or \"max\")")]
+pub struct BadSize {
+    /// The text given.
+    pub text: String,
+}
+
 /// Parses a memory value as `page_counter_memparse` does: `max`, or bytes
 /// with an optional suffix; returns whole pages (rounded down, capped at
 /// [`PAGE_COUNTER_MAX`]).
-pub fn parse_pages(text: &str) -> Result<u64, String> {
+pub fn parse_pages(text: &str) -> Result<u64, BadSize> {
     let s = text.trim();
     if s == "max" {
         return Ok(PAGE_COUNTER_MAX);
@@ -93,17 +114,27 @@ pub fn parse_pages(text: &str) -> Result<u64, String> {
     Ok((bytes / PAGE_SIZE).min(PAGE_COUNTER_MAX))
 }
 
-/// The kernel's `memparse`: an unsigned number in base 0 (`0x` hex, `0`
-/// octal, else decimal) and an optional binary suffix; nothing may follow.
-/// An empty string is 0 (`simple_strtoull` parses nothing as 0). Values
-/// past `u64` saturate.
-pub fn memparse(s: &str) -> Result<u64, String> {
-    let (digits, radix) = if let Some(hex) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        (hex, 16)
-    } else if s.len() > 1 && s.starts_with('0') {
-        (&s[1..], 8)
-    } else {
-        (s, 10)
+/// The kernel's `memparse` followed by the check that nothing is left
+/// (`*end != '\0'` is EINVAL): an unsigned number in base 0 and an optional
+/// binary suffix. As `simple_strtoull` does, base 16 needs `0x` followed by
+/// a hex digit (`"0x"` alone is an octal 0 with `x` left over, so it is
+/// refused), a leading `0` means octal, and digits and suffix shifts wrap
+/// modulo 2^64 (`16E` is 0). An empty string is 0.
+pub fn memparse(s: &str) -> Result<u64, BadSize> {
+    match memparse_prefix(s) {
+        (value, "") => Ok(value),
+        _ => Err(BadSize { text: s.to_owned() }),
+    }
+}
+
+/// `memparse` itself: the value of the longest prefix that parses, and the
+/// rest of the text (the kernel's `*retptr`).
+fn memparse_prefix(s: &str) -> (u64, &str) {
+    let bytes = s.as_bytes();
+    let (digits, radix) = match bytes {
+        [b'0', x, h, ..] if x.eq_ignore_ascii_case(&b'x') && h.is_ascii_hexdigit() => (&s[2..], 16),
+        [b'0', ..] => (s, 8),
+        _ => (s, 10),
     };
     let end = digits
         .find(|c: char| !c.is_digit(radix))
@@ -112,26 +143,46 @@ pub fn memparse(s: &str) -> Result<u64, String> {
     let mut value: u64 = 0;
     for c in number.chars() {
         let d = u64::from(c.to_digit(radix).expect("checked digit"));
-        value = value.saturating_mul(u64::from(radix)).saturating_add(d);
+        value = value.wrapping_mul(u64::from(radix)).wrapping_add(d);
     }
-    let shift = match rest {
-        "" => 0,
-        "k" | "K" => 10,
-        "m" | "M" => 20,
-        "g" | "G" => 30,
-        "t" | "T" => 40,
-        "p" | "P" => 50,
-        "e" | "E" => 60,
-        _ => {
-            return Err(format!(
-                "{s:?} is not a size (bytes with an optional K, M, G, T, P or E suffix, or \"max\")"
-            ));
-        }
+    let shift = match rest.as_bytes().first() {
+        Some(b'k' | b'K') => 10,
+        Some(b'm' | b'M') => 20,
+        Some(b'g' | b'G') => 30,
+        Some(b't' | b'T') => 40,
+        Some(b'p' | b'P') => 50,
+        Some(b'e' | b'E') => 60,
+        _ => return (value, rest),
     };
-    Ok(value
-        .checked_shl(shift)
-        .filter(|v| v >> shift == value)
-        .unwrap_or(u64::MAX))
+    (value << shift, &rest[1..])
+}
+
+/// `kstrtoint(buf, 0, &v)` after `strstrip`: an `i32` in base 0 with an
+/// optional sign; `EINVAL` if it does not parse, `ERANGE` if it overflows.
+fn kstrtoint(text: &str) -> Result<i32, WriteError> {
+    let s = text.trim();
+    let (negative, unsigned) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let (digits, radix) = match unsigned.as_bytes() {
+        [b'0', x, ..] if x.eq_ignore_ascii_case(&b'x') => (&unsigned[2..], 16),
+        [b'0', _, ..] => (&unsigned[1..], 8),
+        _ => (unsigned, 10),
+    };
+    let bad = || (Errno::EINVAL, format!("{s:?} is not an integer"));
+    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+        return Err(bad());
+    }
+    let magnitude = u64::from_str_radix(digits, radix)
+        .map_err(|_| (Errno::ERANGE, format!("{s:?} is out of range")))?;
+    let value = if negative {
+        -i64::try_from(magnitude).unwrap_or(i64::MAX)
+    } else {
+        i64::try_from(magnitude).unwrap_or(i64::MAX)
+    };
+    i32::try_from(value).map_err(|_| (Errno::ERANGE, format!("{s:?} is out of range")))
 }
 
 /// Formats pages as `memory.max` reads back: bytes, or `max`.
@@ -143,273 +194,672 @@ pub fn format_pages(pages: u64) -> String {
     }
 }
 
-/// Who may see a file.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Scope {
-    /// Every cgroup (`cgroup.*`).
-    All,
-    /// Cgroups with the memory controller, the root too (`memory.stat`).
-    Memory,
-    /// Non-root cgroups with the memory controller (`CFTYPE_NOT_ON_ROOT`).
-    MemoryNotRoot,
-}
-
-type Reader = fn(&CgroupFs, &Arc<MemCgroup>) -> String;
 /// A writer's refusal: the errno and why.
 type WriteError = (Errno, String);
-type Writer = fn(&CgroupFs, &Arc<MemCgroup>, &str) -> Result<(), WriteError>;
+
+type CoreRead = fn(&CgroupFs, &Arc<Cgroup>) -> String;
+type CoreWrite = fn(&CgroupFs, &Arc<Cgroup>, &str) -> Result<(), WriteError>;
+type MemRead = fn(&CgroupFs, &Arc<MemCgroup>) -> String;
+type MemWrite = fn(&CgroupFs, &Arc<MemCgroup>, &str) -> Result<(), WriteError>;
+
+/// What a file reads and writes.
+#[derive(Clone, Copy)]
+enum Handler {
+    /// A cgroup core file, on the cgroup itself.
+    Core {
+        read: CoreRead,
+        write: Option<CoreWrite>,
+    },
+    /// A memory controller file, on the cgroup's memory cgroup; `read` is
+    /// `None` for a write-only file (`memory.reclaim`).
+    Memory {
+        read: Option<MemRead>,
+        write: Option<MemWrite>,
+    },
+    /// A `*.peak` file, with per-open state.
+    Peak(PeakOf),
+}
+
+/// Which cgroups have a file.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    /// Every cgroup.
+    All,
+    /// Every cgroup but the root (`CFTYPE_NOT_ON_ROOT`).
+    NotOnRoot,
+    /// Cgroups with a memory cgroup, the root too.
+    Memory,
+    /// Non-root cgroups with a memory cgroup.
+    MemoryNotOnRoot,
+}
 
 /// One interface file.
 struct FileSpec {
     name: &'static str,
     scope: Scope,
-    read: Reader,
-    write: Option<Writer>,
+    handler: Handler,
+}
+
+impl FileSpec {
+    fn visible_in(&self, cg: &Cgroup) -> bool {
+        match self.scope {
+            Scope::All => true,
+            Scope::NotOnRoot => !cg.is_root(),
+            Scope::Memory => cg.memcg().is_some(),
+            Scope::MemoryNotOnRoot => cg.memcg().is_some() && !cg.is_root(),
+        }
+    }
+
+    fn writable(&self) -> bool {
+        match self.handler {
+            Handler::Core { write, .. } => write.is_some(),
+            Handler::Memory { write, .. } => write.is_some(),
+            Handler::Peak(_) => true,
+        }
+    }
 }
 
 fn line(v: impl fmt::Display) -> String {
     format!("{v}\n")
 }
 
-fn events_text(cg: &MemCgroup, swap: bool, local: bool) -> String {
+const fn core(
+    name: &'static str,
+    scope: Scope,
+    read: CoreRead,
+    write: Option<CoreWrite>,
+) -> FileSpec {
+    FileSpec {
+        name,
+        scope,
+        handler: Handler::Core { read, write },
+    }
+}
+
+const fn mem(name: &'static str, scope: Scope, read: MemRead, write: Option<MemWrite>) -> FileSpec {
+    FileSpec {
+        name,
+        scope,
+        handler: Handler::Memory {
+            read: Some(read),
+            write,
+        },
+    }
+}
+
+/// Every interface file.
+const FILES: &[FileSpec] = &[
+    core(
+        "cgroup.controllers",
+        Scope::All,
+        |_, cg| line(if cg.memory_enabled() { "memory" } else { "" }),
+        None,
+    ),
+    core(
+        "cgroup.subtree_control",
+        Scope::All,
+        |_, cg| line(if cg.subtree_memory() { "memory" } else { "" }),
+        Some(write_subtree_control),
+    ),
+    core("cgroup.procs", Scope::All, read_procs, Some(write_procs)),
+    core("cgroup.stat", Scope::All, read_cgroup_stat, None),
+    core(
+        "cgroup.events",
+        Scope::NotOnRoot,
+        |fs, cg| format!("populated {}\nfrozen 0\n", u8::from(fs.tree.populated(cg))),
+        None,
+    ),
+    core(
+        "cgroup.type",
+        Scope::NotOnRoot,
+        |_, _| line("domain"),
+        Some(write_cgroup_type),
+    ),
+    core(
+        "cgroup.max.descendants",
+        Scope::All,
+        |_, cg| format_limit(cg.max_descendants()),
+        Some(|_, cg, v| parse_limit(v).map(|max| cg.set_max_descendants(max))),
+    ),
+    core(
+        "cgroup.max.depth",
+        Scope::All,
+        |_, cg| format_limit(cg.max_depth()),
+        Some(|_, cg, v| parse_limit(v).map(|max| cg.set_max_depth(max))),
+    ),
+    mem(
+        "memory.current",
+        Scope::MemoryNotOnRoot,
+        |_, m| line(m.memory().usage() * PAGE_SIZE),
+        None,
+    ),
+    FileSpec {
+        name: "memory.peak",
+        scope: Scope::MemoryNotOnRoot,
+        handler: Handler::Peak(PeakOf::Memory),
+    },
+    mem(
+        "memory.min",
+        Scope::MemoryNotOnRoot,
+        |_, m| line(format_pages(m.memory().min())),
+        Some(|_, m, v| write_pages(v, |p| m.memory().set_min(p))),
+    ),
+    mem(
+        "memory.low",
+        Scope::MemoryNotOnRoot,
+        |_, m| line(format_pages(m.memory().low())),
+        Some(|_, m, v| write_pages(v, |p| m.memory().set_low(p))),
+    ),
+    mem(
+        "memory.high",
+        Scope::MemoryNotOnRoot,
+        |_, m| line(format_pages(m.memory().high())),
+        Some(|fs, m, v| write_pages(v, |p| fs.tree.set_memory_high(m, p))),
+    ),
+    mem(
+        "memory.max",
+        Scope::MemoryNotOnRoot,
+        |_, m| line(format_pages(m.memory().max())),
+        Some(|fs, m, v| {
+            write_pages(v, |p| {
+                fs.tree.set_memory_max(m, p);
+            })
+        }),
+    ),
+    mem(
+        "memory.events",
+        Scope::MemoryNotOnRoot,
+        |_, m| events_text(m, false, false),
+        None,
+    ),
+    mem(
+        "memory.events.local",
+        Scope::MemoryNotOnRoot,
+        |_, m| events_text(m, false, true),
+        None,
+    ),
+    mem("memory.stat", Scope::Memory, |_, m| stat_text(m), None),
+    mem(
+        "memory.numa_stat",
+        Scope::Memory,
+        |fs, m| numa_stat_text(m, fs.tree.nr_nodes()),
+        None,
+    ),
+    mem(
+        "memory.oom.group",
+        Scope::MemoryNotOnRoot,
+        |_, m| line(u8::from(m.oom_group())),
+        Some(|_, m, v| parse_bool(v).map(|on| m.set_oom_group(on))),
+    ),
+    FileSpec {
+        name: "memory.reclaim",
+        scope: Scope::Memory,
+        handler: Handler::Memory {
+            read: None,
+            write: Some(write_reclaim),
+        },
+    },
+    mem(
+        "memory.swap.current",
+        Scope::MemoryNotOnRoot,
+        |_, m| line(m.swap().usage() * PAGE_SIZE),
+        None,
+    ),
+    mem(
+        "memory.swap.high",
+        Scope::MemoryNotOnRoot,
+        |_, m| line(format_pages(m.swap().high())),
+        Some(|_, m, v| write_pages(v, |p| m.swap().set_high(p))),
+    ),
+    mem(
+        "memory.swap.max",
+        Scope::MemoryNotOnRoot,
+        |_, m| line(format_pages(m.swap().max())),
+        Some(|_, m, v| {
+            write_pages(v, |p| {
+                m.swap().force_max(p);
+            })
+        }),
+    ),
+    FileSpec {
+        name: "memory.swap.peak",
+        scope: Scope::MemoryNotOnRoot,
+        handler: Handler::Peak(PeakOf::Swap),
+    },
+    mem(
+        "memory.swap.events",
+        Scope::MemoryNotOnRoot,
+        |_, m| events_text(m, true, false),
+        None,
+    ),
+    mem(
+        "memory.zswap.current",
+        Scope::MemoryNotOnRoot,
+        |_, m| line(m.stat(MemcgStat::ZswapBytes).max(0)),
+        None,
+    ),
+    mem(
+        "memory.zswap.max",
+        Scope::MemoryNotOnRoot,
+        |_, m| line(format_pages(m.zswap_max())),
+        Some(|_, m, v| write_pages(v, |p| m.set_zswap_max(p))),
+    ),
+    mem(
+        "memory.zswap.writeback",
+        Scope::Memory,
+        |_, m| line(u8::from(m.zswap_writeback())),
+        Some(|_, m, v| parse_bool(v).map(|on| m.set_zswap_writeback(on))),
+    ),
+];
+
+fn write_pages(value: &str, set: impl FnOnce(u64)) -> Result<(), WriteError> {
+    set(parse_pages(value).map_err(|e| (Errno::EINVAL, e.to_string()))?);
+    Ok(())
+}
+
+/// `0` or `1` through `kstrtoint` (`memory.oom.group`,
+/// `memory.zswap.writeback`).
+fn parse_bool(value: &str) -> Result<bool, WriteError> {
+    match kstrtoint(value)? {
+        0 => Ok(false),
+        1 => Ok(true),
+        v => Err((Errno::EINVAL, format!("{v} is neither 0 nor 1"))),
+    }
+}
+
+/// `cgroup.max.descendants` / `cgroup.max.depth`: `max`, or a
+/// non-negative `int` (`ERANGE` when negative).
+fn parse_limit(value: &str) -> Result<u32, WriteError> {
+    if value.trim() == "max" {
+        return Ok(CGROUP_LIMIT_MAX);
+    }
+    let v = kstrtoint(value)?;
+    u32::try_from(v).map_err(|_| (Errno::ERANGE, format!("{v} is negative")))
+}
+
+fn format_limit(limit: u32) -> String {
+    if limit >= CGROUP_LIMIT_MAX {
+        line("max")
+    } else {
+        line(limit)
+    }
+}
+
+fn events_text(m: &MemCgroup, swap: bool, local: bool) -> String {
     let mut out = String::new();
     for e in MemcgEvent::ALL.into_iter().filter(|e| e.is_swap() == swap) {
-        let n = if local {
-            cg.event_local(e)
-        } else {
-            cg.event(e)
-        };
+        let n = if local { m.event_local(e) } else { m.event(e) };
         let _ = writeln!(out, "{} {n}", e.name());
     }
     out
 }
 
-fn stat_text(cg: &MemCgroup) -> String {
+/// A page state's value as `memory.stat` prints it.
+fn stat_value(m: &MemCgroup, s: MemcgStat) -> u64 {
+    u64::try_from(m.stat(s)).unwrap_or(0) * s.unit().bytes()
+}
+
+/// `memory.stat`: every page state (with the `slab` sum after
+/// `slab_unreclaimable`), the `pgscan`/`pgsteal` totals, every vm event.
+fn stat_text(m: &MemCgroup) -> String {
     let mut out = String::new();
-    for s in MemcgStat::ALL {
-        if let Some(key) = s.key() {
-            let v = u64::try_from(cg.stat(s)).unwrap_or(0) * s.unit_bytes();
-            let _ = writeln!(out, "{key} {v}");
+    for &s in MemcgStat::ALL {
+        let Some(key) = s.key() else { continue };
+        let _ = writeln!(out, "{key} {}", stat_value(m, s));
+        if s == MemcgStat::SlabUnreclaimable {
+            let slab = stat_value(m, MemcgStat::SlabReclaimable)
+                + stat_value(m, MemcgStat::SlabUnreclaimable);
+            let _ = writeln!(out, "slab {slab}");
         }
     }
-    for e in VmEvent::ALL {
-        let _ = writeln!(out, "{} {}", e.key(), cg.vm_event(e));
+    let sum = |events: [VmEvent; 3]| events.iter().map(|&e| m.vm_event(e)).sum::<u64>();
+    let pgscan = sum([
+        VmEvent::PgscanKswapd,
+        VmEvent::PgscanDirect,
+        VmEvent::PgscanKhugepaged,
+    ]);
+    let pgsteal = sum([
+        VmEvent::PgstealKswapd,
+        VmEvent::PgstealDirect,
+        VmEvent::PgstealKhugepaged,
+    ]);
+    let _ = writeln!(out, "pgscan {pgscan}\npgsteal {pgsteal}");
+    for &e in VmEvent::ALL {
+        let _ = writeln!(out, "{} {}", e.key(), m.vm_event(e));
     }
     out
 }
 
-fn write_pages(f: impl FnOnce(u64)) -> impl FnOnce(&str) -> Result<(), WriteError> {
-    move |v| {
-        f(parse_pages(v).map_err(|e| (Errno::EINVAL, e))?);
-        Ok(())
+/// Page states `memory.numa_stat` has no line for (memory cgroup items,
+/// not node ones).
+const NOT_PER_NODE: [MemcgStat; 6] = [
+    MemcgStat::Kernel,
+    MemcgStat::Percpu,
+    MemcgStat::Sock,
+    MemcgStat::Vmalloc,
+    MemcgStat::ZswapBytes,
+    MemcgStat::Zswapped,
+];
+
+/// `memory.numa_stat`: the node-level page states, `key N0=v N1=v`. The
+/// statistics are not kept per node, so node 0 carries them all.
+fn numa_stat_text(m: &MemCgroup, nr_nodes: usize) -> String {
+    let mut out = String::new();
+    for &s in MemcgStat::ALL {
+        let Some(key) = s.key() else { continue };
+        if NOT_PER_NODE.contains(&s) {
+            continue;
+        }
+        out.push_str(key);
+        for nid in 0..nr_nodes {
+            let v = if nid == 0 { stat_value(m, s) } else { 0 };
+            let _ = write!(out, " N{nid}={v}");
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn read_procs(fs: &CgroupFs, cg: &Arc<Cgroup>) -> String {
+    fs.tree
+        .procs(cg)
+        .iter()
+        .map(|pid| format!("{pid}\n"))
+        .collect()
+}
+
+fn write_procs(fs: &CgroupFs, cg: &Arc<Cgroup>, value: &str) -> Result<(), WriteError> {
+    let text = value.trim();
+    let pid: u32 = text
+        .parse()
+        .map_err(|_| (Errno::EINVAL, format!("{text:?} is not a pid")))?;
+    fs.tree.attach(pid, cg).map_err(|errno| {
+        let why = match errno {
+            Errno::EBUSY => "it has controllers in cgroup.subtree_control (no internal processes)",
+            Errno::ESRCH => "no such task",
+            _ => "refused",
+        };
+        (
+            errno,
+            format!("cannot move task {pid} to {}: {why}", cg.path()),
+        )
+    })
+}
+
+/// `cgroup.stat` as v6.14 prints it for a hierarchy with the memory
+/// controller alone.
+fn read_cgroup_stat(_: &CgroupFs, cg: &Arc<Cgroup>) -> String {
+    format!(
+        "nr_descendants {}\nnr_subsys_memory {}\nnr_dying_descendants {}\nnr_dying_subsys_memory {}\n",
+        cg.nr_descendants(),
+        cg.nr_subsys_memory(),
+        cg.nr_dying_descendants(),
+        cg.nr_dying_subsys_memory()
+    )
+}
+
+fn write_cgroup_type(_: &CgroupFs, _: &Arc<Cgroup>, value: &str) -> Result<(), WriteError> {
+    match value.trim() {
+        "threaded" => Err((
+            Errno::EOPNOTSUPP,
+            "threaded cgroups are not simulated".to_owned(),
+        )),
+        other => Err((
+            Errno::EINVAL,
+            format!("{other:?}: only \"threaded\" can be written"),
+        )),
     }
 }
 
-fn write_subtree_control(
-    fs: &CgroupFs,
-    cg: &Arc<MemCgroup>,
-    value: &str,
-) -> Result<(), WriteError> {
-    // Validate every token before applying any, as the kernel does.
-    let mut changes = Vec::new();
+fn write_subtree_control(fs: &CgroupFs, cg: &Arc<Cgroup>, value: &str) -> Result<(), WriteError> {
+    // Validate every token before applying any, as the kernel does; a later
+    // token for the same controller overrides an earlier one.
+    let mut change = None;
     for token in value.split_whitespace() {
-        let (enable, name) = if let Some(name) = token.strip_prefix('+') {
-            (true, name)
-        } else if let Some(name) = token.strip_prefix('-') {
-            (false, name)
-        } else {
-            return Err((
-                Errno::EINVAL,
-                format!("{token:?}: controllers are written as +name or -name"),
-            ));
+        let name = token.get(1..).unwrap_or("");
+        let known = name == "memory";
+        if !known && !OTHER_CONTROLLERS.contains(&name) {
+            return Err((Errno::EINVAL, format!("{token:?} names no controller")));
+        }
+        let enable = match token.as_bytes()[0] {
+            b'+' => true,
+            b'-' => false,
+            _ => {
+                return Err((
+                    Errno::EINVAL,
+                    format!("{token:?}: controllers are written as +name or -name"),
+                ));
+            }
         };
-        if name == "memory" {
-            changes.push(enable);
-        } else if OTHER_CONTROLLERS.contains(&name) {
+        if !known {
             return Err((
                 Errno::ENOENT,
                 format!("the {name} controller is not available in this hierarchy"),
             ));
-        } else {
-            return Err((Errno::EINVAL, format!("{name:?} is not a controller")));
         }
+        change = Some(enable);
     }
-    for enable in changes {
+    if let Some(enable) = change {
         fs.tree
             .set_subtree_memory(cg, enable)
-            .map_err(|e| match e.errno() {
-                Errno::EBUSY => (Errno::EBUSY, e.to_string()),
-                _ => (
-                    Errno::ENOENT,
-                    format!("the memory controller is not enabled for {}", cg.path()),
-                ),
-            })?;
+            .map_err(|e| (e.errno(), e.to_string()))?;
     }
     Ok(())
 }
 
-const FILES: &[FileSpec] = &[
-    FileSpec {
-        name: "cgroup.controllers",
-        scope: Scope::All,
-        read: |_, cg| line(if cg.memory_enabled() { "memory" } else { "" }),
-        write: None,
-    },
-    FileSpec {
-        name: "cgroup.subtree_control",
-        scope: Scope::All,
-        read: |_, cg| line(if cg.subtree_memory() { "memory" } else { "" }),
-        write: Some(write_subtree_control),
-    },
-    FileSpec {
-        name: "cgroup.procs",
-        scope: Scope::All,
-        read: |fs, cg| {
-            fs.tree
-                .procs(cg)
-                .iter()
-                .map(|pid| format!("{pid}\n"))
-                .collect()
-        },
-        write: Some(|fs, cg, v| match v.trim().parse::<u32>() {
-            Ok(pid) => fs
-                .tree
-                .attach(pid, cg)
-                .map_err(|errno| (errno, format!("cannot move task {pid} to {}", cg.path()))),
-            Err(_) => Err((Errno::EINVAL, format!("{:?} is not a pid", v.trim()))),
-        }),
-    },
-    FileSpec {
-        name: "cgroup.stat",
-        scope: Scope::All,
-        read: |_, cg| {
-            format!(
-                "nr_descendants {}\nnr_dying_descendants {}\n",
-                cg.nr_descendants(),
-                cg.nr_dying_descendants()
+/// `memory.reclaim`: `SIZE [swappiness=N]`; reclaims in batches of a
+/// quarter of what is left, failing with `EAGAIN` after
+/// `MAX_RECLAIM_RETRIES` fruitless tries (`memory_reclaim`).
+fn write_reclaim(fs: &CgroupFs, m: &Arc<MemCgroup>, value: &str) -> Result<(), WriteError> {
+    let text = value.trim();
+    let (bytes, rest) = memparse_prefix(text);
+    if rest.len() == text.len() {
+        return Err((
+            Errno::EINVAL,
+            format!("{text:?} does not start with a size"),
+        ));
+    }
+    let mut swappiness = None;
+    for token in rest.split(' ').filter(|t| !t.is_empty()) {
+        let value = token
+            .strip_prefix("swappiness=")
+            .and_then(|v| v.parse::<i32>().ok())
+            .filter(|v| (0..=200).contains(v))
+            .ok_or_else(|| {
+                (
+                    Errno::EINVAL,
+                    format!("{token:?}: expected swappiness=0..200"),
+                )
+            })?;
+        swappiness = Some(value as u32);
+    }
+    fs.tree
+        .reclaim_proactive(m, bytes / PAGE_SIZE, swappiness)
+        .map_err(|errno| {
+            (
+                errno,
+                format!("could not reclaim {bytes} bytes from {}", m.path()),
             )
-        },
-        write: None,
-    },
-    FileSpec {
-        name: "memory.current",
-        scope: Scope::MemoryNotRoot,
-        read: |_, cg| line(cg.memory().usage() * PAGE_SIZE),
-        write: None,
-    },
-    FileSpec {
-        name: "memory.events",
-        scope: Scope::MemoryNotRoot,
-        read: |_, cg| events_text(cg, false, false),
-        write: None,
-    },
-    FileSpec {
-        name: "memory.events.local",
-        scope: Scope::MemoryNotRoot,
-        read: |_, cg| events_text(cg, false, true),
-        write: None,
-    },
-    FileSpec {
-        name: "memory.high",
-        scope: Scope::MemoryNotRoot,
-        read: |_, cg| line(format_pages(cg.memory().high())),
-        write: Some(|fs, cg, v| write_pages(|p| fs.tree.set_memory_high(cg, p))(v)),
-    },
-    FileSpec {
-        name: "memory.low",
-        scope: Scope::MemoryNotRoot,
-        read: |_, cg| line(format_pages(cg.memory().low())),
-        write: Some(|_, cg, v| write_pages(|p| cg.memory().set_low(p))(v)),
-    },
-    FileSpec {
-        name: "memory.max",
-        scope: Scope::MemoryNotRoot,
-        read: |_, cg| line(format_pages(cg.memory().max())),
-        write: Some(|fs, cg, v| {
-            write_pages(|p| {
-                fs.tree.set_memory_max(cg, p);
-            })(v)
-        }),
-    },
-    FileSpec {
-        name: "memory.min",
-        scope: Scope::MemoryNotRoot,
-        read: |_, cg| line(format_pages(cg.memory().min())),
-        write: Some(|_, cg, v| write_pages(|p| cg.memory().set_min(p))(v)),
-    },
-    FileSpec {
-        name: "memory.peak",
-        scope: Scope::MemoryNotRoot,
-        read: |_, cg| line(cg.memory().watermark() * PAGE_SIZE),
-        write: Some(|_, cg, _| {
-            cg.memory().reset_watermark();
-            Ok(())
-        }),
-    },
-    FileSpec {
-        name: "memory.stat",
-        scope: Scope::Memory,
-        read: |_, cg| stat_text(cg),
-        write: None,
-    },
-    FileSpec {
-        name: "memory.swap.current",
-        scope: Scope::MemoryNotRoot,
-        read: |_, cg| line(cg.swap().usage() * PAGE_SIZE),
-        write: None,
-    },
-    FileSpec {
-        name: "memory.swap.events",
-        scope: Scope::MemoryNotRoot,
-        read: |_, cg| events_text(cg, true, false),
-        write: None,
-    },
-    FileSpec {
-        name: "memory.swap.high",
-        scope: Scope::MemoryNotRoot,
-        read: |_, cg| line(format_pages(cg.swap().high())),
-        write: Some(|_, cg, v| write_pages(|p| cg.swap().set_high(p))(v)),
-    },
-    FileSpec {
-        name: "memory.swap.max",
-        scope: Scope::MemoryNotRoot,
-        read: |_, cg| line(format_pages(cg.swap().max())),
-        write: Some(|_, cg, v| {
-            write_pages(|p| {
-                cg.swap().force_max(p);
-            })(v)
-        }),
-    },
-    FileSpec {
-        name: "memory.swap.peak",
-        scope: Scope::MemoryNotRoot,
-        read: |_, cg| line(cg.swap().watermark() * PAGE_SIZE),
-        write: Some(|_, cg, _| {
-            cg.swap().reset_watermark();
-            Ok(())
-        }),
-    },
-    FileSpec {
-        name: "memory.zswap.current",
-        scope: Scope::MemoryNotRoot,
-        read: |_, cg| line(cg.stat(MemcgStat::ZswapBytes).max(0)),
-        write: None,
-    },
-    FileSpec {
-        name: "memory.zswap.max",
-        scope: Scope::MemoryNotRoot,
-        read: |_, cg| line(format_pages(cg.zswap_max())),
-        write: Some(|_, cg, v| write_pages(|p| cg.set_zswap_max(p))(v)),
-    },
-];
+        })
+}
 
-impl FileSpec {
-    fn visible_in(&self, cg: &MemCgroup) -> bool {
-        match self.scope {
-            Scope::All => true,
-            Scope::Memory => cg.memory_enabled(),
-            Scope::MemoryNotRoot => cg.memory_enabled() && !cg.is_root(),
+/// How a file is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// `O_RDONLY`.
+    Read,
+    /// `O_WRONLY` (what `>` and `>>` open with).
+    Write,
+    /// `O_RDWR`.
+    ReadWrite,
+}
+
+impl Access {
+    fn writes(self) -> bool {
+        matches!(self, Access::Write | Access::ReadWrite)
+    }
+
+    fn reads(self) -> bool {
+        matches!(self, Access::Read | Access::ReadWrite)
+    }
+}
+
+/// Which counter a `*.peak` file shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PeakOf {
+    Memory,
+    Swap,
+}
+
+impl PeakOf {
+    fn counter(self, m: &MemCgroup) -> &PageCounter {
+        match self {
+            PeakOf::Memory => m.memory(),
+            PeakOf::Swap => m.swap(),
         }
+    }
+}
+
+/// What an open file is on.
+enum Target {
+    Cgroup(Arc<Cgroup>),
+    Memcg(Arc<MemCgroup>),
+}
+
+/// An open interface file (`kernfs_open_file`): reads and writes go to the
+/// cgroup (or memory cgroup) it was opened in, and files with per-open
+/// state keep it here. Dropping it is `release`.
+pub struct OpenFile {
+    fs: CgroupFs,
+    target: Target,
+    spec: &'static FileSpec,
+    path: String,
+    access: Access,
+    /// A `*.peak` descriptor's own peak, once it was written.
+    peak: Option<Arc<PeakWatcher>>,
+}
+
+impl OpenFile {
+    /// Reads the whole file.
+    pub fn read(&self) -> Result<String, FsError> {
+        if !self.access.reads() {
+            return Err(FsError::new(
+                Errno::EBADF,
+                &self.path,
+                "not open for reading",
+            ));
+        }
+        match (&self.target, self.spec.handler) {
+            (Target::Cgroup(cg), Handler::Core { read, .. }) => Ok(read(&self.fs, cg)),
+            (
+                Target::Memcg(m),
+                Handler::Memory {
+                    read: Some(read), ..
+                },
+            ) => {
+                self.check_online(m)?;
+                Ok(read(&self.fs, m))
+            }
+            (Target::Memcg(m), Handler::Peak(which)) => {
+                self.check_online(m)?;
+                Ok(self.peak_show(m, which))
+            }
+            _ => Err(FsError::new(
+                Errno::EINVAL,
+                &self.path,
+                "the file is write-only",
+            )),
+        }
+    }
+
+    /// Writes `value` in one `write(2)`.
+    pub fn write(&mut self, value: &str) -> Result<(), FsError> {
+        if !self.access.writes() {
+            return Err(FsError::new(
+                Errno::EBADF,
+                &self.path,
+                "not open for writing",
+            ));
+        }
+        let result = match (&self.target, self.spec.handler) {
+            (Target::Cgroup(cg), Handler::Core { write: Some(w), .. }) => w(&self.fs, cg, value),
+            (Target::Memcg(m), Handler::Memory { write: Some(w), .. }) => {
+                self.check_online(m)?;
+                w(&self.fs, m, value)
+            }
+            (Target::Memcg(m), Handler::Peak(which)) => {
+                self.check_online(m)?;
+                let m = Arc::clone(m);
+                self.peak_write(&m, which);
+                Ok(())
+            }
+            _ => Err((Errno::EINVAL, "the file has no write handler".to_owned())),
+        };
+        result.map_err(|(errno, detail)| FsError::new(errno, &self.path, detail))
+    }
+
+    /// A file of a memory cgroup gone offline is gone (kernfs: `ENODEV`).
+    fn check_online(&self, m: &MemCgroup) -> Result<(), FsError> {
+        if m.is_dying() {
+            return Err(FsError::new(
+                Errno::ENODEV,
+                &self.path,
+                "the memory cgroup went offline",
+            ));
+        }
+        Ok(())
+    }
+
+    /// `peak_show`: a descriptor never written shows the peak since the
+    /// cgroup was created; one written shows its own value or the local
+    /// peak since the latest reset through any descriptor, whichever is
+    /// higher.
+    fn peak_show(&self, m: &MemCgroup, which: PeakOf) -> String {
+        let counter = which.counter(m);
+        let pages = match &self.peak {
+            None => counter.watermark(),
+            Some(w) => w.value().max(counter.local_watermark()),
+        };
+        line(pages * PAGE_SIZE)
+    }
+
+    /// `peak_write`: whatever is written, the local peak restarts at the
+    /// current usage, every other written descriptor's value is raised to
+    /// it, and it becomes this descriptor's value.
+    fn peak_write(&mut self, m: &MemCgroup, which: PeakOf) {
+        let mut watchers = lock(m.peak_watchers(which == PeakOf::Swap));
+        let usage = which.counter(m).reset_local_watermark();
+        for w in watchers.iter() {
+            if usage > w.value() {
+                w.set(usage);
+            }
+        }
+        let mine = self.peak.get_or_insert_with(|| {
+            let w = Arc::new(PeakWatcher::default());
+            watchers.push(Arc::clone(&w));
+            w
+        });
+        mine.set(usage);
+    }
+}
+
+impl Drop for OpenFile {
+    fn drop(&mut self) {
+        let (Target::Memcg(m), Handler::Peak(which), Some(mine)) =
+            (&self.target, self.spec.handler, &self.peak)
+        else {
+            return;
+        };
+        lock(m.peak_watchers(which == PeakOf::Swap)).retain(|w| !Arc::ptr_eq(w, mine));
+    }
+}
+
+impl fmt::Debug for OpenFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenFile")
+            .field("path", &self.path)
+            .field("access", &self.access)
+            .finish_non_exhaustive()
     }
 }
 
@@ -422,18 +872,28 @@ pub struct Entry {
     pub is_dir: bool,
 }
 
-/// The cgroup v2 memory interface over a [`CgroupTree`]; see the module
-/// docs.
-#[derive(Debug, Clone, Default)]
+/// The cgroup v2 interface over a [`CgroupTree`]; see the module docs.
+#[derive(Debug, Clone)]
 pub struct CgroupFs {
     tree: CgroupTree,
 }
 
+impl Default for CgroupFs {
+    fn default() -> Self {
+        Self::new(TreeConfig::default())
+    }
+}
+
 impl CgroupFs {
-    /// A fresh hierarchy with only the root cgroup.
+    /// A fresh cgroup v2 hierarchy with only the root cgroup and the memory
+    /// controller enabled nowhere yet (`config.memory` is ignored: a mount
+    /// is always [`MemoryController::SubtreeControl`]).
     pub fn new(config: TreeConfig) -> Self {
         Self {
-            tree: CgroupTree::new(config),
+            tree: CgroupTree::new(TreeConfig {
+                memory: MemoryController::SubtreeControl,
+                ..config
+            }),
         }
     }
 
@@ -448,7 +908,7 @@ impl CgroupFs {
     }
 
     /// Creates a cgroup (`mkdir`).
-    pub fn mkdir(&self, path: &str) -> Result<Arc<MemCgroup>, FsError> {
+    pub fn mkdir(&self, path: &str) -> Result<Arc<Cgroup>, FsError> {
         if self.split_file(path).is_some() {
             return Err(FsError::new(
                 Errno::EEXIST,
@@ -456,76 +916,108 @@ impl CgroupFs {
                 "a file of that name exists",
             ));
         }
-        self.tree.mkdir(path).map_err(|e| from_cgroup(path, e))
+        self.tree.create(path).map_err(|e| from_cgroup(path, e))
     }
 
     /// Creates a cgroup and any missing parents (`mkdir -p`).
-    pub fn mkdir_p(&self, path: &str) -> Result<Arc<MemCgroup>, FsError> {
-        self.tree.mkdir_p(path).map_err(|e| from_cgroup(path, e))
+    pub fn mkdir_p(&self, path: &str) -> Result<Arc<Cgroup>, FsError> {
+        self.tree.create_all(path).map_err(|e| from_cgroup(path, e))
     }
 
     /// Removes a cgroup (`rmdir`).
     pub fn rmdir(&self, path: &str) -> Result<(), FsError> {
         if self.split_file(path).is_some() {
-            return Err(FsError::new(Errno::ENOENT, path, "not a directory"));
+            return Err(FsError::new(Errno::ENOTDIR, path, "not a directory"));
         }
         self.tree.rmdir(path).map_err(|e| from_cgroup(path, e))
     }
 
     /// The cgroup at `path`.
-    pub fn cgroup(&self, path: &str) -> Result<Arc<MemCgroup>, FsError> {
+    pub fn cgroup(&self, path: &str) -> Result<Arc<Cgroup>, FsError> {
+        self.tree
+            .find_cgroup(path)
+            .map_err(|e| from_cgroup(path, e))
+    }
+
+    /// The memory cgroup of the cgroup at `path` (`ENOENT` when the
+    /// controller is not on there).
+    pub fn memcg(&self, path: &str) -> Result<Arc<MemCgroup>, FsError> {
         self.tree.find(path).map_err(|e| from_cgroup(path, e))
     }
 
     /// Splits `path` into the cgroup holding a file and the file's spec,
-    /// if its last component names an interface file.
-    fn split_file(&self, path: &str) -> Option<(Arc<MemCgroup>, &'static FileSpec)> {
+    /// if its last component names an interface file there.
+    fn split_file(&self, path: &str) -> Option<(Arc<Cgroup>, &'static FileSpec)> {
         let trimmed = path.trim_end_matches('/');
         let (dir, name) = trimmed.rsplit_once('/').unwrap_or(("", trimmed));
         let spec = FILES.iter().find(|f| f.name == name)?;
-        let cg = self.tree.find(dir).ok()?;
+        let cg = self.tree.find_cgroup(dir).ok()?;
         spec.visible_in(&cg).then_some((cg, spec))
     }
 
-    /// Resolves `path` to an existing file, or the error reading or writing
-    /// it would give.
-    fn file(&self, path: &str) -> Result<(Arc<MemCgroup>, &'static FileSpec), FsError> {
-        if let Some(found) = self.split_file(path) {
-            return Ok(found);
+    /// Opens the file at `path` for `access`, failing as `open(2)` on
+    /// cgroupfs does: `ENOENT` for a missing cgroup, or a missing file to
+    /// read; `EACCES` for writing a file without a write handler, or a name
+    /// that is no file (cgroupfs creates none); `EISDIR` for a directory.
+    pub fn open(&self, path: &str, access: Access) -> Result<OpenFile, FsError> {
+        if let Some((cg, spec)) = self.split_file(path) {
+            if access.writes() && !spec.writable() {
+                return Err(FsError::new(Errno::EACCES, path, "the file is read-only"));
+            }
+            let target = match spec.handler {
+                Handler::Core { .. } => Target::Cgroup(cg),
+                Handler::Memory { .. } | Handler::Peak(_) => {
+                    Target::Memcg(cg.memcg().expect("memory files need a memory cgroup"))
+                }
+            };
+            return Ok(OpenFile {
+                fs: self.clone(),
+                target,
+                spec,
+                path: path.to_owned(),
+                access,
+                peak: None,
+            });
         }
-        if self.tree.find(path).is_ok() {
+        if self.tree.find_cgroup(path).is_ok() {
             return Err(FsError::new(Errno::EISDIR, path, "is a cgroup directory"));
         }
         let (dir, name) = path
             .trim_end_matches('/')
             .rsplit_once('/')
             .unwrap_or(("", path));
-        let detail = match self.tree.find(dir) {
-            Err(_) => "no such cgroup".to_owned(),
-            Ok(cg) if FILES.iter().any(|f| f.name == name) && !cg.memory_enabled() => {
+        let Ok(cg) = self.tree.find_cgroup(dir) else {
+            return Err(FsError::new(Errno::ENOENT, path, "no such cgroup"));
+        };
+        let detail = if FILES.iter().any(|f| f.name == name) {
+            if name.starts_with("memory.") && cg.memcg().is_none() {
                 format!(
                     "{name} needs the memory controller: enable it in the parent's cgroup.subtree_control"
                 )
+            } else {
+                format!("{name} does not exist in {}", cg.path())
             }
-            Ok(_) => format!("no file {name:?} in this cgroup"),
+        } else {
+            format!("no file {name:?} in this cgroup")
         };
-        Err(FsError::new(Errno::ENOENT, path, detail))
+        let errno = if access.writes() {
+            // O_CREAT on a kernfs directory, which has no `create`.
+            Errno::EACCES
+        } else {
+            Errno::ENOENT
+        };
+        Err(FsError::new(errno, path, detail))
     }
 
-    /// Reads an interface file.
+    /// Reads an interface file through a fresh open (as `cat` does).
     pub fn read(&self, path: &str) -> Result<String, FsError> {
-        let (cg, spec) = self.file(path)?;
-        Ok((spec.read)(self, &cg))
+        self.open(path, Access::Read)?.read()
     }
 
-    /// Writes an interface file, as `echo value > file` does (`value` may
-    /// carry the trailing newline).
+    /// Writes an interface file through a fresh open, as `echo value >
+    /// file` does (`value` may carry the trailing newline).
     pub fn write(&self, path: &str, value: &str) -> Result<(), FsError> {
-        let (cg, spec) = self.file(path)?;
-        let Some(write) = spec.write else {
-            return Err(FsError::new(Errno::EACCES, path, "the file is read-only"));
-        };
-        write(self, &cg, value).map_err(|(errno, detail)| FsError::new(errno, path, detail))
+        self.open(path, Access::Write)?.write(value)
     }
 
     /// The entries of a cgroup directory, sorted by name.
@@ -562,16 +1054,44 @@ mod tests {
         assert_eq!(memparse("0x10"), Ok(16));
         assert_eq!(memparse("010"), Ok(8), "leading 0 is octal");
         assert_eq!(memparse(""), Ok(0), "simple_strtoull of nothing");
-        assert_eq!(memparse("99999999999999999999999"), Ok(u64::MAX));
-        assert_eq!(memparse("16E"), Ok(u64::MAX), "saturates");
+        // Digits and shifts wrap modulo 2^64, as simple_strtoull and
+        // memparse's shifts do.
+        assert_eq!(memparse("99999999999999999999999"), Ok(200376420520689663));
+        assert_eq!(memparse("18446744073709551616"), Ok(0));
+        assert_eq!(memparse("16E"), Ok(0));
+        assert_eq!(memparse("17E"), Ok(1 << 60));
+        // "0x" without a hex digit is an octal 0 followed by "x".
+        assert!(memparse("0x").is_err());
+        assert!(memparse("0xg").is_err());
+        assert_eq!(memparse("0XfF"), Ok(255));
+        assert_eq!(memparse("0x10k"), Ok(16 << 10));
+        assert!(memparse("09").is_err(), "9 is not octal");
         assert!(memparse("12X").is_err());
         assert!(memparse("-1").is_err());
         assert!(memparse("1 M").is_err());
+        assert!(memparse("1KB").is_err());
+        assert_eq!(
+            parse_pages("99999999999999999999999"),
+            Ok(200376420520689663 / 4096)
+        );
+        assert!(parse_pages("1.5G").is_err());
         assert_eq!(parse_pages(" max\n"), Ok(PAGE_COUNTER_MAX));
         assert_eq!(parse_pages("4097\n"), Ok(1), "rounds down");
         assert_eq!(parse_pages("4095"), Ok(0));
+        assert_eq!(parse_pages("15E"), Ok(PAGE_COUNTER_MAX), "clamped");
         assert_eq!(format_pages(PAGE_COUNTER_MAX), "max");
         assert_eq!(format_pages(3), "12288");
+    }
+
+    #[test]
+    fn kstrtoint_like_the_kernel() {
+        assert_eq!(kstrtoint(" 1\n"), Ok(1));
+        assert_eq!(kstrtoint("0x1"), Ok(1));
+        assert_eq!(kstrtoint("010"), Ok(8));
+        assert_eq!(kstrtoint("-5"), Ok(-5));
+        assert_eq!(kstrtoint("x").unwrap_err().0, Errno::EINVAL);
+        assert_eq!(kstrtoint("").unwrap_err().0, Errno::EINVAL);
+        assert_eq!(kstrtoint("4294967296").unwrap_err().0, Errno::ERANGE);
     }
 
     #[test]
@@ -589,11 +1109,18 @@ mod tests {
             "not on root"
         );
         assert!(fs.read("/memory.stat").unwrap().starts_with("anon 0\n"));
+        // A child without +memory of its own: -memory is allowed, and the
+        // child's memory files go with its memory cgroup (v6.14).
+        fs.write("/cgroup.subtree_control", "-memory").unwrap();
+        assert_eq!(fs.read("/a/memory.max").unwrap_err().errno, Errno::ENOENT);
+        fs.write("/cgroup.subtree_control", "+memory").unwrap();
+        fs.write("/a/cgroup.subtree_control", "+memory").unwrap();
         assert_eq!(
             fs.write("/cgroup.subtree_control", "-memory")
                 .unwrap_err()
                 .errno,
-            Errno::EBUSY
+            Errno::EBUSY,
+            "/a has memory in its own subtree control"
         );
         assert_eq!(
             fs.write("/cgroup.subtree_control", "+cpu")
@@ -601,24 +1128,23 @@ mod tests {
                 .errno,
             Errno::ENOENT
         );
+        for bad in ["+bogus", "memory", "+", "-"] {
+            assert_eq!(
+                fs.write("/cgroup.subtree_control", bad).unwrap_err().errno,
+                Errno::EINVAL,
+                "{bad}"
+            );
+        }
+        fs.mkdir("/b").unwrap();
+        fs.mkdir("/b/c").unwrap();
+        fs.write("/cgroup.subtree_control", "-memory +memory")
+            .unwrap();
         assert_eq!(
-            fs.write("/cgroup.subtree_control", "+bogus")
+            fs.write("/b/c/cgroup.subtree_control", "+memory")
                 .unwrap_err()
                 .errno,
-            Errno::EINVAL
-        );
-        assert_eq!(
-            fs.write("/cgroup.subtree_control", "memory")
-                .unwrap_err()
-                .errno,
-            Errno::EINVAL
-        );
-        fs.mkdir("/a/b").unwrap();
-        assert_eq!(
-            fs.write("/a/b/cgroup.subtree_control", "+memory")
-                .unwrap_err()
-                .errno,
-            Errno::ENOENT
+            Errno::ENOENT,
+            "/b has no memory in its subtree control"
         );
     }
 
@@ -641,11 +1167,25 @@ mod tests {
             "unchanged"
         );
         assert_eq!(
+            fs.write("/a/memory.max", "0x").unwrap_err().errno,
+            Errno::EINVAL
+        );
+        fs.write("/a/memory.max", "16E").unwrap();
+        assert_eq!(fs.read("/a/memory.max").unwrap(), "0\n", "16E wraps to 0");
+        assert_eq!(
             fs.write("/a/memory.current", "0").unwrap_err().errno,
-            Errno::EACCES
+            Errno::EACCES,
+            "no write handler: refused at open"
+        );
+        assert_eq!(
+            fs.write("/a/memory.nope", "0").unwrap_err().errno,
+            Errno::EACCES,
+            "cgroupfs creates no file"
         );
         assert_eq!(fs.read("/a").unwrap_err().errno, Errno::EISDIR);
+        assert_eq!(fs.write("/a", "x").unwrap_err().errno, Errno::EISDIR);
         assert_eq!(fs.read("/a/nope").unwrap_err().errno, Errno::ENOENT);
+        assert_eq!(fs.rmdir("/a/memory.max").unwrap_err().errno, Errno::ENOTDIR);
         assert_eq!(
             fs.write("/a/cgroup.procs", "42").unwrap_err().errno,
             Errno::ESRCH
@@ -657,18 +1197,64 @@ mod tests {
     }
 
     #[test]
-    fn current_peak_events_and_stat_follow_charges() {
+    fn peak_resets_only_the_writers_descriptor() {
         let fs = CgroupFs::default();
         fs.write("/cgroup.subtree_control", "+memory").unwrap();
-        let a = fs.mkdir("/a").unwrap();
+        fs.mkdir("/a").unwrap();
+        let a = fs.memcg("/a").unwrap();
+        let t = fs.tree();
+        t.try_charge(&a, 8, ChargeKind::Anon).unwrap();
+        t.uncharge(&a, 6, ChargeKind::Anon);
+        let mut fd = fs.open("/a/memory.peak", Access::ReadWrite).unwrap();
+        assert_eq!(fd.read().unwrap(), "32768\n", "never written: global peak");
+        fd.write("reset").unwrap();
+        assert_eq!(fd.read().unwrap(), "8192\n", "reset to usage");
+        // An independent open still sees the global peak (the selftest's
+        // "completely independent read isn't affected by our FD-local reset").
+        assert_eq!(fs.read("/a/memory.peak").unwrap(), "32768\n");
+        // The written descriptor follows usage up from its reset.
+        t.try_charge(&a, 3, ChargeKind::Anon).unwrap();
+        assert_eq!(fd.read().unwrap(), "20480\n");
+        // A reset through another descriptor restarts the shared local peak
+        // and raises this one's value only if usage is above it: the peak
+        // of 5 pages between the two resets is lost, as in the kernel.
+        t.uncharge(&a, 4, ChargeKind::Anon);
+        let mut other = fs.open("/a/memory.peak", Access::Write).unwrap();
+        other.write("x").unwrap();
+        assert_eq!(fd.read().unwrap(), "8192\n", "its own reset value");
+        assert_eq!(other.read().unwrap_err().errno, Errno::EBADF, "write-only");
+        drop(other);
+        drop(fd);
+        assert!(lock(a.peak_watchers(false)).is_empty(), "released");
+        assert_eq!(
+            fs.read("/a/memory.peak").unwrap(),
+            "32768\n",
+            "global peak kept"
+        );
+        t.uncharge(&a, 1, ChargeKind::Anon);
+    }
+
+    #[test]
+    fn current_events_stat_and_cgroup_files() {
+        let fs = CgroupFs::default();
+        fs.write("/cgroup.subtree_control", "+memory").unwrap();
+        fs.mkdir("/a").unwrap();
+        let a = fs.memcg("/a").unwrap();
         fs.tree().try_charge(&a, 3, ChargeKind::Anon).unwrap();
         assert_eq!(fs.read("/a/memory.current").unwrap(), "12288\n");
         fs.tree().uncharge(&a, 2, ChargeKind::Anon);
         assert_eq!(fs.read("/a/memory.current").unwrap(), "4096\n");
-        assert_eq!(fs.read("/a/memory.peak").unwrap(), "12288\n");
-        fs.write("/a/memory.peak", "reset").unwrap();
-        assert_eq!(fs.read("/a/memory.peak").unwrap(), "4096\n");
-        assert!(fs.read("/memory.stat").unwrap().contains("anon 4096\n"));
+        let stat = fs.read("/memory.stat").unwrap();
+        assert!(stat.contains("anon 4096\n"));
+        let keys: Vec<&str> = stat.lines().map(|l| l.split(' ').next().unwrap()).collect();
+        assert_eq!(keys.len(), 37 + 1 + 2 + 27, "every v6.14 key: {keys:?}");
+        assert_eq!(&keys[..3], ["anon", "file", "kernel"]);
+        let at = |k: &str| keys.iter().position(|&x| x == k).unwrap();
+        assert_eq!(at("slab"), at("slab_unreclaimable") + 1);
+        assert_eq!(at("pgscan") + 2, at("pswpin"));
+        assert_eq!(keys.last(), Some(&"numa_hint_faults"));
+        let numa = fs.read("/a/memory.numa_stat").unwrap();
+        assert!(numa.starts_with("anon N0=4096\nfile N0=0\nkernel_stack N0=0\n"));
         assert_eq!(
             fs.read("/a/memory.events").unwrap(),
             "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n"
@@ -678,12 +1264,95 @@ mod tests {
             "high 0\nmax 0\nfail 0\n"
         );
         let names: Vec<String> = fs.ls("/").unwrap().into_iter().map(|e| e.name).collect();
-        assert!(names.contains(&"a".to_owned()) && names.contains(&"memory.stat".to_owned()));
-        assert!(!names.contains(&"memory.max".to_owned()));
+        for on_root in [
+            "a",
+            "memory.stat",
+            "memory.numa_stat",
+            "memory.reclaim",
+            "memory.zswap.writeback",
+            "cgroup.max.depth",
+        ] {
+            assert!(names.contains(&on_root.to_owned()), "{on_root}");
+        }
+        for not_on_root in [
+            "memory.max",
+            "memory.oom.group",
+            "cgroup.events",
+            "cgroup.type",
+        ] {
+            assert!(!names.contains(&not_on_root.to_owned()), "{not_on_root}");
+        }
         assert_eq!(
             fs.read("/cgroup.stat").unwrap(),
-            "nr_descendants 1\nnr_dying_descendants 0\n"
+            "nr_descendants 1\nnr_subsys_memory 2\nnr_dying_descendants 0\nnr_dying_subsys_memory 0\n"
         );
+        assert_eq!(
+            fs.read("/a/cgroup.events").unwrap(),
+            "populated 0\nfrozen 0\n"
+        );
+        assert_eq!(fs.read("/a/cgroup.type").unwrap(), "domain\n");
+        assert_eq!(
+            fs.write("/a/cgroup.type", "threaded").unwrap_err().errno,
+            Errno::EOPNOTSUPP
+        );
+        assert_eq!(
+            fs.write("/a/cgroup.type", "domain").unwrap_err().errno,
+            Errno::EINVAL
+        );
+        fs.tree().uncharge(&a, 1, ChargeKind::Anon);
+    }
+
+    #[test]
+    fn small_control_files() {
+        let fs = CgroupFs::default();
+        fs.write("/cgroup.subtree_control", "+memory").unwrap();
+        fs.mkdir("/a").unwrap();
+        assert_eq!(fs.read("/a/memory.oom.group").unwrap(), "0\n");
+        fs.write("/a/memory.oom.group", "1\n").unwrap();
+        assert_eq!(fs.read("/a/memory.oom.group").unwrap(), "1\n");
+        for bad in ["2", "-1", "x", ""] {
+            assert_eq!(
+                fs.write("/a/memory.oom.group", bad).unwrap_err().errno,
+                Errno::EINVAL,
+                "{bad}"
+            );
+        }
+        fs.write("/memory.zswap.writeback", "0").unwrap();
+        assert!(
+            !fs.memcg("/a").unwrap().zswap_writeback_enabled(),
+            "an ancestor has 0"
+        );
+        assert_eq!(fs.read("/a/memory.zswap.writeback").unwrap(), "1\n");
+        assert_eq!(fs.read("/cgroup.max.descendants").unwrap(), "max\n");
+        fs.write("/cgroup.max.descendants", "1").unwrap();
+        assert_eq!(fs.mkdir("/b").unwrap_err().errno, Errno::EAGAIN);
+        assert_eq!(
+            fs.write("/cgroup.max.depth", "-1").unwrap_err().errno,
+            Errno::ERANGE
+        );
+        assert_eq!(
+            fs.write("/cgroup.max.depth", "deep").unwrap_err().errno,
+            Errno::EINVAL
+        );
+        fs.write("/cgroup.max.descendants", "max").unwrap();
+        fs.mkdir("/b").unwrap();
+        // memory.reclaim: write-only; nothing reclaimable yet is EAGAIN.
+        assert_eq!(
+            fs.read("/a/memory.reclaim").unwrap_err().errno,
+            Errno::EINVAL
+        );
+        assert_eq!(
+            fs.write("/a/memory.reclaim", "1M").unwrap_err().errno,
+            Errno::EAGAIN
+        );
+        fs.write("/a/memory.reclaim", "0").unwrap();
+        for bad in ["", "x", "1M swappiness=201", "1M bogus", "1Mx"] {
+            assert_eq!(
+                fs.write("/a/memory.reclaim", bad).unwrap_err().errno,
+                Errno::EINVAL,
+                "{bad}"
+            );
+        }
     }
 }
 

@@ -16,8 +16,14 @@ pub enum Errno {
     ENOENT = 2,
     /// No such process.
     ESRCH = 3,
+    /// Interrupted system call.
+    EINTR = 4,
     /// Input/output error.
     EIO = 5,
+    /// Bad file descriptor (not open for that).
+    EBADF = 9,
+    /// Try again.
+    EAGAIN = 11,
     /// Out of memory.
     ENOMEM = 12,
     /// Permission denied.
@@ -26,6 +32,10 @@ pub enum Errno {
     EBUSY = 16,
     /// File exists.
     EEXIST = 17,
+    /// No such device (a file of a removed cgroup).
+    ENODEV = 19,
+    /// Not a directory.
+    ENOTDIR = 20,
     /// Is a directory.
     EISDIR = 21,
     /// Invalid argument.
@@ -36,6 +46,8 @@ pub enum Errno {
     ERANGE = 34,
     /// File name too long.
     ENAMETOOLONG = 36,
+    /// Operation not supported.
+    EOPNOTSUPP = 95,
 }
 
 impl Errno {
@@ -50,16 +62,22 @@ impl Errno {
             Errno::EPERM => "EPERM",
             Errno::ENOENT => "ENOENT",
             Errno::ESRCH => "ESRCH",
+            Errno::EINTR => "EINTR",
             Errno::EIO => "EIO",
-            Errno::EISDIR => "EISDIR",
+            Errno::EBADF => "EBADF",
+            Errno::EAGAIN => "EAGAIN",
             Errno::ENOMEM => "ENOMEM",
             Errno::EACCES => "EACCES",
             Errno::EBUSY => "EBUSY",
             Errno::EEXIST => "EEXIST",
+            Errno::ENODEV => "ENODEV",
+            Errno::ENOTDIR => "ENOTDIR",
+            Errno::EISDIR => "EISDIR",
             Errno::EINVAL => "EINVAL",
             Errno::ENOSPC => "ENOSPC",
             Errno::ERANGE => "ERANGE",
             Errno::ENAMETOOLONG => "ENAMETOOLONG",
+            Errno::EOPNOTSUPP => "EOPNOTSUPP",
         }
     }
 
@@ -69,16 +87,22 @@ impl Errno {
             Errno::EPERM => "Operation not permitted",
             Errno::ENOENT => "No such file or directory",
             Errno::ESRCH => "No such process",
+            Errno::EINTR => "Interrupted system call",
             Errno::EIO => "Input/output error",
-            Errno::EISDIR => "Is a directory",
+            Errno::EBADF => "Bad file descriptor",
+            Errno::EAGAIN => "Resource temporarily unavailable",
             Errno::ENOMEM => "Cannot allocate memory",
             Errno::EACCES => "Permission denied",
             Errno::EBUSY => "Device or resource busy",
             Errno::EEXIST => "File exists",
+            Errno::ENODEV => "No such device",
+            Errno::ENOTDIR => "Not a directory",
+            Errno::EISDIR => "Is a directory",
             Errno::EINVAL => "Invalid argument",
             Errno::ENOSPC => "No space left on device",
             Errno::ERANGE => "Numerical result out of range",
             Errno::ENAMETOOLONG => "File name too long",
+            Errno::EOPNOTSUPP => "Operation not supported",
         }
     }
 }

@@ -10,7 +10,8 @@
 //! 256 ids touched.
 //!
 //! [`ChunkedTable`] is the same lazy two-level layout for any `Default`
-//! entry (the list_lru item links use it).
+//! entry, with a chunk size of the user's choice (the list_lru item links,
+//! a swap device's clusters and its RAM disk pages use it).
 //!
 //! [`IdAllocator`] hands out the lowest free id in a range, like
 //! `xa_alloc(..., XA_LIMIT(min, max))`.
@@ -29,8 +30,8 @@ use crate::sync::{Arc, ArcSlot};
 #[cfg_attr(loom, allow(dead_code))]
 pub(crate) const CHUNK_ENTRIES: usize = 256;
 
-/// `len` default entries, allocated a chunk at a time on first use.
-pub(crate) struct ChunkedTable<T> {
+/// `len` default entries, allocated `CHUNK` at a time on first use.
+pub(crate) struct ChunkedTable<T, const CHUNK: usize = CHUNK_ENTRIES> {
     #[cfg(not(loom))]
     chunks: Box<[OnceLock<Box<[T]>>]>,
     #[cfg(loom)]
@@ -38,18 +39,26 @@ pub(crate) struct ChunkedTable<T> {
     len: usize,
 }
 
-impl<T: Default> ChunkedTable<T> {
+impl<T: Default, const CHUNK: usize> ChunkedTable<T, CHUNK> {
     /// A table of `len` entries, none allocated.
+    ///
+    /// # Panics
+    /// If the chunk array cannot be allocated (use
+    /// [`ChunkedTable::try_new`] where `len` comes from user input).
     pub(crate) fn new(len: usize) -> Self {
-        Self {
+        Self::try_new(len).expect("chunk array of a small table")
+    }
+
+    /// A table of `len` entries, none allocated; fails instead of aborting
+    /// when even the array of chunk pointers does not fit in memory.
+    pub(crate) fn try_new(len: usize) -> Result<Self, std::collections::TryReserveError> {
+        Ok(Self {
             #[cfg(not(loom))]
-            chunks: (0..len.div_ceil(CHUNK_ENTRIES))
-                .map(|_| OnceLock::new())
-                .collect(),
+            chunks: try_boxed_slice(len.div_ceil(CHUNK), OnceLock::new)?,
             #[cfg(loom)]
-            flat: (0..len).map(|_| T::default()).collect(),
+            flat: try_boxed_slice(len, T::default)?,
             len,
-        }
+        })
     }
 
     /// Entries the table can hold.
@@ -66,9 +75,7 @@ impl<T: Default> ChunkedTable<T> {
         }
         #[cfg(not(loom))]
         {
-            self.chunks[index / CHUNK_ENTRIES]
-                .get()
-                .map(|c| &c[index % CHUNK_ENTRIES])
+            self.chunks[index / CHUNK].get().map(|c| &c[index % CHUNK])
         }
         #[cfg(loom)]
         {
@@ -85,9 +92,9 @@ impl<T: Default> ChunkedTable<T> {
         }
         #[cfg(not(loom))]
         {
-            let chunk = self.chunks[index / CHUNK_ENTRIES]
-                .get_or_init(|| (0..CHUNK_ENTRIES).map(|_| T::default()).collect());
-            Some(&chunk[index % CHUNK_ENTRIES])
+            let chunk = self.chunks[index / CHUNK]
+                .get_or_init(|| (0..CHUNK).map(|_| T::default()).collect());
+            Some(&chunk[index % CHUNK])
         }
         #[cfg(loom)]
         {
@@ -100,11 +107,10 @@ impl<T: Default> ChunkedTable<T> {
         #[cfg(not(loom))]
         {
             self.chunks.iter().enumerate().flat_map(|(ci, chunk)| {
-                chunk.get().into_iter().flat_map(move |c| {
-                    c.iter()
-                        .enumerate()
-                        .map(move |(i, e)| (ci * CHUNK_ENTRIES + i, e))
-                })
+                chunk
+                    .get()
+                    .into_iter()
+                    .flat_map(move |c| c.iter().enumerate().map(move |(i, e)| (ci * CHUNK + i, e)))
             })
         }
         #[cfg(loom)]
@@ -118,14 +124,25 @@ impl<T: Default> ChunkedTable<T> {
         #[cfg(not(loom))]
         {
             let allocated = self.chunks.iter().filter(|c| c.get().is_some()).count();
-            self.chunks.len() * size_of::<OnceLock<Box<[T]>>>()
-                + allocated * CHUNK_ENTRIES * size_of::<T>()
+            self.chunks.len() * size_of::<OnceLock<Box<[T]>>>() + allocated * CHUNK * size_of::<T>()
         }
         #[cfg(loom)]
         {
             self.flat.len() * size_of::<T>()
         }
     }
+}
+
+/// A boxed slice of `len` values made by `make`, or an error (not an abort)
+/// when it does not fit in memory.
+pub(crate) fn try_boxed_slice<T>(
+    len: usize,
+    make: impl FnMut() -> T,
+) -> Result<Box<[T]>, std::collections::TryReserveError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len)?;
+    v.extend(std::iter::repeat_with(make).take(len));
+    Ok(v.into_boxed_slice())
 }
 
 /// A sparse map from id to `Arc<T>` with lock-free readers.

@@ -1286,6 +1286,7 @@ mod tests {
         let tree = CgroupTree::new(TreeConfig {
             nr_nodes,
             max_ids: 64,
+            ..TreeConfig::default()
         });
         let lru = ListLru::new(
             &tree,
@@ -1370,6 +1371,7 @@ mod tests {
             let tree = CgroupTree::new(TreeConfig {
                 nr_nodes: 1,
                 max_ids: 64,
+                ..TreeConfig::default()
             });
             let c = tree.mkdir_p("/a/b/c").unwrap();
             let lru = ListLru::new(

@@ -1,36 +1,58 @@
-//! Memory cgroups: the tree, ids, lifecycle and references
+//! Cgroups and memory cgroups: the tree, ids, lifecycle and references
 //! (mm/memcontrol.c, with the parts of kernel/cgroup/cgroup.c they rely on).
+//!
+//! # Cgroups and their memory cgroups
+//!
+//! A [`Cgroup`] is a directory of the hierarchy: a name, children, tasks,
+//! `cgroup.subtree_control`. A [`MemCgroup`] is the memory controller's
+//! state for one cgroup (the kernel's memcg css): an id, counters, events,
+//! list_lru lists. A cgroup has one while the memory controller is on for
+//! it, as the tree's [`MemoryController`] mode says: in every cgroup
+//! (`Everywhere`, the library default, for hierarchies of tenants), or, as
+//! on a cgroup v2 mount, in the children of cgroups with `memory` in their
+//! `cgroup.subtree_control` (`SubtreeControl`). A cgroup without one charges
+//! its tasks' memory to its nearest ancestor's ([`Cgroup::effective_memcg`]).
+//! Only memory cgroups take ids, so the 65535-id limit applies to them
+//! alone.
 //!
 //! # Lifecycle
 //!
-//! A cgroup is created under a parent by [`CgroupTree::mkdir`], which
-//! allocates its id, lets every registered memcg-aware list_lru allocate
-//! lists for it (top-down) and then brings it *online*: the id is published
-//! in the id table and the cgroup joins its parent's children. `rmdir`
-//! ([`CgroupTree::rmdir`]) *offlines* it: it becomes *dying*
-//! ([`MemCgroup::is_dying`]), every list_lru reparents its lists to the
-//! parent, it leaves the parent's children and drops the id pin it held
-//! since online. The cgroup's memory is *freed* when the last `Arc` to it
-//! goes; its id is released when the last [`IdPin`] goes (later, swapped-out
-//! pages each hold one), so a dying cgroup stays resolvable by id while
-//! anything still records it.
+//! `mkdir` creates a cgroup; if the controller is on there it also creates
+//! its memory cgroup: an id is allocated, every registered memcg-aware
+//! list_lru allocates lists for it (top-down), then it goes *online* (the
+//! id is published). `rmdir` removes the cgroup (it becomes dying) and
+//! *offlines* its memory cgroup, which writing `-memory` to the parent's
+//! `cgroup.subtree_control` also does while the cgroup lives on: the memory
+//! cgroup becomes dying ([`MemCgroup::is_dying`]), `memory.min`/`memory.low`
+//! drop to 0, every list_lru reparents its lists, it leaves its cgroup and
+//! drops its own id pin.
+//!
+//! A dying memory cgroup lives on while anything references it: every page
+//! charged to it (as the kernel's css reference per folio), every swapped
+//! page (through its id pin), every `Arc` a user holds. When the last goes
+//! it is *released* (`nr_dying_subsys_memory` drops), and a removed cgroup
+//! is released when its last memory cgroup is (`nr_dying_descendants`
+//! drops): the zombie memcgs of `cgroup.stat`.
 //!
 //! # Invariants
 //!
 //! - Ids are `1..=max_ids` (65535 by default, `MEM_CGROUP_ID_MAX`); the root
 //!   has id 1 and is never offlined. An id resolves ([`CgroupTree::lookup`])
 //!   exactly while its pin count is non-zero.
-//! - A dying cgroup has no children and never gains any.
+//! - A removed cgroup has no live children and never gains any; a dying
+//!   memory cgroup never comes back online (`+memory` makes a new one).
+//! - A memory cgroup's parent is its cgroup's parent's memory cgroup (the
+//!   controller is enabled top-down).
 //! - `kmemcg_id` (the index the pre-series list_lru design uses) is the
-//!   cgroup's own id while online; at offline it is redirected to the
-//!   parent's, for the cgroup and its descendants, as the legacy kernel did.
-//!   The root's is -1 (the root lists).
+//!   memory cgroup's own id while online; at offline it is redirected to
+//!   the parent's, as the legacy kernel did. The root's is -1.
 //!
 //! # Locking
 //!
-//! `cgroup_mutex` serialises mkdir and rmdir (tree shape, ids, offline
-//! work). Each cgroup's children map has its own mutex so readers (path
-//! lookup, iteration) never wait for offline work. The id table is read
+//! `cgroup_mutex` serialises mkdir, rmdir and `cgroup.subtree_control`
+//! writes (tree shape, ids, offline work). Each cgroup's children map and
+//! memory cgroup slot have their own mutexes so that readers (path lookup,
+//! iteration, charging) never wait for offline work. The id table is read
 //! lock-free. The registry of memcg-aware list_lrus has its own mutex
 //! (`list_lrus_mutex`), always taken inside `cgroup_mutex` when both are.
 
@@ -38,15 +60,17 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 mod charge;
+mod stat;
 
 use charge::{Accounting, Hooks};
-pub use charge::{
-    ChargeError, ChargeKind, MemcgEvent, MemcgReclaim, MemcgStat, OomHandler, TaskHooks, VmEvent,
-};
+pub use charge::{ChargeError, ChargeKind, Gfp, MemcgReclaim, OomHandler};
+pub use stat::{MemcgEvent, MemcgStat, StatUnit, VmEvent};
 
 use crate::errno::Errno;
 use crate::idr::{IdAllocator, IdTable};
-use crate::sync::{Arc, AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Mutex, Ordering, lock};
+use crate::sync::{
+    Arc, AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering, lock,
+};
 
 /// The largest memory cgroup id (`MEM_CGROUP_ID_MAX`).
 pub const MEM_CGROUP_ID_MAX: u32 = 65535;
@@ -57,6 +81,10 @@ pub const MAX_SHRINKERS: usize = 256;
 
 /// Longest cgroup name (`NAME_MAX`).
 pub const NAME_MAX: usize = 255;
+
+/// `cgroup.max.descendants` and `cgroup.max.depth` when unlimited
+/// (`INT_MAX`, shown as `max`).
+pub const CGROUP_LIMIT_MAX: u32 = i32::MAX as u32;
 
 /// Why a cgroup operation was refused. Nothing changed when one is returned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -73,15 +101,15 @@ pub enum CgroupError {
         /// The path asked for.
         path: String,
     },
-    /// rmdir of a cgroup that still has children (or of the root).
+    /// The request conflicts with the cgroup's state.
     #[error("{path}: {reason}")]
     Busy {
         /// The path asked for.
         path: String,
-        /// Why it cannot go.
+        /// Why it cannot be done.
         reason: &'static str,
     },
-    /// Every cgroup id is in use.
+    /// Every memory cgroup id is in use (`xa_alloc`: EBUSY).
     #[error("no free memory cgroup id (all {max} in use)")]
     NoIds {
         /// The number of ids the tree has.
@@ -102,20 +130,54 @@ pub enum CgroupError {
         /// Its length in bytes.
         len: usize,
     },
+    /// The memory controller is not on for that cgroup (it has no memory
+    /// cgroup; enable it in the parent's `cgroup.subtree_control`).
+    #[error("{path}: the memory controller is not enabled there")]
+    NoMemoryController {
+        /// The cgroup's path.
+        path: String,
+    },
+    /// `cgroup.max.descendants` or `cgroup.max.depth` of an ancestor does
+    /// not allow another cgroup there.
+    #[error("{path}: {ancestor}'s cgroup.max.{limit} allows no more cgroups there")]
+    HierarchyLimit {
+        /// The path asked for.
+        path: String,
+        /// The ancestor whose limit refused.
+        ancestor: String,
+        /// `descendants` or `depth`.
+        limit: &'static str,
+    },
+    /// The tree's [`MemoryController`] mode does not allow the change.
+    #[error("the memory controller is on in every cgroup of this tree")]
+    FixedController,
 }
 
 impl CgroupError {
     /// The errno the kernel returns for the same request.
     pub fn errno(&self) -> Errno {
         match self {
-            CgroupError::NotFound { .. } => Errno::ENOENT,
+            CgroupError::NotFound { .. } | CgroupError::NoMemoryController { .. } => Errno::ENOENT,
             CgroupError::Exists { .. } => Errno::EEXIST,
-            CgroupError::Busy { .. } => Errno::EBUSY,
-            CgroupError::NoIds { .. } | CgroupError::NoShrinkerIds => Errno::ENOSPC,
-            CgroupError::InvalidName { .. } => Errno::EINVAL,
+            CgroupError::Busy { .. } | CgroupError::NoIds { .. } => Errno::EBUSY,
+            CgroupError::NoShrinkerIds => Errno::ENOSPC,
+            CgroupError::InvalidName { .. } | CgroupError::FixedController => Errno::EINVAL,
             CgroupError::NameTooLong { .. } => Errno::ENAMETOOLONG,
+            CgroupError::HierarchyLimit { .. } => Errno::EAGAIN,
         }
     }
+}
+
+/// Which cgroups have a memory cgroup.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum MemoryController {
+    /// Every cgroup: a hierarchy used as a library (tenants, pools), where
+    /// `cgroup.subtree_control` plays no part.
+    #[default]
+    Everywhere,
+    /// The children of cgroups with `memory` in `cgroup.subtree_control`,
+    /// as on a cgroup v2 mount (which starts with it nowhere).
+    SubtreeControl,
 }
 
 /// How to build a [`CgroupTree`].
@@ -125,6 +187,8 @@ pub struct TreeConfig {
     pub nr_nodes: usize,
     /// The largest id (`MEM_CGROUP_ID_MAX` by default; tests use fewer).
     pub max_ids: u32,
+    /// Which cgroups get a memory cgroup.
+    pub memory: MemoryController,
 }
 
 impl Default for TreeConfig {
@@ -132,11 +196,24 @@ impl Default for TreeConfig {
         Self {
             nr_nodes: 1,
             max_ids: MEM_CGROUP_ID_MAX,
+            memory: MemoryController::default(),
         }
     }
 }
 
-/// What a memcg-aware list_lru does when cgroups come and go.
+/// The cgroup2 mount options that change the memory controller
+/// (`mount -o remount,memory_localevents,memory_recursiveprot`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MountOptions {
+    /// `memory.events` counts only the cgroup's own events, as
+    /// `memory.events.local` does (`memory_localevents`).
+    pub memory_localevents: bool,
+    /// Protection a parent has and its children do not claim is shared out
+    /// to them (`memory_recursiveprot`).
+    pub memory_recursiveprot: bool,
+}
+
+/// What a memcg-aware list_lru does when memory cgroups come and go.
 pub(crate) trait MemcgLruHooks: Send + Sync {
     /// Allocate lists for `cg` (and ancestors lacking them), top-down.
     fn memcg_alloc(&self, cg: &MemCgroup);
@@ -144,15 +221,37 @@ pub(crate) trait MemcgLruHooks: Send + Sync {
     fn reparent(&self, cg: &MemCgroup, parent: &MemCgroup);
 }
 
-/// The id table and allocator; cgroups hold it so that the last id pin can
-/// release the id without reaching the tree.
+/// The tasks of a hierarchy, for `cgroup.procs`, `cgroup.events` and the
+/// rules that depend on tasks (implemented by the simulator).
+pub trait TaskHooks: Send + Sync {
+    /// The pids of the tasks in exactly `cg`, ascending.
+    fn procs(&self, cg: &Cgroup) -> Vec<u32>;
+    /// Moves task `pid` to `cg` (writing `cgroup.procs`); its charges stay
+    /// where they are, as in cgroup v2. `ESRCH` if there is no such task.
+    fn attach(&self, pid: u32, cg: &Arc<Cgroup>) -> Result<(), Errno>;
+}
+
+struct NoTaskHooks;
+
+impl TaskHooks for NoTaskHooks {
+    fn procs(&self, _: &Cgroup) -> Vec<u32> {
+        Vec::new()
+    }
+
+    fn attach(&self, _: u32, _: &Arc<Cgroup>) -> Result<(), Errno> {
+        Err(Errno::ESRCH)
+    }
+}
+
+/// The id table and allocator; memory cgroups hold it so that the last id
+/// pin can release the id without reaching the tree.
 struct IdSpace {
     table: IdTable<MemCgroup>,
     alloc: Mutex<IdAllocator>,
     max: u32,
 }
 
-/// Per-node shrinker bitmap of one cgroup.
+/// Per-node shrinker bitmap of one memory cgroup.
 struct ShrinkerBits(Box<[AtomicU64]>);
 
 impl ShrinkerBits {
@@ -161,63 +260,55 @@ impl ShrinkerBits {
     }
 }
 
-/// One memory cgroup. Shared as `Arc<MemCgroup>`; see the module docs for
-/// its lifecycle.
-pub struct MemCgroup {
-    id: u16,
+/// One directory of the hierarchy. Shared as `Arc<Cgroup>`; see the module
+/// docs.
+pub struct Cgroup {
     serial: u64,
     name: String,
     level: u32,
-    parent: Option<Arc<MemCgroup>>,
-    children: Mutex<BTreeMap<String, Arc<MemCgroup>>>,
-    dying: AtomicBool,
-    /// Id pins; the id resolves while this is non-zero.
-    id_refs: AtomicUsize,
-    kmemcg_id: AtomicI32,
-    shrinker_bits: Box<[ShrinkerBits]>,
-    ids: Arc<IdSpace>,
-    /// Counters, events and statistics (`charge.rs`).
-    acct: Accounting,
-    /// `+memory` in this cgroup's `cgroup.subtree_control`.
+    parent: Option<Arc<Cgroup>>,
+    children: Mutex<BTreeMap<String, Arc<Cgroup>>>,
+    /// Removed by rmdir (a dying cgroup until released).
+    removed: AtomicBool,
+    /// `memory` in `cgroup.subtree_control`.
     subtree_memory: AtomicBool,
-    /// Removed descendants whose ids are still pinned (`cgroup.stat`).
+    /// The memory cgroup, while the controller is on here.
+    memcg: Mutex<Option<Arc<MemCgroup>>>,
+    mode: MemoryController,
+    /// Live descendants (`nr_descendants`).
+    nr_descendants: AtomicUsize,
+    /// Removed descendants not yet released (`nr_dying_descendants`).
     nr_dying_descendants: AtomicUsize,
+    /// Offline memory cgroups not yet released, here and below
+    /// (`nr_dying_subsys_memory`).
+    nr_dying_memcgs: AtomicUsize,
+    /// `cgroup.max.descendants`.
+    max_descendants: AtomicU32,
+    /// `cgroup.max.depth`.
+    max_depth: AtomicU32,
 }
 
-impl MemCgroup {
-    fn new(
-        id: u32,
-        serial: u64,
-        name: &str,
-        parent: Option<&Arc<MemCgroup>>,
-        nr_nodes: usize,
-        ids: &Arc<IdSpace>,
-    ) -> Self {
+impl Cgroup {
+    fn new(serial: u64, name: &str, parent: Option<&Arc<Cgroup>>, mode: MemoryController) -> Self {
         Self {
-            id: id as u16,
             serial,
             name: name.to_owned(),
             level: parent.map_or(0, |p| p.level + 1),
             parent: parent.cloned(),
             children: Mutex::new(BTreeMap::new()),
-            dying: AtomicBool::new(false),
-            id_refs: AtomicUsize::new(1),
-            kmemcg_id: AtomicI32::new(if parent.is_some() { id as i32 } else { -1 }),
-            shrinker_bits: (0..nr_nodes).map(|_| ShrinkerBits::new()).collect(),
-            ids: Arc::clone(ids),
-            acct: Accounting::new(parent.map(|p| &p.acct)),
+            removed: AtomicBool::new(false),
             subtree_memory: AtomicBool::new(false),
+            memcg: Mutex::new(None),
+            mode,
+            nr_descendants: AtomicUsize::new(0),
             nr_dying_descendants: AtomicUsize::new(0),
+            nr_dying_memcgs: AtomicUsize::new(0),
+            max_descendants: AtomicU32::new(CGROUP_LIMIT_MAX),
+            max_depth: AtomicU32::new(CGROUP_LIMIT_MAX),
         }
     }
 
-    /// The cgroup's id (`mem_cgroup_id`), stable for its whole life.
-    pub fn id(&self) -> u16 {
-        self.id
-    }
-
-    /// A number unique to this cgroup for the tree's life (ids are reused,
-    /// serials never).
+    /// A number unique to this cgroup for the tree's life.
     pub fn serial(&self) -> u64 {
         self.serial
     }
@@ -233,7 +324,7 @@ impl MemCgroup {
     }
 
     /// The parent (`None` for the root).
-    pub fn parent(&self) -> Option<&Arc<MemCgroup>> {
+    pub fn parent(&self) -> Option<&Arc<Cgroup>> {
         self.parent.as_ref()
     }
 
@@ -242,11 +333,10 @@ impl MemCgroup {
         self.parent.is_none()
     }
 
-    /// Whether the cgroup was removed (offline; its memory may live on).
-    pub fn is_dying(&self) -> bool {
-        // Acquire: pairs with the Release store in `offline`, so whoever sees
-        // the cgroup dying also sees the state offline set up before.
-        self.dying.load(Ordering::Acquire)
+    /// Whether rmdir removed it (it may live on as a dying cgroup).
+    pub fn is_removed(&self) -> bool {
+        // Acquire: pairs with the Release store in `remove_locked`.
+        self.removed.load(Ordering::Acquire)
     }
 
     /// The path from the root ("/" for the root, else "/a/b").
@@ -263,68 +353,24 @@ impl MemCgroup {
         format!("/{}", names.join("/"))
     }
 
-    /// The child called `name`, if any.
-    pub fn child(&self, name: &str) -> Option<Arc<MemCgroup>> {
+    /// The live child called `name`, if any.
+    pub fn child(&self, name: &str) -> Option<Arc<Cgroup>> {
         lock(&self.children).get(name).cloned()
     }
 
-    /// The children, in creation order (a snapshot).
-    pub fn children(&self) -> Vec<Arc<MemCgroup>> {
+    /// The live children, in creation order (a snapshot).
+    pub fn children(&self) -> Vec<Arc<Cgroup>> {
         let mut kids: Vec<_> = lock(&self.children).values().cloned().collect();
         kids.sort_by_key(|c| c.serial);
         kids
     }
 
     /// The parent, grandparent, ... up to the root.
-    pub fn ancestors(&self) -> impl Iterator<Item = &Arc<MemCgroup>> {
+    pub fn ancestors(&self) -> impl Iterator<Item = &Arc<Cgroup>> {
         std::iter::successors(self.parent.as_ref(), |p| p.parent.as_ref())
     }
 
-    /// Live descendants (`nr_descendants` of `cgroup.stat`).
-    pub fn nr_descendants(self: &Arc<Self>) -> usize {
-        self.descendants_pre().count() - 1
-    }
-
-    /// Removed descendants whose ids are still pinned
-    /// (`nr_dying_descendants` of `cgroup.stat`).
-    pub fn nr_dying_descendants(&self) -> usize {
-        self.nr_dying_descendants.load(Ordering::Relaxed)
-    }
-
-    /// Whether this cgroup's `cgroup.subtree_control` has `memory`.
-    pub fn subtree_memory(&self) -> bool {
-        self.subtree_memory.load(Ordering::Acquire)
-    }
-
-    /// Whether the memory controller is on for this cgroup: the root, or a
-    /// child of a cgroup with `+memory` in its subtree control.
-    pub fn memory_enabled(&self) -> bool {
-        self.parent.as_ref().is_none_or(|p| p.subtree_memory())
-    }
-
-    /// The cgroup that accounts this one's memory: itself if the controller
-    /// is on here, else the nearest ancestor where it is.
-    pub fn effective_memcg(self: &Arc<Self>) -> Arc<MemCgroup> {
-        let mut at = Arc::clone(self);
-        while !at.memory_enabled() {
-            at = Arc::clone(at.parent.as_ref().expect("the root always has memory"));
-        }
-        at
-    }
-
-    /// Whether `self` is `ancestor` or lies below it.
-    pub fn is_descendant_of(&self, ancestor: &MemCgroup) -> bool {
-        let mut at = Some(self);
-        while let Some(cg) = at {
-            if std::ptr::eq(cg, ancestor) {
-                return true;
-            }
-            at = cg.parent.as_deref();
-        }
-        false
-    }
-
-    /// This cgroup and every descendant, parents before children
+    /// This cgroup and every live descendant, parents before children
     /// (`css_for_each_descendant_pre`). Each step snapshots one children
     /// list, so concurrent mkdir/rmdir never break the walk: cgroups created
     /// meanwhile may or may not be visited, removed ones may still be.
@@ -332,6 +378,224 @@ impl MemCgroup {
         DescendantsPre {
             stack: vec![Arc::clone(self)],
         }
+    }
+
+    /// Live descendants (`nr_descendants` of `cgroup.stat`).
+    pub fn nr_descendants(&self) -> usize {
+        self.nr_descendants.load(Ordering::Relaxed)
+    }
+
+    /// Removed descendants not yet released (`nr_dying_descendants`).
+    pub fn nr_dying_descendants(&self) -> usize {
+        self.nr_dying_descendants.load(Ordering::Relaxed)
+    }
+
+    /// Online memory cgroups here and below (`nr_subsys_memory`): 0 when
+    /// this cgroup has none.
+    pub fn nr_subsys_memory(self: &Arc<Self>) -> usize {
+        if self.memcg().is_none() {
+            return 0;
+        }
+        self.descendants_pre()
+            .filter(|c| c.memcg().is_some())
+            .count()
+    }
+
+    /// Offline memory cgroups not yet released, of this cgroup and below
+    /// (`nr_dying_subsys_memory`).
+    pub fn nr_dying_subsys_memory(&self) -> usize {
+        self.nr_dying_memcgs.load(Ordering::Relaxed)
+    }
+
+    /// Whether this cgroup's `cgroup.subtree_control` has `memory`.
+    pub fn subtree_memory(&self) -> bool {
+        // Acquire: pairs with the Release in `set_subtree_memory`.
+        self.subtree_memory.load(Ordering::Acquire)
+    }
+
+    /// Whether the memory controller is on for this cgroup (it is listed in
+    /// `cgroup.controllers`): always for the root and in an `Everywhere`
+    /// tree, else when the parent has `+memory` in its subtree control.
+    pub fn memory_enabled(&self) -> bool {
+        self.mode == MemoryController::Everywhere
+            || self.parent.as_ref().is_none_or(|p| p.subtree_memory())
+    }
+
+    /// The memory cgroup, while the controller is on here.
+    pub fn memcg(&self) -> Option<Arc<MemCgroup>> {
+        lock(&self.memcg).clone()
+    }
+
+    /// The memory cgroup that accounts this cgroup's tasks: its own, else
+    /// the nearest ancestor's (`mem_cgroup_from_task`).
+    pub fn effective_memcg(&self) -> Arc<MemCgroup> {
+        let mut at = self;
+        loop {
+            if let Some(m) = at.memcg() {
+                return m;
+            }
+            at = at
+                .parent
+                .as_deref()
+                .expect("the root always has a memory cgroup");
+        }
+    }
+
+    /// `cgroup.max.descendants` (`CGROUP_LIMIT_MAX`: no limit).
+    pub fn max_descendants(&self) -> u32 {
+        self.max_descendants.load(Ordering::Relaxed)
+    }
+
+    /// Sets `cgroup.max.descendants`.
+    pub fn set_max_descendants(&self, max: u32) {
+        self.max_descendants
+            .store(max.min(CGROUP_LIMIT_MAX), Ordering::Relaxed);
+    }
+
+    /// `cgroup.max.depth` (`CGROUP_LIMIT_MAX`: no limit).
+    pub fn max_depth(&self) -> u32 {
+        self.max_depth.load(Ordering::Relaxed)
+    }
+
+    /// Sets `cgroup.max.depth`.
+    pub fn set_max_depth(&self, max: u32) {
+        self.max_depth
+            .store(max.min(CGROUP_LIMIT_MAX), Ordering::Relaxed);
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        // Released: a removed cgroup stops counting as dying. Relaxed: the
+        // last `Arc` going orders everything before it.
+        if self.removed.load(Ordering::Relaxed) {
+            for a in self.ancestors() {
+                a.nr_dying_descendants.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Cgroup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cgroup")
+            .field("path", &self.path())
+            .field("removed", &self.is_removed())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Pre-order walk over a subtree; see [`Cgroup::descendants_pre`].
+pub struct DescendantsPre {
+    stack: Vec<Arc<Cgroup>>,
+}
+
+impl Iterator for DescendantsPre {
+    type Item = Arc<Cgroup>;
+
+    fn next(&mut self) -> Option<Arc<Cgroup>> {
+        let cg = self.stack.pop()?;
+        self.stack.extend(cg.children().into_iter().rev());
+        Some(cg)
+    }
+}
+
+/// One memory cgroup (the memory controller's css of a cgroup). Shared as
+/// `Arc<MemCgroup>`; see the module docs for its lifecycle.
+pub struct MemCgroup {
+    id: u16,
+    serial: u64,
+    cgroup: Arc<Cgroup>,
+    parent: Option<Arc<MemCgroup>>,
+    dying: AtomicBool,
+    /// Id pins; the id resolves while this is non-zero.
+    id_refs: AtomicUsize,
+    kmemcg_id: AtomicI32,
+    shrinker_bits: Box<[ShrinkerBits]>,
+    ids: Arc<IdSpace>,
+    options: Arc<Options>,
+    /// Counters, events and statistics (`charge.rs`).
+    acct: Accounting,
+    /// Pages charged to this memory cgroup itself.
+    own_pages: AtomicU64,
+    /// A reference to itself while `own_pages` is not 0: charged pages keep
+    /// a dying memory cgroup alive, as the kernel's per-folio css reference.
+    pages_pin: Mutex<Option<Arc<MemCgroup>>>,
+    /// Written `memory.peak` descriptors (`memory_peaks`).
+    memory_peaks: Mutex<Vec<Arc<PeakWatcher>>>,
+    /// Written `memory.swap.peak` descriptors (`swap_peaks`).
+    swap_peaks: Mutex<Vec<Arc<PeakWatcher>>>,
+    /// `memory.oom.group`.
+    oom_group: AtomicBool,
+    /// `memory.zswap.writeback`.
+    zswap_writeback: AtomicBool,
+}
+
+impl MemCgroup {
+    /// The memory cgroup's id (`mem_cgroup_id`), stable for its whole life.
+    pub fn id(&self) -> u16 {
+        self.id
+    }
+
+    /// A number unique to this memory cgroup for the tree's life (ids are
+    /// reused, serials never).
+    pub fn serial(&self) -> u64 {
+        self.serial
+    }
+
+    /// The cgroup it belongs to.
+    pub fn cgroup(&self) -> &Arc<Cgroup> {
+        &self.cgroup
+    }
+
+    /// Its cgroup's name ("" for the root).
+    pub fn name(&self) -> &str {
+        &self.cgroup.name
+    }
+
+    /// Depth below the root (the root is 0).
+    pub fn level(&self) -> u32 {
+        self.cgroup.level
+    }
+
+    /// Its cgroup's path.
+    pub fn path(&self) -> String {
+        self.cgroup.path()
+    }
+
+    /// The parent memory cgroup (`None` for the root).
+    pub fn parent(&self) -> Option<&Arc<MemCgroup>> {
+        self.parent.as_ref()
+    }
+
+    /// Whether this is the root memory cgroup.
+    pub fn is_root(&self) -> bool {
+        self.parent.is_none()
+    }
+
+    /// Whether it went offline (its cgroup was removed, or the controller
+    /// was turned off there); its memory may still live on.
+    pub fn is_dying(&self) -> bool {
+        // Acquire: pairs with the Release store in `offline_memcg`, so
+        // whoever sees it dying also sees the state offline set up before.
+        self.dying.load(Ordering::Acquire)
+    }
+
+    /// The parent, grandparent, ... up to the root.
+    pub fn ancestors(&self) -> impl Iterator<Item = &Arc<MemCgroup>> {
+        std::iter::successors(self.parent.as_ref(), |p| p.parent.as_ref())
+    }
+
+    /// Whether `self` is `ancestor` or lies below it.
+    pub fn is_descendant_of(&self, ancestor: &MemCgroup) -> bool {
+        std::iter::once(self)
+            .chain(self.ancestors().map(|a| &**a))
+            .any(|m| std::ptr::eq(m, ancestor))
+    }
+
+    /// This memory cgroup and every online one below it, parents first.
+    pub fn descendants_pre(&self) -> impl Iterator<Item = Arc<MemCgroup>> {
+        self.cgroup.descendants_pre().filter_map(|c| c.memcg())
     }
 
     /// Pins the id so that it keeps resolving (`mem_cgroup_id_get`). Fails
@@ -364,7 +628,7 @@ impl MemCgroup {
         }
     }
 
-    /// Current id pins (the online cgroup holds one itself).
+    /// Current id pins (an online memory cgroup holds one itself).
     pub fn id_pins(&self) -> usize {
         self.id_refs.load(Ordering::Relaxed)
     }
@@ -374,17 +638,13 @@ impl MemCgroup {
         // the release below; the Acquire half (on the last put) orders the
         // release after every other holder's use.
         if self.id_refs.fetch_sub(1, Ordering::AcqRel) == 1 {
+            // The table's reference goes last: the caller still holds one.
             self.ids.table.store(self.id.into(), None);
             lock(&self.ids.alloc).free(self.id.into());
-            if self.is_dying() {
-                for a in self.ancestors() {
-                    a.nr_dying_descendants.fetch_sub(1, Ordering::Relaxed);
-                }
-            }
         }
     }
 
-    /// Whether this cgroup is one of `tree`'s.
+    /// Whether this memory cgroup is one of `tree`'s.
     pub(crate) fn belongs_to(&self, tree: &CgroupTree) -> bool {
         Arc::ptr_eq(&self.ids, &tree.shared.ids)
     }
@@ -396,8 +656,8 @@ impl MemCgroup {
         self.kmemcg_id.load(Ordering::Relaxed)
     }
 
-    /// Marks that `shrinker` may find objects of this cgroup on node `nid`
-    /// (`set_shrinker_bit`); a no-op for the root, as in the kernel.
+    /// Marks that `shrinker` may find objects of this memory cgroup on node
+    /// `nid` (`set_shrinker_bit`); a no-op for the root, as in the kernel.
     pub(crate) fn set_shrinker_bit(&self, nid: usize, shrinker: ShrinkerId) {
         if self.is_root() {
             return;
@@ -418,6 +678,100 @@ impl MemCgroup {
         let word = &self.shrinker_bits[nid].0[shrinker.0 / 64];
         word.fetch_and(!(1 << (shrinker.0 % 64)), Ordering::Relaxed);
     }
+
+    /// The written `memory.peak` (or, with `swap`, `memory.swap.peak`)
+    /// descriptors, under the lock `peak_write` takes.
+    pub(crate) fn peak_watchers(&self, swap: bool) -> &Mutex<Vec<Arc<PeakWatcher>>> {
+        if swap {
+            &self.swap_peaks
+        } else {
+            &self.memory_peaks
+        }
+    }
+
+    /// `memory.oom.group`.
+    pub fn oom_group(&self) -> bool {
+        self.oom_group.load(Ordering::Relaxed)
+    }
+
+    /// Sets `memory.oom.group`.
+    pub fn set_oom_group(&self, on: bool) {
+        self.oom_group.store(on, Ordering::Relaxed);
+    }
+
+    /// `memory.zswap.writeback` of this memory cgroup alone.
+    pub fn zswap_writeback(&self) -> bool {
+        self.zswap_writeback.load(Ordering::Relaxed)
+    }
+
+    /// Sets `memory.zswap.writeback`.
+    pub fn set_zswap_writeback(&self, on: bool) {
+        self.zswap_writeback.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether zswap may write this memory cgroup's pages back: not if it
+    /// or any ancestor has `memory.zswap.writeback` at 0
+    /// (`mem_cgroup_zswap_writeback_enabled`).
+    pub fn zswap_writeback_enabled(&self) -> bool {
+        std::iter::once(self)
+            .chain(self.ancestors().map(|a| &**a))
+            .all(MemCgroup::zswap_writeback)
+    }
+
+    /// Counts `nr_pages` newly charged here; the first pins the memory
+    /// cgroup (`css_get` per charged folio).
+    fn pin_pages(self: &Arc<Self>, nr_pages: u64) {
+        if self.is_root() || nr_pages == 0 {
+            return;
+        }
+        // AcqRel: orders against `unpin_pages`'s decrement, whose thread
+        // then rechecks under the pin lock.
+        if self.own_pages.fetch_add(nr_pages, Ordering::AcqRel) == 0 {
+            let mut pin = lock(&self.pages_pin);
+            if pin.is_none() {
+                *pin = Some(Arc::clone(self));
+            }
+        }
+    }
+
+    /// Counts `nr_pages` uncharged here; the last drops the pin.
+    fn unpin_pages(&self, nr_pages: u64) {
+        if self.is_root() || nr_pages == 0 {
+            return;
+        }
+        // AcqRel: pairs with `pin_pages`; the recheck under the lock decides.
+        let was = self.own_pages.fetch_sub(nr_pages, Ordering::AcqRel);
+        debug_assert!(
+            was >= nr_pages,
+            "{}: uncharging more than charged",
+            self.path()
+        );
+        if was == nr_pages {
+            let released = {
+                let mut pin = lock(&self.pages_pin);
+                if self.own_pages.load(Ordering::Acquire) == 0 {
+                    pin.take()
+                } else {
+                    None
+                }
+            };
+            // The caller holds a reference of its own, so this is never the
+            // last one while `self` is in use.
+            drop(released);
+        }
+    }
+}
+
+impl Drop for MemCgroup {
+    fn drop(&mut self) {
+        // Released: an offline memory cgroup stops counting as dying.
+        // Relaxed: the last `Arc` going orders everything before it.
+        if self.dying.load(Ordering::Relaxed) {
+            for c in std::iter::once(&self.cgroup).chain(self.cgroup.ancestors()) {
+                c.nr_dying_memcgs.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 impl fmt::Debug for MemCgroup {
@@ -430,30 +784,34 @@ impl fmt::Debug for MemCgroup {
     }
 }
 
-/// Pre-order walk over a subtree; see [`MemCgroup::descendants_pre`].
-pub struct DescendantsPre {
-    stack: Vec<Arc<MemCgroup>>,
-}
+/// The peak a written `memory.peak` (or `memory.swap.peak`) file
+/// descriptor shows (`cgroup_of_peak`): the usage at its reset, raised by
+/// later resets through other descriptors.
+#[derive(Debug, Default)]
+pub struct PeakWatcher(AtomicU64);
 
-impl Iterator for DescendantsPre {
-    type Item = Arc<MemCgroup>;
+impl PeakWatcher {
+    /// The descriptor's peak in pages.
+    pub fn value(&self) -> u64 {
+        // Relaxed: written under the memory cgroup's peaks lock; a reader
+        // showing the file may see the value before or after a reset.
+        self.0.load(Ordering::Relaxed)
+    }
 
-    fn next(&mut self) -> Option<Arc<MemCgroup>> {
-        let cg = self.stack.pop()?;
-        self.stack.extend(cg.children().into_iter().rev());
-        Some(cg)
+    pub(crate) fn set(&self, pages: u64) {
+        self.0.store(pages, Ordering::Relaxed);
     }
 }
 
-/// A pin on a cgroup's id (`mem_cgroup_id_get`/`put`): while it lives the
-/// id resolves to the cgroup, even after rmdir. Dropping it unpins; the last
-/// unpin releases the id for reuse.
+/// A pin on a memory cgroup's id (`mem_cgroup_id_get`/`put`): while it
+/// lives the id resolves to the memory cgroup, even after rmdir. Dropping it
+/// unpins; the last unpin releases the id for reuse.
 pub struct IdPin {
     cg: Arc<MemCgroup>,
 }
 
 impl IdPin {
-    /// The pinned cgroup.
+    /// The pinned memory cgroup.
     pub fn memcg(&self) -> &Arc<MemCgroup> {
         &self.cg
     }
@@ -482,23 +840,36 @@ impl ShrinkerId {
     }
 }
 
+/// Mount options, shared by every memory cgroup of a tree.
+#[derive(Default)]
+struct Options {
+    localevents: AtomicBool,
+    recursiveprot: AtomicBool,
+}
+
 struct TreeShared {
     ids: Arc<IdSpace>,
-    root: Arc<MemCgroup>,
+    root: Arc<Cgroup>,
+    root_memcg: Arc<MemCgroup>,
     nr_nodes: usize,
+    mode: MemoryController,
+    options: Arc<Options>,
     cgroup_mutex: Mutex<()>,
     list_lrus: Mutex<Vec<Arc<dyn MemcgLruHooks>>>,
     shrinker_ids: Mutex<IdAllocator>,
     next_serial: AtomicU64,
     hooks: Mutex<Hooks>,
+    tasks: Mutex<Arc<dyn TaskHooks>>,
 }
 
 impl Drop for TreeShared {
     fn drop(&mut self) {
         // Break the cycles that live cgroups form (parent <-> children map,
-        // id table <-> cgroup) so that everything is freed with the tree.
+        // cgroup <-> memory cgroup, id table <-> memory cgroup) so that
+        // everything is freed with the tree.
         for cg in self.root.descendants_pre().collect::<Vec<_>>() {
             lock(&cg.children).clear();
+            lock(&cg.memcg).take();
         }
         for (id, _) in self.ids.table.entries().collect::<Vec<_>>() {
             self.ids.table.store(id, None);
@@ -506,8 +877,8 @@ impl Drop for TreeShared {
     }
 }
 
-/// A hierarchy of memory cgroups (one cgroup v2 mount's memory controller
-/// view). Cheap to clone: clones share the tree.
+/// A hierarchy of cgroups with the memory controller (one cgroup v2
+/// mount's view). Cheap to clone: clones share the tree.
 #[derive(Clone)]
 pub struct CgroupTree {
     shared: Arc<TreeShared>,
@@ -520,7 +891,7 @@ impl Default for CgroupTree {
 }
 
 impl CgroupTree {
-    /// A tree holding only the root cgroup (id 1).
+    /// A tree holding only the root cgroup (memory cgroup id 1).
     pub fn new(config: TreeConfig) -> Self {
         assert!(config.nr_nodes >= 1, "a machine has at least one node");
         assert!(
@@ -534,24 +905,45 @@ impl CgroupTree {
             alloc: Mutex::new(alloc),
             max: config.max_ids,
         });
-        let root = Arc::new(MemCgroup::new(root_id, 0, "", None, config.nr_nodes, &ids));
-        ids.table.store(root_id as usize, Some(Arc::clone(&root)));
+        let options = Arc::new(Options::default());
+        let root = Arc::new(Cgroup::new(0, "", None, config.memory));
+        let root_memcg = Arc::new(new_memcg(
+            root_id,
+            0,
+            &root,
+            None,
+            config.nr_nodes,
+            &ids,
+            &options,
+        ));
+        *lock(&root.memcg) = Some(Arc::clone(&root_memcg));
+        ids.table
+            .store(root_id as usize, Some(Arc::clone(&root_memcg)));
         Self {
             shared: Arc::new(TreeShared {
                 ids,
                 root,
+                root_memcg,
                 nr_nodes: config.nr_nodes,
+                mode: config.memory,
+                options,
                 cgroup_mutex: Mutex::new(()),
                 list_lrus: Mutex::new(Vec::new()),
                 shrinker_ids: Mutex::new(IdAllocator::new(0, MAX_SHRINKERS as u32 - 1)),
                 next_serial: AtomicU64::new(1),
                 hooks: Mutex::new(Hooks::default()),
+                tasks: Mutex::new(Arc::new(NoTaskHooks)),
             }),
         }
     }
 
-    /// The root cgroup.
+    /// The root memory cgroup.
     pub fn root(&self) -> &Arc<MemCgroup> {
+        &self.shared.root_memcg
+    }
+
+    /// The root cgroup.
+    pub fn root_cgroup(&self) -> &Arc<Cgroup> {
         &self.shared.root
     }
 
@@ -565,20 +957,42 @@ impl CgroupTree {
         self.shared.ids.max
     }
 
-    /// Ids in use (online cgroups plus dying ones still pinned).
+    /// Which cgroups get a memory cgroup.
+    pub fn memory_controller(&self) -> MemoryController {
+        self.shared.mode
+    }
+
+    /// Ids in use (online memory cgroups plus dying ones still pinned).
     pub fn ids_in_use(&self) -> usize {
         lock(&self.shared.ids.alloc).in_use()
     }
 
-    /// The cgroup whose id is `id` while the id is pinned
+    /// The memory cgroup whose id is `id` while the id is pinned
     /// (`mem_cgroup_from_id`); lock-free.
     pub fn lookup(&self, id: u16) -> Option<Arc<MemCgroup>> {
         self.shared.ids.table.get(id.into())
     }
 
+    /// The mount options.
+    pub fn mount_options(&self) -> MountOptions {
+        MountOptions {
+            memory_localevents: self.shared.options.localevents.load(Ordering::Relaxed),
+            memory_recursiveprot: self.shared.options.recursiveprot.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Changes the mount options (`mount -o remount,...`).
+    pub fn set_mount_options(&self, options: MountOptions) {
+        let o = &self.shared.options;
+        o.localevents
+            .store(options.memory_localevents, Ordering::Relaxed);
+        o.recursiveprot
+            .store(options.memory_recursiveprot, Ordering::Relaxed);
+    }
+
     /// The cgroup at `path` ("/", "/a/b"; a leading `/sys/fs/cgroup` is
     /// accepted).
-    pub fn find(&self, path: &str) -> Result<Arc<MemCgroup>, CgroupError> {
+    pub fn find_cgroup(&self, path: &str) -> Result<Arc<Cgroup>, CgroupError> {
         let mut at = Arc::clone(&self.shared.root);
         for name in components(path) {
             at = at.child(name).ok_or_else(|| CgroupError::NotFound {
@@ -588,21 +1002,33 @@ impl CgroupTree {
         Ok(at)
     }
 
-    /// Creates the cgroup at `path`; its parent must exist.
-    pub fn mkdir(&self, path: &str) -> Result<Arc<MemCgroup>, CgroupError> {
+    /// The memory cgroup of the cgroup at `path`.
+    pub fn find(&self, path: &str) -> Result<Arc<MemCgroup>, CgroupError> {
+        self.find_cgroup(path)?
+            .memcg()
+            .ok_or_else(|| CgroupError::NoMemoryController {
+                path: path.to_owned(),
+            })
+    }
+
+    /// Creates the cgroup at `path` (its parent must exist), with a memory
+    /// cgroup if the controller is on there (`mkdir`).
+    pub fn create(&self, path: &str) -> Result<Arc<Cgroup>, CgroupError> {
         let (parent_path, name) = split_last(path).ok_or_else(|| CgroupError::Exists {
             path: path.to_owned(),
         })?;
         let _cgroup_mutex = lock(&self.shared.cgroup_mutex);
-        let parent = self.find(parent_path).map_err(|_| CgroupError::NotFound {
-            path: path.to_owned(),
-        })?;
+        let parent = self
+            .find_cgroup(parent_path)
+            .map_err(|_| CgroupError::NotFound {
+                path: path.to_owned(),
+            })?;
         self.create_locked(&parent, name, path)
     }
 
     /// Creates `path` and any missing ancestors (`mkdir -p`); returns the
     /// cgroup at `path`, which may already have existed.
-    pub fn mkdir_p(&self, path: &str) -> Result<Arc<MemCgroup>, CgroupError> {
+    pub fn create_all(&self, path: &str) -> Result<Arc<Cgroup>, CgroupError> {
         let _cgroup_mutex = lock(&self.shared.cgroup_mutex);
         let mut at = Arc::clone(&self.shared.root);
         for name in components(path) {
@@ -614,7 +1040,32 @@ impl CgroupTree {
         Ok(at)
     }
 
-    /// Creates a child of `parent` called `name`.
+    /// Creates the cgroup at `path` and returns its memory cgroup; refused,
+    /// with nothing created, if the controller would not be on there.
+    pub fn mkdir(&self, path: &str) -> Result<Arc<MemCgroup>, CgroupError> {
+        let (parent_path, name) = split_last(path).ok_or_else(|| CgroupError::Exists {
+            path: path.to_owned(),
+        })?;
+        let _cgroup_mutex = lock(&self.shared.cgroup_mutex);
+        let parent = self
+            .find_cgroup(parent_path)
+            .map_err(|_| CgroupError::NotFound {
+                path: path.to_owned(),
+            })?;
+        self.create_memcg_locked(&parent, name, path)
+    }
+
+    /// Creates `path` and any missing ancestors, returning the memory
+    /// cgroup at `path` (`mkdir -p`).
+    pub fn mkdir_p(&self, path: &str) -> Result<Arc<MemCgroup>, CgroupError> {
+        let cg = self.create_all(path)?;
+        cg.memcg().ok_or_else(|| CgroupError::NoMemoryController {
+            path: path.to_owned(),
+        })
+    }
+
+    /// Creates a child called `name` of `parent`'s cgroup and returns its
+    /// memory cgroup.
     pub fn mkdir_in(
         &self,
         parent: &Arc<MemCgroup>,
@@ -622,17 +1073,32 @@ impl CgroupTree {
     ) -> Result<Arc<MemCgroup>, CgroupError> {
         let _cgroup_mutex = lock(&self.shared.cgroup_mutex);
         let path = format!("{}/{name}", parent.path().trim_end_matches('/'));
-        self.create_locked(parent, name, &path)
+        self.create_memcg_locked(parent.cgroup(), name, &path)
+    }
+
+    fn create_memcg_locked(
+        &self,
+        parent: &Arc<Cgroup>,
+        name: &str,
+        path: &str,
+    ) -> Result<Arc<MemCgroup>, CgroupError> {
+        if self.shared.mode == MemoryController::SubtreeControl && !parent.subtree_memory() {
+            return Err(CgroupError::NoMemoryController {
+                path: path.to_owned(),
+            });
+        }
+        let cg = self.create_locked(parent, name, path)?;
+        Ok(cg.memcg().expect("the controller is on there"))
     }
 
     fn create_locked(
         &self,
-        parent: &Arc<MemCgroup>,
+        parent: &Arc<Cgroup>,
         name: &str,
         path: &str,
-    ) -> Result<Arc<MemCgroup>, CgroupError> {
+    ) -> Result<Arc<Cgroup>, CgroupError> {
         validate_name(name)?;
-        if parent.is_dying() {
+        if parent.is_removed() {
             return Err(CgroupError::NotFound {
                 path: path.to_owned(),
             });
@@ -642,50 +1108,135 @@ impl CgroupTree {
                 path: path.to_owned(),
             });
         }
+        self.check_hierarchy_limits(parent, path)?;
+        let serial = self.shared.next_serial.fetch_add(1, Ordering::Relaxed);
+        let cg = Arc::new(Cgroup::new(serial, name, Some(parent), self.shared.mode));
+        if cg.memory_enabled() {
+            self.online_memcg(&cg, path)?;
+        }
+        for a in cg.ancestors() {
+            a.nr_descendants.fetch_add(1, Ordering::Relaxed);
+        }
+        lock(&parent.children).insert(name.to_owned(), Arc::clone(&cg));
+        Ok(cg)
+    }
+
+    /// `cgroup_check_hierarchy_limits`: no ancestor-or-self of the new
+    /// cgroup's parent may be at its `max.descendants`, or as deep below it
+    /// as its `max.depth`.
+    fn check_hierarchy_limits(&self, parent: &Arc<Cgroup>, path: &str) -> Result<(), CgroupError> {
+        for (depth, at) in std::iter::once(parent)
+            .chain(parent.ancestors())
+            .enumerate()
+        {
+            let limit = if at.nr_descendants() >= at.max_descendants() as usize {
+                "descendants"
+            } else if depth as u64 >= u64::from(at.max_depth()) {
+                "depth"
+            } else {
+                continue;
+            };
+            return Err(CgroupError::HierarchyLimit {
+                path: path.to_owned(),
+                ancestor: at.path(),
+                limit,
+            });
+        }
+        Ok(())
+    }
+
+    /// Gives `cg` a memory cgroup (`css_create` + online): an id, list_lru
+    /// lists, then the id is published.
+    fn online_memcg(&self, cg: &Arc<Cgroup>, path: &str) -> Result<(), CgroupError> {
+        let parent = cg
+            .parent
+            .as_ref()
+            .expect("the root's memory cgroup is made with the tree")
+            .memcg()
+            .ok_or_else(|| CgroupError::NoMemoryController {
+                path: path.to_owned(),
+            })?;
         let id = lock(&self.shared.ids.alloc)
             .alloc()
             .ok_or(CgroupError::NoIds {
                 max: self.shared.ids.max,
             })?;
         let serial = self.shared.next_serial.fetch_add(1, Ordering::Relaxed);
-        let cg = Arc::new(MemCgroup::new(
+        let memcg = Arc::new(new_memcg(
             id,
             serial,
-            name,
-            Some(parent),
+            cg,
+            Some(&parent),
             self.shared.nr_nodes,
             &self.shared.ids,
+            &self.shared.options,
         ));
         for lru in lock(&self.shared.list_lrus).iter() {
-            lru.memcg_alloc(&cg);
+            lru.memcg_alloc(&memcg);
         }
-        // Online: publish the id, then join the parent.
+        // Online: publish the id, then attach to the cgroup.
         self.shared
             .ids
             .table
-            .store(id as usize, Some(Arc::clone(&cg)));
-        lock(&parent.children).insert(name.to_owned(), Arc::clone(&cg));
-        Ok(cg)
+            .store(id as usize, Some(Arc::clone(&memcg)));
+        *lock(&cg.memcg) = Some(memcg);
+        Ok(())
     }
 
-    /// Removes the cgroup at `path` (offline: reparent, unpin the id).
+    /// Takes `cg`'s memory cgroup offline (`mem_cgroup_css_offline`): it
+    /// becomes dying, its protection is reset, its list_lru lists move to
+    /// the parent, it leaves the cgroup and drops its own id pin.
+    fn offline_memcg(&self, cg: &Cgroup) {
+        let Some(memcg) = lock(&cg.memcg).clone() else {
+            return;
+        };
+        let parent = memcg.parent().expect("the root never goes offline");
+        // Counted as dying before anything can release it.
+        for c in std::iter::once(cg).chain(cg.ancestors().map(|a| &**a)) {
+            c.nr_dying_memcgs.fetch_add(1, Ordering::Relaxed);
+        }
+        // Release: pairs with the Acquire in `is_dying`.
+        memcg.dying.store(true, Ordering::Release);
+        memcg.memory().set_min(0);
+        memcg.memory().set_low(0);
+        // Legacy list_lru index redirect.
+        // Relaxed: list_lru reads it under the node lock that the reparent
+        // below takes after this store.
+        memcg.kmemcg_id.store(parent.kmemcg_id(), Ordering::Relaxed);
+        for lru in lock(&self.shared.list_lrus).iter() {
+            lru.reparent(&memcg, parent);
+        }
+        lock(&cg.memcg).take();
+        memcg.id_put();
+    }
+
+    /// Removes the cgroup at `path` (rmdir): it must have no live children
+    /// and no tasks.
     pub fn rmdir(&self, path: &str) -> Result<(), CgroupError> {
         let _cgroup_mutex = lock(&self.shared.cgroup_mutex);
-        let cg = self.find(path)?;
-        self.offline_locked(&cg, path)
+        let cg = self.find_cgroup(path)?;
+        self.remove_locked(&cg, path)
+    }
+
+    /// Removes the cgroup of `memcg` (see [`CgroupTree::rmdir`]).
+    pub fn rmdir_cgroup(&self, memcg: &Arc<MemCgroup>) -> Result<(), CgroupError> {
+        if memcg.is_dying() {
+            return Err(CgroupError::NotFound { path: memcg.path() });
+        }
+        self.remove(memcg.cgroup())
     }
 
     /// Removes `cg` (see [`CgroupTree::rmdir`]).
-    pub fn rmdir_cgroup(&self, cg: &Arc<MemCgroup>) -> Result<(), CgroupError> {
+    pub fn remove(&self, cg: &Arc<Cgroup>) -> Result<(), CgroupError> {
         let _cgroup_mutex = lock(&self.shared.cgroup_mutex);
         let path = cg.path();
-        if cg.is_dying() {
+        if cg.is_removed() {
             return Err(CgroupError::NotFound { path });
         }
-        self.offline_locked(cg, &path)
+        self.remove_locked(cg, &path)
     }
 
-    fn offline_locked(&self, cg: &Arc<MemCgroup>, path: &str) -> Result<(), CgroupError> {
+    fn remove_locked(&self, cg: &Arc<Cgroup>, path: &str) -> Result<(), CgroupError> {
         let Some(parent) = cg.parent() else {
             return Err(CgroupError::Busy {
                 path: path.to_owned(),
@@ -704,49 +1255,76 @@ impl CgroupTree {
                 reason: "cgroup has tasks",
             });
         }
-        // Release: pairs with the Acquire in `is_dying`.
-        cg.dying.store(true, Ordering::Release);
-        // Legacy list_lru index redirect, for the cgroup and descendants.
-        let parent_kmemcg_id = parent.kmemcg_id();
-        for d in cg.descendants_pre() {
-            // Relaxed: list_lru reads it under the node lock that the
-            // reparent below takes after this store.
-            d.kmemcg_id.store(parent_kmemcg_id, Ordering::Relaxed);
-        }
-        for lru in lock(&self.shared.list_lrus).iter() {
-            lru.reparent(cg, parent);
-        }
+        // Release: pairs with the Acquire in `is_removed`.
+        cg.removed.store(true, Ordering::Release);
         for a in cg.ancestors() {
+            a.nr_descendants.fetch_sub(1, Ordering::Relaxed);
             a.nr_dying_descendants.fetch_add(1, Ordering::Relaxed);
         }
+        self.offline_memcg(cg);
         lock(&parent.children).remove(&cg.name);
-        cg.id_put();
         Ok(())
     }
 
     /// Writes `+memory` (`true`) or `-memory` to `cg`'s
     /// `cgroup.subtree_control`. Enabling needs the controller on `cg`
-    /// itself; disabling is refused while `cg` has children (a
-    /// simplification: the kernel would tear down their memory state).
-    pub fn set_subtree_memory(&self, cg: &Arc<MemCgroup>, enable: bool) -> Result<(), CgroupError> {
+    /// itself (`ENOENT`), no task directly in a non-root `cg` (the
+    /// no-internal-process rule, `EBUSY`) and a free id for every child;
+    /// it gives every child a memory cgroup. Disabling is refused while a
+    /// child has `memory` in its own subtree control (`EBUSY`); it takes
+    /// the children's memory cgroups offline, and their tasks charge `cg`'s.
+    pub fn set_subtree_memory(&self, cg: &Arc<Cgroup>, enable: bool) -> Result<(), CgroupError> {
+        if self.shared.mode == MemoryController::Everywhere {
+            return Err(CgroupError::FixedController);
+        }
         let _cgroup_mutex = lock(&self.shared.cgroup_mutex);
         let path = cg.path();
-        if enable && !cg.memory_enabled() {
+        if cg.is_removed() {
             return Err(CgroupError::NotFound { path });
         }
-        if !enable && cg.subtree_memory() && !lock(&cg.children).is_empty() {
-            return Err(CgroupError::Busy {
-                path,
-                reason: "children use the memory controller",
-            });
+        if enable == cg.subtree_memory() {
+            return Ok(());
         }
-        // Release: pairs with the Acquire in `subtree_memory`.
-        cg.subtree_memory.store(enable, Ordering::Release);
+        if enable {
+            if !cg.memory_enabled() {
+                return Err(CgroupError::NoMemoryController { path });
+            }
+            if !cg.is_root() && !self.procs(cg).is_empty() {
+                return Err(CgroupError::Busy {
+                    path,
+                    reason: "a non-root cgroup with tasks cannot enable controllers for children",
+                });
+            }
+            // Release: pairs with the Acquire in `subtree_memory`.
+            cg.subtree_memory.store(true, Ordering::Release);
+            let children = cg.children();
+            for (i, child) in children.iter().enumerate() {
+                if let Err(e) = self.online_memcg(child, &child.path()) {
+                    // Undo: the new memory cgroups hold nothing yet.
+                    for made in &children[..i] {
+                        self.offline_memcg(made);
+                    }
+                    cg.subtree_memory.store(false, Ordering::Release);
+                    return Err(e);
+                }
+            }
+        } else {
+            if cg.children().iter().any(|c| c.subtree_memory()) {
+                return Err(CgroupError::Busy {
+                    path,
+                    reason: "a child has the memory controller in its cgroup.subtree_control",
+                });
+            }
+            cg.subtree_memory.store(false, Ordering::Release);
+            for child in cg.children() {
+                self.offline_memcg(&child);
+            }
+        }
         Ok(())
     }
 
-    /// Registers a memcg-aware list_lru: it gets lists for every cgroup
-    /// created from now on and is reparented at every offline.
+    /// Registers a memcg-aware list_lru: it gets lists for every memory
+    /// cgroup created from now on and is reparented at every offline.
     pub(crate) fn register_list_lru(&self, lru: Arc<dyn MemcgLruHooks>) {
         lock(&self.shared.list_lrus).push(lru);
     }
@@ -764,14 +1342,78 @@ impl CgroupTree {
             .ok_or(CgroupError::NoShrinkerIds)
     }
 
-    /// Frees a shrinker id, clearing its bit in every cgroup.
+    /// Frees a shrinker id, clearing its bit in every memory cgroup with an
+    /// id.
     pub(crate) fn free_shrinker_id(&self, id: ShrinkerId) {
-        for cg in self.root().descendants_pre() {
+        for (_, memcg) in self.shared.ids.table.entries() {
             for nid in 0..self.nr_nodes() {
-                cg.clear_shrinker_bit(nid, id);
+                memcg.clear_shrinker_bit(nid, id);
             }
         }
         lock(&self.shared.shrinker_ids).free(id.0 as u32);
+    }
+
+    /// Installs the task hooks (`cgroup.procs`, populated-cgroup checks).
+    pub fn set_task_hooks(&self, tasks: Arc<dyn TaskHooks>) {
+        *lock(&self.shared.tasks) = tasks;
+    }
+
+    /// The pids of the tasks in `cg`.
+    pub fn procs(&self, cg: &Cgroup) -> Vec<u32> {
+        let tasks = Arc::clone(&lock(&self.shared.tasks));
+        tasks.procs(cg)
+    }
+
+    /// Whether `cg` or any descendant has a task (`populated` of
+    /// `cgroup.events`).
+    pub fn populated(&self, cg: &Arc<Cgroup>) -> bool {
+        let tasks = Arc::clone(&lock(&self.shared.tasks));
+        cg.descendants_pre().any(|c| !tasks.procs(&c).is_empty())
+    }
+
+    /// Moves task `pid` to `cg` (writing `cgroup.procs`): refused with
+    /// `EBUSY` into a non-root cgroup with controllers in its subtree
+    /// control (`cgroup_migrate_vet_dst`).
+    pub fn attach(&self, pid: u32, cg: &Arc<Cgroup>) -> Result<(), Errno> {
+        if cg.is_removed() {
+            return Err(Errno::ENOENT);
+        }
+        if !cg.is_root() && cg.subtree_memory() {
+            return Err(Errno::EBUSY);
+        }
+        let tasks = Arc::clone(&lock(&self.shared.tasks));
+        tasks.attach(pid, cg)
+    }
+}
+
+/// A new memory cgroup for `cgroup` under `parent`, not yet online.
+fn new_memcg(
+    id: u32,
+    serial: u64,
+    cgroup: &Arc<Cgroup>,
+    parent: Option<&Arc<MemCgroup>>,
+    nr_nodes: usize,
+    ids: &Arc<IdSpace>,
+    options: &Arc<Options>,
+) -> MemCgroup {
+    MemCgroup {
+        id: id as u16,
+        serial,
+        cgroup: Arc::clone(cgroup),
+        parent: parent.cloned(),
+        dying: AtomicBool::new(false),
+        id_refs: AtomicUsize::new(1),
+        kmemcg_id: AtomicI32::new(if parent.is_some() { id as i32 } else { -1 }),
+        shrinker_bits: (0..nr_nodes).map(|_| ShrinkerBits::new()).collect(),
+        ids: Arc::clone(ids),
+        options: Arc::clone(options),
+        acct: Accounting::new(parent.map(|p| &p.acct)),
+        own_pages: AtomicU64::new(0),
+        pages_pin: Mutex::new(None),
+        memory_peaks: Mutex::new(Vec::new()),
+        swap_peaks: Mutex::new(Vec::new()),
+        oom_group: AtomicBool::new(false),
+        zswap_writeback: AtomicBool::new(true),
     }
 }
 
@@ -818,6 +1460,14 @@ mod tests {
         CgroupTree::new(TreeConfig {
             nr_nodes: 2,
             max_ids: 8,
+            ..TreeConfig::default()
+        })
+    }
+
+    fn mount() -> CgroupTree {
+        CgroupTree::new(TreeConfig {
+            memory: MemoryController::SubtreeControl,
+            ..TreeConfig::default()
         })
     }
 
@@ -834,6 +1484,7 @@ mod tests {
         assert!(Arc::ptr_eq(&t.find("/a/b/").unwrap(), &b));
         assert!(Arc::ptr_eq(&t.lookup(3).unwrap(), &b));
         assert!(b.is_descendant_of(&a) && !a.is_descendant_of(&b));
+        assert!(Arc::ptr_eq(b.parent().unwrap(), &a));
 
         assert_eq!(t.rmdir("/a").unwrap_err().errno(), Errno::EBUSY);
         assert_eq!(t.rmdir("/nope").unwrap_err().errno(), Errno::ENOENT);
@@ -844,9 +1495,9 @@ mod tests {
         let weak = std::sync::Arc::downgrade(&b);
         let pin = b.pin_id().unwrap();
         t.rmdir("/a/b").unwrap();
-        assert!(b.is_dying());
+        assert!(b.is_dying() && b.cgroup().is_removed());
         assert!(t.find("/a/b").is_err());
-        // Pinned: the id still resolves to the dying cgroup.
+        // Pinned: the id still resolves to the dying memory cgroup.
         assert!(Arc::ptr_eq(&t.lookup(3).unwrap(), &b));
         assert_eq!(t.rmdir_cgroup(&b).unwrap_err().errno(), Errno::ENOENT);
         drop(pin);
@@ -862,16 +1513,144 @@ mod tests {
     }
 
     #[test]
-    fn ids_exhaust_with_enospc_and_come_back() {
+    fn ids_exhaust_with_ebusy_and_come_back() {
         let t = small_tree();
         let made: Vec<_> = (0..7)
             .map(|i| t.mkdir(&format!("/c{i}")).unwrap())
             .collect();
         assert_eq!(t.ids_in_use(), 8);
         let err = t.mkdir("/full").unwrap_err();
-        assert_eq!(err.errno(), Errno::ENOSPC);
+        assert_eq!(err.errno(), Errno::EBUSY, "xa_alloc's EBUSY (v6.14)");
+        assert!(t.find_cgroup("/full").is_err(), "nothing half made");
         t.rmdir("/c3").unwrap();
         assert_eq!(t.mkdir("/again").unwrap().id(), made[3].id());
+    }
+
+    #[test]
+    fn only_cgroups_with_the_controller_take_ids() {
+        let t = CgroupTree::new(TreeConfig {
+            max_ids: 4,
+            memory: MemoryController::SubtreeControl,
+            ..TreeConfig::default()
+        });
+        // No +memory anywhere: any number of cgroups, one id (the root's).
+        for i in 0..10 {
+            let c = t.create(&format!("/c{i}")).unwrap();
+            assert!(c.memcg().is_none());
+            assert!(Arc::ptr_eq(&c.effective_memcg(), t.root()));
+        }
+        assert_eq!(t.ids_in_use(), 1);
+        assert_eq!(
+            t.mkdir("/m").unwrap_err().errno(),
+            Errno::ENOENT,
+            "mkdir asks for a memory cgroup"
+        );
+        // +memory on the root gives ten children ids: more than there are.
+        let err = t.set_subtree_memory(t.root_cgroup(), true).unwrap_err();
+        assert_eq!(err.errno(), Errno::EBUSY);
+        assert!(!t.root_cgroup().subtree_memory(), "undone");
+        assert_eq!(t.ids_in_use(), 1, "the ids taken were given back");
+        for i in 3..10 {
+            t.rmdir(&format!("/c{i}")).unwrap();
+        }
+        t.set_subtree_memory(t.root_cgroup(), true).unwrap();
+        assert_eq!(t.ids_in_use(), 4);
+        assert!(t.find("/c0").is_ok());
+    }
+
+    #[test]
+    fn subtree_control_rules() {
+        let t = mount();
+        let root = t.root_cgroup();
+        let a = t.create("/a").unwrap();
+        let b = t.create("/a/b").unwrap();
+        // +memory needs the controller on the cgroup itself.
+        assert_eq!(
+            t.set_subtree_memory(&a, true).unwrap_err().errno(),
+            Errno::ENOENT
+        );
+        t.set_subtree_memory(root, true).unwrap();
+        t.set_subtree_memory(&a, true).unwrap();
+        let b_memcg = b.memcg().unwrap();
+        // -memory on the root is refused while a child has it in its own
+        // subtree control, allowed once it has not.
+        assert_eq!(
+            t.set_subtree_memory(root, false).unwrap_err().errno(),
+            Errno::EBUSY
+        );
+        t.set_subtree_memory(&a, false).unwrap();
+        assert!(b_memcg.is_dying(), "b's memory cgroup went offline");
+        assert!(b.memcg().is_none() && Arc::ptr_eq(&b.effective_memcg(), &a.memcg().unwrap()));
+        assert_eq!(b.nr_dying_subsys_memory(), 1, "pinned by our Arc");
+        drop(b_memcg);
+        assert_eq!(b.nr_dying_subsys_memory(), 0);
+        t.set_subtree_memory(root, false).unwrap();
+        assert!(a.memcg().is_none());
+        assert_eq!(t.ids_in_use(), 1);
+        // Everywhere trees have no subtree control to write.
+        let lib = CgroupTree::default();
+        assert_eq!(
+            lib.set_subtree_memory(lib.root_cgroup(), false)
+                .unwrap_err()
+                .errno(),
+            Errno::EINVAL
+        );
+    }
+
+    #[test]
+    fn offline_resets_protection() {
+        let t = CgroupTree::default();
+        let a = t.mkdir("/a").unwrap();
+        a.memory().set_min(10);
+        a.memory().set_low(20);
+        a.memory().set_high(30);
+        t.rmdir("/a").unwrap();
+        assert_eq!((a.memory().min(), a.memory().low()), (0, 0));
+        assert_eq!(a.memory().high(), 30, "only min and low");
+    }
+
+    #[test]
+    fn charged_pages_keep_a_removed_cgroup_dying() {
+        let t = CgroupTree::default();
+        let a = t.mkdir("/a").unwrap();
+        t.try_charge(&a, 4, ChargeKind::File).unwrap();
+        let weak = std::sync::Arc::downgrade(&a);
+        drop(a);
+        t.rmdir("/a").unwrap();
+        let root = t.root_cgroup();
+        assert_eq!(
+            (root.nr_dying_descendants(), root.nr_dying_subsys_memory()),
+            (1, 1)
+        );
+        assert_eq!(root.nr_descendants(), 0);
+        assert_eq!(t.ids_in_use(), 1, "no id: only swap pins ids");
+        let a = weak.upgrade().expect("pages pin it");
+        t.uncharge(&a, 3, ChargeKind::File);
+        drop(a);
+        assert_eq!(root.nr_dying_descendants(), 1, "one page left");
+        let a = weak.upgrade().unwrap();
+        t.uncharge(&a, 1, ChargeKind::File);
+        drop(a);
+        assert!(weak.upgrade().is_none(), "released with its last page");
+        assert_eq!(
+            (root.nr_dying_descendants(), root.nr_dying_subsys_memory()),
+            (0, 0)
+        );
+    }
+
+    #[test]
+    fn hierarchy_limits_refuse_with_eagain() {
+        let t = CgroupTree::default();
+        let a = t.create("/a").unwrap();
+        a.set_max_depth(1);
+        t.create("/a/b").unwrap();
+        assert_eq!(t.create("/a/b/c").unwrap_err().errno(), Errno::EAGAIN);
+        a.set_max_descendants(1);
+        assert_eq!(t.create("/a/d").unwrap_err().errno(), Errno::EAGAIN);
+        t.rmdir("/a/b").unwrap();
+        t.create("/a/d").unwrap();
+        t.root_cgroup().set_max_depth(0);
+        assert_eq!(t.create("/e").unwrap_err().errno(), Errno::EAGAIN);
     }
 
     #[test]
@@ -899,6 +1678,8 @@ mod tests {
         t.mkdir_p("/e").unwrap();
         let order: Vec<String> = t.root().descendants_pre().map(|c| c.path()).collect();
         assert_eq!(order, ["/", "/a", "/a/b", "/a/b/c", "/a/d", "/e"]);
+        assert_eq!(t.root_cgroup().nr_descendants(), 5);
+        assert_eq!(t.root_cgroup().nr_subsys_memory(), 6);
     }
 
     #[test]
@@ -940,6 +1721,7 @@ mod tests {
         });
         assert_eq!(t.root().descendants_pre().count(), 1 + 2 + 300);
         assert_eq!(t.ids_in_use(), 1 + 2 + 300);
+        assert_eq!(t.root_cgroup().nr_dying_descendants(), 0);
     }
 
     #[test]

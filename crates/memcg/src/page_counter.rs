@@ -274,11 +274,28 @@ impl PageCounter {
         }
     }
 
-    /// Resets the peak to the current usage (writing `memory.peak`).
+    /// Resets both peaks to the current usage
+    /// (`page_counter_reset_watermark`: cgroup v1's `max_usage_in_bytes`;
+    /// v2 never resets the global peak, see [`PageCounter::reset_local_watermark`]).
     pub fn reset_watermark(&self) {
         let usage = self.usage();
         self.hot.watermark.store(usage, Ordering::Relaxed);
         self.hot.local_watermark.store(usage, Ordering::Relaxed);
+    }
+
+    /// The highest usage since the last [`PageCounter::reset_local_watermark`]
+    /// (`local_watermark`, what a `memory.peak` file descriptor that was
+    /// written to reads).
+    pub fn local_watermark(&self) -> u64 {
+        self.hot.local_watermark.load(Ordering::Relaxed)
+    }
+
+    /// Restarts the local peak at the current usage and returns that usage
+    /// (a write to `memory.peak`); the global peak is kept.
+    pub fn reset_local_watermark(&self) -> u64 {
+        let usage = self.usage();
+        self.hot.local_watermark.store(usage, Ordering::Relaxed);
+        usage
     }
 
     fn propagate_protected_usage(&self, usage: u64) {

@@ -335,13 +335,9 @@ fn try_alloc_slice<T>(
     len: usize,
     mut init: impl FnMut() -> T,
 ) -> Result<Box<[T]>, SwapCgroupError> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(len)
-        .map_err(|_| SwapCgroupError::NoMemory {
-            bytes: len as u128 * size_of::<T>() as u128,
-        })?;
-    v.extend((0..len).map(|_| init()));
-    Ok(v.into_boxed_slice())
+    crate::idr::try_boxed_slice(len, &mut init).map_err(|_| SwapCgroupError::NoMemory {
+        bytes: len as u128 * size_of::<T>() as u128,
+    })
 }
 
 // ---------------------------------------------------------------------------

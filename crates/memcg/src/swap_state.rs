@@ -34,10 +34,11 @@ use std::fmt;
 use std::path::Path;
 
 use crate::errno::Errno;
-use crate::memcontrol::{CgroupTree, ChargeError, ChargeKind, MemCgroup, MemcgStat, VmEvent};
-use crate::swap_cgroup::{Design, SwapCgroup};
+use crate::memcontrol::{CgroupTree, ChargeError, ChargeKind, Gfp, MemCgroup, MemcgStat, VmEvent};
+use crate::swap_cgroup::{Design, SWAPFILE_CLUSTER, SwapCgroup};
 use crate::swapfile::{
-    FileBackend, PAGE_BYTES, RamBackend, Stored, SwapBackend, SwapDevice, SwapError, Swapfiles,
+    FileBackend, MAX_SWAP_PAGES, PAGE_BYTES, RamBackend, Stored, SwapBackend, SwapDevice,
+    SwapError, Swapfiles, is_zero,
 };
 use crate::swapops::SwapEntry;
 use crate::sync::{Arc, Condvar, Mutex, MutexGuard, lock};
@@ -60,7 +61,19 @@ impl Folio {
     /// A zeroed folio of `nr` pages charged to `memcg` (which must belong
     /// to `tree`).
     pub fn new(tree: &CgroupTree, memcg: &Arc<MemCgroup>, nr: u32) -> Result<Self, ChargeError> {
-        tree.try_charge(memcg, u64::from(nr), ChargeKind::Anon)?;
+        Self::new_gfp(tree, memcg, nr, Gfp::Kernel)
+    }
+
+    /// [`Folio::new`], charged with the effort `gfp` allows (an mTHP fault
+    /// charges large folios with [`Gfp::NoReclaim`] and falls back to
+    /// single pages when that fails).
+    pub fn new_gfp(
+        tree: &CgroupTree,
+        memcg: &Arc<MemCgroup>,
+        nr: u32,
+        gfp: Gfp,
+    ) -> Result<Self, ChargeError> {
+        tree.try_charge_gfp(memcg, u64::from(nr), ChargeKind::Anon, gfp)?;
         Ok(Self::adopt(tree, memcg, nr))
     }
 
@@ -163,6 +176,10 @@ pub enum SwapInError {
     /// Reading failed, or the entry is not in use.
     #[error(transparent)]
     Swap(#[from] SwapError),
+    /// Another fault on the same entry was reading it in and failed with
+    /// this errno (every waiter gets the reader's error).
+    #[error("a concurrent swap-in of the same entry failed: {0}")]
+    Shared(Errno),
 }
 
 impl SwapInError {
@@ -171,6 +188,7 @@ impl SwapInError {
         match self {
             SwapInError::Charge(e) => e.errno(),
             SwapInError::Swap(e) => e.errno(),
+            SwapInError::Shared(errno) => *errno,
         }
     }
 }
@@ -178,7 +196,7 @@ impl SwapInError {
 /// A folio in the swap cache: being read (waiters block on `ready`), or
 /// read and shared.
 struct CacheSlot {
-    state: Mutex<Option<Result<Arc<Folio>, String>>>,
+    state: Mutex<Option<Result<Arc<Folio>, Errno>>>,
     ready: Condvar,
 }
 
@@ -197,7 +215,7 @@ impl CacheSlot {
         })
     }
 
-    fn wait(&self) -> Result<Arc<Folio>, String> {
+    fn wait(&self) -> Result<Arc<Folio>, Errno> {
         let mut state = lock(&self.state);
         loop {
             if let Some(result) = state.as_ref() {
@@ -207,7 +225,7 @@ impl CacheSlot {
         }
     }
 
-    fn resolve(&self, result: Result<Arc<Folio>, String>) {
+    fn resolve(&self, result: Result<Arc<Folio>, Errno>) {
         *lock(&self.state) = Some(result);
         self.ready.notify_all();
     }
@@ -287,7 +305,12 @@ impl SwapSystem {
         size_bytes: u64,
         prio: Option<i32>,
     ) -> Result<Arc<SwapDevice>, SwapError> {
-        self.swapon(name, Box::new(RamBackend::new(size_bytes)?), prio)
+        let machine = Arc::new(self.tree.clone());
+        self.swapon(
+            name,
+            Box::new(RamBackend::with_memory(size_bytes, machine)?),
+            prio,
+        )
     }
 
     /// Swaps on the file `path` (created and preallocated, or reused if at
@@ -305,17 +328,31 @@ impl SwapSystem {
         self.swapon(&name, Box::new(FileBackend::open(path, size_bytes)?), prio)
     }
 
-    /// Swaps on any backend.
+    /// Swaps on any backend. The area's tables are kernel memory of the
+    /// machine ([`swap_tables_pages`]); a machine without room for them
+    /// refuses with `ENOMEM`, as the kernel's `vzalloc` of `swap_map` does.
     pub fn swapon(
         &self,
         name: &str,
         backend: Box<dyn SwapBackend>,
         prio: Option<i32>,
     ) -> Result<Arc<SwapDevice>, SwapError> {
-        let device = self.swapfiles.swapon(name, backend, prio)?;
+        let nr_pages = backend.nr_pages().min(MAX_SWAP_PAGES);
+        let tables = swap_tables_pages(nr_pages);
+        self.tree
+            .charge_kernel(tables)
+            .map_err(|_| SwapError::NoMemory { pages: nr_pages })?;
+        let device = match self.swapfiles.swapon(name, backend, prio) {
+            Ok(device) => device,
+            Err(e) => {
+                self.tree.uncharge_kernel(tables);
+                return Err(e);
+            }
+        };
         if let Err(e) = self.swap_cgroup.swapon(device.ty(), device.nr_pages()) {
             let _ = self.swapfiles.finish_swapoff(device.ty());
-            return Err(SwapError::Unuse(format!("swap_cgroup: {e}")));
+            self.tree.uncharge_kernel(tables);
+            return Err(e.into());
         }
         Ok(device)
     }
@@ -324,10 +361,12 @@ impl SwapSystem {
     pub fn swap_out(&self, folio: &Arc<Folio>) -> Result<SwapEntry, SwapOutError> {
         let nr = folio.nr();
         let Some(entry) = self.swapfiles.alloc(nr.trailing_zeros() as usize) else {
+            // `folio_alloc_swap` found no slot: swap `fail` on the folio's
+            // memory cgroup, for a large folio too (vmscan then splits it).
+            self.tree.swapout_failed(folio.memcg());
             if nr > 1 {
                 return Err(SwapOutError::NoContiguous(nr));
             }
-            self.tree.swapout_failed(folio.memcg());
             return Err(SwapOutError::Full);
         };
         if let Err(e) = self
@@ -375,29 +414,61 @@ impl SwapSystem {
         Ok(entry)
     }
 
-    /// Writes the folio's pages; returns whether all of them were zero (and
-    /// so only marked in the zero bitmap).
+    /// Writes the folio's pages, or only marks them in the zero bitmap when
+    /// the folio is zero as a whole (`swap_writepage`); returns which.
     fn write_folio(&self, folio: &Folio, entry: SwapEntry) -> Result<bool, SwapError> {
         let bytes = folio.bytes();
-        let mut all_zero = true;
+        if is_zero(&bytes) {
+            self.swapfiles.mark_zero(entry, folio.nr())?;
+            return Ok(true);
+        }
         for (i, page) in bytes.chunks_exact(PAGE_BYTES).enumerate() {
             let e = entry
                 .add(i as u64)
                 .map_err(|_| SwapError::BadEntry(entry))?;
-            all_zero &= self.swapfiles.write_page(e, page)? == Stored::ZeroBit;
+            self.swapfiles.write_page(e, page)?;
         }
-        Ok(all_zero)
+        Ok(false)
     }
 
-    /// Faults in the `nr`-page folio at `entry` for a task in `faulting`
-    /// (see the module docs); returns the folio, charged where the swap-in
-    /// rule says.
+    /// A page fault on the swapped `nr`-page folio at `entry` by a task in
+    /// `faulting` (`do_swap_page`): [`SwapSystem::swap_in`], plus a major
+    /// fault (`pgmajfault`) on `faulting` (the faulting mm's memory cgroup,
+    /// whoever the page is charged to) when this fault read the folio in
+    /// rather than finding it in the swap cache.
+    pub fn do_swap_page(
+        &self,
+        entry: SwapEntry,
+        nr: u32,
+        faulting: &Arc<MemCgroup>,
+    ) -> Result<Arc<Folio>, SwapInError> {
+        let (folio, read) = self.swap_in_inner(entry, nr, faulting)?;
+        if read {
+            faulting.count_vm_event(VmEvent::Pgmajfault, 1);
+        }
+        Ok(folio)
+    }
+
+    /// Brings in the `nr`-page folio at `entry` for a task in `faulting`
+    /// (see the module docs) without counting a fault (swapoff's
+    /// `unuse_pte`); returns the folio, charged where the swap-in rule says.
     pub fn swap_in(
         &self,
         entry: SwapEntry,
         nr: u32,
         faulting: &Arc<MemCgroup>,
     ) -> Result<Arc<Folio>, SwapInError> {
+        self.swap_in_inner(entry, nr, faulting)
+            .map(|(folio, _)| folio)
+    }
+
+    /// The swap-in; the flag says whether this call read the folio in.
+    fn swap_in_inner(
+        &self,
+        entry: SwapEntry,
+        nr: u32,
+        faulting: &Arc<MemCgroup>,
+    ) -> Result<(Arc<Folio>, bool), SwapInError> {
         let (slot, first) = {
             let mut shard = self.cache.shard(entry);
             match shard.get(&entry) {
@@ -420,7 +491,7 @@ impl SwapSystem {
         };
         if first {
             let result = self.read_folio(entry, nr, faulting);
-            let shared = result.as_ref().map(Arc::clone).map_err(|e| e.to_string());
+            let shared = result.as_ref().map(Arc::clone).map_err(SwapInError::errno);
             slot.resolve(shared);
             if let Err(e) = result {
                 // Leave the slot and its data for a retry.
@@ -430,15 +501,13 @@ impl SwapSystem {
                 return Err(e);
             }
         }
-        let folio = slot
-            .wait()
-            .map_err(|e| SwapError::Unuse(format!("shared swap-in failed: {e}")))?;
+        let folio = slot.wait().map_err(SwapInError::Shared)?;
         self.drop_reference(entry, nr)?;
-        Ok(folio)
+        Ok((folio, first))
     }
 
     /// Reads the folio at `entry` into a new folio charged per the swap-in
-    /// rule; counts `pswpin` and a major fault.
+    /// rule; counts `pswpin` (or `swpin_zero`) where it is charged.
     fn read_folio(
         &self,
         entry: SwapEntry,
@@ -470,7 +539,6 @@ impl SwapSystem {
         };
         charged.mod_stat(MemcgStat::Swapcached, i64::from(nr));
         charged.count_vm_event(event, u64::from(nr));
-        charged.count_vm_event(VmEvent::Pgmajfault, 1);
         Ok(Arc::new(folio))
     }
 
@@ -545,32 +613,91 @@ impl SwapSystem {
     }
 
     /// Swaps off device `ty`: stops allocation on it and calls `unuse` for
-    /// each slot still in use, which must fault it back in (or free it).
-    /// If `unuse` fails, or slots remain, the device stays on.
+    /// each slot still in use, which must fault it back in (or free it),
+    /// and walks again until no slot is in use (`try_to_unuse`: a slot
+    /// allocated just as swapoff began may be mapped after the walk passed
+    /// it). If `unuse` fails the device stays on. A walk that makes no
+    /// progress [`SWAPOFF_STALLED_WALKS`] times in a row gives up with
+    /// [`SwapError::StillInUse`] (the kernel would wait for a signal).
     pub fn swapoff(
         &self,
         ty: u32,
-        mut unuse: impl FnMut(SwapEntry) -> Result<(), String>,
-    ) -> Result<(), SwapError> {
+        mut unuse: impl FnMut(SwapEntry) -> Result<(), SwapInError>,
+    ) -> Result<(), SwapoffError> {
         let device = self
             .swapfiles
             .get(ty)
             .ok_or_else(|| SwapError::NoSuchDevice(ty.to_string()))?;
-        for entry in self.swapfiles.begin_swapoff(ty)? {
-            // A folio's later slots are freed with its first one.
-            if device.count(entry)? == 0 {
-                continue;
+        let mut stalled = 0;
+        let mut entries = self.swapfiles.begin_swapoff(ty)?;
+        loop {
+            let before = device.inuse_pages();
+            for &entry in &entries {
+                // A folio's later slots are freed with its first one.
+                if device.count(entry)? == 0 {
+                    continue;
+                }
+                if let Err(e) = unuse(entry) {
+                    self.swapfiles.abort_swapoff(ty);
+                    return Err(SwapoffError::Unuse(e));
+                }
             }
-            if let Err(e) = unuse(entry) {
-                self.swapfiles.abort_swapoff(ty);
-                return Err(SwapError::Unuse(e));
+            match self.swapfiles.finish_swapoff(ty) {
+                Ok(_) => break,
+                Err(SwapError::StillInUse { pages }) => {
+                    stalled = if pages < before { 0 } else { stalled + 1 };
+                    if stalled >= SWAPOFF_STALLED_WALKS {
+                        self.swapfiles.abort_swapoff(ty);
+                        return Err(SwapError::StillInUse { pages }.into());
+                    }
+                    std::thread::yield_now();
+                    entries = self.swapfiles.begin_swapoff(ty)?;
+                }
+                Err(e) => {
+                    self.swapfiles.abort_swapoff(ty);
+                    return Err(e.into());
+                }
             }
         }
-        self.swapfiles.finish_swapoff(ty)?;
-        self.swap_cgroup
-            .swapoff(ty)
-            .map_err(|e| SwapError::Unuse(format!("swap_cgroup: {e}")))
+        self.tree
+            .uncharge_kernel(swap_tables_pages(device.nr_pages()));
+        self.swap_cgroup.swapoff(ty).map_err(SwapError::from)?;
+        Ok(())
     }
+}
+
+/// Walks without progress after which swapoff gives up.
+pub const SWAPOFF_STALLED_WALKS: u32 = 1000;
+
+/// Why a swapoff failed; the device stays on.
+#[derive(Debug, thiserror::Error)]
+pub enum SwapoffError {
+    /// The device side (no such device, pages stuck in use).
+    #[error(transparent)]
+    Swap(#[from] SwapError),
+    /// Faulting a page back in failed (its cgroup cannot take it).
+    #[error("a page could not come back: {0}")]
+    Unuse(SwapInError),
+}
+
+impl SwapoffError {
+    /// The errno swapoff(2) returns.
+    pub fn errno(&self) -> Errno {
+        match self {
+            SwapoffError::Swap(e) => e.errno(),
+            SwapoffError::Unuse(e) => e.errno(),
+        }
+    }
+}
+
+/// Pages of kernel tables a swap area of `nr_pages` costs the machine:
+/// `swap_map` (a byte per slot), the zero bitmap (a bit), the swap_cgroup
+/// map (two bytes) and a 24-byte `swap_cluster_info` per cluster.
+pub fn swap_tables_pages(nr_pages: u64) -> u64 {
+    let bytes = u128::from(nr_pages) * 3
+        + u128::from(nr_pages).div_ceil(8)
+        + u128::from(nr_pages).div_ceil(SWAPFILE_CLUSTER as u64 as u128) * 24;
+    u64::try_from(bytes.div_ceil(u128::from(PAGE_BYTES as u64))).unwrap_or(u64::MAX)
 }
 
 impl fmt::Debug for SwapSystem {
@@ -592,6 +719,7 @@ mod tests {
         let tree = CgroupTree::new(TreeConfig {
             nr_nodes: 1,
             max_ids: 64,
+            ..TreeConfig::default()
         });
         let sys = SwapSystem::new(&tree, Design::Memcg);
         let cg = tree.mkdir("/a").unwrap();
@@ -617,7 +745,7 @@ mod tests {
             (0, 16, 17)
         );
         assert_eq!(cg.vm_event(VmEvent::Pswpout), 16);
-        let back = sys.swap_in(entry, 16, &cg).unwrap();
+        let back = sys.do_swap_page(entry, 16, &cg).unwrap();
         assert!(back.bytes().iter().all(|&b| b == 0xab));
         assert_eq!(
             (cg.memory().usage(), cg.swap().usage(), cg.id_pins()),
@@ -634,6 +762,47 @@ mod tests {
         assert_eq!((sys.cache_len(), cg.stat(MemcgStat::Swapcached)), (0, 0));
         drop(back);
         assert_eq!(cg.memory().usage(), 0);
+    }
+
+    #[test]
+    fn zero_bits_only_for_wholly_zero_folios() {
+        let (tree, sys, cg) = system();
+        let ram = Arc::new(RamBackend::new(4 << 20).unwrap());
+        sys.swapon("ram0", Box::new(Arc::clone(&ram)), None)
+            .unwrap();
+        // A 16-page folio whose first page is zero: written whole (F14).
+        let mixed = filled(&tree, &cg, 16, 5);
+        mixed.bytes()[..PAGE_BYTES].fill(0);
+        let entry = sys.swap_out(&mixed).unwrap();
+        drop(mixed);
+        assert_eq!(ram.resident_bytes(), 16 * PAGE_BYTES as u64);
+        assert_eq!(
+            (
+                cg.vm_event(VmEvent::Pswpout),
+                cg.vm_event(VmEvent::SwpoutZero)
+            ),
+            (16, 0)
+        );
+        let back = sys.swap_in(entry, 16, &cg).unwrap();
+        assert!(back.bytes()[..PAGE_BYTES].iter().all(|&b| b == 0));
+        assert!(back.bytes()[PAGE_BYTES..].iter().all(|&b| b == 5));
+        assert_eq!(
+            (
+                cg.vm_event(VmEvent::Pswpin),
+                cg.vm_event(VmEvent::SwpinZero)
+            ),
+            (16, 0)
+        );
+        // A wholly zero folio is only marked.
+        let zero = filled(&tree, &cg, 16, 0);
+        let entry = sys.swap_out(&zero).unwrap();
+        assert_eq!(
+            ram.resident_bytes(),
+            16 * PAGE_BYTES as u64,
+            "nothing written"
+        );
+        assert_eq!(cg.vm_event(VmEvent::SwpoutZero), 16);
+        sys.swap_free(entry, 16).unwrap();
     }
 
     #[test]
@@ -662,14 +831,14 @@ mod tests {
         sys.swapon_ram("ram0", 4 << 20, None).unwrap();
         let entry = sys.swap_out(&filled(&tree, &cg, 1, 7)).unwrap();
         sys.swap_dup(entry, 1).unwrap();
-        let a = sys.swap_in(entry, 1, &cg).unwrap();
+        let a = sys.do_swap_page(entry, 1, &cg).unwrap();
         assert_eq!(
             cg.swap().usage(),
             1,
             "the second mapping still references the slot"
         );
         assert_eq!(sys.cache_len(), 1);
-        let b = sys.swap_in(entry, 1, &cg).unwrap();
+        let b = sys.do_swap_page(entry, 1, &cg).unwrap();
         assert!(Arc::ptr_eq(&a, &b), "one read, shared");
         assert_eq!(
             (cg.swap().usage(), cg.memory().usage(), sys.cache_len()),
@@ -735,6 +904,11 @@ mod tests {
             sys.swap_out(&filled(&tree, &cg, 16, 1)),
             Err(SwapOutError::NoContiguous(16))
         ));
+        assert_eq!(
+            cg.event(MemcgEvent::SwapFail),
+            2,
+            "a large folio without contiguous slots fails before its split (F9)"
+        );
         for e in kept {
             sys.swap_free(e, 1).unwrap();
         }
@@ -752,11 +926,7 @@ mod tests {
         cg.memory().set_max(1).unwrap();
         let mut back = Vec::new();
         let err = sys
-            .swapoff(0, |e| {
-                sys.swap_in(e, 1, &cg)
-                    .map(|f| back.push(f))
-                    .map_err(|e| e.to_string())
-            })
+            .swapoff(0, |e| sys.swap_in(e, 1, &cg).map(|f| back.push(f)))
             .unwrap_err();
         assert_eq!(err.errno(), Errno::ENOMEM);
         assert!(sys.swapfiles().get(0).is_some(), "still on");
@@ -764,12 +934,8 @@ mod tests {
         cg.memory()
             .set_max(crate::page_counter::PAGE_COUNTER_MAX)
             .unwrap();
-        sys.swapoff(0, |e| {
-            sys.swap_in(e, 1, &cg)
-                .map(|f| back.push(f))
-                .map_err(|e| e.to_string())
-        })
-        .unwrap();
+        sys.swapoff(0, |e| sys.swap_in(e, 1, &cg).map(|f| back.push(f)))
+            .unwrap();
         assert!(sys.swapfiles().get(0).is_none());
         assert_eq!(
             (back.len(), cg.swap().usage(), cg.memory().usage()),

@@ -28,8 +28,10 @@
 //!
 //! # Zero pages
 //!
-//! A page of zeros is not written: its bit in the zero bitmap is set, and
-//! reading it back fills zeros.
+//! A folio that is zero as a whole is not written: its slots' bits in the
+//! zero bitmap are set, and reading them back fills zeros. A folio with any
+//! data is written whole, zero pages included (as the kernel's
+//! `swap_writepage`).
 //!
 //! # Locking
 //!
@@ -43,10 +45,13 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::errno::Errno;
+use crate::idr::{ChunkedTable, try_boxed_slice};
 use crate::page_counter::PAGE_SIZE;
-use crate::swap_cgroup::SWAPFILE_CLUSTER;
+use crate::swap_cgroup::{SWAPFILE_CLUSTER, SwapCgroupError};
 use crate::swapops::{MAX_SWAPFILES, SwapEntry};
-use crate::sync::{Arc, ArcSlot, AtomicBool, AtomicU64, Mutex, Ordering, lock};
+use crate::sync::{
+    Arc, ArcSlot, AtomicBool, AtomicI32, AtomicU64, Mutex, MutexGuard, Ordering, lock,
+};
 
 /// Bytes per page, as a `usize`.
 pub const PAGE_BYTES: usize = PAGE_SIZE as usize;
@@ -54,6 +59,9 @@ pub const PAGE_BYTES: usize = PAGE_SIZE as usize;
 /// The largest count a slot can reach (`SWAP_MAP_MAX`; the kernel chains
 /// continuation pages beyond it, we refuse).
 pub const SWAP_MAP_MAX: u8 = 0x3e;
+
+/// The highest priority `swapon -p` accepts (`SWAP_FLAG_PRIO_MASK`).
+pub const MAX_SWAP_PRIO: i32 = 0x7fff;
 
 /// Folio orders the allocator distinguishes (up to a whole cluster).
 const NR_ORDERS: usize = SWAPFILE_CLUSTER.trailing_zeros() as usize + 1;
@@ -106,9 +114,25 @@ pub enum SwapError {
         /// What the device said.
         source: io::Error,
     },
-    /// A page could not be swapped back in during swapoff.
-    #[error("swapoff: {0}")]
-    Unuse(String),
+    /// The device's swap_cgroup map could not be set up or taken down.
+    #[error("swap_cgroup: {0}")]
+    SwapCgroup(#[from] SwapCgroupError),
+    /// A priority outside `0..=MAX_SWAP_PRIO` (`SWAP_FLAG_PRIO_MASK`).
+    #[error("swap priority {0} is not in 0..={MAX_SWAP_PRIO}")]
+    BadPriority(i32),
+    /// swapoff found slots still in use after faulting every page in.
+    #[error("{pages} swap pages still in use")]
+    StillInUse {
+        /// Slots in use.
+        pages: u64,
+    },
+    /// The device's tables do not fit in (simulated or real) memory
+    /// (the kernel's `vzalloc` of `swap_map` failing).
+    #[error("no memory for the tables of a {pages}-page swap area")]
+    NoMemory {
+        /// Pages of the area.
+        pages: u64,
+    },
 }
 
 impl SwapError {
@@ -120,15 +144,18 @@ impl SwapError {
                 io::ErrorKind::PermissionDenied => Errno::EACCES,
                 _ => Errno::EINVAL,
             },
-            SwapError::FileTooSmall { .. } | SwapError::BadSize(_) | SwapError::NoSuchDevice(_) => {
-                Errno::EINVAL
-            }
+            SwapError::FileTooSmall { .. }
+            | SwapError::BadSize(_)
+            | SwapError::NoSuchDevice(_)
+            | SwapError::BadPriority(_) => Errno::EINVAL,
+            SwapError::StillInUse { .. } => Errno::EBUSY,
+            SwapError::SwapCgroup(e) => e.errno(),
             SwapError::BadEntry(_) => Errno::EINVAL,
             SwapError::AlreadyOn(_) => Errno::EBUSY,
             SwapError::TooManyDevices => Errno::EPERM,
             SwapError::TooManyRefs(_) => Errno::ENOMEM,
             SwapError::Io { .. } => Errno::EIO,
-            SwapError::Unuse(_) => Errno::ENOMEM,
+            SwapError::NoMemory { .. } => Errno::ENOMEM,
         }
     }
 }
@@ -145,61 +172,119 @@ pub trait SwapBackend: Send + Sync {
     fn kind(&self) -> &'static str;
 }
 
+/// Memory of the simulated machine that a RAM disk's pages come from. The
+/// kernel's `brd` takes them from the page allocator, outside any cgroup,
+/// so they count against the machine, not against a memory cgroup.
+pub trait MachinePages: Send + Sync {
+    /// Takes `nr_pages` pages; `false` when the machine has too few left.
+    fn try_take(&self, nr_pages: u64) -> bool;
+    /// Gives `nr_pages` pages back.
+    fn give_back(&self, nr_pages: u64);
+}
+
 /// One page of a RAM disk, allocated on its first write.
 type RamPage = Option<Box<[u8]>>;
 
-/// A RAM disk: pages allocated on first write (`brd`).
+/// A RAM disk: pages allocated on first write (`brd`). The table of page
+/// pointers is itself allocated a cluster (512 pages) at a time, on the
+/// first write into that cluster, so an idle disk of any size costs a few
+/// bytes per cluster.
 pub struct RamBackend {
-    pages: Box<[Mutex<RamPage>]>,
+    pages: ChunkedTable<Mutex<RamPage>, SWAPFILE_CLUSTER>,
+    nr_pages: u64,
+    /// Where new pages are charged, if anywhere.
+    memory: Option<Arc<dyn MachinePages>>,
+    /// Pages allocated so far (given back when the disk goes).
+    allocated: AtomicU64,
 }
 
 impl RamBackend {
-    /// A RAM disk of `size_bytes` (a multiple of the page size).
+    /// A RAM disk of `size_bytes` (a multiple of the page size) whose pages
+    /// are charged to nobody.
     pub fn new(size_bytes: u64) -> Result<Self, SwapError> {
+        Self::build(size_bytes, None)
+    }
+
+    /// A RAM disk of `size_bytes` whose pages are taken from `memory` as
+    /// they are first written (a write fails with `ENOMEM` when the machine
+    /// has none left, as `brd` does).
+    pub fn with_memory(size_bytes: u64, memory: Arc<dyn MachinePages>) -> Result<Self, SwapError> {
+        Self::build(size_bytes, Some(memory))
+    }
+
+    fn build(size_bytes: u64, memory: Option<Arc<dyn MachinePages>>) -> Result<Self, SwapError> {
         let nr_pages = check_size(size_bytes)?;
+        let pages = usize::try_from(nr_pages)
+            .ok()
+            .and_then(|n| ChunkedTable::try_new(n).ok())
+            .ok_or(SwapError::NoMemory { pages: nr_pages })?;
         Ok(Self {
-            pages: (0..nr_pages).map(|_| Mutex::new(None)).collect(),
+            pages,
+            nr_pages,
+            memory,
+            allocated: AtomicU64::new(0),
         })
     }
 
     /// Bytes of page storage allocated so far.
     pub fn resident_bytes(&self) -> u64 {
-        self.pages.iter().filter(|p| lock(p).is_some()).count() as u64 * PAGE_SIZE
+        self.allocated.load(Ordering::Relaxed) * PAGE_SIZE
+    }
+
+    fn page(&self, offset: u64) -> io::Result<Option<&Mutex<RamPage>>> {
+        if offset >= self.nr_pages {
+            return Err(io::ErrorKind::InvalidInput.into());
+        }
+        Ok(self.pages.get(offset as usize))
     }
 }
 
 impl SwapBackend for RamBackend {
     fn nr_pages(&self) -> u64 {
-        self.pages.len() as u64
+        self.nr_pages
     }
 
     fn read_page(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        let page = self
-            .pages
-            .get(offset as usize)
-            .ok_or(io::ErrorKind::InvalidInput)?;
-        match &*lock(page) {
-            Some(data) => buf.copy_from_slice(data),
-            None => buf.fill(0),
+        match self.page(offset)?.map(|p| lock(p)).as_deref() {
+            Some(Some(data)) => buf.copy_from_slice(data),
+            _ => buf.fill(0),
         }
         Ok(())
     }
 
     fn write_page(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        self.page(offset)?;
         let page = self
             .pages
-            .get(offset as usize)
+            .get_or_alloc(offset as usize)
             .ok_or(io::ErrorKind::InvalidInput)?;
         let mut slot = lock(page);
         match &mut *slot {
             Some(data) => data.copy_from_slice(buf),
-            None => *slot = Some(buf.into()),
+            None => {
+                if let Some(memory) = &self.memory
+                    && !memory.try_take(1)
+                {
+                    return Err(io::ErrorKind::OutOfMemory.into());
+                }
+                // Relaxed: a statistic; the page itself is under its lock.
+                self.allocated.fetch_add(1, Ordering::Relaxed);
+                *slot = Some(buf.into());
+            }
         }
         Ok(())
     }
 
     fn kind(&self) -> &'static str {
         "partition"
+    }
+}
+
+impl Drop for RamBackend {
+    fn drop(&mut self) {
+        if let Some(memory) = &self.memory {
+            memory.give_back(self.allocated.load(Ordering::Relaxed));
+        }
     }
 }
 
@@ -439,8 +524,8 @@ struct Cluster {
     order: u8,
 }
 
-impl Cluster {
-    fn new() -> Self {
+impl Default for Cluster {
+    fn default() -> Self {
         Self {
             counts: [0; SWAPFILE_CLUSTER],
             zero: [0; SWAPFILE_CLUSTER / 64],
@@ -449,7 +534,9 @@ impl Cluster {
             order: 0,
         }
     }
+}
 
+impl Cluster {
     fn slot_free(&self, i: usize) -> bool {
         self.counts[i] == 0 && !bit(&self.cache, i)
     }
@@ -465,7 +552,7 @@ impl Cluster {
         if self.used == 0 {
             OnList::Free
         } else {
-            OnList::Nonfull(usize::from(self.order))
+            OnList::Nonfull(self.order)
         }
     }
 
@@ -482,31 +569,56 @@ impl Cluster {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum OnList {
     Free,
-    Nonfull(usize),
+    /// Nonfull for the folio order it holds.
+    Nonfull(u8),
     Full,
 }
 
 /// The device's cluster lists (free, nonfull per order, full).
+///
+/// The free list is the clusters never used yet, in order (`fresh`),
+/// followed by clusters freed since (`freed`, oldest first): the kernel's
+/// one free list as it is at swapon (every cluster, in order) with freed
+/// clusters added at its tail, without an entry per cluster up front.
 struct Lists {
-    free: std::collections::VecDeque<u32>,
+    fresh: std::ops::Range<u32>,
+    freed: std::collections::VecDeque<u32>,
     nonfull: [Vec<u32>; NR_ORDERS],
-    on: Vec<OnList>,
+    on: Box<[OnList]>,
 }
 
 impl Lists {
+    /// The head of the free list.
+    fn free_front(&self) -> Option<u32> {
+        if self.fresh.is_empty() {
+            self.freed.front().copied()
+        } else {
+            Some(self.fresh.start)
+        }
+    }
+
     fn move_to(&mut self, ci: u32, to: OnList) {
         let from = self.on[ci as usize];
         if from == to {
             return;
         }
         match from {
-            OnList::Free => self.free.retain(|&c| c != ci),
-            OnList::Nonfull(o) => self.nonfull[o].retain(|&c| c != ci),
+            OnList::Free if self.fresh.start == ci => self.fresh.start += 1,
+            // The partial last cluster, reserved at swapon.
+            OnList::Free if self.fresh.end == ci + 1 => self.fresh.end -= 1,
+            OnList::Free if self.freed.front() == Some(&ci) => {
+                self.freed.pop_front();
+            }
+            OnList::Free => {
+                debug_assert!(!self.fresh.contains(&ci), "only a fresh end leaves");
+                self.freed.retain(|&c| c != ci);
+            }
+            OnList::Nonfull(o) => self.nonfull[usize::from(o)].retain(|&c| c != ci),
             OnList::Full => {}
         }
         match to {
-            OnList::Free => self.free.push_back(ci),
-            OnList::Nonfull(o) => self.nonfull[o].push(ci),
+            OnList::Free => self.freed.push_back(ci),
+            OnList::Nonfull(o) => self.nonfull[usize::from(o)].push(ci),
             OnList::Full => {}
         }
         self.on[ci as usize] = to;
@@ -517,61 +629,90 @@ impl Lists {
 pub struct SwapDevice {
     ty: u32,
     name: String,
-    prio: i32,
+    /// Renumbered when a default-priority device before it goes.
+    prio: AtomicI32,
     backend: Box<dyn SwapBackend>,
+    /// Pages used for swap (slot 0 included), at most [`MAX_SWAP_PAGES`].
     nr_pages: u64,
-    clusters: Box<[Mutex<Cluster>]>,
+    /// The device's own size when that was larger (the area was truncated).
+    truncated_from: Option<u64>,
+    /// Allocated on first use, so an idle area costs a pointer per cluster.
+    clusters: ChunkedTable<Mutex<Cluster>, 1>,
     lists: Mutex<Lists>,
     inuse_pages: AtomicU64,
     /// Cleared while swapoff runs: no new allocations.
     writable: AtomicBool,
 }
 
+/// The largest swap area, in pages (slot 0 included): cluster numbers are
+/// 32-bit here. The kernel truncates an area to its architecture's largest
+/// swap offset (`arch_max_swapfile_size`: 2^50 pages on x86-64, less with
+/// the L1TF mitigation) with a warning; we do the same with this limit.
+pub const MAX_SWAP_PAGES: u64 = (u32::MAX as u64 + 1) * SWAPFILE_CLUSTER as u64;
+
 impl SwapDevice {
-    fn new(ty: u32, name: String, prio: i32, backend: Box<dyn SwapBackend>) -> Self {
-        let nr_pages = backend.nr_pages();
+    fn try_new(
+        ty: u32,
+        name: String,
+        prio: i32,
+        backend: Box<dyn SwapBackend>,
+    ) -> Result<Self, SwapError> {
+        let size = backend.nr_pages();
+        let nr_pages = size.min(MAX_SWAP_PAGES);
+        let no_memory = || SwapError::NoMemory { pages: nr_pages };
         let nr_clusters = nr_pages.div_ceil(SWAPFILE_CLUSTER as u64) as usize;
-        let clusters: Box<[Mutex<Cluster>]> = (0..nr_clusters)
-            .map(|_| Mutex::new(Cluster::new()))
-            .collect();
-        // Slot 0 (the header) and slots past the end are never handed out:
-        // mark them in use forever.
-        let mut reserved = vec![0u16; nr_clusters];
-        for slot in std::iter::once(0).chain(nr_pages..(nr_clusters * SWAPFILE_CLUSTER) as u64) {
-            let (ci, i) = (
-                slot as usize / SWAPFILE_CLUSTER,
-                slot as usize % SWAPFILE_CLUSTER,
-            );
-            lock(&clusters[ci]).counts[i] = u8::MAX;
-            reserved[ci] += 1;
-        }
-        let mut lists = Lists {
-            free: std::collections::VecDeque::new(),
+        let clusters = ChunkedTable::try_new(nr_clusters).map_err(|_| no_memory())?;
+        let on = try_boxed_slice(nr_clusters, || OnList::Free).map_err(|_| no_memory())?;
+        let lists = Lists {
+            fresh: 0..nr_clusters as u32,
+            freed: std::collections::VecDeque::new(),
             nonfull: std::array::from_fn(|_| Vec::new()),
-            on: vec![OnList::Free; nr_clusters],
+            on,
         };
-        for (ci, &r) in reserved.iter().enumerate() {
-            let mut c = lock(&clusters[ci]);
-            c.used = r;
-            if r == 0 {
-                lists.free.push_back(ci as u32);
-            } else {
-                // Partly reserved clusters serve single pages only.
-                lists.on[ci] = OnList::Nonfull(0);
-                lists.nonfull[0].push(ci as u32);
-            }
-        }
-        Self {
+        let device = Self {
             ty,
             name,
-            prio,
+            prio: AtomicI32::new(prio),
             backend,
             nr_pages,
+            truncated_from: (size > nr_pages).then_some(size),
             clusters,
             lists: Mutex::new(lists),
             inuse_pages: AtomicU64::new(0),
             writable: AtomicBool::new(true),
+        };
+        // Slot 0 (the header) and slots past the end are never handed out:
+        // they stay in use forever, and their clusters (the first and a
+        // partial last) serve single pages only.
+        let last_partial = !nr_pages.is_multiple_of(SWAPFILE_CLUSTER as u64);
+        let reserved = std::iter::once(0).chain(if last_partial {
+            nr_pages..(nr_clusters * SWAPFILE_CLUSTER) as u64
+        } else {
+            0..0
+        });
+        {
+            let mut l = lock(&device.lists);
+            for slot in reserved {
+                let ci = slot as usize / SWAPFILE_CLUSTER;
+                let mut c = device.cluster(ci);
+                c.counts[slot as usize % SWAPFILE_CLUSTER] = u8::MAX;
+                c.used += 1;
+                drop(c);
+                l.move_to(ci as u32, OnList::Nonfull(0));
+            }
         }
+        Ok(device)
+    }
+
+    /// Cluster `ci`, allocated on first use, locked.
+    fn cluster(&self, ci: usize) -> MutexGuard<'_, Cluster> {
+        lock(self.cluster_cell(ci))
+    }
+
+    fn cluster_cell(&self, ci: usize) -> &Mutex<Cluster> {
+        self.clusters
+            .get_or_alloc(ci)
+            .expect("cluster index below the device's cluster count")
     }
 
     /// The swap type (index in the swap table).
@@ -586,7 +727,15 @@ impl SwapDevice {
 
     /// Its priority.
     pub fn prio(&self) -> i32 {
-        self.prio
+        // Relaxed: changed only under the swapon mutex; allocation order is
+        // a policy, not a protocol.
+        self.prio.load(Ordering::Relaxed)
+    }
+
+    /// The device's size in pages when the swap area was truncated to
+    /// [`MAX_SWAP_PAGES`] (the kernel's "Truncating oversized swap area").
+    pub fn truncated_from(&self) -> Option<u64> {
+        self.truncated_from
     }
 
     /// Pages of the device (slot 0 included).
@@ -631,7 +780,7 @@ impl SwapDevice {
             return Err(SwapError::BadEntry(entry));
         }
         Ok((
-            &self.clusters[off as usize / SWAPFILE_CLUSTER],
+            self.cluster_cell(off as usize / SWAPFILE_CLUSTER),
             off as usize % SWAPFILE_CLUSTER,
         ))
     }
@@ -646,7 +795,7 @@ impl SwapDevice {
         let candidates: Vec<u32> = lists.nonfull[order]
             .iter()
             .copied()
-            .chain(lists.free.front().copied())
+            .chain(lists.free_front())
             .chain(if order == 0 {
                 (1..NR_ORDERS)
                     .flat_map(|o| lists.nonfull[o].clone())
@@ -656,7 +805,7 @@ impl SwapDevice {
             })
             .collect();
         for ci in candidates {
-            let mut c = lock(&self.clusters[ci as usize]);
+            let mut c = self.cluster(ci as usize);
             let was_free = lists.on[ci as usize] == OnList::Free;
             if was_free {
                 c.order = order as u8;
@@ -672,7 +821,7 @@ impl SwapDevice {
             let to = if usize::from(c.used) == SWAPFILE_CLUSTER {
                 OnList::Full
             } else if was_free {
-                OnList::Nonfull(order)
+                OnList::Nonfull(order as u8)
             } else {
                 lists.on[ci as usize]
             };
@@ -748,20 +897,24 @@ impl SwapDevice {
     }
 
     /// Writes one page (zero pages only set their bit).
-    fn write(&self, entry: SwapEntry, page: &[u8]) -> Result<Stored, SwapError> {
+    fn write(&self, entry: SwapEntry, page: &[u8]) -> Result<(), SwapError> {
         let (cluster, i) = self.cluster_of(entry)?;
-        let zero = is_zero(page);
-        if !zero {
-            self.backend
-                .write_page(entry.swp_offset(), page)
-                .map_err(|source| SwapError::Io { entry, source })?;
+        self.backend
+            .write_page(entry.swp_offset(), page)
+            .map_err(|source| SwapError::Io { entry, source })?;
+        set_bit(&mut lock(cluster).zero, i, false);
+        Ok(())
+    }
+
+    /// Marks the `nr` slots from `entry` as holding zero pages (nothing is
+    /// written).
+    fn mark_zero(&self, entry: SwapEntry, nr: u32) -> Result<(), SwapError> {
+        let (cluster, start) = self.cluster_range(entry, nr)?;
+        let mut c = lock(cluster);
+        for i in start..start + nr as usize {
+            set_bit(&mut c.zero, i, true);
         }
-        set_bit(&mut lock(cluster).zero, i, zero);
-        Ok(if zero {
-            Stored::ZeroBit
-        } else {
-            Stored::Device
-        })
+        Ok(())
     }
 
     /// Reads one page (zero pages are filled, not read).
@@ -780,7 +933,7 @@ impl SwapDevice {
     /// Every slot in use, as entries, in offset order.
     fn used_entries(&self) -> Vec<SwapEntry> {
         let mut out = Vec::new();
-        for (ci, cluster) in self.clusters.iter().enumerate() {
+        for (ci, cluster) in self.clusters.iter() {
             let c = lock(cluster);
             for (i, &count) in c.counts.iter().enumerate() {
                 if count != 0 && count != u8::MAX {
@@ -818,7 +971,7 @@ impl fmt::Debug for SwapDevice {
         f.debug_struct("SwapDevice")
             .field("ty", &self.ty)
             .field("name", &self.name)
-            .field("prio", &self.prio)
+            .field("prio", &self.prio())
             .field("nr_pages", &self.nr_pages)
             .field("inuse", &self.inuse_pages())
             .finish()
@@ -866,15 +1019,19 @@ impl Default for Swapfiles {
 }
 
 impl Swapfiles {
-    /// Swaps on `backend` under `name` with `prio` (or the next default,
-    /// -2, -3, ...); returns its type. The caller then allocates the
-    /// device's swap_cgroup map.
+    /// Swaps on `backend` under `name` with `prio` (`0..=`[`MAX_SWAP_PRIO`],
+    /// or the next default, -2, -3, ...); returns the device. The caller
+    /// then allocates the device's swap_cgroup map. An area larger than
+    /// [`MAX_SWAP_PAGES`] is truncated ([`SwapDevice::truncated_from`]).
     pub fn swapon(
         &self,
         name: &str,
         backend: Box<dyn SwapBackend>,
         prio: Option<i32>,
     ) -> Result<Arc<SwapDevice>, SwapError> {
+        if let Some(p) = prio.filter(|p| !(0..=MAX_SWAP_PRIO).contains(p)) {
+            return Err(SwapError::BadPriority(p));
+        }
         let mut table = lock(&self.swapon_mutex);
         if self.iter().any(|d| d.name == name) {
             return Err(SwapError::AlreadyOn(name.to_owned()));
@@ -882,11 +1039,16 @@ impl Swapfiles {
         let ty = (0..self.devices.len())
             .find(|&t| self.devices[t].with(|d| d.is_none()))
             .ok_or(SwapError::TooManyDevices)?;
-        let prio = prio.unwrap_or_else(|| {
+        let device = SwapDevice::try_new(
+            ty as u32,
+            name.to_owned(),
+            prio.unwrap_or(table.least_priority - 1),
+            backend,
+        )?;
+        if prio.is_none() {
             table.least_priority -= 1;
-            table.least_priority
-        });
-        let device = Arc::new(SwapDevice::new(ty as u32, name.to_owned(), prio, backend));
+        }
+        let device = Arc::new(device);
         self.devices[ty].swap(Some(Arc::clone(&device)));
         Ok(device)
     }
@@ -920,7 +1082,7 @@ impl Swapfiles {
         };
         let n = devices.len();
         devices.rotate_left(rotor % n);
-        devices.sort_by_key(|d| std::cmp::Reverse(d.prio)); // stable: rotation breaks ties
+        devices.sort_by_key(|d| std::cmp::Reverse(d.prio())); // stable: rotation breaks ties
         devices.iter().find_map(|d| d.alloc(order))
     }
 
@@ -945,9 +1107,16 @@ impl Swapfiles {
         self.device(entry)?.set_cache(entry, nr, held)
     }
 
-    /// Writes page `i` of a folio swapped to `entry`.
-    pub fn write_page(&self, entry: SwapEntry, page: &[u8]) -> Result<Stored, SwapError> {
+    /// Writes one page to the slot `entry` (clearing its zero bit).
+    pub fn write_page(&self, entry: SwapEntry, page: &[u8]) -> Result<(), SwapError> {
         self.device(entry)?.write(entry, page)
+    }
+
+    /// Marks the `nr` slots from `entry` as zero pages instead of writing
+    /// them: the kernel does this for a folio that is zero as a whole
+    /// (`swap_zeromap_folio_set`); a folio with any data is written whole.
+    pub fn mark_zero(&self, entry: SwapEntry, nr: u32) -> Result<(), SwapError> {
+        self.device(entry)?.mark_zero(entry, nr)
     }
 
     /// Reads the page at `entry`.
@@ -972,20 +1141,29 @@ impl Swapfiles {
         }
     }
 
-    /// Removes `ty` once it has no slot in use.
+    /// Removes `ty` once it has no slot in use; otherwise fails with
+    /// [`SwapError::StillInUse`] and leaves it off for allocation (the
+    /// caller walks again, or calls [`Swapfiles::abort_swapoff`]). A
+    /// default-priority device's removal moves every device after it one
+    /// priority up, as the kernel's swapoff does.
     pub fn finish_swapoff(&self, ty: u32) -> Result<Arc<SwapDevice>, SwapError> {
-        let _table = lock(&self.swapon_mutex);
+        let mut table = lock(&self.swapon_mutex);
         let device = self
             .get(ty)
             .ok_or_else(|| SwapError::NoSuchDevice(ty.to_string()))?;
         if device.inuse_pages() != 0 {
-            device.writable.store(true, Ordering::Release);
-            return Err(SwapError::Unuse(format!(
-                "{} pages still in use",
-                device.inuse_pages()
-            )));
+            return Err(SwapError::StillInUse {
+                pages: device.inuse_pages(),
+            });
         }
         self.devices[ty as usize].swap(None);
+        let prio = device.prio();
+        if prio < 0 {
+            for d in self.iter().filter(|d| d.prio() < prio) {
+                d.prio.fetch_add(1, Ordering::Relaxed);
+            }
+            table.least_priority += 1;
+        }
         Ok(device)
     }
 
@@ -997,22 +1175,46 @@ impl Swapfiles {
                 kind: d.backend.kind(),
                 size_kb: (d.nr_pages - 1) * PAGE_SIZE / 1024,
                 used_kb: d.inuse_pages() * PAGE_SIZE / 1024,
-                prio: d.prio,
+                prio: d.prio(),
             })
             .collect()
     }
 
-    /// `/proc/swaps` as text.
+    /// `/proc/swaps` as the kernel's `swap_show` prints it: the path with
+    /// blanks and backslashes escaped as octal, padded to 40 columns, then
+    /// tab-separated fields (an extra tab after numbers below 10000000).
     pub fn proc_swaps(&self) -> String {
         let mut out = String::from("Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n");
         for l in self.swaps() {
+            let path = escape_path(&l.filename);
+            let pad = 40usize.saturating_sub(path.len()).max(1);
+            let tab_if_short = |n: u64| if n < 10_000_000 { "\t" } else { "" };
             out.push_str(&format!(
-                "{:<40}{:<16}{:<16}{:<16}{}\n",
-                l.filename, l.kind, l.size_kb, l.used_kb, l.prio
+                "{path}{:pad$}{}\t{}\t{}{}\t{}{}\n",
+                "",
+                l.kind,
+                l.size_kb,
+                tab_if_short(l.size_kb),
+                l.used_kb,
+                tab_if_short(l.used_kb),
+                l.prio
             ));
         }
         out
     }
+}
+
+/// Escapes space, tab, newline and backslash as `\ooo`, as `seq_file_path`
+/// does for `/proc/swaps`.
+fn escape_path(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for c in path.chars() {
+        match c {
+            ' ' | '\t' | '\n' | '\\' => out.push_str(&format!("\\{:03o}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(all(test, not(loom)))]
@@ -1095,7 +1297,7 @@ mod tests {
         sf.swapon("ram0", Box::new(Arc::clone(&backend)), None)
             .unwrap();
         let (z, d) = (sf.alloc(0).unwrap(), sf.alloc(0).unwrap());
-        sf.write_page(z, &[0u8; PAGE_BYTES]).unwrap();
+        sf.mark_zero(z, 1).unwrap();
         sf.write_page(d, &[7u8; PAGE_BYTES]).unwrap();
         assert_eq!(
             backend.resident_bytes(),

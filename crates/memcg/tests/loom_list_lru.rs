@@ -30,6 +30,7 @@ fn setup(design: LruDesign) -> (CgroupTree, Arc<ListLru>) {
     let tree = CgroupTree::new(TreeConfig {
         nr_nodes: 1,
         max_ids: 4,
+        ..TreeConfig::default()
     });
     let lru = ListLru::new(
         &tree,
@@ -184,6 +185,7 @@ fn lazy_allocation_races_offline() {
             let tree = CgroupTree::new(TreeConfig {
                 nr_nodes: 1,
                 max_ids: 4,
+                ..TreeConfig::default()
             });
             let a = tree.mkdir("/a").unwrap();
             let b = tree.mkdir("/a/b").unwrap();

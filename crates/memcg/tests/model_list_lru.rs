@@ -261,6 +261,7 @@ fn run(design: LruDesign, ops: &[Op]) -> Result<(), TestCaseError> {
     let tree = CgroupTree::new(TreeConfig {
         nr_nodes: NODES,
         max_ids: 64,
+        ..TreeConfig::default()
     });
     let lru = ListLru::new(
         &tree,

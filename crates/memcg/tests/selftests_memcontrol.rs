@@ -4,7 +4,7 @@
 #![cfg(not(loom))]
 
 use memcg::SwapEntry;
-use memcg::cgroupfs::CgroupFs;
+use memcg::cgroupfs::{Access, CgroupFs};
 use memcg::errno::Errno;
 use memcg::memcontrol::{ChargeKind, MemcgEvent};
 use memcg::swap_cgroup::{Design, SwapCgroup};
@@ -64,32 +64,49 @@ fn test_memcg_subtree_control() {
     );
 }
 
-/// test_memcg_current_peak: memory.current follows charges, memory.peak keeps
-/// the highest value until reset.
+/// test_memcg_current_peak, ported with charges standing in for the
+/// selftest's `cg_run` allocations (a child that allocates, then exits):
+/// memory.peak per open file, reset by a write to that file only.
 #[test]
-fn memory_current_and_peak_follow_charges() {
+fn test_memcg_current_peak() {
     let fs = fs_with_memory();
-    let cg = fs.mkdir("/memcg_test").unwrap();
+    fs.mkdir("/memcg_test").unwrap();
+    let cg = fs.memcg("/memcg_test").unwrap();
+    let t = fs.tree();
+    // cg_run(alloc_anon_50M_check) / cg_run(alloc_pagecache_50M_check).
+    let run_50m = |kind| {
+        t.try_charge(&cg, 50 * MB / PAGE, kind).unwrap();
+        assert!(read_u64(&fs, "/memcg_test/memory.current") >= 50 * MB);
+        t.uncharge(&cg, 50 * MB / PAGE, kind);
+    };
     assert_eq!(read_u64(&fs, "/memcg_test/memory.current"), 0);
-    fs.tree()
-        .try_charge(&cg, 50 * MB / PAGE, ChargeKind::Anon)
-        .unwrap();
-    assert_eq!(read_u64(&fs, "/memcg_test/memory.current"), 50 * MB);
-    fs.tree()
-        .try_charge(&cg, 10 * MB / PAGE, ChargeKind::File)
-        .unwrap();
-    assert_eq!(read_u64(&fs, "/memcg_test/memory.peak"), 60 * MB);
-    assert!(
-        fs.read("/memcg_test/memory.stat")
-            .unwrap()
-            .contains(&format!("file {}\n", 10 * MB))
-    );
-    fs.tree().uncharge(&cg, 50 * MB / PAGE, ChargeKind::Anon);
-    fs.tree().uncharge(&cg, 10 * MB / PAGE, ChargeKind::File);
-    assert_eq!(read_u64(&fs, "/memcg_test/memory.current"), 0);
-    assert_eq!(read_u64(&fs, "/memcg_test/memory.peak"), 60 * MB);
-    fs.write("/memcg_test/memory.peak", "reset\n").unwrap();
     assert_eq!(read_u64(&fs, "/memcg_test/memory.peak"), 0);
+    run_50m(ChargeKind::Anon);
+    assert!(read_u64(&fs, "/memcg_test/memory.peak") >= 50 * MB);
+
+    let open = || {
+        fs.open("/memcg_test/memory.peak", Access::ReadWrite)
+            .unwrap()
+    };
+    let (mut fd, mut fd2, mut fd3, mut fd4) = (open(), open(), open(), open());
+    for f in [&mut fd, &mut fd2, &mut fd3] {
+        f.write("reset\n").unwrap();
+    }
+    // Make sure a completely independent read isn't affected by our FD-local
+    // reset above.
+    assert!(read_u64(&fs, "/memcg_test/memory.peak") >= 50 * MB);
+    drop(fd2);
+    fd4.write("reset\n").unwrap();
+    let peak: u64 = fd.read().unwrap().trim().parse().unwrap();
+    assert!(peak <= 30 * MB, "{peak}");
+    run_50m(ChargeKind::File);
+    assert!(read_u64(&fs, "/memcg_test/memory.peak") >= 50 * MB);
+    // Make sure everything is back to normal.
+    for f in [&fd, &fd4] {
+        let peak: u64 = f.read().unwrap().trim().parse().unwrap();
+        assert!(peak >= 50 * MB, "{peak}");
+    }
+    drop((fd, fd3, fd4));
 }
 
 /// test_memcg_max / test_memcg_oom_events: with nothing reclaimable, a
@@ -102,7 +119,8 @@ fn charge_past_max_raises_max_and_oom_up_the_hierarchy() {
     fs.mkdir("/parent").unwrap();
     fs.write("/parent/cgroup.subtree_control", "+memory")
         .unwrap();
-    let child = fs.mkdir("/parent/child").unwrap();
+    fs.mkdir("/parent/child").unwrap();
+    let child = fs.memcg("/parent/child").unwrap();
     fs.write("/parent/child/memory.max", "30M").unwrap();
     fs.tree()
         .try_charge(&child, 20 * MB / PAGE, ChargeKind::Anon)
@@ -119,6 +137,19 @@ fn charge_past_max_raises_max_and_oom_up_the_hierarchy() {
     );
 
     assert!(key(&fs, "/parent/child/memory.events", "max") > 0);
+    // 5120 pages: more than PAGE_ALLOC_COSTLY_ORDER, so no OOM (v6.14's
+    // mem_cgroup_oom returns before MEMCG_OOM); a 4K charge then does.
+    assert_eq!(key(&fs, "/parent/child/memory.events", "oom"), 0);
+    fs.tree()
+        .try_charge(&child, 10 * MB / PAGE, ChargeKind::Anon)
+        .unwrap();
+    assert_eq!(
+        fs.tree()
+            .try_charge(&child, 1, ChargeKind::Anon)
+            .unwrap_err()
+            .errno(),
+        Errno::ENOMEM
+    );
     assert_eq!(key(&fs, "/parent/child/memory.events", "oom"), 1);
     assert_eq!(key(&fs, "/parent/child/memory.events.local", "oom"), 1);
     assert_eq!(key(&fs, "/parent/memory.events", "oom"), 1, "hierarchical");
@@ -140,7 +171,8 @@ fn charge_past_max_raises_max_and_oom_up_the_hierarchy() {
 #[test]
 fn memory_max_below_usage_is_accepted() {
     let fs = fs_with_memory();
-    let cg = fs.mkdir("/memcg_test").unwrap();
+    fs.mkdir("/memcg_test").unwrap();
+    let cg = fs.memcg("/memcg_test").unwrap();
     fs.tree()
         .try_charge(&cg, 40 * MB / PAGE, ChargeKind::File)
         .unwrap();
@@ -167,7 +199,8 @@ fn memory_max_below_usage_is_accepted() {
 #[test]
 fn swap_max_refuses_swap_charges() {
     let fs = fs_with_memory();
-    let cg = fs.mkdir("/memcg_test").unwrap();
+    fs.mkdir("/memcg_test").unwrap();
+    let cg = fs.memcg("/memcg_test").unwrap();
     fs.write("/memcg_test/memory.swap.max", "8K").unwrap();
     let swap = SwapCgroup::new(Design::Memcg);
     swap.swapon(0, 1024).unwrap();
@@ -199,7 +232,8 @@ fn swap_max_refuses_swap_charges() {
 #[test]
 fn rmdir_with_recorded_swap_keeps_the_id_pinned() {
     let fs = fs_with_memory();
-    let cg = fs.mkdir("/memcg_test").unwrap();
+    fs.mkdir("/memcg_test").unwrap();
+    let cg = fs.memcg("/memcg_test").unwrap();
     let id = cg.id();
     let swap = SwapCgroup::new(Design::Memcg);
     swap.swapon(0, 1024).unwrap();
@@ -212,7 +246,7 @@ fn rmdir_with_recorded_swap_keeps_the_id_pinned() {
     fs.rmdir("/memcg_test").unwrap();
     assert_eq!(
         fs.read("/cgroup.stat").unwrap(),
-        "nr_descendants 0\nnr_dying_descendants 1\n"
+        "nr_descendants 0\nnr_subsys_memory 1\nnr_dying_descendants 1\nnr_dying_subsys_memory 1\n"
     );
     assert!(fs.tree().lookup(id).is_some(), "id still resolves");
     assert_eq!(fs.tree().swap_uncharge(&swap, a, 16).unwrap(), id);
@@ -223,11 +257,13 @@ fn rmdir_with_recorded_swap_keeps_the_id_pinned() {
         fs.tree().lookup(id).is_none(),
         "released with the last slot"
     );
+    assert_eq!(cg.swap().usage(), 0);
+    drop(cg);
     assert_eq!(
         fs.read("/cgroup.stat").unwrap(),
-        "nr_descendants 0\nnr_dying_descendants 0\n"
+        "nr_descendants 0\nnr_subsys_memory 1\nnr_dying_descendants 0\nnr_dying_subsys_memory 0\n",
+        "released once the test's own reference went"
     );
-    assert_eq!(cg.swap().usage(), 0);
     // Teardown invariant: every counter at zero, only the root's id in use.
     assert_eq!(
         fs.tree().root().memory().usage() + fs.tree().root().swap().usage(),

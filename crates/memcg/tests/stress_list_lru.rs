@@ -27,6 +27,7 @@ fn stress(design: LruDesign, seed: u64) {
     let tree = CgroupTree::new(TreeConfig {
         nr_nodes: NODES,
         max_ids: 2048,
+        ..TreeConfig::default()
     });
     let lru = ListLru::new(
         &tree,

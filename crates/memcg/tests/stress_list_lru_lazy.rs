@@ -28,6 +28,7 @@ fn round(design: LruDesign, spin: u32, seed: u64, i: usize) {
     let tree = CgroupTree::new(TreeConfig {
         nr_nodes: 1,
         max_ids: 8,
+        ..TreeConfig::default()
     });
     let a = tree.mkdir("/a").unwrap();
     let b = tree.mkdir("/a/b").unwrap();

@@ -32,6 +32,7 @@ fn charges_and_swap_balance_to_zero_under_churn_and_rmdir() {
     let tree = CgroupTree::new(TreeConfig {
         nr_nodes: 1,
         max_ids: 256,
+        ..TreeConfig::default()
     });
     let swap = SwapCgroup::new(Design::Memcg);
     swap.swapon(0, SLOTS_PER_THREAD * THREADS as u64).unwrap();
@@ -129,11 +130,19 @@ fn charges_and_swap_balance_to_zero_under_churn_and_rmdir() {
     }
     assert_eq!(tree.root().memory().usage(), 0, "seed {seed}");
     assert_eq!(tree.root().swap().usage(), 0, "seed {seed}");
-    assert_eq!(tree.root().nr_dying_descendants(), 0, "seed {seed}");
     assert_eq!(
         tree.ids_in_use(),
         1 + cgs.len() - 10,
         "seed {seed}: ids of removed cgroups released"
+    );
+    // Nothing but this test's own references keeps the removed ones dying.
+    let root = tree.root_cgroup();
+    assert_eq!(root.nr_dying_descendants(), 10, "seed {seed}");
+    drop(cgs);
+    assert_eq!(
+        (root.nr_dying_descendants(), root.nr_dying_subsys_memory()),
+        (0, 0),
+        "seed {seed}: removed cgroups released"
     );
     for offset in 0..SLOTS_PER_THREAD * THREADS as u64 {
         assert_eq!(

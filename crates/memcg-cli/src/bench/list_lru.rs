@@ -103,6 +103,7 @@ fn setup(design: LruDesign, cgroups: usize, objects: u32, nodes: usize) -> anyho
     let tree = CgroupTree::new(TreeConfig {
         nr_nodes: nodes,
         max_ids,
+        ..TreeConfig::default()
     });
     let max_items = u32::try_from(cgroups)
         .ok()

@@ -101,7 +101,7 @@ impl SwapArgs {
 }
 
 fn parse_size(text: &str) -> Result<u64, String> {
-    memparse(text)
+    memparse(text).map_err(|e| e.to_string())
 }
 
 /// What an experiment times.
@@ -230,6 +230,33 @@ impl SwapDir {
     }
 }
 
+/// The simulated machine a run needs: the mappings, a RAM device as large
+/// (its pages are machine memory) and the device's tables, with room to
+/// spare. Benchmarks size the machine to the experiment; the host must
+/// hold it ([`check_host_fits`]).
+fn machine_bytes_for(size_bytes: u64, threads: usize) -> u64 {
+    let device_bytes = size_bytes + DEVICE_SLACK_BYTES * (threads as u64 + 1);
+    let tables = memcg::swap_state::swap_tables_pages(device_bytes / PAGE_BYTES) * PAGE_BYTES;
+    size_bytes + device_bytes + tables + (64 << 20)
+}
+
+/// Refuses, before any run, a size whose machine would not fit in half of
+/// the host's available memory (the simulator's pages are real).
+fn check_host_fits(size_bytes: u64, threads: &[usize]) -> anyhow::Result<()> {
+    let needed = threads
+        .iter()
+        .map(|&t| machine_bytes_for(size_bytes, t))
+        .max()
+        .unwrap_or(0);
+    let available = memcg_sim::default_mem_bytes();
+    ensure!(
+        needed <= available,
+        "--size {size_bytes} needs a simulated machine of {needed} bytes, more than half of \
+         this host's available memory ({available} bytes); use a smaller --size"
+    );
+    Ok(())
+}
+
 /// One timed run of `exp` with `design` on `threads` tasks sharing
 /// `size_bytes`; returns the seconds the timed phase took.
 fn run_once(
@@ -243,16 +270,18 @@ fn run_once(
     let sim = Sim::new(SimConfig {
         seed,
         swap_cgroup: design,
+        mem_bytes: machine_bytes_for(size_bytes, threads),
     });
     sim.fs().write("/cgroup.subtree_control", "+memory")?;
-    let bench = sim.fs().mkdir("/bench")?;
+    sim.fs().mkdir("/bench")?;
+    let bench = sim.fs().memcg("/bench")?;
     let device_bytes = size_bytes + DEVICE_SLACK_BYTES * (threads as u64 + 1);
     let device = match exp.device {
-        Device::Ram => sim.swapon_ram(device_bytes)?,
+        Device::Ram => sim.swapon_ram(device_bytes, None)?,
         // One file per size: a reused swap file must be large enough.
         Device::File => {
             let path = swap_dir.join(format!("memcg-bench-{}M.swap", device_bytes >> 20));
-            sim.swapon_file(&path, device_bytes)?
+            sim.swapon_file(&path, device_bytes, None)?
         }
     };
     let per_task_bytes = size_bytes / threads as u64;
@@ -453,6 +482,7 @@ impl Plan {
 /// Runs the benchmark, prints its tables, writes JSON/SVG if asked.
 pub fn run(args: &SwapArgs) -> anyhow::Result<()> {
     let plan = Plan::of(args)?;
+    check_host_fits(plan.size_bytes, &plan.threads)?;
     let swap_dir = match &args.swap_dir {
         Some(dir) => SwapDir::Given(dir.clone()),
         None => {

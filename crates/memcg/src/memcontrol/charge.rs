@@ -37,10 +37,12 @@
 
 use std::fmt;
 
+use super::stat::{MemcgEvent, MemcgStat, VmEvent};
 use super::{CgroupTree, MemCgroup};
 use crate::errno::Errno;
-use crate::page_counter::{PAGE_COUNTER_MAX, PAGE_SIZE, PageCounter};
+use crate::page_counter::{PAGE_COUNTER_MAX, PageCounter};
 use crate::swap_cgroup::{SwapCgroup, SwapCgroupError};
+use crate::swapfile::MachinePages;
 use crate::swapops::SwapEntry;
 use crate::sync::{Arc, AtomicI64, AtomicU64, Ordering, lock};
 
@@ -56,177 +58,6 @@ const MAX_OOM_KILLS_PER_CHARGE: u32 = 16;
 /// Charges up to this many pages retry after any reclaim progress
 /// (`1 << PAGE_ALLOC_COSTLY_ORDER`).
 const COSTLY_PAGES: u64 = 8;
-
-/// Memory events (`enum memcg_memory_event`), in file order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum MemcgEvent {
-    /// Reclaimed below `memory.low` protection.
-    Low,
-    /// Usage went over `memory.high`.
-    High,
-    /// A charge hit `memory.max`.
-    Max,
-    /// The OOM path was entered.
-    Oom,
-    /// A task was OOM-killed.
-    OomKill,
-    /// A cgroup was OOM-killed as a group.
-    OomGroupKill,
-    /// Swap usage went over `memory.swap.high`.
-    SwapHigh,
-    /// A swap charge hit `memory.swap.max`.
-    SwapMax,
-    /// A swap-out failed (no slot or over `memory.swap.max`).
-    SwapFail,
-}
-
-impl MemcgEvent {
-    /// Every event, `memory.events` ones then `memory.swap.events` ones.
-    pub const ALL: [MemcgEvent; 9] = [
-        MemcgEvent::Low,
-        MemcgEvent::High,
-        MemcgEvent::Max,
-        MemcgEvent::Oom,
-        MemcgEvent::OomKill,
-        MemcgEvent::OomGroupKill,
-        MemcgEvent::SwapHigh,
-        MemcgEvent::SwapMax,
-        MemcgEvent::SwapFail,
-    ];
-
-    /// The key in its events file.
-    pub const fn name(self) -> &'static str {
-        match self {
-            MemcgEvent::Low => "low",
-            MemcgEvent::High | MemcgEvent::SwapHigh => "high",
-            MemcgEvent::Max | MemcgEvent::SwapMax => "max",
-            MemcgEvent::Oom => "oom",
-            MemcgEvent::OomKill => "oom_kill",
-            MemcgEvent::OomGroupKill => "oom_group_kill",
-            MemcgEvent::SwapFail => "fail",
-        }
-    }
-
-    /// Whether it belongs in `memory.swap.events`.
-    pub const fn is_swap(self) -> bool {
-        matches!(
-            self,
-            MemcgEvent::SwapHigh | MemcgEvent::SwapMax | MemcgEvent::SwapFail
-        )
-    }
-}
-
-/// Page states kept per cgroup, in `memory.stat` order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum MemcgStat {
-    /// Anonymous pages (`anon`).
-    Anon,
-    /// Page cache pages (`file`).
-    File,
-    /// Bytes of compressed memory in zswap (`zswap`).
-    ZswapBytes,
-    /// Pages stored in zswap (`zswapped`).
-    Zswapped,
-    /// Pages in the swap cache (`swapcached`).
-    Swapcached,
-    /// Pages on swap (`MEMCG_SWAP`; v2's `memory.stat` does not show it,
-    /// `memory.swap.current` is the interface).
-    Swap,
-}
-
-impl MemcgStat {
-    /// Every state, in order.
-    pub const ALL: [MemcgStat; 6] = [
-        MemcgStat::Anon,
-        MemcgStat::File,
-        MemcgStat::ZswapBytes,
-        MemcgStat::Zswapped,
-        MemcgStat::Swapcached,
-        MemcgStat::Swap,
-    ];
-
-    /// The `memory.stat` key, or `None` for states v2 does not print.
-    pub const fn key(self) -> Option<&'static str> {
-        match self {
-            MemcgStat::Anon => Some("anon"),
-            MemcgStat::File => Some("file"),
-            MemcgStat::ZswapBytes => Some("zswap"),
-            MemcgStat::Zswapped => Some("zswapped"),
-            MemcgStat::Swapcached => Some("swapcached"),
-            MemcgStat::Swap => None,
-        }
-    }
-
-    /// Bytes per unit of the stored value (pages print as bytes).
-    pub const fn unit_bytes(self) -> u64 {
-        match self {
-            MemcgStat::ZswapBytes => 1,
-            _ => PAGE_SIZE,
-        }
-    }
-}
-
-/// Event counts kept per cgroup (`memcg_vm_event_stat`), in `memory.stat`
-/// order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum VmEvent {
-    /// Pages scanned by reclaim.
-    Pgscan,
-    /// Pages reclaimed.
-    Pgsteal,
-    /// Pages read from swap.
-    Pswpin,
-    /// Pages written to swap.
-    Pswpout,
-    /// Page faults.
-    Pgfault,
-    /// Major (I/O) page faults.
-    Pgmajfault,
-    /// Zero-filled pages "read" from swap (only their zero bit; v6.12+).
-    SwpinZero,
-    /// Zero-filled pages swapped out without being written (v6.12+).
-    SwpoutZero,
-    /// Pages read back from zswap.
-    Zswpin,
-    /// Pages stored in zswap.
-    Zswpout,
-    /// Pages written back from zswap to swap.
-    Zswpwb,
-}
-
-impl VmEvent {
-    /// Every event, in order.
-    pub const ALL: [VmEvent; 11] = [
-        VmEvent::Pgscan,
-        VmEvent::Pgsteal,
-        VmEvent::Pswpin,
-        VmEvent::Pswpout,
-        VmEvent::Pgfault,
-        VmEvent::Pgmajfault,
-        VmEvent::SwpinZero,
-        VmEvent::SwpoutZero,
-        VmEvent::Zswpin,
-        VmEvent::Zswpout,
-        VmEvent::Zswpwb,
-    ];
-
-    /// The `memory.stat` key.
-    pub const fn key(self) -> &'static str {
-        match self {
-            VmEvent::Pgscan => "pgscan",
-            VmEvent::Pgsteal => "pgsteal",
-            VmEvent::Pswpin => "pswpin",
-            VmEvent::Pswpout => "pswpout",
-            VmEvent::Pgfault => "pgfault",
-            VmEvent::Pgmajfault => "pgmajfault",
-            VmEvent::SwpinZero => "swpin_zero",
-            VmEvent::SwpoutZero => "swpout_zero",
-            VmEvent::Zswpin => "zswpin",
-            VmEvent::Zswpout => "zswpout",
-            VmEvent::Zswpwb => "zswpwb",
-        }
-    }
-}
 
 /// What kind of page a charge is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -262,28 +93,6 @@ pub trait OomHandler: Send + Sync {
     fn kill_victim(&self, cg: &Arc<MemCgroup>) -> Option<Arc<MemCgroup>>;
 }
 
-/// The tasks of a hierarchy, for `cgroup.procs` and for refusing to
-/// remove a populated cgroup (implemented by the simulator).
-pub trait TaskHooks: Send + Sync {
-    /// The pids of the tasks in exactly `cg`, ascending.
-    fn procs(&self, cg: &MemCgroup) -> Vec<u32>;
-    /// Moves task `pid` to `cg` (writing `cgroup.procs`); its charges stay
-    /// where they are, as in cgroup v2. `ESRCH` if there is no such task.
-    fn attach(&self, pid: u32, cg: &Arc<MemCgroup>) -> Result<(), Errno>;
-}
-
-struct NoTaskHooks;
-
-impl TaskHooks for NoTaskHooks {
-    fn procs(&self, _: &MemCgroup) -> Vec<u32> {
-        Vec::new()
-    }
-
-    fn attach(&self, _: u32, _: &Arc<MemCgroup>) -> Result<(), Errno> {
-        Err(Errno::ESRCH)
-    }
-}
-
 struct NothingReclaimable;
 
 impl MemcgReclaim for NothingReclaimable {
@@ -304,7 +113,6 @@ impl OomHandler for NoTasks {
 pub(crate) struct Hooks {
     reclaim: Arc<dyn MemcgReclaim>,
     oom: Arc<dyn OomHandler>,
-    tasks: Arc<dyn TaskHooks>,
 }
 
 impl Default for Hooks {
@@ -312,14 +120,33 @@ impl Default for Hooks {
         Self {
             reclaim: Arc::new(NothingReclaimable),
             oom: Arc::new(NoTasks),
-            tasks: Arc::new(NoTaskHooks),
         }
     }
+}
+
+/// How hard a charge may try: the part of the kernel's gfp flags that
+/// `try_charge_memcg` looks at.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Gfp {
+    /// `GFP_KERNEL`: reclaim, retry, and for up to 8 pages the OOM killer.
+    #[default]
+    Kernel,
+    /// Cannot block (`GFP_TRANSHUGE_LIGHT`, an mTHP fault in a VMA that is
+    /// not `MADV_HUGEPAGE`): over the limit it fails at once, with no
+    /// reclaim and no event; the fault falls back to smaller folios.
+    NoReclaim,
 }
 
 /// Why a charge failed. Nothing stays charged when one is returned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ChargeError {
+    /// The simulated machine has no memory left (its size is the root's
+    /// limit; the kernel would reclaim globally, then OOM-kill).
+    #[error("the machine is out of memory ({total_pages} pages in all)")]
+    MachineOutOfMemory {
+        /// The machine's size in pages.
+        total_pages: u64,
+    },
     /// Over `memory.max` with nothing reclaimable and nothing to kill.
     #[error("{path}: out of memory (memory.max reached)")]
     OutOfMemory {
@@ -341,7 +168,9 @@ impl ChargeError {
     /// The errno a faulting task would see (ENOMEM), or the swap map's.
     pub fn errno(&self) -> Errno {
         match self {
-            ChargeError::OutOfMemory { .. } | ChargeError::SwapLimit { .. } => Errno::ENOMEM,
+            ChargeError::OutOfMemory { .. }
+            | ChargeError::SwapLimit { .. }
+            | ChargeError::MachineOutOfMemory { .. } => Errno::ENOMEM,
             ChargeError::SwapMap(e) => e.errno(),
         }
     }
@@ -356,8 +185,8 @@ pub(crate) struct Accounting {
     events: [AtomicU64; MemcgEvent::ALL.len()],
     events_local: [AtomicU64; MemcgEvent::ALL.len()],
     /// Hierarchical: includes every descendant, dead or alive.
-    stats: [AtomicI64; MemcgStat::ALL.len()],
-    vm_events: [AtomicU64; VmEvent::ALL.len()],
+    stats: Box<[AtomicI64]>,
+    vm_events: Box<[AtomicU64]>,
 }
 
 impl Accounting {
@@ -371,17 +200,10 @@ impl Accounting {
             zswap_max: AtomicU64::new(PAGE_COUNTER_MAX),
             events: std::array::from_fn(|_| AtomicU64::new(0)),
             events_local: std::array::from_fn(|_| AtomicU64::new(0)),
-            stats: std::array::from_fn(|_| AtomicI64::new(0)),
-            vm_events: std::array::from_fn(|_| AtomicU64::new(0)),
+            stats: MemcgStat::ALL.iter().map(|_| AtomicI64::new(0)).collect(),
+            vm_events: VmEvent::ALL.iter().map(|_| AtomicU64::new(0)).collect(),
         }
     }
-}
-
-fn event_index(event: MemcgEvent) -> usize {
-    MemcgEvent::ALL
-        .iter()
-        .position(|&e| e == event)
-        .expect("listed")
 }
 
 impl MemCgroup {
@@ -407,53 +229,49 @@ impl MemCgroup {
 
     /// A hierarchical event count (`memory.events`, `memory.swap.events`).
     pub fn event(&self, event: MemcgEvent) -> u64 {
-        self.acct.events[event_index(event)].load(Ordering::Relaxed)
+        self.acct.events[event.index()].load(Ordering::Relaxed)
     }
 
     /// A local event count (`memory.events.local`).
     pub fn event_local(&self, event: MemcgEvent) -> u64 {
-        self.acct.events_local[event_index(event)].load(Ordering::Relaxed)
+        self.acct.events_local[event.index()].load(Ordering::Relaxed)
     }
 
     /// A hierarchical statistic in its own unit (pages, or bytes for zswap).
     pub fn stat(&self, stat: MemcgStat) -> i64 {
-        let i = MemcgStat::ALL
-            .iter()
-            .position(|&s| s == stat)
-            .expect("listed");
+        let i = stat.index();
         self.acct.stats[i].load(Ordering::Relaxed)
     }
 
     /// A hierarchical event count of `memory.stat`.
     pub fn vm_event(&self, event: VmEvent) -> u64 {
-        let i = VmEvent::ALL
-            .iter()
-            .position(|&e| e == event)
-            .expect("listed");
+        let i = event.index();
         self.acct.vm_events[i].load(Ordering::Relaxed)
     }
 
     /// Raises `event` (`memcg_memory_event`): locally here, and
-    /// hierarchically here and on every ancestor below the root.
+    /// hierarchically here and on every ancestor below the root (only here
+    /// with the `memory_localevents` mount option).
     pub fn memory_event(&self, event: MemcgEvent) {
-        let i = event_index(event);
+        let i = event.index();
         // Relaxed: statistics.
         self.acct.events_local[i].fetch_add(1, Ordering::Relaxed);
+        let local_only = self.options.localevents.load(Ordering::Relaxed);
         for c in std::iter::once(self).chain(self.ancestors().map(|a| &**a)) {
             if c.is_root() {
                 break;
             }
             c.acct.events[i].fetch_add(1, Ordering::Relaxed);
+            if local_only {
+                break;
+            }
         }
     }
 
     /// Adds `delta` to a statistic here and in every ancestor
     /// (`mod_memcg_state`, hierarchical).
     pub fn mod_stat(&self, stat: MemcgStat, delta: i64) {
-        let i = MemcgStat::ALL
-            .iter()
-            .position(|&s| s == stat)
-            .expect("listed");
+        let i = stat.index();
         for c in std::iter::once(self).chain(self.ancestors().map(|a| &**a)) {
             c.acct.stats[i].fetch_add(delta, Ordering::Relaxed);
         }
@@ -461,10 +279,7 @@ impl MemCgroup {
 
     /// Counts `n` events here and in every ancestor (`count_memcg_events`).
     pub fn count_vm_event(&self, event: VmEvent, n: u64) {
-        let i = VmEvent::ALL
-            .iter()
-            .position(|&e| e == event)
-            .expect("listed");
+        let i = event.index();
         for c in std::iter::once(self).chain(self.ancestors().map(|a| &**a)) {
             c.acct.vm_events[i].fetch_add(n, Ordering::Relaxed);
         }
@@ -508,23 +323,6 @@ impl CgroupTree {
         lock(&self.shared.hooks).oom = oom;
     }
 
-    /// Installs the task hooks (`cgroup.procs`, populated-cgroup checks).
-    pub fn set_task_hooks(&self, tasks: Arc<dyn TaskHooks>) {
-        lock(&self.shared.hooks).tasks = tasks;
-    }
-
-    /// The pids of the tasks in `cg`.
-    pub fn procs(&self, cg: &MemCgroup) -> Vec<u32> {
-        let tasks = Arc::clone(&lock(&self.shared.hooks).tasks);
-        tasks.procs(cg)
-    }
-
-    /// Moves task `pid` to `cg`.
-    pub fn attach(&self, pid: u32, cg: &Arc<MemCgroup>) -> Result<(), Errno> {
-        let tasks = Arc::clone(&lock(&self.shared.hooks).tasks);
-        tasks.attach(pid, cg)
-    }
-
     fn reclaimer(&self) -> Arc<dyn MemcgReclaim> {
         Arc::clone(&lock(&self.shared.hooks).reclaim)
     }
@@ -537,34 +335,97 @@ impl CgroupTree {
         nr_pages: u64,
         kind: ChargeKind,
     ) -> Result<(), ChargeError> {
-        self.try_charge_memcg(cg, nr_pages)?;
+        self.try_charge_gfp(cg, nr_pages, kind, Gfp::Kernel)
+    }
+
+    /// [`CgroupTree::try_charge`] with the effort `gfp` allows.
+    pub fn try_charge_gfp(
+        &self,
+        cg: &Arc<MemCgroup>,
+        nr_pages: u64,
+        kind: ChargeKind,
+        gfp: Gfp,
+    ) -> Result<(), ChargeError> {
+        self.try_charge_memcg(cg, nr_pages, gfp)?;
+        cg.pin_pages(nr_pages);
         cg.mod_stat(kind.stat(), nr_pages as i64);
         Ok(())
     }
 
     /// Uncharges `nr_pages` of `kind` from `cg` (`mem_cgroup_uncharge`).
     pub fn uncharge(&self, cg: &MemCgroup, nr_pages: u64, kind: ChargeKind) {
-        if !cg.is_root() {
-            cg.memory().uncharge(nr_pages);
-        }
+        cg.memory().uncharge(nr_pages);
         cg.mod_stat(kind.stat(), -(nr_pages as i64));
+        cg.unpin_pages(nr_pages);
     }
 
-    fn try_charge_memcg(&self, cg: &Arc<MemCgroup>, nr_pages: u64) -> Result<(), ChargeError> {
+    /// Sets the simulated machine's memory to `nr_pages`: every page
+    /// charged anywhere, and the kernel's own pages ([`CgroupTree::charge_kernel`]),
+    /// must fit in it. It is the root's limit (`PAGE_COUNTER_MAX`, no
+    /// limit, until set).
+    pub fn set_machine_pages(&self, nr_pages: u64) {
+        self.root().memory().force_max(nr_pages);
+    }
+
+    /// The machine's memory in pages.
+    pub fn machine_pages(&self) -> u64 {
+        self.root().memory().max()
+    }
+
+    /// Pages of the machine in use: charged to any cgroup, or the kernel's.
+    pub fn machine_used_pages(&self) -> u64 {
+        self.root().memory().usage()
+    }
+
+    /// Takes `nr_pages` of the machine for the kernel itself (a RAM disk's
+    /// pages, swap tables): they belong to no cgroup.
+    pub fn charge_kernel(&self, nr_pages: u64) -> Result<(), ChargeError> {
+        self.root()
+            .memory()
+            .try_charge(nr_pages)
+            .map_err(|_| ChargeError::MachineOutOfMemory {
+                total_pages: self.machine_pages(),
+            })
+    }
+
+    /// Gives back pages taken by [`CgroupTree::charge_kernel`].
+    pub fn uncharge_kernel(&self, nr_pages: u64) {
+        self.root().memory().uncharge(nr_pages);
+    }
+
+    fn try_charge_memcg(
+        &self,
+        cg: &Arc<MemCgroup>,
+        nr_pages: u64,
+        gfp: Gfp,
+    ) -> Result<(), ChargeError> {
+        // The root has no limit of its own: its counter is the machine, and
+        // running out of it is not a memory cgroup event (the kernel's page
+        // allocator would reclaim globally).
+        let machine_full = || ChargeError::MachineOutOfMemory {
+            total_pages: self.machine_pages(),
+        };
         if cg.is_root() {
-            return Ok(());
+            return cg.memory().try_charge(nr_pages).map_err(|_| machine_full());
         }
         let mut retries = MAX_RECLAIM_RETRIES;
         let mut drained = false;
-        let mut oom_kills = 0;
+        let mut oom_passes = 0;
         loop {
             let over = match cg.memory().try_charge(nr_pages) {
                 Ok(()) => {
                     self.handle_over_high(cg);
                     return Ok(());
                 }
+                Err(counter) if std::ptr::eq(counter, self.root().memory()) => {
+                    return Err(machine_full());
+                }
                 Err(counter) => owner_of_counter(cg, counter, |c| c.memory()),
             };
+            let nomem = || ChargeError::OutOfMemory { path: over.path() };
+            if gfp == Gfp::NoReclaim {
+                return Err(nomem());
+            }
             over.memory_event(MemcgEvent::Max);
             let reclaimed = self.reclaimer().reclaim(&over, nr_pages);
             if over.memory().margin() >= nr_pages {
@@ -583,19 +444,34 @@ impl CgroupTree {
                 retries -= 1;
                 continue;
             }
-            if oom_kills < MAX_OOM_KILLS_PER_CHARGE && self.out_of_memory(&over) {
-                oom_kills += 1;
+            if oom_passes < MAX_OOM_KILLS_PER_CHARGE && self.mem_cgroup_oom(&over, nr_pages) {
+                oom_passes += 1;
                 retries = MAX_RECLAIM_RETRIES;
                 continue;
             }
-            return Err(ChargeError::OutOfMemory { path: over.path() });
+            return Err(nomem());
         }
     }
 
-    /// The OOM path (`mem_cgroup_out_of_memory`): raises `oom`, then
-    /// [`kill_victim`](Self::kill_victim).
-    fn out_of_memory(&self, cg: &Arc<MemCgroup>) -> bool {
+    /// The OOM path of a charge of `nr_pages` (`mem_cgroup_oom`): a charge
+    /// above `PAGE_ALLOC_COSTLY_ORDER` (more than 8 pages) fails without an
+    /// `oom` event or a kill; a smaller one raises `oom`, then
+    /// [`CgroupTree::out_of_memory`] decides. `true` means "try again".
+    fn mem_cgroup_oom(&self, cg: &Arc<MemCgroup>, nr_pages: u64) -> bool {
+        if nr_pages > COSTLY_PAGES {
+            return false;
+        }
         cg.memory_event(MemcgEvent::Oom);
+        self.out_of_memory(cg, nr_pages)
+    }
+
+    /// `mem_cgroup_out_of_memory`: if the margin came back meanwhile,
+    /// nothing is killed and the caller retries; else the OOM hook is asked
+    /// for a victim. `true` if there is reason to try again.
+    fn out_of_memory(&self, cg: &Arc<MemCgroup>, nr_pages: u64) -> bool {
+        if cg.memory().margin() >= nr_pages {
+            return true;
+        }
         self.kill_victim(cg)
     }
 
@@ -612,20 +488,35 @@ impl CgroupTree {
         }
     }
 
-    /// After a charge: every level above `memory.high` raises `high` and is
-    /// reclaimed back towards it (`mem_cgroup_handle_over_high`).
+    /// After a charge (`try_charge_memcg`'s `done_restock` and, on the way
+    /// back to user space, `mem_cgroup_handle_over_high`): if any level is
+    /// above its `memory.high` or `memory.swap.high`, every level above
+    /// `memory.high` raises `high` and is reclaimed back towards it
+    /// (`reclaim_high`), and every level whose swap is over `swap.high`
+    /// raises swap `high` (`swap_find_max_overage`). The kernel then
+    /// throttles the task; that comes with reclaim.
     fn handle_over_high(&self, cg: &Arc<MemCgroup>) {
-        let mut at = Some(cg);
-        while let Some(c) = at {
-            if c.is_root() {
-                break;
-            }
+        let levels = || {
+            std::iter::once(cg)
+                .chain(cg.ancestors())
+                .filter(|c| !c.is_root())
+        };
+        let over_high = levels()
+            .any(|c| c.memory().usage() > c.memory().high() || c.swap().usage() > c.swap().high());
+        if !over_high {
+            return;
+        }
+        for c in levels() {
             let (usage, high) = (c.memory().usage(), c.memory().high());
             if usage > high {
                 c.memory_event(MemcgEvent::High);
                 self.reclaimer().reclaim(c, usage - high);
             }
-            at = c.parent();
+        }
+        for c in levels() {
+            if calculate_overage(c.swap().usage(), c.swap().high()) > 0 {
+                c.memory_event(MemcgEvent::SwapHigh);
+            }
         }
     }
 
@@ -648,11 +539,40 @@ impl CgroupTree {
                 }
                 continue;
             }
-            if kills >= MAX_OOM_KILLS_PER_CHARGE || !self.out_of_memory(cg) {
+            cg.memory_event(MemcgEvent::Oom);
+            if kills >= MAX_OOM_KILLS_PER_CHARGE || !self.out_of_memory(cg, 1) {
                 return false;
             }
             kills += 1;
         }
+    }
+
+    /// Writes `memory.reclaim` (`memory_reclaim`): reclaims `nr_pages`
+    /// from `cg`'s subtree in batches of a quarter of what is left, failing
+    /// with `EAGAIN` once [`MAX_RECLAIM_RETRIES`] batches in a row freed
+    /// nothing. `swappiness` (0..=200) overrides `vm.swappiness` for this
+    /// reclaim; it reaches the reclaimer once reclaim looks at it.
+    pub fn reclaim_proactive(
+        &self,
+        cg: &Arc<MemCgroup>,
+        nr_pages: u64,
+        swappiness: Option<u32>,
+    ) -> Result<(), Errno> {
+        let _ = swappiness;
+        let mut retries = MAX_RECLAIM_RETRIES;
+        let mut reclaimed_total = 0;
+        while reclaimed_total < nr_pages {
+            let batch = (nr_pages - reclaimed_total) / 4;
+            let reclaimed = self.reclaimer().reclaim(cg, batch);
+            if reclaimed == 0 {
+                if retries == 0 {
+                    return Err(Errno::EAGAIN);
+                }
+                retries -= 1;
+            }
+            reclaimed_total += reclaimed;
+        }
+        Ok(())
     }
 
     /// Writes `memory.high` (`memory_high_write`): sets the threshold, then
@@ -690,8 +610,10 @@ impl CgroupTree {
         if !owner.is_root()
             && let Err(counter) = owner.swap().try_charge(nr64)
         {
+            // Both events on the charging memory cgroup (and up), whichever
+            // level refused.
             let refused = owner_of_counter(&owner, counter, |c| c.swap());
-            refused.memory_event(MemcgEvent::SwapMax);
+            owner.memory_event(MemcgEvent::SwapMax);
             owner.memory_event(MemcgEvent::SwapFail);
             owner.id_put_many(1);
             return Err(ChargeError::SwapLimit {
@@ -709,13 +631,12 @@ impl CgroupTree {
             owner.id_get_many(nr64 - 1);
         }
         owner.mod_stat(MemcgStat::Swap, nr64 as i64);
-        if !owner.is_root() && owner.swap().usage() > owner.swap().high() {
-            owner.memory_event(MemcgEvent::SwapHigh);
-        }
         Ok(owner)
     }
 
-    /// Raises the swap `fail` event for a swap-out that found no slot.
+    /// Raises the swap `fail` event for a swap-out that found no slot (no
+    /// slot at all, or no contiguous run for a large folio, which is then
+    /// split: `folio_alloc_swap` with `entry.val == 0`).
     pub fn swapout_failed(&self, cg: &MemCgroup) {
         cg.memory_event(MemcgEvent::SwapFail);
     }
@@ -762,6 +683,27 @@ impl CgroupTree {
     }
 }
 
+/// `calculate_overage`: how far `usage` is over `high`, in 1/2^20 of
+/// `high` (0 when not over, or over by too little to show).
+fn calculate_overage(usage: u64, high: u64) -> u64 {
+    if usage <= high {
+        return 0;
+    }
+    let over = u128::from(usage - high) << 20;
+    u64::try_from(over / u128::from(high.max(1))).unwrap_or(u64::MAX)
+}
+
+/// The kernel's own pages come out of the machine: the root's counter.
+impl MachinePages for CgroupTree {
+    fn try_take(&self, nr_pages: u64) -> bool {
+        self.charge_kernel(nr_pages).is_ok()
+    }
+
+    fn give_back(&self, nr_pages: u64) {
+        self.uncharge_kernel(nr_pages);
+    }
+}
+
 /// The ancestor-or-self of `cg` whose counter (picked by `which`) is
 /// `counter`.
 fn owner_of_counter(
@@ -795,6 +737,7 @@ mod tests {
         CgroupTree::new(TreeConfig {
             nr_nodes: 1,
             max_ids: 64,
+            ..TreeConfig::default()
         })
     }
 
@@ -921,7 +864,7 @@ mod tests {
         // The owner is removed: id pinned, dying descendant of the root.
         t.rmdir("/a").unwrap();
         assert!(t.lookup(a.id()).is_some());
-        assert_eq!(t.root().nr_dying_descendants(), 1);
+        assert_eq!(t.root_cgroup().nr_dying_descendants(), 1);
         // Swap-in by a task elsewhere charges that task's cgroup.
         let charged = t
             .swapin_charge(&sc, e, &other, 4, ChargeKind::Anon)
@@ -932,7 +875,13 @@ mod tests {
         assert_eq!(t.swap_uncharge(&sc, e, 4).unwrap(), a.id());
         assert_eq!(a.swap().usage(), 0);
         assert!(t.lookup(a.id()).is_none(), "last pin released the id");
-        assert_eq!(t.root().nr_dying_descendants(), 0);
+        assert_eq!(
+            t.root_cgroup().nr_dying_descendants(),
+            1,
+            "our own reference still holds it"
+        );
+        drop(a);
+        assert_eq!(t.root_cgroup().nr_dying_descendants(), 0);
         t.uncharge(&other, 4, ChargeKind::Anon);
         assert_eq!(t.root().memory().usage(), 0);
         assert_eq!(t.ids_in_use(), 2);

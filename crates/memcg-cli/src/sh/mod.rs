@@ -10,146 +10,27 @@
 //! an optional output redirection, so later verbs (tasks, swapon,
 //! workloads) slot in as new rows.
 
+mod parse;
+
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, IsTerminal, Write};
+use std::path::Path;
 use std::sync::Arc;
 
-use std::path::Path;
-
-use memcg::cgroupfs::{CgroupFs, FsError, memparse};
+use memcg::cgroupfs::{Access, CgroupFs, FsError, OpenFile, memparse};
 use memcg::memcontrol::{ChargeKind, MemCgroup};
 use memcg::page_counter::PAGE_SIZE;
 use memcg::swap_cgroup::{Design, SwapCgroup};
+use memcg::swapfile::MAX_SWAP_PRIO;
 use memcg::{Errno, SwapEntry};
 use memcg_sim::{Fill, Sim, SimConfig, SimError};
+use parse::{DEV_NULL, Join, List, ParseError, Simple};
 
 /// The cgroup v2 mount point scripts may prefix paths with.
 const MOUNT: &str = "/sys/fs/cgroup";
 
 /// Slots of the shell's swap device for `charge ... swap` (4 GiB).
 const SWAP_SLOTS: u64 = 1 << 20;
-
-/// Where a redirection sends output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Fd {
-    /// `>` or `1>`.
-    Stdout,
-    /// `2>`.
-    Stderr,
-    /// `&>`: both.
-    Both,
-}
-
-/// A parsed command line.
-#[derive(Debug, Default, PartialEq, Eq)]
-struct Line {
-    words: Vec<String>,
-    /// `> path` (or `>> path`, which cgroup files treat the same).
-    redirect: Option<String>,
-    /// Error messages are discarded (`2>/dev/null`, `&>/dev/null`).
-    quiet_errors: bool,
-}
-
-/// The only file outside the hierarchy a script may redirect to.
-const DEV_NULL: &str = "/dev/null";
-
-impl Line {
-    /// Ends the current word: a command word, or a redirection target.
-    fn finish(&mut self, word: &mut Option<String>, target: &mut Option<Fd>) -> Result<(), String> {
-        let Some(w) = word.take() else { return Ok(()) };
-        match target.take() {
-            None => self.words.push(w),
-            Some(Fd::Stdout) => self.redirect = Some(w),
-            Some(fd) if w == DEV_NULL => {
-                self.quiet_errors = true;
-                if fd == Fd::Both {
-                    self.redirect = Some(w);
-                }
-            }
-            Some(_) => return Err(format!("{w}: only {DEV_NULL} can take error output")),
-        }
-        Ok(())
-    }
-}
-
-/// Splits a line into words: single and double quotes, backslash escapes,
-/// `#` comments, and `>`/`>>`/`1>`/`2>`/`&>` redirection (also attached, as
-/// in `1>f`). Hand-written because redirection must be recognised outside
-/// quotes, which generic shell-word splitters do not do.
-fn parse_line(line: &str) -> Result<Line, String> {
-    let mut out = Line::default();
-    let mut word: Option<String> = None;
-    let mut target: Option<Fd> = None;
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            ' ' | '\t' | '\r' | '\n' => out.finish(&mut word, &mut target)?,
-            '#' if word.is_none() => break,
-            '>' => {
-                // `1>`, `2>` and `&>`: the word so far names the descriptor.
-                let fd = match word.as_deref() {
-                    Some("1") => Some(Fd::Stdout),
-                    Some("2") => Some(Fd::Stderr),
-                    Some("&") => Some(Fd::Both),
-                    _ => None,
-                };
-                if fd.is_some() {
-                    word = None;
-                } else {
-                    out.finish(&mut word, &mut target)?;
-                }
-                if chars.peek() == Some(&'>') {
-                    chars.next();
-                }
-                if target.is_some() {
-                    return Err("syntax error near unexpected token `>'".into());
-                }
-                target = Some(fd.unwrap_or(Fd::Stdout));
-            }
-            '\'' => {
-                let w = word.get_or_insert_with(String::new);
-                loop {
-                    match chars.next() {
-                        Some('\'') => break,
-                        Some(ch) => w.push(ch),
-                        None => return Err("unexpected EOF while looking for matching `''".into()),
-                    }
-                }
-            }
-            '"' => {
-                let w = word.get_or_insert_with(String::new);
-                loop {
-                    match chars.next() {
-                        Some('"') => break,
-                        Some('\\') => match chars.next() {
-                            Some(ch @ ('"' | '\\' | '$' | '`')) => w.push(ch),
-                            Some(ch) => {
-                                w.push('\\');
-                                w.push(ch);
-                            }
-                            None => {
-                                return Err("unexpected EOF while looking for matching `\"'".into());
-                            }
-                        },
-                        Some(ch) => w.push(ch),
-                        None => return Err("unexpected EOF while looking for matching `\"'".into()),
-                    }
-                }
-            }
-            '\\' => {
-                if let Some(ch) = chars.next() {
-                    word.get_or_insert_with(String::new).push(ch);
-                }
-            }
-            _ => word.get_or_insert_with(String::new).push(c),
-        }
-    }
-    out.finish(&mut word, &mut target)?;
-    if target.is_some() {
-        return Err("syntax error near unexpected token `newline'".into());
-    }
-    Ok(out)
-}
 
 /// What a failed command reports: its message (already formatted the way
 /// bash or coreutils would) and exit status.
@@ -158,8 +39,9 @@ struct Failure {
     status: i32,
 }
 
-/// Runs a command: the shell, its arguments, its output redirection.
-type Run = fn(&mut Shell<'_>, &[String], Option<&str>) -> Result<(), Failure>;
+/// Runs a command: the shell and its arguments (output goes through
+/// [`Shell::print`], which honours the line's redirection).
+type Run = fn(&mut Shell<'_>, &[String]) -> Result<(), Failure>;
 
 /// Charges made by `charge` under one (path, kind): the cgroup that took
 /// each and its pages.
@@ -186,7 +68,7 @@ const COMMANDS: &[Command] = &[
     },
     Command {
         name: "echo",
-        usage: "echo [-n] WORD... [> FILE]",
+        usage: "echo [-n] WORD...",
         run: cmd_echo,
     },
     Command {
@@ -207,7 +89,7 @@ const COMMANDS: &[Command] = &[
     Command {
         name: "pwd",
         usage: "pwd",
-        run: |sh, _, _| {
+        run: |sh, _| {
             let cwd = sh.cwd.clone();
             sh.print(&format!("{cwd}\n"))
         },
@@ -220,16 +102,16 @@ const COMMANDS: &[Command] = &[
     Command {
         name: "charge",
         usage: "charge CGROUP SIZE [anon|file|swap]",
-        run: |sh, args, _| cmd_charge(sh, args, true),
+        run: |sh, args| cmd_charge(sh, args, true),
     },
     Command {
         name: "uncharge",
         usage: "uncharge CGROUP SIZE [anon|file|swap]",
-        run: |sh, args, _| cmd_charge(sh, args, false),
+        run: |sh, args| cmd_charge(sh, args, false),
     },
     Command {
         name: "swapon",
-        usage: "swapon [ram SIZE | file PATH SIZE]",
+        usage: "swapon [[-p PRIO] ram SIZE | [-p PRIO] file PATH SIZE]",
         run: cmd_swapon,
     },
     Command {
@@ -245,24 +127,22 @@ const COMMANDS: &[Command] = &[
     Command {
         name: "touch",
         usage: "touch NAME",
-        run: |sh, args, _| mapping_verb(sh, args, "touch", |sim, name| sim.touch(name).map(drop)),
+        run: |sh, args| mapping_verb(sh, args, "touch", |sim, name| sim.touch(name).map(drop)),
     },
     Command {
         name: "pageout",
         usage: "pageout NAME",
-        run: |sh, args, _| {
-            mapping_verb(sh, args, "pageout", |sim, name| sim.pageout(name).map(drop))
-        },
+        run: |sh, args| mapping_verb(sh, args, "pageout", |sim, name| sim.pageout(name).map(drop)),
     },
     Command {
         name: "verify",
         usage: "verify NAME",
-        run: |sh, args, _| mapping_verb(sh, args, "verify", Sim::verify),
+        run: |sh, args| mapping_verb(sh, args, "verify", Sim::verify),
     },
     Command {
         name: "free",
         usage: "free NAME",
-        run: |sh, args, _| mapping_verb(sh, args, "free", Sim::free),
+        run: |sh, args| mapping_verb(sh, args, "free", Sim::free),
     },
     Command {
         name: "pidof",
@@ -270,9 +150,14 @@ const COMMANDS: &[Command] = &[
         run: cmd_pidof,
     },
     Command {
+        name: "mount",
+        usage: "mount -o remount,[no]memory_localevents,[no]memory_recursiveprot [DEVICE] /sys/fs/cgroup",
+        run: cmd_mount,
+    },
+    Command {
         name: "exit",
         usage: "exit [N]",
-        run: |_, _, _| Ok(()),
+        run: |_, _| Ok(()),
     },
     Command {
         name: "help",
@@ -323,6 +208,16 @@ impl SwapState {
     }
 }
 
+/// Where the current command's output goes.
+enum Output {
+    /// The shell's standard output.
+    Stdout,
+    /// `> /dev/null`.
+    Discard,
+    /// `> FILE`: gathered, then written to the file in one `write(2)`.
+    Capture(String),
+}
+
 /// The interpreter state.
 pub struct Shell<'a> {
     sim: Sim,
@@ -330,6 +225,11 @@ pub struct Shell<'a> {
     errexit: bool,
     /// 1-based line number in a script; `None` interactively.
     line: Option<usize>,
+    /// Whether a syntax error ends the input (bash reading a script or a
+    /// pipe) or only the line (at a prompt).
+    interactive: bool,
+    /// `$?`.
+    last_status: i32,
     out: &'a mut dyn Write,
     err: &'a mut dyn Write,
     /// What `charge` charged per (path, kind): the cgroup that took it
@@ -338,10 +238,9 @@ pub struct Shell<'a> {
     /// even after the path was removed.
     charged: HashMap<(String, Kind), Charges>,
     swap: Option<SwapState>,
-    /// The current line discards error messages.
+    /// The current command discards error messages.
     quiet_errors: bool,
-    /// The current line sends its output to `/dev/null`.
-    discard_output: bool,
+    output: Output,
 }
 
 impl<'a> Shell<'a> {
@@ -352,89 +251,213 @@ impl<'a> Shell<'a> {
             cwd: "/".to_owned(),
             errexit: false,
             line: None,
+            interactive: false,
+            last_status: 0,
             out,
             err,
             charged: HashMap::new(),
             swap: None,
             quiet_errors: false,
-            discard_output: false,
+            output: Output::Stdout,
         }
     }
 
     /// Runs a whole script; returns the exit status (the last command's, or
-    /// the first failure's under `set -e`, or `exit N`'s).
+    /// the first failure's under `set -e`, or `exit N`'s, or 2 after a
+    /// syntax error, which ends a script as it does in bash).
     pub fn run_script(&mut self, script: &str) -> i32 {
-        let mut status = 0;
         for (i, text) in script.lines().enumerate() {
             self.line = Some(i + 1);
-            match self.run_line(text) {
-                Flow::Continue(s) => status = s,
-                Flow::Exit(s) => return s,
-            }
-            if status != 0 && self.errexit {
+            if let Flow::Exit(status) = self.run_line(text) {
                 return status;
             }
         }
-        status
+        self.last_status
     }
 
-    /// Reads commands from `input`, prompting on stderr when it is a
-    /// terminal; returns the exit status.
+    /// Reads commands from `input` until it ends, prompting on stderr when
+    /// it is a terminal (a session where a syntax error only ends its
+    /// line); returns the exit status. Bytes that are not UTF-8 are read
+    /// as U+FFFD, as a script file's are.
     pub fn run_interactive(&mut self, input: &mut dyn BufRead, prompt: bool) -> i32 {
-        let mut status = 0;
-        let mut text = String::new();
+        self.interactive = prompt;
+        let mut bytes = Vec::new();
+        let mut number = 0;
         loop {
             if prompt {
                 let _ = write!(self.err, "memcg:{}$ ", self.cwd);
                 let _ = self.err.flush();
             }
-            text.clear();
-            match input.read_line(&mut text) {
-                Ok(0) | Err(_) => return status,
+            bytes.clear();
+            match input.read_until(b'\n', &mut bytes) {
+                Ok(0) => return self.last_status,
                 Ok(_) => {}
+                Err(e) => {
+                    let _ = writeln!(self.err, "memcg sh: read error: {e}");
+                    return 1;
+                }
             }
-            match self.run_line(&text) {
-                Flow::Continue(s) => status = s,
-                Flow::Exit(s) => return s,
+            number += 1;
+            if !prompt {
+                self.line = Some(number);
             }
-            if status != 0 && self.errexit {
+            let text = String::from_utf8_lossy(&bytes);
+            if let Flow::Exit(status) = self.run_line(&text) {
                 return status;
             }
         }
     }
 
+    /// Runs one line: a list of commands joined by `;`, `&&` and `||`.
     fn run_line(&mut self, text: &str) -> Flow {
-        let parsed = match parse_line(text) {
-            Ok(p) => p,
-            Err(e) => {
-                self.report(&format!("{}{e}", self.prefix()));
-                return Flow::Continue(2);
-            }
+        let list = match parse::parse(text) {
+            Ok(list) => list,
+            Err(e) => return self.syntax_error(&e),
         };
-        let Some((name, args)) = parsed.words.split_first() else {
-            return Flow::Continue(0);
+        self.run_list(&list)
+    }
+
+    fn syntax_error(&mut self, e: &ParseError) -> Flow {
+        for line in e.to_string().lines() {
+            self.report(&format!("{}{line}", self.prefix()));
+        }
+        self.last_status = 2;
+        if self.interactive && !e.ends_input() {
+            Flow::Continue
+        } else {
+            Flow::Exit(2)
+        }
+    }
+
+    fn run_list(&mut self, list: &List) -> Flow {
+        for (i, (join, command)) in list.iter().enumerate() {
+            let runs = match join {
+                Join::Always => true,
+                Join::IfOk => self.last_status == 0,
+                Join::IfFailed => self.last_status != 0,
+            };
+            if !runs {
+                continue;
+            }
+            if let Flow::Exit(status) = self.run_simple(command) {
+                return Flow::Exit(status);
+            }
+            // `set -e` spares a command whose status an `&&` or `||` after
+            // it tests.
+            let tested = list
+                .get(i + 1)
+                .is_some_and(|(next, _)| *next != Join::Always);
+            if self.errexit && self.last_status != 0 && !tested {
+                return Flow::Exit(self.last_status);
+            }
+        }
+        Flow::Continue
+    }
+
+    /// Runs one command with its redirection: the target is opened first
+    /// (an open that fails reports and skips the command, as bash does),
+    /// output is gathered and written to it in one write.
+    fn run_simple(&mut self, command: &Simple) -> Flow {
+        let words: Vec<String> = command
+            .words
+            .iter()
+            .map(|w| w.expand(self.last_status))
+            .collect();
+        self.quiet_errors = command.quiet_errors;
+        let target = command
+            .redirect
+            .as_ref()
+            .map(|w| w.expand(self.last_status));
+        let mut file = None;
+        self.output = match target.as_deref() {
+            None => Output::Stdout,
+            Some(DEV_NULL) => Output::Discard,
+            Some(t) => match self.open_for_output(t) {
+                Ok(f) => {
+                    file = Some(f);
+                    Output::Capture(String::new())
+                }
+                Err(message) => {
+                    self.report(&format!("{}{t}: {message}", self.prefix()));
+                    return self.finish_command(1);
+                }
+            },
+        };
+        let Some((name, args)) = words.split_first() else {
+            return self.finish_command(0);
         };
         if name == "exit" {
-            return Flow::Exit(args.first().and_then(|a| a.parse().ok()).unwrap_or(0));
+            return self.exit(args);
         }
         let Some(cmd) = COMMANDS.iter().find(|c| c.name == name) else {
             self.report(&format!("{}{name}: command not found", self.prefix()));
-            return Flow::Continue(127);
+            return self.finish_command(127);
         };
-        self.quiet_errors = parsed.quiet_errors;
-        let redirect = parsed.redirect.as_deref();
-        self.discard_output = redirect == Some(DEV_NULL);
-        let result = (cmd.run)(self, args, redirect.filter(|&r| r != DEV_NULL));
-        self.discard_output = false;
-        let status = match result {
+        let mut status = match (cmd.run)(self, args) {
             Ok(()) => 0,
             Err(f) => {
                 self.report(&f.message);
                 f.status
             }
         };
+        if let (Some(mut file), Output::Capture(text)) =
+            (file, std::mem::replace(&mut self.output, Output::Stdout))
+            && !text.is_empty()
+            && let Err(e) = file.write(&text)
+        {
+            // A builtin's write error carries the shell's prefix; a
+            // program's does not.
+            let prefix = if name == "echo" {
+                self.prefix()
+            } else {
+                String::new()
+            };
+            self.report(&format!(
+                "{prefix}{name}: write error: {}",
+                e.errno.message()
+            ));
+            status = 1;
+        }
+        self.finish_command(status)
+    }
+
+    fn finish_command(&mut self, status: i32) -> Flow {
+        self.last_status = status;
         self.quiet_errors = false;
-        Flow::Continue(status)
+        self.output = Output::Stdout;
+        Flow::Continue
+    }
+
+    /// `exit [N]`: N modulo 256; no N is the last status; a non-number is
+    /// an error that exits with 2, as bash's does.
+    fn exit(&mut self, args: &[String]) -> Flow {
+        let status = match args.first() {
+            None => self.last_status,
+            Some(n) => match n.parse::<i64>() {
+                Ok(n) => n.rem_euclid(256) as i32,
+                Err(_) => {
+                    self.report(&format!(
+                        "{}exit: {n}: numeric argument required",
+                        self.prefix()
+                    ));
+                    2
+                }
+            },
+        };
+        Flow::Exit(status)
+    }
+
+    /// Opens the target of `>` (a cgroup file) for writing; the error is
+    /// what bash prints after the path.
+    fn open_for_output(&mut self, target: &str) -> Result<OpenFile, String> {
+        if target.starts_with("/proc/") || target.starts_with("/dev/") {
+            return Err(Errno::EACCES.message().to_owned());
+        }
+        let path = self.resolve(target);
+        self.sim
+            .fs()
+            .open(&path, Access::Write)
+            .map_err(|e| e.errno.message().to_owned())
     }
 
     /// `memcg sh: line N: ` (bash's prefix for its own messages).
@@ -452,13 +475,17 @@ impl<'a> Shell<'a> {
     }
 
     fn print(&mut self, text: &str) -> Result<(), Failure> {
-        if self.discard_output {
-            return Ok(());
+        match &mut self.output {
+            Output::Discard => Ok(()),
+            Output::Capture(buf) => {
+                buf.push_str(text);
+                Ok(())
+            }
+            Output::Stdout => self.out.write_all(text.as_bytes()).map_err(|e| Failure {
+                message: format!("{}write error: {e}", self.prefix()),
+                status: 1,
+            }),
         }
-        self.out.write_all(text.as_bytes()).map_err(|e| Failure {
-            message: format!("{}write error: {e}", self.prefix()),
-            status: 1,
-        })
     }
 
     /// `path` made absolute against `cd`, `.`/`..` resolved, the mount
@@ -497,7 +524,7 @@ impl<'a> Shell<'a> {
 
 /// Whether to go on after a line.
 enum Flow {
-    Continue(i32),
+    Continue,
     Exit(i32),
 }
 
@@ -505,7 +532,7 @@ fn errno_text(e: &FsError) -> &'static str {
     e.errno.message()
 }
 
-fn cmd_mkdir(sh: &mut Shell<'_>, args: &[String], _: Option<&str>) -> Result<(), Failure> {
+fn cmd_mkdir(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
     let parents = args.first().is_some_and(|a| a == "-p");
     let paths = &args[usize::from(parents)..];
     if paths.is_empty() {
@@ -541,7 +568,7 @@ fn quiet_status(status: i32) -> Result<(), Failure> {
     }
 }
 
-fn cmd_rmdir(sh: &mut Shell<'_>, args: &[String], _: Option<&str>) -> Result<(), Failure> {
+fn cmd_rmdir(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
     if args.is_empty() {
         return Err(sh.usage("rmdir"));
     }
@@ -559,35 +586,28 @@ fn cmd_rmdir(sh: &mut Shell<'_>, args: &[String], _: Option<&str>) -> Result<(),
     quiet_status(status)
 }
 
-fn cmd_echo(sh: &mut Shell<'_>, args: &[String], redirect: Option<&str>) -> Result<(), Failure> {
+fn cmd_echo(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
     let newline = args.first().is_none_or(|a| a != "-n");
     let words = &args[usize::from(!newline)..];
     let mut text = words.join(" ");
     if newline {
         text.push('\n');
     }
-    let Some(target) = redirect else {
-        return sh.print(&text);
-    };
-    let path = sh.resolve(target);
-    sh.sim.fs().write(&path, &text).map_err(|e| {
-        let message = match e.errno {
-            // The redirection itself fails: the file cannot be opened.
-            Errno::ENOENT | Errno::EISDIR => format!("{}{target}: {}", sh.prefix(), errno_text(&e)),
-            _ => format!("{}echo: write error: {}", sh.prefix(), errno_text(&e)),
-        };
-        Failure { message, status: 1 }
-    })
+    sh.print(&text)
 }
 
-fn cmd_cat(sh: &mut Shell<'_>, args: &[String], _: Option<&str>) -> Result<(), Failure> {
+fn cmd_cat(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
     if args.is_empty() {
         return Err(sh.usage("cat"));
     }
     let mut status = 0;
     for p in args {
-        if p == "/proc/swaps" {
-            let text = sh.sim.proc_swaps();
+        let proc_file = match p.as_str() {
+            "/proc/swaps" => Some(sh.sim.proc_swaps()),
+            "/proc/meminfo" => Some(sh.sim.proc_meminfo()),
+            _ => None,
+        };
+        if let Some(text) = proc_file {
             sh.print(&text)?;
             continue;
         }
@@ -602,7 +622,7 @@ fn cmd_cat(sh: &mut Shell<'_>, args: &[String], _: Option<&str>) -> Result<(), F
     quiet_status(status)
 }
 
-fn cmd_ls(sh: &mut Shell<'_>, args: &[String], _: Option<&str>) -> Result<(), Failure> {
+fn cmd_ls(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
     let target = args.first().map_or(".", String::as_str);
     let path = sh.resolve(target);
     match sh.sim.fs().ls(&path) {
@@ -619,7 +639,7 @@ fn cmd_ls(sh: &mut Shell<'_>, args: &[String], _: Option<&str>) -> Result<(), Fa
     }
 }
 
-fn cmd_cd(sh: &mut Shell<'_>, args: &[String], _: Option<&str>) -> Result<(), Failure> {
+fn cmd_cd(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
     let target = args.first().map_or("/", String::as_str);
     let path = sh.resolve(target);
     match sh.sim.fs().cgroup(&path) {
@@ -634,7 +654,7 @@ fn cmd_cd(sh: &mut Shell<'_>, args: &[String], _: Option<&str>) -> Result<(), Fa
     }
 }
 
-fn cmd_set(sh: &mut Shell<'_>, args: &[String], _: Option<&str>) -> Result<(), Failure> {
+fn cmd_set(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
     match args.first().map(String::as_str) {
         Some("-e") => sh.errexit = true,
         Some("+e") => sh.errexit = false,
@@ -643,38 +663,107 @@ fn cmd_set(sh: &mut Shell<'_>, args: &[String], _: Option<&str>) -> Result<(), F
     Ok(())
 }
 
-fn cmd_help(sh: &mut Shell<'_>, _: &[String], _: Option<&str>) -> Result<(), Failure> {
+fn cmd_help(sh: &mut Shell<'_>, _: &[String]) -> Result<(), Failure> {
     let text: String = COMMANDS.iter().map(|c| format!("{}\n", c.usage)).collect();
     sh.print(&text)
 }
 
-fn cmd_swapon(sh: &mut Shell<'_>, args: &[String], _: Option<&str>) -> Result<(), Failure> {
-    let result = match args {
-        [] => {
-            let text = sh.sim.proc_swaps();
-            return sh.print(&text);
+fn cmd_swapon(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
+    if args.is_empty() {
+        let text = sh.sim.proc_swaps();
+        return sh.print(&text);
+    }
+    // `-p PRIO`: 0..=32767 (`SWAP_FLAG_PRIO_MASK`); -1 is the default, as
+    // swapon(8) takes it.
+    let (prio, rest) = match args {
+        [flag, p, rest @ ..] if flag == "-p" => match p.parse::<i32>() {
+            Ok(-1) => (None, rest),
+            Ok(p) if (0..=MAX_SWAP_PRIO).contains(&p) => (Some(p), rest),
+            _ => return Err(sh.usage("swapon")),
+        },
+        rest => (None, rest),
+    };
+    let (name, result) = match rest {
+        [kind, size] if kind == "ram" => {
+            let Ok(bytes) = memparse(size) else {
+                return Err(sh.usage("swapon"));
+            };
+            (sh.sim.next_ram_name(), sh.sim.swapon_ram(bytes, prio))
         }
-        [kind, size] if kind == "ram" => match memparse(size) {
-            Ok(bytes) => sh.sim.swapon_ram(bytes).map(drop),
-            Err(_) => return Err(sh.usage("swapon")),
-        },
-        [kind, path, size] if kind == "file" => match memparse(size) {
-            Ok(bytes) => sh.sim.swapon_file(Path::new(path), bytes).map(drop),
-            Err(_) => return Err(sh.usage("swapon")),
-        },
+        [kind, path, size] if kind == "file" => {
+            let Ok(bytes) = memparse(size) else {
+                return Err(sh.usage("swapon"));
+            };
+            (
+                path.clone(),
+                sh.sim.swapon_file(Path::new(path), bytes, prio),
+            )
+        }
         _ => return Err(sh.usage("swapon")),
     };
-    result.map_err(|e| Failure {
-        message: format!(
-            "swapon: {}: swapon failed: {}",
-            args[1..].join(" "),
-            e.errno().message()
-        ),
+    let name = result.map_err(|e| Failure {
+        message: format!("swapon: {name}: swapon failed: {}", describe(&e)),
         status: 1,
-    })
+    })?;
+    // The kernel says this in its log; say it where the user is looking.
+    if let Some(device) = sh.sim.swap().swapfiles().by_name(&name)
+        && let Some(size) = device.truncated_from()
+    {
+        let kb = |pages: u64| pages * PAGE_SIZE / 1024;
+        sh.report(&format!(
+            "swapon: {name}: Truncating oversized swap area, only using {}k out of {}k",
+            kb(device.nr_pages()),
+            kb(size)
+        ));
+    }
+    Ok(())
 }
 
-fn cmd_swapoff(sh: &mut Shell<'_>, args: &[String], _: Option<&str>) -> Result<(), Failure> {
+/// `mount -o remount,OPTIONS ... /sys/fs/cgroup`: the cgroup2 mount options
+/// that change the memory controller (`memory_localevents`,
+/// `memory_recursiveprot`, each also with a `no` prefix to turn it off).
+fn cmd_mount(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
+    let ["-o", options, .., target] = args.iter().map(String::as_str).collect::<Vec<_>>()[..]
+    else {
+        return Err(sh.usage("mount"));
+    };
+    if target.trim_end_matches('/') != MOUNT {
+        return Err(Failure {
+            message: format!("mount: {target}: only {MOUNT} can be remounted here"),
+            status: 32,
+        });
+    }
+    let mut opts = sh.sim.fs().tree().mount_options();
+    let mut remount = false;
+    for opt in options.split(',') {
+        match opt {
+            "remount" => remount = true,
+            "memory_localevents" => opts.memory_localevents = true,
+            "nomemory_localevents" => opts.memory_localevents = false,
+            "memory_recursiveprot" => opts.memory_recursiveprot = true,
+            "nomemory_recursiveprot" => opts.memory_recursiveprot = false,
+            "" | "rw" | "nosuid" | "nodev" | "noexec" | "relatime" | "nsdelegate" => {}
+            other => {
+                return Err(Failure {
+                    message: format!(
+                        "mount: {target}: option {other:?} is not a cgroup2 memory option"
+                    ),
+                    status: 32,
+                });
+            }
+        }
+    }
+    if !remount {
+        return Err(Failure {
+            message: format!("mount: {target}: already mounted; use -o remount,..."),
+            status: 32,
+        });
+    }
+    sh.sim.fs().tree().set_mount_options(opts);
+    Ok(())
+}
+
+fn cmd_swapoff(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
     let [name] = args else {
         return Err(sh.usage("swapoff"));
     };
@@ -684,7 +773,7 @@ fn cmd_swapoff(sh: &mut Shell<'_>, args: &[String], _: Option<&str>) -> Result<(
     })
 }
 
-fn cmd_alloc(sh: &mut Shell<'_>, args: &[String], _: Option<&str>) -> Result<(), Failure> {
+fn cmd_alloc(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
     let [cgroup, name, size, options @ ..] = args else {
         return Err(sh.usage("alloc"));
     };
@@ -746,7 +835,7 @@ fn mapping_verb(
     })
 }
 
-fn cmd_pidof(sh: &mut Shell<'_>, args: &[String], _: Option<&str>) -> Result<(), Failure> {
+fn cmd_pidof(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
     let [name] = args else {
         return Err(sh.usage("pidof"));
     };
@@ -921,34 +1010,6 @@ mod tests {
     }
 
     #[test]
-    fn tokenizer_handles_quotes_comments_and_redirection() {
-        let l = parse_line(r#"echo "+memory" 'a b'>f # note"#).unwrap();
-        assert_eq!(l.words, ["echo", "+memory", "a b"]);
-        assert_eq!(l.redirect.as_deref(), Some("f"));
-        assert_eq!(
-            parse_line("echo 1 >> /x").unwrap().redirect.as_deref(),
-            Some("/x")
-        );
-        assert_eq!(parse_line(r"echo a\ b").unwrap().words, ["echo", "a b"]);
-        assert!(parse_line("echo 'open").is_err());
-        assert!(parse_line("echo >").is_err());
-        assert_eq!(
-            parse_line("echo > a > b").unwrap().redirect.as_deref(),
-            Some("b"),
-            "last wins, as in bash"
-        );
-        assert_eq!(parse_line("  # only a comment").unwrap(), Line::default());
-        let l = parse_line("rmdir /a &>/dev/null").unwrap();
-        assert_eq!(
-            (l.words.len(), l.redirect.as_deref(), l.quiet_errors),
-            (2, Some("/dev/null"), true)
-        );
-        let l = parse_line("rmdir /a 2>/dev/null").unwrap();
-        assert_eq!((l.redirect, l.quiet_errors), (None, true));
-        assert!(parse_line("rmdir /a 2>/elsewhere").is_err());
-    }
-
-    #[test]
     fn a_kernel_style_script_runs() {
         let (out, err, status) = run("mkdir -p /sys/fs/cgroup/bench/test\n\
              echo +memory > /sys/fs/cgroup/cgroup.subtree_control\n\
@@ -1014,13 +1075,127 @@ mod tests {
         assert_eq!(status, 0);
     }
 
+    #[test]
+    fn lists_status_and_set_e() {
+        let (out, err, status) =
+            run("mkdir /a; mkdir /b && echo made || echo not\nrmdir /nope || echo rc=$?\n");
+        assert_eq!(out, "made\nrc=1\n");
+        assert_eq!(
+            err,
+            "rmdir: failed to remove '/nope': No such file or directory\n"
+        );
+        assert_eq!(status, 0);
+        // set -e spares a command tested by && or ||, not the last one.
+        let (out, _, status) = run(
+            "set -e\nrmdir /nope || echo handled\nrmdir /nope && echo no\necho reached\nrmdir /nope\necho not reached\n",
+        );
+        assert_eq!(out, "handled\nreached\n");
+        assert_eq!(status, 1);
+    }
+
+    #[test]
+    fn unsupported_syntax_is_a_syntax_error_that_ends_the_script() {
+        for script in [
+            "ls / | cat /cgroup.procs\necho after\n",
+            "echo $(pwd)\necho after\n",
+            "echo $HOME\necho after\n",
+        ] {
+            let (out, err, status) = run(script);
+            assert_eq!((out.as_str(), status), ("", 2), "{script}");
+            assert!(err.starts_with("memcg sh: line 1: syntax error"), "{err}");
+        }
+        let (out, err, status) = run("echo before\necho 'open\necho after\n");
+        assert_eq!((out.as_str(), status), ("before\n", 2));
+        assert_eq!(
+            err,
+            "memcg sh: line 2: unexpected EOF while looking for matching `''\n\
+             memcg sh: line 2: syntax error: unexpected end of file\n"
+        );
+    }
+
+    #[test]
+    fn exit_takes_bashs_arguments() {
+        assert_eq!(run("exit 3\necho no\n").2, 3);
+        assert_eq!(run("exit 256\n").2, 0);
+        assert_eq!(run("exit -1\n").2, 255);
+        assert_eq!(run("rmdir /nope\nexit\n").2, 1, "the last status");
+        let (_, err, status) = run("exit abc\necho no\n");
+        assert_eq!(status, 2);
+        assert_eq!(
+            err,
+            "memcg sh: line 1: exit: abc: numeric argument required\n"
+        );
+    }
+
+    #[test]
+    fn invalid_utf8_on_stdin_is_read_and_reported() {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let mut input: &[u8] = b"ls /cgroup.procs\n\xff\nmkdir /zzz\nexit 5\n";
+        let status =
+            Shell::new(SimConfig::default(), &mut out, &mut err).run_interactive(&mut input, false);
+        assert_eq!(status, 5);
+        assert_eq!(
+            String::from_utf8(err).unwrap(),
+            "memcg sh: line 2: \u{fffd}: command not found\n"
+        );
+    }
+
+    #[test]
+    fn any_command_can_write_a_file_and_open_errors_come_first() {
+        let (out, err, _) = run("echo +memory > /cgroup.subtree_control\n\
+             mkdir /a\n\
+             echo 2M > /a/memory.max\n\
+             cat /a/memory.max > /a/memory.high\n\
+             cat /a/memory.high\n\
+             echo -n \"\" > /a/memory.max\n\
+             cat /a/memory.max\n\
+             echo 1 > /a/memory.current\n\
+             echo 1 > /memory.max\n\
+             echo x > /a/memory.max\n\
+             cat /proc/meminfo > /a/memory.high\n");
+        assert_eq!(out, "2097152\n2097152\n", "echo -n '' writes nothing");
+        assert_eq!(
+            err,
+            "memcg sh: line 8: /a/memory.current: Permission denied\n\
+             memcg sh: line 9: /memory.max: Permission denied\n\
+             memcg sh: line 10: echo: write error: Invalid argument\n\
+             cat: write error: Invalid argument\n"
+        );
+    }
+
+    #[test]
+    fn swapon_priorities_and_proc_files() {
+        let (out, err, status) = run(
+            "swapon ram 1M\nswapon -p 5 ram 1M\nswapon ram 1M\nswapoff /dev/ram0\nswapon ram 1M\ncat /proc/swaps\nswapon -p 40000 ram 1M\n",
+        );
+        assert_eq!(
+            err,
+            "memcg sh: line 7: swapon: usage: swapon [[-p PRIO] ram SIZE | [-p PRIO] file PATH SIZE]\n"
+        );
+        assert_eq!(status, 2);
+        let prios: Vec<(&str, &str)> = out
+            .lines()
+            .skip(1)
+            .map(|l| (l.split(' ').next().unwrap(), l.rsplit('\t').next().unwrap()))
+            .collect();
+        // In type order: ram3 reused ram0's type 0; ram2 moved up to -2
+        // when ram0 went, and ram3 got the next default, -3.
+        assert_eq!(
+            prios,
+            [("/dev/ram3", "-3"), ("/dev/ram1", "5"), ("/dev/ram2", "-2")]
+        );
+        let (out, _, _) = run("cat /proc/meminfo\n");
+        assert!(out.starts_with("MemTotal:"), "{out}");
+        assert!(out.contains("\nSwapTotal:             0 kB\n"), "{out}");
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(300))]
 
         #[test]
         fn random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
             let text = String::from_utf8_lossy(&bytes);
-            let _ = parse_line(&text);
+            let _ = parse::parse(&text);
             let _ = run(&text);
         }
 

@@ -1,0 +1,158 @@
+//! `/proc/meminfo` of the simulated machine (fs/proc/meminfo.c).
+//!
+//! Every line the kernel prints as `Key:` padded to 16 columns, the value
+//! in KiB right-aligned in 8, then ` kB`. The lines are the kernel's, in its
+//! order, for an x86-64 build; the ones the simulator has a mechanism for
+//! carry its numbers, the rest read 0 until that mechanism exists, so tools
+//! that parse the file by key find every key they expect.
+//!
+//! - `MemTotal`: the machine's size ([`SimConfig::mem_bytes`](crate::SimConfig)).
+//! - `MemFree`: what is neither charged to a cgroup nor taken by the kernel
+//!   itself (RAM disk pages, swap tables).
+//! - `MemAvailable`: free plus page cache (there is no reclaim reserve).
+//! - `Cached`, `AnonPages`, `SwapCached`, `Zswap`, `Zswapped`: the root's
+//!   hierarchical statistics.
+//! - `SwapTotal`, `SwapFree`: the swap devices' usable slots.
+
+use std::fmt::Write as _;
+
+use memcg::memcontrol::{CgroupTree, MemcgStat};
+use memcg::page_counter::PAGE_SIZE;
+use memcg::swap_state::SwapSystem;
+
+/// The keys of `/proc/meminfo` whose values are in kB, in the kernel's
+/// order (the `HugePages_*` counts, printed without a unit, follow
+/// `FilePmdMapped`).
+const KB_KEYS: [&str; 46] = [
+    "MemTotal",
+    "MemFree",
+    "MemAvailable",
+    "Buffers",
+    "Cached",
+    "SwapCached",
+    "Active",
+    "Inactive",
+    "Active(anon)",
+    "Inactive(anon)",
+    "Active(file)",
+    "Inactive(file)",
+    "Unevictable",
+    "Mlocked",
+    "SwapTotal",
+    "SwapFree",
+    "Zswap",
+    "Zswapped",
+    "Dirty",
+    "Writeback",
+    "AnonPages",
+    "Mapped",
+    "Shmem",
+    "KReclaimable",
+    "Slab",
+    "SReclaimable",
+    "SUnreclaim",
+    "KernelStack",
+    "PageTables",
+    "SecPageTables",
+    "NFS_Unstable",
+    "Bounce",
+    "WritebackTmp",
+    "CommitLimit",
+    "Committed_AS",
+    "VmallocTotal",
+    "VmallocUsed",
+    "VmallocChunk",
+    "Percpu",
+    "HardwareCorrupted",
+    "AnonHugePages",
+    "ShmemHugePages",
+    "ShmemPmdMapped",
+    "FileHugePages",
+    "FilePmdMapped",
+    "Hugetlb",
+];
+
+/// The machine's numbers, in KiB.
+struct Numbers {
+    total: u64,
+    free: u64,
+    cached: u64,
+    anon: u64,
+    swapcached: u64,
+    zswap_bytes: u64,
+    zswapped: u64,
+    swap_total: u64,
+    swap_free: u64,
+}
+
+impl Numbers {
+    fn read(tree: &CgroupTree, swap: &SwapSystem) -> Self {
+        let kb = |pages: u64| pages * PAGE_SIZE / 1024;
+        let stat = |s: MemcgStat| u64::try_from(tree.root().stat(s)).unwrap_or(0);
+        let total = tree.machine_pages();
+        let (swap_total, swap_used) = swap.swapfiles().iter().fold((0, 0), |(t, u), d| {
+            (t + d.nr_pages() - 1, u + d.inuse_pages())
+        });
+        Self {
+            total: kb(total),
+            free: kb(total.saturating_sub(tree.machine_used_pages())),
+            cached: kb(stat(MemcgStat::File)),
+            anon: kb(stat(MemcgStat::Anon)),
+            swapcached: kb(stat(MemcgStat::Swapcached)),
+            zswap_bytes: stat(MemcgStat::ZswapBytes) / 1024,
+            zswapped: kb(stat(MemcgStat::Zswapped)),
+            swap_total: kb(swap_total),
+            swap_free: kb(swap_total.saturating_sub(swap_used)),
+        }
+    }
+
+    fn value(&self, key: &str) -> u64 {
+        match key {
+            "MemTotal" => self.total,
+            "MemFree" => self.free,
+            "MemAvailable" => self.free + self.cached,
+            "Cached" => self.cached,
+            "SwapCached" => self.swapcached,
+            "SwapTotal" => self.swap_total,
+            "SwapFree" => self.swap_free,
+            "Zswap" => self.zswap_bytes,
+            "Zswapped" => self.zswapped,
+            "AnonPages" => self.anon,
+            "CommitLimit" => self.total / 2 + self.swap_total,
+            "Hugepagesize" => 2048,
+            _ => 0,
+        }
+    }
+}
+
+/// `/proc/meminfo` for `tree`'s machine and `swap`'s devices.
+pub fn render(tree: &CgroupTree, swap: &SwapSystem) -> String {
+    let numbers = Numbers::read(tree, swap);
+    let mut out = String::new();
+    let kb_line = |out: &mut String, key: &str| {
+        let _ = writeln!(out, "{:<16}{:>8} kB", format!("{key}:"), numbers.value(key));
+    };
+    for key in KB_KEYS {
+        if key == "Hugetlb" {
+            for count in [
+                "HugePages_Total",
+                "HugePages_Free",
+                "HugePages_Rsvd",
+                "HugePages_Surp",
+            ] {
+                let _ = writeln!(out, "{:<16}{:>5}", format!("{count}:"), 0);
+            }
+            kb_line(&mut out, "Hugepagesize");
+        }
+        kb_line(&mut out, key);
+    }
+    out
+}
+
+/// One value of `/proc/meminfo` text, in kB (for tests and tools).
+pub fn value_kb(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|line| {
+        let rest = line.strip_prefix(key)?.strip_prefix(':')?;
+        rest.trim().trim_end_matches("kB").trim().parse().ok()
+    })
+}
