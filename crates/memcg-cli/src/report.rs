@@ -44,6 +44,97 @@ impl std::fmt::Display for Machine {
     }
 }
 
+/// The tool that produced a report: name, version and the git commit it
+/// was built from (`-dirty` when the tree had changes), and when it ran.
+#[derive(Debug, Clone, Serialize)]
+pub struct Tool {
+    /// `memcg`.
+    pub name: &'static str,
+    /// The crate version.
+    pub version: &'static str,
+    /// `git describe --always --dirty` at build time ("unknown" outside a
+    /// git checkout).
+    pub commit: &'static str,
+    /// Seconds since the Unix epoch when the report was made.
+    pub generated_unix: u64,
+}
+
+impl Tool {
+    /// This build, now.
+    pub fn current() -> Self {
+        Self {
+            name: "memcg",
+            version: env!("CARGO_PKG_VERSION"),
+            commit: env!("MEMCG_GIT_COMMIT"),
+            generated_unix: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+        }
+    }
+}
+
+/// Progress of a benchmark on stderr: a bar on a terminal, otherwise one
+/// line per step (so a log of a long run shows where it is).
+pub struct Progress {
+    bench: &'static str,
+    total: u64,
+    done: u64,
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl Progress {
+    /// `total` steps of `bench`.
+    pub fn new(bench: &'static str, total: u64) -> Self {
+        use std::io::IsTerminal;
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = indicatif::ProgressBar::new(total);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{prefix} [{bar:30}] {pos}/{len} {msg} (eta {eta})",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                .progress_chars("=> "),
+            );
+            bar.set_prefix(bench);
+            bar
+        });
+        Self {
+            bench,
+            total,
+            done: 0,
+            bar,
+        }
+    }
+
+    /// Marks `n` steps done; `what` names the last of them.
+    pub fn step(&mut self, n: u64, what: &str) {
+        self.done += n;
+        match &self.bar {
+            Some(bar) => {
+                bar.set_message(what.to_owned());
+                bar.inc(n);
+            }
+            None => eprintln!("{}: [{}/{}] {what}", self.bench, self.done, self.total),
+        }
+    }
+
+    /// Clears the bar.
+    pub fn finish(self) {
+        if let Some(bar) = self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// A standard deviation for a table: `-` when there was one sample.
+pub fn fmt_stdev(stdev: f64, samples: usize, decimals: usize) -> String {
+    if samples < 2 {
+        "-".to_owned()
+    } else {
+        format!("{stdev:.decimals$}")
+    }
+}
+
 /// Median, mean and sample standard deviation of repeated measurements.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Stats {
@@ -110,6 +201,25 @@ pub struct ReportFiles {
 }
 
 impl ReportFiles {
+    /// Checks, before a run, that every file asked for can be written, so a
+    /// long run does not fail at its end. Files that did not exist are not
+    /// left behind.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        for path in [&self.json, &self.svg].into_iter().flatten() {
+            let existed = path.exists();
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(path)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            if !existed {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+        Ok(())
+    }
+
     /// `DIR/NAME.json` and `DIR/NAME.svg` (creating `DIR`), or no files.
     pub fn in_dir(dir: Option<&Path>, name: &str) -> anyhow::Result<Self> {
         let Some(dir) = dir else {
@@ -152,6 +262,9 @@ pub struct Series {
     pub name: String,
     /// `(x, y)` points in x order.
     pub points: Vec<(f64, f64)>,
+    /// One standard deviation of each point's y, drawn as an error bar
+    /// (empty: none).
+    pub errors: Vec<f64>,
 }
 
 /// One chart panel.
@@ -212,7 +325,20 @@ where
     let points = || panel.series.iter().flat_map(|s| s.points.iter());
     let x_min = points().map(|p| p.0).fold(f64::INFINITY, f64::min);
     let x_max = points().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
-    let y_max = points().map(|p| p.1).fold(0.0, f64::max);
+    let y_max = panel
+        .series
+        .iter()
+        .flat_map(|s| {
+            s.points
+                .iter()
+                .enumerate()
+                .map(|(i, p)| p.1 + s.errors.get(i).copied().unwrap_or(0.0))
+        })
+        .fold(0.0, f64::max);
+    // Keep the band the legend takes at the top free of data: the plot is
+    // about 290 px high and each legend row about 20 px.
+    let legend_share = ((20 * panel.series.len() + 16) as f64 / 290.0).min(0.6);
+    let y_top = (y_max * 1.05 / (1.0 - legend_share)).max(1e-9);
     let (x_min, x_max) = if x_min.is_finite() {
         (x_min, x_max)
     } else {
@@ -224,7 +350,7 @@ where
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(56)
-        .build_cartesian_2d(x_min - pad..x_max + pad, 0.0..(y_max * 1.15).max(1e-9))?;
+        .build_cartesian_2d(x_min - pad..x_max + pad, 0.0..y_top)?;
     // X values are counts (threads): label whole numbers only.
     let whole = |x: &f64| {
         if x.fract().abs() < 1e-9 {
@@ -250,6 +376,15 @@ where
                 .points
                 .iter()
                 .map(|&p| Circle::new(p, 3, color.filled())),
+        )?;
+        ctx.draw_series(
+            series
+                .points
+                .iter()
+                .zip(&series.errors)
+                .map(|(&(x, y), &e)| {
+                    ErrorBar::new_vertical(x, (y - e).max(0.0), y, y + e, color.stroke_width(1), 8)
+                }),
         )?;
     }
     ctx.configure_series_labels()
@@ -288,6 +423,7 @@ mod tests {
                 series: vec![Series {
                     name: "a".into(),
                     points: vec![(1.0, 2.0), (2.0, 3.0)],
+                    errors: vec![0.5, 0.25],
                 }],
             }],
         };

@@ -101,6 +101,64 @@ fn fails_with(args: &[&str], message: &str) {
 }
 
 #[test]
+fn reports_say_which_build_made_them_and_progress_goes_to_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("pc.json");
+    let out = memcg()
+        .args([
+            "bench",
+            "page-counter",
+            "--ops",
+            "100",
+            "--reps",
+            "1",
+            "--threads",
+            "1",
+            "--depths",
+            "1",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["tool"]["name"], "memcg");
+    assert_eq!(report["tool"]["version"], env!("CARGO_PKG_VERSION"));
+    assert!(!report["tool"]["commit"].as_str().unwrap().is_empty());
+    assert_eq!(report["config"]["reps"], 1);
+    // Not a terminal: one line per step.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("page-counter: [1/2]"), "{stderr}");
+    assert!(stderr.contains("page-counter: [2/2]"), "{stderr}");
+    // One repetition has no spread: the table says so.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.lines().any(|l| l.contains(" - |")), "{stdout}");
+}
+
+#[test]
+fn output_paths_are_checked_before_the_run() {
+    let start = std::time::Instant::now();
+    fails_with(
+        &["bench", "swap", "--json", "/nonexistent/dir/x.json"],
+        "cannot write /nonexistent/dir/x.json",
+    );
+    fails_with(
+        &["bench", "list-lru", "--svg", "/proc/x.svg"],
+        "cannot write /proc/x.svg",
+    );
+    assert!(start.elapsed().as_secs() < 30, "failed before running");
+    fails_with(
+        &["bench", "--smoke", "page-counter"],
+        "--smoke and --out-dir belong to the whole suite",
+    );
+    fails_with(
+        &["bench", "--out-dir", "/tmp/x", "swap"],
+        "--smoke and --out-dir belong to the whole suite",
+    );
+}
+
+#[test]
 fn bad_flags_are_clear_errors() {
     fails_with(&["bench", "swap-cgroup", "--threads", "0"], "--threads");
     fails_with(
@@ -159,6 +217,10 @@ fn list_lru_bench_writes_phases_for_both_designs() {
                 .any(|r| r["phase"] == phase && r["design"] == "legacy")
         );
     }
+    // The rmdir phase runs under churn: its rate is measured, not 0.
+    for r in results.iter().filter(|r| r["phase"] == "rmdir") {
+        assert!(r["mops"].as_f64().unwrap() > 0.0, "no churn measured: {r}");
+    }
     assert_eq!(report["reparent"].as_array().unwrap().len(), 4);
     assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
     fails_with(
@@ -202,7 +264,7 @@ fn swap_bench_times_every_experiment_per_design_against_the_limits() {
 
     let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(report["bench"], "swap");
-    assert_eq!(report["size_bytes"], 1 << 20);
+    assert_eq!(report["config"]["size_bytes"], 1 << 20);
     // memset and memcpy at 2 thread counts.
     assert_eq!(report["limits"].as_array().unwrap().len(), 4);
     let results = report["results"].as_array().unwrap();

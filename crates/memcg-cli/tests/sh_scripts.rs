@@ -1,6 +1,7 @@
-//! Runs every `tests/scripts/*.sh` through `memcg sh` and compares stdout
-//! with `NAME.out`, stderr with `NAME.err` (empty if absent) and the exit
-//! status with `NAME.status` (0 if absent).
+//! Runs every `tests/scripts/*.sh` through `memcg sh` (with the flags in
+//! `NAME.args`, if any) and compares stdout with `NAME.out`, stderr with
+//! `NAME.err` (empty if absent) and the exit status with `NAME.status` (0
+//! if absent).
 
 use std::path::Path;
 
@@ -21,8 +22,10 @@ fn every_script_gives_its_expected_output() {
     scripts.sort();
     assert!(scripts.len() >= 6, "scripts missing from {}", dir.display());
     for script in scripts {
+        let args = expected(&script, "args").unwrap_or_default();
         let out = Command::new(assert_cmd::cargo::cargo_bin!("memcg"))
             .arg("sh")
+            .args(args.split_whitespace())
             .arg(&script)
             .output()
             .unwrap();

@@ -666,6 +666,176 @@ mod tests {
         sim
     }
 
+    fn small_machine(mem_bytes: u64) -> Sim {
+        let sim = Sim::new(SimConfig {
+            mem_bytes,
+            ..SimConfig::default()
+        });
+        sim.fs()
+            .write("/cgroup.subtree_control", "+memory")
+            .unwrap();
+        sim.fs().mkdir("/a").unwrap();
+        sim
+    }
+
+    #[test]
+    fn the_machine_size_bounds_every_charge() {
+        let sim = small_machine(8 << 20);
+        // 100G in an unlimited cgroup: refused by the machine, nothing taken.
+        let err = sim
+            .alloc("/a", "big", 100 << 30, 16, Fill::Zero)
+            .unwrap_err();
+        assert_eq!(err.errno(), Errno::ENOMEM);
+        assert!(matches!(
+            err,
+            SimError::Charge(ChargeError::MachineOutOfMemory { total_pages: 2048 })
+        ));
+        assert_eq!(sim.fs().tree().machine_used_pages(), 0);
+        let a = sim.fs().memcg("/a").unwrap();
+        assert_eq!(
+            a.event(memcg::memcontrol::MemcgEvent::Max),
+            0,
+            "not a memcg event"
+        );
+        sim.alloc("/a", "fits", 2 << 20, 1, Fill::Pattern).unwrap();
+        let info = sim.proc_meminfo();
+        assert_eq!(meminfo::value_kb(&info, "MemTotal"), Some(8192));
+        assert_eq!(meminfo::value_kb(&info, "MemFree"), Some(6144));
+        assert_eq!(meminfo::value_kb(&info, "AnonPages"), Some(2048));
+        sim.swapon_ram(4 << 20, None).unwrap();
+        let info = sim.proc_meminfo();
+        assert_eq!(meminfo::value_kb(&info, "SwapTotal"), Some(4092));
+        assert_eq!(meminfo::value_kb(&info, "SwapFree"), Some(4092));
+        assert_eq!(
+            meminfo::value_kb(&info, "MemFree"),
+            Some(6144 - 4),
+            "swap tables"
+        );
+        // Swapping out to a RAM disk moves pages; it frees no memory.
+        sim.pageout("fits").unwrap();
+        let info = sim.proc_meminfo();
+        assert_eq!(meminfo::value_kb(&info, "MemFree"), Some(6144 - 4));
+        assert_eq!(meminfo::value_kb(&info, "AnonPages"), Some(0));
+        assert_eq!(meminfo::value_kb(&info, "SwapFree"), Some(4092 - 2048));
+        sim.free("fits").unwrap();
+    }
+
+    #[test]
+    fn large_folios_fall_back_to_pages_when_the_charge_fails() {
+        let sim = sim();
+        sim.fs().write("/a/memory.max", "96K").unwrap();
+        // 128K of 64K folios under a 96K limit: the first folio fits, the
+        // second's non-blocking charge fails without events and it faults
+        // in page by page; the page over the limit fails the alloc.
+        let err = sim.alloc("/a", "m", 128 << 10, 16, Fill::Zero).unwrap_err();
+        assert_eq!(err.errno(), Errno::ENOMEM);
+        let a = sim.fs().memcg("/a").unwrap();
+        assert_eq!(a.memory().usage(), 0, "nothing left behind");
+        assert_eq!(a.vm_event(VmEvent::Pgfault), 1 + 9, "a folio, then 9 pages");
+        assert_eq!(
+            a.event(memcg::memcontrol::MemcgEvent::Oom),
+            1,
+            "only for a single page"
+        );
+        // (Without reclaim, pages fit exactly when the folio would have; the
+        // fallback succeeds once reclaim can make room for single pages.)
+    }
+
+    #[test]
+    fn faults_count_once_each_on_the_faulting_tasks_cgroup() {
+        let sim = sim();
+        sim.fs().mkdir("/b").unwrap();
+        sim.swapon_ram(16 << 20, None).unwrap();
+        let pid = sim.alloc("/a", "x", 64 << 10, 16, Fill::Pattern).unwrap();
+        sim.pageout("x").unwrap();
+        sim.fs().write("/b/cgroup.procs", &pid.to_string()).unwrap();
+        sim.touch("x").unwrap();
+        let (a, b) = (sim.fs().memcg("/a").unwrap(), sim.fs().memcg("/b").unwrap());
+        // The charge and pswpin go to /a (the online owner); the fault and
+        // the major fault to /b, the faulting task's cgroup (F13, M9).
+        assert_eq!(a.memory().usage(), 16);
+        assert_eq!(a.vm_event(VmEvent::Pswpin), 16);
+        assert_eq!(
+            (
+                a.vm_event(VmEvent::Pgfault),
+                a.vm_event(VmEvent::Pgmajfault)
+            ),
+            (1, 0)
+        );
+        assert_eq!(
+            (
+                b.vm_event(VmEvent::Pgfault),
+                b.vm_event(VmEvent::Pgmajfault)
+            ),
+            (1, 1)
+        );
+        sim.free("x").unwrap();
+    }
+
+    #[test]
+    fn no_internal_processes() {
+        let sim = sim();
+        sim.fs().mkdir("/b").unwrap();
+        let pid = sim.alloc("/a", "x", 4096, 1, Fill::Zero).unwrap();
+        // A cgroup with a task cannot enable controllers for children...
+        assert_eq!(
+            sim.fs()
+                .write("/a/cgroup.subtree_control", "+memory")
+                .unwrap_err()
+                .errno,
+            Errno::EBUSY
+        );
+        // ... and a cgroup with them takes no task (F12, M4).
+        sim.fs()
+            .write("/b/cgroup.subtree_control", "+memory")
+            .unwrap();
+        assert_eq!(
+            sim.fs()
+                .write("/b/cgroup.procs", &pid.to_string())
+                .unwrap_err()
+                .errno,
+            Errno::EBUSY
+        );
+        sim.fs().mkdir("/b/leaf").unwrap();
+        sim.fs()
+            .write("/b/leaf/cgroup.procs", &pid.to_string())
+            .unwrap();
+        sim.fs()
+            .write("/a/cgroup.subtree_control", "+memory")
+            .unwrap();
+        // The root is exempt.
+        sim.fs().write("/cgroup.procs", &pid.to_string()).unwrap();
+        assert_eq!(
+            sim.fs().read("/b/cgroup.events").unwrap(),
+            "populated 0\nfrozen 0\n"
+        );
+        sim.free("x").unwrap();
+    }
+
+    #[test]
+    fn a_removed_cgroup_with_charged_pages_stays_dying() {
+        let sim = sim();
+        sim.fs().mkdir("/b").unwrap();
+        let pid = sim.alloc("/a", "x", 1 << 20, 1, Fill::Zero).unwrap();
+        assert_eq!(
+            sim.fs().read("/a/cgroup.events").unwrap(),
+            "populated 1\nfrozen 0\n"
+        );
+        sim.fs().write("/b/cgroup.procs", &pid.to_string()).unwrap();
+        sim.fs().rmdir("/a").unwrap();
+        let stat = |sim: &Sim| sim.fs().read("/cgroup.stat").unwrap();
+        assert_eq!(
+            stat(&sim),
+            "nr_descendants 1\nnr_subsys_memory 2\nnr_dying_descendants 1\nnr_dying_subsys_memory 1\n",
+            "t's pages pin /a (F7, M3)"
+        );
+        sim.free("x").unwrap();
+        assert_eq!(
+            stat(&sim),
+            "nr_descendants 1\nnr_subsys_memory 2\nnr_dying_descendants 0\nnr_dying_subsys_memory 0\n"
+        );
+    }
+
     #[test]
     fn alloc_pageout_touch_verify_free_balance() {
         let sim = sim();

@@ -1,7 +1,7 @@
 //! `/proc/meminfo` of the simulated machine (fs/proc/meminfo.c).
 //!
-//! Every line the kernel prints as `Key:` padded to 16 columns, the value
-//! in KiB right-aligned in 8, then ` kB`. The lines are the kernel's, in its
+//! Every line as the kernel prints it: mostly `Key:` padded to 16 columns,
+//! the value in KiB right-aligned in 8, then ` kB` (`show_val_kb`). The lines are the kernel's, in its
 //! order, for an x86-64 build; the ones the simulator has a mechanism for
 //! carry its numbers, the rest read 0 until that mechanism exists, so tools
 //! that parse the file by key find every key they expect.
@@ -20,9 +20,9 @@ use memcg::memcontrol::{CgroupTree, MemcgStat};
 use memcg::page_counter::PAGE_SIZE;
 use memcg::swap_state::SwapSystem;
 
-/// The keys of `/proc/meminfo` whose values are in kB, in the kernel's
-/// order (the `HugePages_*` counts, printed without a unit, follow
-/// `FilePmdMapped`).
+/// The keys of `/proc/meminfo` in the kernel's order, up to `Hugetlb`
+/// (the `HugePages_*` counts and `Hugepagesize` come just before it, the
+/// `DirectMap*` lines after).
 const KB_KEYS: [&str; 46] = [
     "MemTotal",
     "MemFree",
@@ -119,7 +119,6 @@ impl Numbers {
             "Zswapped" => self.zswapped,
             "AnonPages" => self.anon,
             "CommitLimit" => self.total / 2 + self.swap_total,
-            "Hugepagesize" => 2048,
             _ => 0,
         }
     }
@@ -129,23 +128,34 @@ impl Numbers {
 pub fn render(tree: &CgroupTree, swap: &SwapSystem) -> String {
     let numbers = Numbers::read(tree, swap);
     let mut out = String::new();
-    let kb_line = |out: &mut String, key: &str| {
-        let _ = writeln!(out, "{:<16}{:>8} kB", format!("{key}:"), numbers.value(key));
+    let kb_line = |out: &mut String, key: &str, value: u64| {
+        // show_val_kb: the key padded to 16, the value to 8.
+        let _ = writeln!(out, "{:<16}{value:>8} kB", format!("{key}:"));
     };
     for key in KB_KEYS {
-        if key == "Hugetlb" {
-            for count in [
-                "HugePages_Total",
-                "HugePages_Free",
-                "HugePages_Rsvd",
-                "HugePages_Surp",
-            ] {
-                let _ = writeln!(out, "{:<16}{:>5}", format!("{count}:"), 0);
+        match key {
+            // The few lines printed with their own seq_printf formats.
+            "HardwareCorrupted" => {
+                let _ = writeln!(out, "HardwareCorrupted: {:>5} kB", 0);
             }
-            kb_line(&mut out, "Hugepagesize");
+            "Hugetlb" => {
+                for count in [
+                    "HugePages_Total",
+                    "HugePages_Free",
+                    "HugePages_Rsvd",
+                    "HugePages_Surp",
+                ] {
+                    let _ = writeln!(out, "{:<19}{:>5}", format!("{count}:"), 0);
+                }
+                kb_line(&mut out, "Hugepagesize", 2048);
+                kb_line(&mut out, key, 0);
+            }
+            _ => kb_line(&mut out, key, numbers.value(key)),
         }
-        kb_line(&mut out, key);
     }
+    // x86's direct map: every page mapped with 4 KiB entries.
+    kb_line(&mut out, "DirectMap4k", numbers.total);
+    kb_line(&mut out, "DirectMap2M", 0);
     out
 }
 

@@ -60,6 +60,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 mod charge;
+mod protection;
 mod stat;
 
 use charge::{Accounting, Hooks};

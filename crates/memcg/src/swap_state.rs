@@ -806,6 +806,62 @@ mod tests {
     }
 
     #[test]
+    fn swapoff_walks_again_until_the_device_is_empty() {
+        let (tree, sys, cg) = system();
+        sys.swapon_ram("ram0", 4 << 20, None).unwrap();
+        let entries: Vec<_> = (0..3)
+            .map(|_| sys.swap_out(&filled(&tree, &cg, 1, 5)).unwrap())
+            .collect();
+        // The first walk misses the last slot (as one allocated while
+        // swapoff began would be): swapoff walks again (F20).
+        let mut back = Vec::new();
+        let mut walks = 0;
+        sys.swapoff(0, |e| {
+            if e == entries[2] {
+                walks += 1;
+                if walks == 1 {
+                    return Ok(());
+                }
+            }
+            sys.swap_in(e, 1, &cg).map(|f| back.push(f))
+        })
+        .unwrap();
+        assert_eq!((walks, back.len()), (2, 3));
+        assert!(sys.swapfiles().get(0).is_none());
+    }
+
+    #[test]
+    fn ram_disks_and_swap_tables_take_machine_memory() {
+        let (tree, sys, cg) = system();
+        tree.set_machine_pages(1024);
+        // 4 MiB of swap: the tables of 1024 slots fit in a page.
+        sys.swapon_ram("ram0", 4 << 20, None).unwrap();
+        assert_eq!(tree.machine_used_pages(), swap_tables_pages(1024));
+        assert_eq!(swap_tables_pages(1024), 1);
+        // A RAM disk's written pages are the machine's too.
+        let entry = sys.swap_out(&filled(&tree, &cg, 16, 9)).unwrap();
+        assert_eq!(tree.machine_used_pages(), 1 + 16);
+        // Charges past the machine fail, without memory cgroup events.
+        let err = Folio::new(&tree, &cg, 1024).unwrap_err();
+        assert!(matches!(
+            err,
+            ChargeError::MachineOutOfMemory { total_pages: 1024 }
+        ));
+        assert_eq!(cg.event(MemcgEvent::Max), 0);
+        // A swap area whose tables do not fit is refused with ENOMEM.
+        let err = sys.swapon_ram("ram1", 1 << 40, None).unwrap_err();
+        assert_eq!(err.errno(), Errno::ENOMEM);
+        assert!(sys.swapfiles().by_name("ram1").is_none());
+        sys.swap_free(entry, 16).unwrap();
+        sys.swapoff(0, |_| Ok(())).unwrap();
+        assert_eq!(
+            tree.machine_used_pages(),
+            0,
+            "tables and disk pages given back"
+        );
+    }
+
+    #[test]
     fn split_moves_the_charge() {
         let (tree, _sys, cg) = system();
         let big = filled(&tree, &cg, 16, 4);

@@ -170,6 +170,11 @@ pub trait SwapBackend: Send + Sync {
     fn write_page(&self, offset: u64, buf: &[u8]) -> io::Result<()>;
     /// What `/proc/swaps` shows as the type ("file" or "partition").
     fn kind(&self) -> &'static str;
+    /// Bytes of host memory the backend's own bookkeeping takes (not page
+    /// contents).
+    fn metadata_bytes(&self) -> u64 {
+        0
+    }
 }
 
 /// Memory of the simulated machine that a RAM disk's pages come from. The
@@ -277,6 +282,10 @@ impl SwapBackend for RamBackend {
 
     fn kind(&self) -> &'static str {
         "partition"
+    }
+
+    fn metadata_bytes(&self) -> u64 {
+        self.pages.memory_bytes() as u64
     }
 }
 
@@ -477,6 +486,10 @@ impl<B: SwapBackend> SwapBackend for FaultyBackend<B> {
     fn kind(&self) -> &'static str {
         self.inner.kind()
     }
+
+    fn metadata_bytes(&self) -> u64 {
+        self.inner.metadata_bytes()
+    }
 }
 
 impl<B: SwapBackend> SwapBackend for Arc<B> {
@@ -491,6 +504,9 @@ impl<B: SwapBackend> SwapBackend for Arc<B> {
     }
     fn kind(&self) -> &'static str {
         (**self).kind()
+    }
+    fn metadata_bytes(&self) -> u64 {
+        (**self).metadata_bytes()
     }
 }
 
@@ -741,6 +757,21 @@ impl SwapDevice {
     /// Pages of the device (slot 0 included).
     pub fn nr_pages(&self) -> u64 {
         self.nr_pages
+    }
+
+    /// Bytes of host memory the device's bookkeeping takes: the cluster
+    /// table and the clusters in use, the lists, and the backend's own
+    /// tables (page contents excluded).
+    pub fn metadata_bytes(&self) -> u64 {
+        let lists = lock(&self.lists);
+        let list_bytes = lists.on.len() * size_of::<OnList>()
+            + lists.freed.capacity() * size_of::<u32>()
+            + lists
+                .nonfull
+                .iter()
+                .map(|l| l.capacity() * size_of::<u32>())
+                .sum::<usize>();
+        (self.clusters.memory_bytes() + list_bytes) as u64 + self.backend.metadata_bytes()
     }
 
     /// Slots in use.
@@ -1189,10 +1220,12 @@ impl Swapfiles {
             let path = escape_path(&l.filename);
             let pad = 40usize.saturating_sub(path.len()).max(1);
             let tab_if_short = |n: u64| if n < 10_000_000 { "\t" } else { "" };
+            // swap_show prints "file\t" (a tab more) or "partition".
+            let kind = if l.kind == "file" { "file\t" } else { l.kind };
             out.push_str(&format!(
                 "{path}{:pad$}{}\t{}\t{}{}\t{}{}\n",
                 "",
-                l.kind,
+                kind,
                 l.size_kb,
                 tab_if_short(l.size_kb),
                 l.used_kb,
@@ -1323,6 +1356,84 @@ mod tests {
         assert!(text.starts_with("Filename"));
         assert!(text.contains("high") && text.contains("-2"));
         assert_eq!(sf.swaps()[0].size_kb, 63 * 4);
+    }
+
+    #[test]
+    fn proc_swaps_is_tab_separated_with_escaped_paths() {
+        let sf = Swapfiles::default();
+        sf.swapon("/tmp/my swap\\file", ram(64), None).unwrap();
+        let backend = Box::new(RamBackend::new(4096 * 4_000_000).unwrap());
+        sf.swapon("/dev/ram1", backend, Some(7)).unwrap();
+        let text = sf.proc_swaps();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority");
+        // 21 bytes escaped: padded with spaces to column 40.
+        assert_eq!(
+            lines[1],
+            format!(
+                "/tmp/my\\040swap\\134file{}partition\t252\t\t0\t\t-2",
+                " ".repeat(17)
+            )
+        );
+        // A size of 10000000 KiB or more gets no second tab.
+        assert_eq!(
+            lines[2],
+            format!("/dev/ram1{}partition\t15999996\t0\t\t7", " ".repeat(31))
+        );
+        let file = FileBackend::open(
+            &tempfile::tempdir().unwrap().path().join("f"),
+            64 * PAGE_SIZE,
+        )
+        .unwrap();
+        sf.swapon("f", Box::new(file), None).unwrap();
+        assert!(
+            sf.proc_swaps().contains("file\t\t252\t\t0\t\t-3"),
+            "{}",
+            sf.proc_swaps()
+        );
+    }
+
+    #[test]
+    fn swapoff_renumbers_default_priorities_after_it() {
+        let sf = Swapfiles::default();
+        for name in ["a", "b", "c"] {
+            sf.swapon(name, ram(64), None).unwrap();
+        }
+        sf.swapon("p", ram(64), Some(3)).unwrap();
+        sf.begin_swapoff(1).unwrap();
+        sf.finish_swapoff(1).unwrap();
+        let prios: Vec<(String, i32)> = sf
+            .swaps()
+            .into_iter()
+            .map(|l| (l.filename, l.prio))
+            .collect();
+        assert_eq!(prios, [("a".into(), -2), ("c".into(), -3), ("p".into(), 3)]);
+        sf.swapon("d", ram(64), None).unwrap();
+        assert_eq!(sf.get(1).unwrap().prio(), -4, "the next default after -3");
+        assert!(matches!(
+            sf.swapon("e", ram(64), Some(MAX_SWAP_PRIO + 1)),
+            Err(SwapError::BadPriority(_))
+        ));
+    }
+
+    #[test]
+    fn huge_areas_cost_little_until_used() {
+        let sf = Swapfiles::default();
+        // 1 TiB: 2^28 slots. The kernel's tables would be ~800 MiB; ours
+        // are a pointer or two per cluster until a cluster is used.
+        let d = sf
+            .swapon("ram0", Box::new(RamBackend::new(1 << 40).unwrap()), None)
+            .unwrap();
+        assert!(d.metadata_bytes() < 64 << 20, "{}", d.metadata_bytes());
+        let e = sf.alloc(0).unwrap();
+        sf.write_page(e, &[3u8; PAGE_BYTES]).unwrap();
+        assert!(d.metadata_bytes() < 64 << 20);
+        sf.put(e, 1).unwrap();
+        // Sizes no table could hold fail cleanly.
+        assert!(matches!(
+            RamBackend::new(1 << 62).map(|b| sf.swapon("big", Box::new(b), None)),
+            Err(SwapError::NoMemory { .. }) | Ok(Err(SwapError::NoMemory { .. }))
+        ));
     }
 
     #[test]

@@ -32,7 +32,7 @@ use memcg::memcontrol::{CgroupTree, MemCgroup, TreeConfig};
 use serde::Serialize;
 
 use super::timed_threads;
-use crate::report::{self, Chart, Machine, Panel, ReportFiles, Series, Stats};
+use crate::report::{self, Chart, Machine, Panel, Progress, ReportFiles, Series, Stats, Tool};
 
 /// Flags of `memcg bench list-lru`.
 #[derive(Debug, Clone, Args)]
@@ -214,33 +214,61 @@ fn run_once(
         2 * odd
     );
 
-    // rmdir while T threads churn the even objects of live cgroups.
+    // rmdir while T threads churn the even objects of live cgroups. The
+    // removal starts only once every churner is churning, and each churner
+    // counts only what it does while the removal runs, so the phase always
+    // measures rmdir under churn and the churn rate is the phase's own.
     let removing = AtomicBool::new(true);
+    let timing = AtomicBool::new(false);
+    let churning = AtomicU64::new(0);
     let churn_ops = AtomicU64::new(0);
     let rmdir = std::thread::scope(|s| -> anyhow::Result<f64> {
         let churners: Vec<_> = (0..threads)
             .map(|t| {
-                let (lrus, cgs, removing, churn_ops) = (&lrus, &cgs, &removing, &churn_ops);
+                let (lrus, cgs, removing, timing, churning, churn_ops) =
+                    (&lrus, &cgs, &removing, &timing, &churning, &churn_ops);
                 s.spawn(move || -> anyhow::Result<()> {
                     let mine = share(t, threads, cgroups);
                     let mut i = mine.start;
-                    let mut ops = 0;
+                    let (mut ops, mut announced, mut idle) = (0, false, 0);
                     while removing.load(Ordering::Relaxed) && !mine.is_empty() {
                         i = if i + 1 >= mine.end { mine.start } else { i + 1 };
                         let Some((item, nid)) = surviving_object(i, objects, nodes) else {
+                            idle += 1;
+                            if idle >= mine.len() && !announced {
+                                // A whole sweep found nothing to churn.
+                                announced = true;
+                                churning.fetch_add(1, Ordering::Release);
+                            }
                             continue;
                         };
                         for lru in lrus {
                             ensure!(lru.del(item, nid, &cgs[i])?, "churn: object {item} lost");
                             ensure!(lru.add(item, nid, &cgs[i])?, "churn: object {item} doubled");
                         }
-                        ops += 4;
+                        if !announced {
+                            announced = true;
+                            churning.fetch_add(1, Ordering::Release);
+                        }
+                        if timing.load(Ordering::Relaxed) {
+                            ops += 4;
+                        }
+                    }
+                    if !announced {
+                        // No object to churn (every cgroup of its share is
+                        // empty): do not hold the removal back.
+                        churning.fetch_add(1, Ordering::Release);
                     }
                     churn_ops.fetch_add(ops, Ordering::Relaxed);
                     Ok(())
                 })
             })
             .collect();
+        // Acquire: pairs with each churner's Release once it is running.
+        while churning.load(Ordering::Acquire) < threads as u64 {
+            std::thread::yield_now();
+        }
+        timing.store(true, Ordering::Relaxed);
         let start = Instant::now();
         let removed = cgs.iter().try_for_each(|cg| tree.rmdir_cgroup(cg));
         let secs = start.elapsed().as_secs_f64();
@@ -317,8 +345,11 @@ struct PhaseRow {
     /// Median over repetitions.
     ms: f64,
     stdev_ms: f64,
-    /// Operations per second of the phase where it has a count (add, rmdir churn).
+    /// Operations per second of the phase where it has a count: the adds,
+    /// or for rmdir the churn (del + add) that ran alongside the removals.
     mops: Option<f64>,
+    /// Sample standard deviation of `mops`.
+    mops_stdev: Option<f64>,
     /// `legacy` time / this time (≥ 1 means faster than legacy).
     speedup_vs_legacy: Option<f64>,
 }
@@ -348,6 +379,7 @@ struct Config {
 #[derive(Debug, Serialize)]
 struct Report {
     bench: &'static str,
+    tool: Tool,
     machine: Machine,
     config: Config,
     results: Vec<PhaseRow>,
@@ -371,6 +403,7 @@ pub fn run(args: &ListLruArgs) -> anyhow::Result<()> {
     );
     ensure!(args.nodes >= 1, "--nodes must be at least 1");
     ensure!(!args.designs.is_empty(), "nothing to run");
+    args.files.validate()?;
 
     let machine = Machine::current();
     println!("## list-lru on {machine}");
@@ -379,19 +412,19 @@ pub fn run(args: &ListLruArgs) -> anyhow::Result<()> {
         args.objects, args.nodes
     );
     let total = (reps * args.threads.len() * args.designs.len()) as u64;
-    let progress = indicatif::ProgressBar::new(total);
+    let mut progress = Progress::new("list-lru", total);
     let mut samples = vec![vec![Vec::<RunTimes>::new(); args.threads.len()]; args.designs.len()];
-    for _ in 0..reps {
+    for rep in 0..reps {
         for (ti, &threads) in args.threads.iter().enumerate() {
             for (di, &design) in args.designs.iter().enumerate() {
                 let run = run_once(design, threads, cgroups, args.objects, args.nodes)
                     .with_context(|| format!("{design} with {threads} threads"))?;
                 samples[di][ti].push(run);
-                progress.inc(1);
+                progress.step(1, &format!("rep {} {design} x{threads}", rep + 1));
             }
         }
     }
-    progress.finish_and_clear();
+    progress.finish();
 
     let median_ms = |runs: &[RunTimes], phase: usize| {
         let ms: Vec<f64> = runs.iter().map(|r| r.secs[phase] * 1e3).collect();
@@ -417,13 +450,15 @@ pub fn run(args: &ListLruArgs) -> anyhow::Result<()> {
                     ),
                     _ => None,
                 };
+                let ops = ops.map(|o| Stats::of(&o));
                 results.push(PhaseRow {
                     design: design.name().to_owned(),
                     threads,
                     phase: name,
                     ms: st.median,
                     stdev_ms: st.stdev,
-                    mops: ops.map(|o| Stats::of(&o).median / 1e6),
+                    mops: ops.map(|o| o.median / 1e6),
+                    mops_stdev: ops.map(|o| o.stdev / 1e6),
                     speedup_vs_legacy: legacy
                         .map(|li| median_ms(&samples[li][ti], phase).median / st.median),
                 });
@@ -457,9 +492,10 @@ pub fn run(args: &ListLruArgs) -> anyhow::Result<()> {
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
 
-    print_tables(&results, &reparent, &memory);
+    print_tables(&results, &reparent, &memory, reps);
     let report = Report {
         bench: "list-lru",
+        tool: Tool::current(),
         machine,
         config: Config {
             cgroups,
@@ -475,7 +511,7 @@ pub fn run(args: &ListLruArgs) -> anyhow::Result<()> {
     args.files.write(&report, || chart(&report, &args.designs))
 }
 
-fn print_tables(results: &[PhaseRow], reparent: &[ReparentRow], memory: &[MemoryRow]) {
+fn print_tables(results: &[PhaseRow], reparent: &[ReparentRow], memory: &[MemoryRow], reps: usize) {
     let rows = results
         .iter()
         .map(|r| {
@@ -484,7 +520,7 @@ fn print_tables(results: &[PhaseRow], reparent: &[ReparentRow], memory: &[Memory
                 r.threads.to_string(),
                 r.design.clone(),
                 format!("{:.2}", r.ms),
-                format!("{:.2}", r.stdev_ms),
+                report::fmt_stdev(r.stdev_ms, reps, 2),
                 r.mops.map_or("-".into(), |m| format!("{m:.2}")),
                 r.speedup_vs_legacy
                     .map_or("-".into(), |x| format!("{x:.2}x")),
@@ -500,7 +536,7 @@ fn print_tables(results: &[PhaseRow], reparent: &[ReparentRow], memory: &[Memory
                 "design",
                 "ms",
                 "stdev",
-                "Mops/s",
+                "Mops/s (add; rmdir: churn)",
                 "vs legacy"
             ],
             rows
@@ -546,23 +582,27 @@ fn chart<'a>(report: &Report, designs: &[LruDesign]) -> Chart<'a> {
             },
             series: designs
                 .iter()
-                .map(|d| Series {
-                    name: d.name().to_owned(),
-                    points: report
+                .map(|d| {
+                    let rows: Vec<&PhaseRow> = report
                         .results
                         .iter()
                         .filter(|r| r.phase == phase && r.design == d.name())
-                        .map(|r| {
-                            (
-                                r.threads as f64,
-                                if phase == "add" {
-                                    r.mops.unwrap_or(0.0)
-                                } else {
-                                    r.ms
-                                },
-                            )
-                        })
-                        .collect(),
+                        .collect();
+                    let value = |r: &PhaseRow| {
+                        if phase == "add" {
+                            (r.mops.unwrap_or(0.0), r.mops_stdev.unwrap_or(0.0))
+                        } else {
+                            (r.ms, r.stdev_ms)
+                        }
+                    };
+                    Series {
+                        name: d.name().to_owned(),
+                        points: rows
+                            .iter()
+                            .map(|r| (r.threads as f64, value(r).0))
+                            .collect(),
+                        errors: rows.iter().map(|r| value(r).1).collect(),
+                    }
                 })
                 .collect(),
         })

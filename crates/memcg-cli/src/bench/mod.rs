@@ -44,6 +44,12 @@ pub enum BenchCommand {
 
 /// Runs `memcg bench`.
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    if args.which.is_some() && (args.smoke || args.out_dir.is_some()) {
+        anyhow::bail!(
+            "--smoke and --out-dir belong to the whole suite (`memcg bench --smoke`); \
+             a named benchmark takes its own flags: --quick, --json, --svg"
+        );
+    }
     match args.which {
         Some(BenchCommand::SwapCgroup(a)) => swap_cgroup::run(&a),
         Some(BenchCommand::ListLru(a)) => list_lru::run(&a),

@@ -14,7 +14,7 @@ use memcg::page_counter::{PAGE_COUNTER_MAX, PageCounter};
 use serde::Serialize;
 
 use super::timed_threads;
-use crate::report::{self, Chart, Machine, Panel, ReportFiles, Series, Stats};
+use crate::report::{self, Chart, Machine, Panel, Progress, ReportFiles, Series, Stats, Tool};
 
 /// Flags of `memcg bench page-counter`.
 #[derive(Debug, Clone, Args)]
@@ -218,11 +218,19 @@ struct ResultRow {
 }
 
 #[derive(Debug, Serialize)]
-struct Report {
-    bench: &'static str,
-    machine: Machine,
+struct Config {
     ops_per_thread: u64,
     reps: usize,
+    depths: Vec<usize>,
+    threads: Vec<usize>,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    bench: &'static str,
+    tool: Tool,
+    machine: Machine,
+    config: Config,
     results: Vec<ResultRow>,
 }
 
@@ -241,6 +249,7 @@ pub fn run(args: &PageCounterArgs) -> anyhow::Result<()> {
         !args.depths.is_empty() && !args.depths.contains(&0),
         "--depths needs depths of at least 1"
     );
+    args.files.validate()?;
 
     let machine = Machine::current();
     println!("## page-counter on {machine}");
@@ -252,17 +261,23 @@ pub fn run(args: &PageCounterArgs) -> anyhow::Result<()> {
         .iter()
         .flat_map(|&d| args.threads.iter().map(move |&t| (d, t)))
         .collect();
-    let progress = indicatif::ProgressBar::new((reps * configs.len() * Design::ALL.len()) as u64);
+    let mut progress = Progress::new(
+        "page-counter",
+        (reps * configs.len() * Design::ALL.len()) as u64,
+    );
     let mut samples = vec![[Vec::new(), Vec::new()]; configs.len()];
-    for _ in 0..reps {
+    for rep in 0..reps {
         for (ci, &(depth, threads)) in configs.iter().enumerate() {
             for (di, &design) in Design::ALL.iter().enumerate() {
                 samples[ci][di].push(measure(design, depth, threads, ops)?);
-                progress.inc(1);
+                progress.step(
+                    1,
+                    &format!("rep {} {} depth {depth} x{threads}", rep + 1, design.name()),
+                );
             }
         }
     }
-    progress.finish_and_clear();
+    progress.finish();
 
     let mut results = Vec::new();
     for (ci, &(depth, threads)) in configs.iter().enumerate() {
@@ -288,7 +303,7 @@ pub fn run(args: &PageCounterArgs) -> anyhow::Result<()> {
                 r.threads.to_string(),
                 r.design.to_owned(),
                 format!("{:.1}", r.mops),
-                format!("{:.1}", r.stdev),
+                report::fmt_stdev(r.stdev, reps, 1),
                 format!("{:.2}x", r.ratio_locked),
             ]
         })
@@ -303,9 +318,14 @@ pub fn run(args: &PageCounterArgs) -> anyhow::Result<()> {
 
     let report = Report {
         bench: "page-counter",
+        tool: Tool::current(),
         machine,
-        ops_per_thread: ops,
-        reps,
+        config: Config {
+            ops_per_thread: ops,
+            reps,
+            depths: args.depths.clone(),
+            threads: args.threads.clone(),
+        },
         results,
     };
     args.files.write(&report, || chart(&report, &args.depths))
@@ -319,14 +339,17 @@ fn chart(report: &Report, depths: &[usize]) -> Chart<'static> {
             title: format!("depth {depth}"),
             series: Design::ALL
                 .iter()
-                .map(|d| Series {
-                    name: d.name().to_owned(),
-                    points: report
+                .map(|d| {
+                    let rows: Vec<&ResultRow> = report
                         .results
                         .iter()
                         .filter(|r| r.depth == depth && r.design == d.name())
-                        .map(|r| (r.threads as f64, r.mops))
-                        .collect(),
+                        .collect();
+                    Series {
+                        name: d.name().to_owned(),
+                        points: rows.iter().map(|r| (r.threads as f64, r.mops)).collect(),
+                        errors: rows.iter().map(|r| r.stdev).collect(),
+                    }
                 })
                 .collect(),
         })

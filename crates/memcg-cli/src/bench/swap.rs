@@ -34,7 +34,7 @@ use memcg_sim::{Fill, Sim, SimConfig};
 use serde::Serialize;
 
 use super::timed_threads;
-use crate::report::{self, Chart, Machine, Panel, ReportFiles, Series, Stats};
+use crate::report::{self, Chart, Machine, Panel, Progress, ReportFiles, Series, Stats, Tool};
 
 const PAGE_BYTES: u64 = 4096;
 /// The largest folio any experiment uses (64 KiB): sizes are multiples of
@@ -389,6 +389,16 @@ fn measure_limit(limit: Limit, threads: usize, size_bytes: u64) -> anyhow::Resul
     Ok(secs)
 }
 
+/// The standard deviation of a rate from that of the time it was computed
+/// from (first order: the same relative spread).
+fn rate_stdev(rate: f64, mean_us: f64, stdev_us: f64) -> f64 {
+    if mean_us > 0.0 {
+        rate * stdev_us / mean_us
+    } else {
+        0.0
+    }
+}
+
 fn gib_per_s(bytes: u64, secs: f64) -> f64 {
     bytes as f64 / secs / f64::from(1u32 << 30)
 }
@@ -423,12 +433,19 @@ struct LimitRow {
 }
 
 #[derive(Debug, Serialize)]
-struct Report {
-    bench: &'static str,
-    machine: Machine,
+struct Config {
     size_bytes: u64,
     reps: usize,
     seed: u64,
+    threads: Vec<usize>,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    bench: &'static str,
+    tool: Tool,
+    machine: Machine,
+    config: Config,
     limits: Vec<LimitRow>,
     results: Vec<ResultRow>,
 }
@@ -483,6 +500,7 @@ impl Plan {
 pub fn run(args: &SwapArgs) -> anyhow::Result<()> {
     let plan = Plan::of(args)?;
     check_host_fits(plan.size_bytes, &plan.threads)?;
+    args.files.validate()?;
     let swap_dir = match &args.swap_dir {
         Some(dir) => SwapDir::Given(dir.clone()),
         None => {
@@ -508,7 +526,7 @@ pub fn run(args: &SwapArgs) -> anyhow::Result<()> {
     );
     let mut samples = vec![vec![vec![Vec::new(); nd]; ne]; nt];
     let mut limit_samples = vec![vec![Vec::new(); Limit::ALL.len()]; nt];
-    let progress = indicatif::ProgressBar::new(((plan.reps + 1) * nt * (ne * nd + 2)) as u64);
+    let mut progress = Progress::new("swap", ((plan.reps + 1) * nt * (ne * nd + 2)) as u64);
     let run = |exp: Experiment, design: Design, threads: usize| {
         run_once(
             exp,
@@ -531,11 +549,11 @@ pub fn run(args: &SwapArgs) -> anyhow::Result<()> {
     for &threads in &plan.threads {
         for &limit in &Limit::ALL {
             measure_limit(limit, threads, plan.size_bytes)?;
-            progress.inc(1);
+            progress.step(1, &format!("warm-up {} x{threads}", limit.name()));
         }
         for &exp in &plan.experiments {
             run(exp, plan.designs[0], threads)?;
-            progress.inc(nd as u64);
+            progress.step(nd as u64, &format!("warm-up {} x{threads}", exp.name()));
         }
     }
     for rep in 0..plan.reps {
@@ -543,18 +561,26 @@ pub fn run(args: &SwapArgs) -> anyhow::Result<()> {
             for (li, &limit) in Limit::ALL.iter().enumerate() {
                 let secs = measure_limit(limit, threads, plan.size_bytes)?;
                 limit_samples[ti][li].push(secs * 1e6);
-                progress.inc(1);
+                progress.step(1, &format!("rep {} {} x{threads}", rep + 1, limit.name()));
             }
             for (ei, &exp) in plan.experiments.iter().enumerate() {
                 for di in (0..nd).map(|k| (k + rep) % nd) {
                     let secs = run(exp, plan.designs[di], threads)?;
                     samples[ti][ei][di].push(secs * 1e6);
-                    progress.inc(1);
+                    progress.step(
+                        1,
+                        &format!(
+                            "rep {} {} {} x{threads}",
+                            rep + 1,
+                            exp.name(),
+                            plan.designs[di]
+                        ),
+                    );
                 }
             }
         }
     }
-    progress.finish_and_clear();
+    progress.finish();
 
     let report = summarise(&plan, &machine, args.seed, &samples, &limit_samples);
     print_tables(&report);
@@ -615,10 +641,14 @@ fn summarise(
     }
     Report {
         bench: "swap",
+        tool: Tool::current(),
         machine: machine.clone(),
-        size_bytes: plan.size_bytes,
-        reps: plan.reps,
-        seed,
+        config: Config {
+            size_bytes: plan.size_bytes,
+            reps: plan.reps,
+            seed,
+            threads: plan.threads.clone(),
+        },
         limits,
         results,
     }
@@ -633,7 +663,7 @@ fn print_tables(report: &Report) {
                 l.limit.name().to_owned(),
                 l.threads.to_string(),
                 format!("{:.0}", l.mean_us),
-                format!("{:.0}", l.stdev_us),
+                report::fmt_stdev(l.stdev_us, report.config.reps, 0),
                 format!("{:.2}", l.gib_per_s),
             ]
         })
@@ -654,7 +684,7 @@ fn print_tables(report: &Report) {
                 r.threads.to_string(),
                 r.design.to_owned(),
                 format!("{:.0}", r.mean_us),
-                format!("{:.0}", r.stdev_us),
+                report::fmt_stdev(r.stdev_us, report.config.reps, 0),
                 format!("{:.2}", r.gib_per_s),
                 r.speedup_vs_locked
                     .map_or_else(|| "-".to_owned(), |s| format!("{s:.3}x")),
@@ -689,23 +719,39 @@ fn chart(plan: &Plan, report: &Report) -> Chart<'static> {
             let mut series: Vec<Series> = plan
                 .designs
                 .iter()
-                .map(|d| Series {
-                    name: d.name().to_owned(),
-                    points: report
+                .map(|d| {
+                    let rows: Vec<&ResultRow> = report
                         .results
                         .iter()
                         .filter(|r| r.experiment == name && r.design == d.name())
-                        .map(|r| (r.threads as f64, r.gib_per_s))
-                        .collect(),
+                        .collect();
+                    Series {
+                        name: d.name().to_owned(),
+                        points: rows
+                            .iter()
+                            .map(|r| (r.threads as f64, r.gib_per_s))
+                            .collect(),
+                        errors: rows
+                            .iter()
+                            .map(|r| rate_stdev(r.gib_per_s, r.mean_us, r.stdev_us))
+                            .collect(),
+                    }
                 })
+                .collect();
+            let limits: Vec<&LimitRow> = report
+                .limits
+                .iter()
+                .filter(|l| l.limit == exp.limit())
                 .collect();
             series.push(Series {
                 name: format!("{} (limit)", exp.limit().name()),
-                points: report
-                    .limits
+                points: limits
                     .iter()
-                    .filter(|l| l.limit == exp.limit())
                     .map(|l| (l.threads as f64, l.gib_per_s))
+                    .collect(),
+                errors: limits
+                    .iter()
+                    .map(|l| rate_stdev(l.gib_per_s, l.mean_us, l.stdev_us))
                     .collect(),
             });
             Panel {

@@ -27,7 +27,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use super::timed_threads;
-use crate::report::{self, Chart, Machine, Panel, ReportFiles, Series, Stats};
+use crate::report::{self, Chart, Machine, Panel, Progress, ReportFiles, Series, Stats, Tool};
 
 /// Flags of `memcg bench swap-cgroup`.
 #[derive(Debug, Clone, Args)]
@@ -371,6 +371,7 @@ struct Config {
 #[derive(Debug, Serialize)]
 struct Report {
     bench: &'static str,
+    tool: Tool,
     machine: Machine,
     config: Config,
     results: Vec<ResultRow>,
@@ -413,6 +414,7 @@ pub fn run(args: &SwapCgroupArgs) -> anyhow::Result<()> {
         );
     }
 
+    args.files.validate()?;
     let machine = Machine::current();
     println!("## swap-cgroup on {machine}");
     println!(
@@ -421,7 +423,7 @@ pub fn run(args: &SwapCgroupArgs) -> anyhow::Result<()> {
 
     let total =
         (reps * args.workloads.len() * (args.threads.len() * args.designs.len() + 1)) as u64;
-    let progress = indicatif::ProgressBar::new(total);
+    let mut progress = Progress::new("swap-cgroup", total);
     let mut samples: Vec<Vec<f64>> = Vec::new();
     let mut limit_samples: Vec<Vec<f64>> = vec![Vec::new(); args.workloads.len()];
     let key = |w: usize, t: usize, d: usize| (w * args.threads.len() + t) * args.designs.len() + d;
@@ -431,11 +433,11 @@ pub fn run(args: &SwapCgroupArgs) -> anyhow::Result<()> {
     );
     // Repetitions outermost, designs innermost: drift on the machine spreads
     // over every design instead of favouring whichever ran first.
-    for _ in 0..reps {
+    for rep in 0..reps {
         for (wi, &workload) in args.workloads.iter().enumerate() {
             let single = plans(workload, 1, slots, args.seed);
             limit_samples[wi].push(measure_limit(workload, &single[0], slots, iterations)?);
-            progress.inc(1);
+            progress.step(1, &format!("rep {} {} limit", rep + 1, workload.name()));
             for (ti, &threads) in args.threads.iter().enumerate() {
                 let plans = plans(workload, threads, slots, args.seed);
                 for (di, &design) in args.designs.iter().enumerate() {
@@ -444,12 +446,15 @@ pub fn run(args: &SwapCgroupArgs) -> anyhow::Result<()> {
                             format!("{design} on {} with {threads} threads", workload.name())
                         })?;
                     samples[key(wi, ti, di)].push(m);
-                    progress.inc(1);
+                    progress.step(
+                        1,
+                        &format!("rep {} {} {design} x{threads}", rep + 1, workload.name()),
+                    );
                 }
             }
         }
     }
-    progress.finish_and_clear();
+    progress.finish();
 
     let limit: Vec<LimitRow> = args
         .workloads
@@ -504,11 +509,12 @@ pub fn run(args: &SwapCgroupArgs) -> anyhow::Result<()> {
         }
     }
 
-    print_tables(&results, &limit, &memory);
+    print_tables(&results, &limit, &memory, reps);
     print_targets(&results);
 
     let report = Report {
         bench: "swap-cgroup",
+        tool: Tool::current(),
         machine,
         config: Config {
             slots,
@@ -526,7 +532,7 @@ pub fn run(args: &SwapCgroupArgs) -> anyhow::Result<()> {
         .write(&report, || chart(&report, &args.workloads, &args.designs))
 }
 
-fn print_tables(results: &[ResultRow], limit: &[LimitRow], memory: &[MemoryRow]) {
+fn print_tables(results: &[ResultRow], limit: &[LimitRow], memory: &[MemoryRow], reps: usize) {
     let rows = results
         .iter()
         .map(|r| {
@@ -535,7 +541,7 @@ fn print_tables(results: &[ResultRow], limit: &[LimitRow], memory: &[MemoryRow])
                 r.threads.to_string(),
                 r.design.clone(),
                 format!("{:.1}", r.mops),
-                format!("{:.1}", r.stdev),
+                report::fmt_stdev(r.stdev, reps, 1),
                 r.ratio_locked.map_or("-".into(), |x| format!("{x:.2}x")),
                 format!("{:.2}x", r.ratio_limit),
             ]
@@ -546,7 +552,7 @@ fn print_tables(results: &[ResultRow], limit: &[LimitRow], memory: &[MemoryRow])
                 "1".into(),
                 "limit (plain u16)".into(),
                 format!("{:.1}", l.mops),
-                format!("{:.1}", l.stdev),
+                report::fmt_stdev(l.stdev, reps, 1),
                 "-".into(),
                 "1.00x".into(),
             ]
@@ -619,14 +625,17 @@ fn chart<'a>(report: &Report, workloads: &[Workload], designs: &[Design]) -> Cha
             title: w.name().to_owned(),
             series: designs
                 .iter()
-                .map(|d| Series {
-                    name: d.name().to_owned(),
-                    points: report
+                .map(|d| {
+                    let rows: Vec<&ResultRow> = report
                         .results
                         .iter()
                         .filter(|r| r.workload == w && r.design == d.name())
-                        .map(|r| (r.threads as f64, r.mops))
-                        .collect(),
+                        .collect();
+                    Series {
+                        name: d.name().to_owned(),
+                        points: rows.iter().map(|r| (r.threads as f64, r.mops)).collect(),
+                        errors: rows.iter().map(|r| r.stdev).collect(),
+                    }
                 })
                 .collect(),
         })

@@ -888,6 +888,101 @@ mod tests {
     }
 
     #[test]
+    fn swap_events_go_on_the_swapping_cgroup_and_up() {
+        let t = tree();
+        let sc = SwapCgroup::new(Design::Memcg);
+        sc.swapon(0, 64).unwrap();
+        let p = t.mkdir("/p").unwrap();
+        let c = t.mkdir("/p/c").unwrap();
+        p.swap().set_max(1).unwrap();
+        assert!(
+            t.swapout_charge(&c, &sc, SwapEntry::new(0, 0).unwrap(), 2)
+                .is_err()
+        );
+        // `max` and `fail` on the child (the charging cgroup), and so on the
+        // parent through propagation, whichever level refused (F4).
+        for (m, local) in [(&c, 1), (&p, 0)] {
+            assert_eq!(
+                (m.event(MemcgEvent::SwapMax), m.event(MemcgEvent::SwapFail)),
+                (1, 1)
+            );
+            assert_eq!(m.event_local(MemcgEvent::SwapMax), local);
+        }
+    }
+
+    #[test]
+    fn swap_high_is_raised_by_the_next_memory_charge_at_every_level() {
+        let t = tree();
+        let sc = SwapCgroup::new(Design::Memcg);
+        sc.swapon(0, 64).unwrap();
+        let p = t.mkdir("/p").unwrap();
+        let c = t.mkdir("/p/c").unwrap();
+        p.swap().set_high(1);
+        c.swap().set_high(1);
+        t.swapout_charge(&c, &sc, SwapEntry::new(0, 0).unwrap(), 4)
+            .unwrap();
+        assert_eq!(p.event(MemcgEvent::SwapHigh), 0, "never from swap-out (F5)");
+        t.try_charge(&c, 1, ChargeKind::Anon).unwrap();
+        assert_eq!(c.event_local(MemcgEvent::SwapHigh), 1);
+        assert_eq!(
+            p.event_local(MemcgEvent::SwapHigh),
+            1,
+            "the parent's own swap.high"
+        );
+        assert_eq!(
+            p.event(MemcgEvent::SwapHigh),
+            2,
+            "and the child's, propagated"
+        );
+        assert_eq!(c.event(MemcgEvent::High), 0, "memory.high is not exceeded");
+        t.uncharge(&c, 1, ChargeKind::Anon);
+        t.swap_uncharge(&sc, SwapEntry::new(0, 0).unwrap(), 4)
+            .unwrap();
+    }
+
+    #[test]
+    fn localevents_keeps_events_where_they_happen() {
+        let t = tree();
+        t.set_mount_options(crate::memcontrol::MountOptions {
+            memory_localevents: true,
+            ..Default::default()
+        });
+        let p = t.mkdir("/p").unwrap();
+        let c = t.mkdir("/p/c").unwrap();
+        c.memory().set_max(1).unwrap();
+        t.try_charge(&c, 1, ChargeKind::Anon).unwrap();
+        assert!(t.try_charge(&c, 1, ChargeKind::Anon).is_err());
+        assert_eq!(c.event(MemcgEvent::Oom), 1);
+        assert_eq!(p.event(MemcgEvent::Oom), 0, "not propagated");
+        t.uncharge(&c, 1, ChargeKind::Anon);
+    }
+
+    #[test]
+    fn costly_charges_fail_without_oom_and_non_blocking_ones_without_events() {
+        let t = tree();
+        let a = t.mkdir("/a").unwrap();
+        a.memory().set_max(16).unwrap();
+        t.try_charge(&a, 10, ChargeKind::Anon).unwrap();
+        // 9 pages: above PAGE_ALLOC_COSTLY_ORDER, no oom (F3).
+        assert!(t.try_charge(&a, 9, ChargeKind::Anon).is_err());
+        assert_eq!(
+            (a.event(MemcgEvent::Max), a.event(MemcgEvent::Oom)),
+            (18, 0)
+        );
+        // A non-blocking charge fails at once, without even `max`.
+        assert!(
+            t.try_charge_gfp(&a, 9, ChargeKind::Anon, Gfp::NoReclaim)
+                .is_err()
+        );
+        assert_eq!(a.event(MemcgEvent::Max), 18);
+        // 8 pages: the OOM path.
+        assert!(t.try_charge(&a, 8, ChargeKind::Anon).is_err());
+        assert_eq!(a.event(MemcgEvent::Oom), 1);
+        assert_eq!(a.event(MemcgEvent::OomKill), 0, "nothing to kill");
+        t.uncharge(&a, 10, ChargeKind::Anon);
+    }
+
+    #[test]
     fn swap_max_refuses_with_max_and_fail_events() {
         let t = tree();
         let sc = SwapCgroup::new(Design::Memcg);
