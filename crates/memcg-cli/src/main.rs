@@ -6,7 +6,7 @@ mod bench;
 mod report;
 mod sh;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// Linux memory-cgroup machinery in userspace: measure and compare designs.
 #[derive(Debug, Parser)]
@@ -23,9 +23,11 @@ enum Command {
     /// Run a cgroup v2 shell script (or commands from stdin) over a fresh
     /// simulated hierarchy.
     Sh {
-        /// The script; stdin when omitted (with a prompt on a terminal).
+        /// The script; stdin when omitted or `-` (with a prompt on a
+        /// terminal).
         file: Option<std::path::PathBuf>,
-        /// The swap_cgroup design recording swap owners.
+        /// The swap_cgroup design recording swap owners: locked, packed,
+        /// atomic-u16, cluster or memcg.
         #[arg(long, default_value = "memcg")]
         swap_cgroup: memcg::swap_cgroup::Design,
         /// Seed of random fills.
@@ -39,9 +41,17 @@ enum Command {
     },
 }
 
-/// A size with an optional K/M/G/T/P/E suffix, as the kernel's `memparse`.
+/// A machine size with an optional K/M/G/T/P/E suffix, as the kernel's
+/// `memparse`, of at least 1 MiB (so a value that wraps, `16E`, is refused
+/// rather than making a machine of 0 bytes).
 fn parse_size(text: &str) -> Result<u64, String> {
-    memcg::cgroupfs::memparse(text).map_err(|e| e.to_string())
+    match memcg::cgroupfs::memparse(text) {
+        Ok(bytes) if bytes >= 1 << 20 => Ok(bytes),
+        Ok(bytes) => Err(format!(
+            "{text:?} is {bytes} bytes; a machine needs at least 1M"
+        )),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// The machine size for `--mem` (or the default), with a warning when it
@@ -58,7 +68,12 @@ fn machine_bytes(mem: Option<u64>) -> u64 {
 }
 
 fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
+    // `memcg sh --help` lists the shell's verbs from its own command table.
+    let matches = Cli::command()
+        .mut_subcommand("sh", |c| c.after_help(sh::verbs_help()))
+        .get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    match cli.command {
         Command::Bench(args) => bench::run(args),
         Command::Sh {
             file,

@@ -96,6 +96,14 @@ pub enum SimError {
     /// A cgroup path or file problem.
     #[error(transparent)]
     Fs(#[from] FsError),
+    /// A task cannot be created in that cgroup.
+    #[error("{cgroup}: cannot start a task there: {errno}")]
+    Task {
+        /// The cgroup.
+        cgroup: String,
+        /// Why (`EBUSY`: it has controllers in its subtree control).
+        errno: Errno,
+    },
     /// The memory charge failed.
     #[error(transparent)]
     Charge(#[from] ChargeError),
@@ -141,6 +149,7 @@ impl SimError {
             SimError::MappingExists(_) => Errno::EEXIST,
             SimError::BadSize(_) => Errno::EINVAL,
             SimError::Fs(e) => e.errno,
+            SimError::Task { errno, .. } => *errno,
             SimError::Charge(e) => e.errno(),
             SimError::SwapIn(e) => e.errno(),
             SimError::Swap(e) => e.errno(),
@@ -389,9 +398,11 @@ impl Sim {
         fill: Fill,
     ) -> Result<u32, SimError> {
         let folio_bytes = u64::from(folio_pages) * PAGE_BYTES as u64;
-        if !folio_pages.is_power_of_two() || folio_pages > 512 {
+        // Anonymous mTHP orders are 2..=9 (THP_ORDERS_ALL_ANON has no
+        // order 1), besides single pages.
+        if !folio_pages.is_power_of_two() || folio_pages > 512 || folio_pages == 2 {
             return Err(SimError::BadSize(format!(
-                "a folio is 1..=512 pages, a power of two, not {folio_pages}"
+                "an anonymous folio is 1 page or 4..=512 pages, a power of two, not {folio_pages}"
             )));
         }
         if size_bytes == 0 || !size_bytes.is_multiple_of(folio_bytes) {
@@ -403,16 +414,35 @@ impl Sim {
         if lock(&self.inner.mappings).contains_key(name) {
             return Err(SimError::MappingExists(name.to_owned()));
         }
+        // The task forks into the cgroup first (refused where a task may
+        // not be: the no-internal-process rule), then populates.
         let task = Arc::new(Task {
             pid: self.inner.next_pid.fetch_add(1, Ordering::Relaxed),
-            cgroup: Mutex::new(cg),
+            cgroup: Mutex::new(Arc::clone(&cg)),
         });
+        self.inner
+            .fs
+            .tree()
+            .enter(&cg, || {
+                lock(&self.inner.tasks).insert(task.pid, Arc::clone(&task));
+            })
+            .map_err(|errno| SimError::Task {
+                cgroup: cgroup.to_owned(),
+                errno,
+            })?;
+        let exit = |e: SimError| {
+            lock(&self.inner.tasks).remove(&task.pid);
+            e
+        };
         let stream = fill::stream(self.inner.seed, name);
         let memcg = task.memcg();
         let mut extents = Vec::new();
         for first_page in (0..size_bytes / PAGE_BYTES as u64).step_by(folio_pages as usize) {
             // On failure `extents` drops, uncharging what was populated.
-            for (first_page, folio) in self.fault_anon(&memcg, first_page, folio_pages)? {
+            for (first_page, folio) in self
+                .fault_anon(&memcg, first_page, folio_pages)
+                .map_err(exit)?
+            {
                 for (i, page) in folio.bytes().chunks_exact_mut(PAGE_BYTES).enumerate() {
                     fill::fill_page(fill, stream, first_page + i as u64, page);
                 }
@@ -431,10 +461,9 @@ impl Sim {
         });
         let mut mappings = lock(&self.inner.mappings);
         if mappings.contains_key(name) {
-            return Err(SimError::MappingExists(name.to_owned()));
+            return Err(exit(SimError::MappingExists(name.to_owned())));
         }
         mappings.insert(name.to_owned(), mapping);
-        lock(&self.inner.tasks).insert(task.pid, Arc::clone(&task));
         Ok(task.pid)
     }
 
@@ -554,17 +583,91 @@ impl Sim {
         let memcg = m.task.memcg();
         let mut extents = lock(&m.extents);
         let mut faulted = 0;
-        for ext in extents.iter_mut() {
-            if let State::Swapped(entry) = ext.state {
-                // One fault per swapped folio, counted on the faulting
-                // task's memory cgroup whoever the page is charged to.
-                memcg.count_vm_event(VmEvent::Pgfault, 1);
-                let folio = self.inner.swap.do_swap_page(entry, ext.nr, &memcg)?;
-                ext.state = State::Resident(folio);
-                faulted += u64::from(ext.nr);
+        let mut out = Vec::with_capacity(extents.len());
+        let mut result = Ok(());
+        for ext in extents.drain(..) {
+            let State::Swapped(entry) = ext.state else {
+                out.push(ext);
+                continue;
+            };
+            if result.is_err() {
+                out.push(ext);
+                continue;
+            }
+            match self.fault_swapped(&memcg, entry, ext.first_page, ext.nr) {
+                Ok(pieces) => {
+                    faulted += u64::from(ext.nr);
+                    out.extend(pieces);
+                }
+                Err((e, left)) => {
+                    out.extend(left);
+                    result = Err(e);
+                }
             }
         }
-        Ok(faulted)
+        *extents = out;
+        result.map(|()| faulted)
+    }
+
+    /// The faults that bring back a swapped run of `nr` pages from
+    /// `first_page` (`do_swap_page`): a large folio is charged without
+    /// reclaim (`alloc_swap_folio`), and when that fails each page faults
+    /// in on its own with the full charge path. One `pgfault` per fault on
+    /// the faulting task's memory cgroup, whoever the page is charged to.
+    /// On failure, returns the extents as they are (pages brought in so far
+    /// and the rest still swapped).
+    fn fault_swapped(
+        &self,
+        memcg: &Arc<MemCgroup>,
+        entry: SwapEntry,
+        first_page: u64,
+        nr: u32,
+    ) -> Result<Vec<Extent>, (SimError, Vec<Extent>)> {
+        let swap = &self.inner.swap;
+        memcg.count_vm_event(VmEvent::Pgfault, 1);
+        let whole = if nr > 1 {
+            swap.do_swap_page_gfp(entry, nr, memcg, Gfp::NoReclaim)
+        } else {
+            swap.do_swap_page(entry, nr, memcg)
+        };
+        let err = match whole {
+            Ok(folio) => {
+                return Ok(vec![Extent {
+                    first_page,
+                    nr,
+                    state: State::Resident(folio),
+                }]);
+            }
+            Err(SwapInError::Charge(_)) if nr > 1 => None,
+            Err(e) => Some(e),
+        };
+        let still_swapped = |from: u32| Extent {
+            first_page: first_page + u64::from(from),
+            nr: nr - from,
+            state: State::Swapped(entry.add(u64::from(from)).expect("inside the run")),
+        };
+        if let Some(e) = err {
+            return Err((e.into(), vec![still_swapped(0)]));
+        }
+        let mut pieces = Vec::with_capacity(nr as usize);
+        for i in 0..nr {
+            if i > 0 {
+                memcg.count_vm_event(VmEvent::Pgfault, 1);
+            }
+            let page_entry = entry.add(u64::from(i)).expect("inside the run");
+            match swap.do_swap_page(page_entry, 1, memcg) {
+                Ok(folio) => pieces.push(Extent {
+                    first_page: first_page + u64::from(i),
+                    nr: 1,
+                    state: State::Resident(folio),
+                }),
+                Err(e) => {
+                    pieces.push(still_swapped(i));
+                    return Err((e.into(), pieces));
+                }
+            }
+        }
+        Ok(pieces)
     }
 
     /// Checks every byte of `name` against what was written, wherever each
@@ -742,6 +845,41 @@ mod tests {
     }
 
     #[test]
+    fn large_swap_ins_fall_back_to_pages_and_lose_nothing() {
+        let sim = sim();
+        sim.swapon_ram(16 << 20, None).unwrap();
+        sim.fs().write("/a/memory.max", "104K").unwrap();
+        sim.alloc("/a", "big", 64 << 10, 16, Fill::Pattern).unwrap();
+        sim.pageout("big").unwrap();
+        sim.alloc("/a", "fill", 64 << 10, 1, Fill::Pattern).unwrap();
+        // 10 pages of room: the 16-page folio's charge fails without
+        // events, the pages come in one by one until the 11th finds none.
+        let err = sim.touch("big").unwrap_err();
+        assert_eq!(err.errno(), Errno::ENOMEM);
+        assert_eq!(
+            sim.residency("big").unwrap(),
+            Residency {
+                resident: 10,
+                swapped: 6
+            }
+        );
+        sim.verify("big").unwrap();
+        let a = sim.fs().memcg("/a").unwrap();
+        assert_eq!(a.vm_event(VmEvent::Pgmajfault), 10);
+        assert_eq!(
+            a.event(memcg::memcontrol::MemcgEvent::Oom),
+            1,
+            "the 11th page"
+        );
+        sim.free("fill").unwrap();
+        assert_eq!(sim.touch("big").unwrap(), 6);
+        sim.verify("big").unwrap();
+        assert_eq!(a.swap().usage(), 0);
+        sim.free("big").unwrap();
+        assert_eq!(a.memory().usage(), 0);
+    }
+
+    #[test]
     fn faults_count_once_each_on_the_faulting_tasks_cgroup() {
         let sim = sim();
         sim.fs().mkdir("/b").unwrap();
@@ -785,10 +923,17 @@ mod tests {
                 .errno,
             Errno::EBUSY
         );
-        // ... and a cgroup with them takes no task (F12, M4).
+        // ... and a cgroup with them takes no task, moved or new (F12, M4).
         sim.fs()
             .write("/b/cgroup.subtree_control", "+memory")
             .unwrap();
+        assert_eq!(
+            sim.alloc("/b", "y", 4096, 1, Fill::Zero)
+                .unwrap_err()
+                .errno(),
+            Errno::EBUSY
+        );
+        assert!(sim.fs().read("/b/cgroup.procs").unwrap().is_empty());
         assert_eq!(
             sim.fs()
                 .write("/b/cgroup.procs", &pid.to_string())

@@ -545,17 +545,24 @@ const NOT_PER_NODE: [MemcgStat; 6] = [
 /// statistics are not kept per node, so node 0 carries them all.
 fn numa_stat_text(m: &MemCgroup, nr_nodes: usize) -> String {
     let mut out = String::new();
+    let mut line = |key: &str, value: u64| {
+        out.push_str(key);
+        for nid in 0..nr_nodes {
+            let v = if nid == 0 { value } else { 0 };
+            let _ = write!(out, " N{nid}={v}");
+        }
+        out.push('\n');
+    };
     for &s in MemcgStat::ALL {
         let Some(key) = s.key() else { continue };
         if NOT_PER_NODE.contains(&s) {
             continue;
         }
-        out.push_str(key);
-        for nid in 0..nr_nodes {
-            let v = if nid == 0 { stat_value(m, s) } else { 0 };
-            let _ = write!(out, " N{nid}={v}");
+        line(key, stat_value(m, s));
+        // numa_stat prints hugetlb whatever memory_hugetlb_accounting says.
+        if s == MemcgStat::SlabUnreclaimable {
+            line("hugetlb", 0);
         }
-        out.push('\n');
     }
     out
 }
@@ -660,10 +667,11 @@ fn write_reclaim(fs: &CgroupFs, m: &Arc<MemCgroup>, value: &str) -> Result<(), W
         ));
     }
     let mut swappiness = None;
-    for token in rest.split(' ').filter(|t| !t.is_empty()) {
+    for token in rest.trim().split(' ').filter(|t| !t.is_empty()) {
+        // match_int: base 0, so 0x and octal too.
         let value = token
             .strip_prefix("swappiness=")
-            .and_then(|v| v.parse::<i32>().ok())
+            .and_then(|v| kstrtoint(v).ok())
             .filter(|v| (0..=200).contains(v))
             .ok_or_else(|| {
                 (
@@ -966,9 +974,17 @@ impl CgroupFs {
             }
             let target = match spec.handler {
                 Handler::Core { .. } => Target::Cgroup(cg),
-                Handler::Memory { .. } | Handler::Peak(_) => {
-                    Target::Memcg(cg.memcg().expect("memory files need a memory cgroup"))
-                }
+                // A concurrent `-memory` may have taken it since.
+                Handler::Memory { .. } | Handler::Peak(_) => match cg.memcg() {
+                    Some(m) => Target::Memcg(m),
+                    None => {
+                        return Err(FsError::new(
+                            Errno::ENOENT,
+                            path,
+                            "the memory controller went off there",
+                        ));
+                    }
+                },
             };
             return Ok(OpenFile {
                 fs: self.clone(),
@@ -1346,6 +1362,7 @@ mod tests {
             Errno::EAGAIN
         );
         fs.write("/a/memory.reclaim", "0").unwrap();
+        fs.write("/a/memory.reclaim", "0\tswappiness=0x10").unwrap();
         for bad in ["", "x", "1M swappiness=201", "1M bogus", "1Mx"] {
             assert_eq!(
                 fs.write("/a/memory.reclaim", bad).unwrap_err().errno,

@@ -870,7 +870,13 @@ impl Drop for TreeShared {
         // everything is freed with the tree.
         for cg in self.root.descendants_pre().collect::<Vec<_>>() {
             lock(&cg.children).clear();
-            lock(&cg.memcg).take();
+            // A memory cgroup whose pages were never uncharged holds itself.
+            if let Some(memcg) = lock(&cg.memcg).take() {
+                lock(&memcg.pages_pin).take();
+            }
+        }
+        for (_, memcg) in self.ids.table.entries().collect::<Vec<_>>() {
+            lock(&memcg.pages_pin).take();
         }
         for (id, _) in self.ids.table.entries().collect::<Vec<_>>() {
             self.ids.table.store(id, None);
@@ -1376,14 +1382,25 @@ impl CgroupTree {
     /// `EBUSY` into a non-root cgroup with controllers in its subtree
     /// control (`cgroup_migrate_vet_dst`).
     pub fn attach(&self, pid: u32, cg: &Arc<Cgroup>) -> Result<(), Errno> {
+        let tasks = Arc::clone(&lock(&self.shared.tasks));
+        self.enter(cg, || tasks.attach(pid, cg))?
+    }
+
+    /// Runs `add_task`, which puts a task in `cg` (a fork into it, or a
+    /// move), under `cgroup_mutex` once `cg` may take one: it exists
+    /// (`ENOENT`) and, unless it is the root, has no controllers in its
+    /// subtree control (`EBUSY`, the no-internal-process rule). Holding the
+    /// mutex keeps a concurrent rmdir or `+memory` from slipping between
+    /// the check and the task.
+    pub fn enter<R>(&self, cg: &Arc<Cgroup>, add_task: impl FnOnce() -> R) -> Result<R, Errno> {
+        let _cgroup_mutex = lock(&self.shared.cgroup_mutex);
         if cg.is_removed() {
             return Err(Errno::ENOENT);
         }
         if !cg.is_root() && cg.subtree_memory() {
             return Err(Errno::EBUSY);
         }
-        let tasks = Arc::clone(&lock(&self.shared.tasks));
-        tasks.attach(pid, cg)
+        Ok(add_task())
     }
 }
 

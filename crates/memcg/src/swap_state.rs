@@ -38,7 +38,7 @@ use crate::memcontrol::{CgroupTree, ChargeError, ChargeKind, Gfp, MemCgroup, Mem
 use crate::swap_cgroup::{Design, SWAPFILE_CLUSTER, SwapCgroup};
 use crate::swapfile::{
     FileBackend, MAX_SWAP_PAGES, PAGE_BYTES, RamBackend, Stored, SwapBackend, SwapDevice,
-    SwapError, Swapfiles, is_zero,
+    SwapError, Swapfiles, check_size, is_zero,
 };
 use crate::swapops::SwapEntry;
 use crate::sync::{Arc, Condvar, Mutex, MutexGuard, lock};
@@ -298,23 +298,25 @@ impl SwapSystem {
         self.cache.len()
     }
 
-    /// Swaps on a RAM disk of `size_bytes` named `name`.
+    /// Swaps on a RAM disk of `size_bytes` named `name`. The machine must
+    /// have room for the area's tables before anything is allocated.
     pub fn swapon_ram(
         &self,
         name: &str,
         size_bytes: u64,
         prio: Option<i32>,
     ) -> Result<Arc<SwapDevice>, SwapError> {
+        let tables = self.reserve_tables(check_size(size_bytes)?)?;
         let machine = Arc::new(self.tree.clone());
-        self.swapon(
-            name,
-            Box::new(RamBackend::with_memory(size_bytes, machine)?),
-            prio,
-        )
+        // A disk past the largest area is never used beyond it.
+        let usable_bytes = size_bytes.min(MAX_SWAP_PAGES * PAGE_BYTES as u64);
+        let backend = RamBackend::with_memory(usable_bytes, machine)?;
+        self.swapon_reserved(name, Box::new(backend), prio, tables)
     }
 
     /// Swaps on the file `path` (created and preallocated, or reused if at
-    /// least `size_bytes`).
+    /// least `size_bytes`); nothing is created when the machine has no room
+    /// for the area's tables.
     pub fn swapon_file(
         &self,
         path: &Path,
@@ -325,7 +327,9 @@ impl SwapSystem {
         if self.swapfiles.by_name(&name).is_some() {
             return Err(SwapError::AlreadyOn(name));
         }
-        self.swapon(&name, Box::new(FileBackend::open(path, size_bytes)?), prio)
+        let tables = self.reserve_tables(check_size(size_bytes)?)?;
+        let backend = FileBackend::open(path, size_bytes)?;
+        self.swapon_reserved(&name, Box::new(backend), prio, tables)
     }
 
     /// Swaps on any backend. The area's tables are kernel memory of the
@@ -337,23 +341,44 @@ impl SwapSystem {
         backend: Box<dyn SwapBackend>,
         prio: Option<i32>,
     ) -> Result<Arc<SwapDevice>, SwapError> {
-        let nr_pages = backend.nr_pages().min(MAX_SWAP_PAGES);
-        let tables = swap_tables_pages(nr_pages);
+        let tables = self.reserve_tables(backend.nr_pages())?;
+        self.swapon_reserved(name, backend, prio, tables)
+    }
+
+    /// Takes the machine memory the tables of an area of `nr_pages` need
+    /// (truncated to [`MAX_SWAP_PAGES`]); given back when the guard drops
+    /// unless the area comes on.
+    fn reserve_tables(&self, nr_pages: u64) -> Result<TablesCharge, SwapError> {
+        let nr_pages = nr_pages.min(MAX_SWAP_PAGES);
+        let pages = swap_tables_pages(nr_pages);
         self.tree
-            .charge_kernel(tables)
+            .charge_kernel(pages)
             .map_err(|_| SwapError::NoMemory { pages: nr_pages })?;
-        let device = match self.swapfiles.swapon(name, backend, prio) {
-            Ok(device) => device,
-            Err(e) => {
-                self.tree.uncharge_kernel(tables);
-                return Err(e);
-            }
-        };
+        Ok(TablesCharge {
+            tree: self.tree.clone(),
+            pages,
+        })
+    }
+
+    fn swapon_reserved(
+        &self,
+        name: &str,
+        backend: Box<dyn SwapBackend>,
+        prio: Option<i32>,
+        tables: TablesCharge,
+    ) -> Result<Arc<SwapDevice>, SwapError> {
+        debug_assert_eq!(
+            tables.pages,
+            swap_tables_pages(backend.nr_pages().min(MAX_SWAP_PAGES))
+        );
+        let device = self.swapfiles.swapon(name, backend, prio)?;
         if let Err(e) = self.swap_cgroup.swapon(device.ty(), device.nr_pages()) {
-            let _ = self.swapfiles.finish_swapoff(device.ty());
-            self.tree.uncharge_kernel(tables);
+            self.swapfiles.begin_swapoff(device.ty())?;
+            self.swapfiles.finish_swapoff(device.ty())?;
             return Err(e.into());
         }
+        // The device holds the tables now; swapoff gives them back.
+        std::mem::forget(tables);
         Ok(device)
     }
 
@@ -442,7 +467,20 @@ impl SwapSystem {
         nr: u32,
         faulting: &Arc<MemCgroup>,
     ) -> Result<Arc<Folio>, SwapInError> {
-        let (folio, read) = self.swap_in_inner(entry, nr, faulting)?;
+        self.do_swap_page_gfp(entry, nr, faulting, Gfp::Kernel)
+    }
+
+    /// [`SwapSystem::do_swap_page`] charging with the effort `gfp` allows:
+    /// `alloc_swap_folio` charges a large folio without reclaim, and the
+    /// caller falls back to single pages when that fails.
+    pub fn do_swap_page_gfp(
+        &self,
+        entry: SwapEntry,
+        nr: u32,
+        faulting: &Arc<MemCgroup>,
+        gfp: Gfp,
+    ) -> Result<Arc<Folio>, SwapInError> {
+        let (folio, read) = self.swap_in_inner(entry, nr, faulting, gfp)?;
         if read {
             faulting.count_vm_event(VmEvent::Pgmajfault, 1);
         }
@@ -458,7 +496,7 @@ impl SwapSystem {
         nr: u32,
         faulting: &Arc<MemCgroup>,
     ) -> Result<Arc<Folio>, SwapInError> {
-        self.swap_in_inner(entry, nr, faulting)
+        self.swap_in_inner(entry, nr, faulting, Gfp::Kernel)
             .map(|(folio, _)| folio)
     }
 
@@ -468,6 +506,7 @@ impl SwapSystem {
         entry: SwapEntry,
         nr: u32,
         faulting: &Arc<MemCgroup>,
+        gfp: Gfp,
     ) -> Result<(Arc<Folio>, bool), SwapInError> {
         let (slot, first) = {
             let mut shard = self.cache.shard(entry);
@@ -490,7 +529,7 @@ impl SwapSystem {
             }
         };
         if first {
-            let result = self.read_folio(entry, nr, faulting);
+            let result = self.read_folio(entry, nr, faulting, gfp);
             let shared = result.as_ref().map(Arc::clone).map_err(SwapInError::errno);
             slot.resolve(shared);
             if let Err(e) = result {
@@ -513,13 +552,15 @@ impl SwapSystem {
         entry: SwapEntry,
         nr: u32,
         faulting: &Arc<MemCgroup>,
+        gfp: Gfp,
     ) -> Result<Arc<Folio>, SwapInError> {
-        let charged = self.tree.swapin_charge(
+        let charged = self.tree.swapin_charge_gfp(
             &self.swap_cgroup,
             entry,
             faulting,
             u64::from(nr),
             ChargeKind::Anon,
+            gfp,
         )?;
         let folio = Folio::adopt(&self.tree, &charged, nr);
         let mut all_zero = true;
@@ -651,7 +692,7 @@ impl SwapSystem {
                         return Err(SwapError::StillInUse { pages }.into());
                     }
                     std::thread::yield_now();
-                    entries = self.swapfiles.begin_swapoff(ty)?;
+                    entries = self.swapfiles.used_entries(ty)?;
                 }
                 Err(e) => {
                     self.swapfiles.abort_swapoff(ty);
@@ -663,6 +704,19 @@ impl SwapSystem {
             .uncharge_kernel(swap_tables_pages(device.nr_pages()));
         self.swap_cgroup.swapoff(ty).map_err(SwapError::from)?;
         Ok(())
+    }
+}
+
+/// Machine memory taken for a swap area's tables, given back on drop
+/// unless the area came on.
+struct TablesCharge {
+    tree: CgroupTree,
+    pages: u64,
+}
+
+impl Drop for TablesCharge {
+    fn drop(&mut self) {
+        self.tree.uncharge_kernel(self.pages);
     }
 }
 

@@ -410,7 +410,9 @@ fn write_at(file: &File, mut buf: &[u8], mut pos: u64) -> io::Result<()> {
     Ok(())
 }
 
-fn check_size(size_bytes: u64) -> Result<u64, SwapError> {
+/// The pages of a swap area of `size_bytes`: a whole number of pages, at
+/// least a header and one slot.
+pub(crate) fn check_size(size_bytes: u64) -> Result<u64, SwapError> {
     if !size_bytes.is_multiple_of(PAGE_SIZE) || size_bytes < 2 * PAGE_SIZE {
         return Err(SwapError::BadSize(size_bytes));
     }
@@ -1155,39 +1157,19 @@ impl Swapfiles {
         self.device(entry)?.read(entry, page)
     }
 
-    /// Stops allocation on `ty` (the first step of swapoff) and returns the
-    /// slots still in use.
+    /// Starts swapping off `ty` (`swapoff` before `try_to_unuse`): stops
+    /// allocation on it and, for a default-priority device, moves every
+    /// device after it one priority up and gives the priority back (the
+    /// kernel does this before the unuse walk and does not undo it if the
+    /// walk fails). Returns the slots in use. A device already being
+    /// swapped off is refused (`EINVAL`, not an active swap area).
     pub fn begin_swapoff(&self, ty: u32) -> Result<Vec<SwapEntry>, SwapError> {
-        let device = self
-            .get(ty)
-            .ok_or_else(|| SwapError::NoSuchDevice(ty.to_string()))?;
-        device.writable.store(false, Ordering::Release);
-        Ok(device.used_entries())
-    }
-
-    /// Lets `ty` allocate again (a swapoff that failed).
-    pub fn abort_swapoff(&self, ty: u32) {
-        if let Some(d) = self.get(ty) {
-            d.writable.store(true, Ordering::Release);
-        }
-    }
-
-    /// Removes `ty` once it has no slot in use; otherwise fails with
-    /// [`SwapError::StillInUse`] and leaves it off for allocation (the
-    /// caller walks again, or calls [`Swapfiles::abort_swapoff`]). A
-    /// default-priority device's removal moves every device after it one
-    /// priority up, as the kernel's swapoff does.
-    pub fn finish_swapoff(&self, ty: u32) -> Result<Arc<SwapDevice>, SwapError> {
         let mut table = lock(&self.swapon_mutex);
         let device = self
             .get(ty)
+            .filter(|d| d.writable.load(Ordering::Acquire))
             .ok_or_else(|| SwapError::NoSuchDevice(ty.to_string()))?;
-        if device.inuse_pages() != 0 {
-            return Err(SwapError::StillInUse {
-                pages: device.inuse_pages(),
-            });
-        }
-        self.devices[ty as usize].swap(None);
+        device.writable.store(false, Ordering::Release);
         let prio = device.prio();
         if prio < 0 {
             for d in self.iter().filter(|d| d.prio() < prio) {
@@ -1195,6 +1177,44 @@ impl Swapfiles {
             }
             table.least_priority += 1;
         }
+        Ok(device.used_entries())
+    }
+
+    /// The slots of `ty` still in use (a later walk of a swapoff).
+    pub fn used_entries(&self, ty: u32) -> Result<Vec<SwapEntry>, SwapError> {
+        let device = self
+            .get(ty)
+            .ok_or_else(|| SwapError::NoSuchDevice(ty.to_string()))?;
+        Ok(device.used_entries())
+    }
+
+    /// Lets `ty` allocate again (a swapoff that failed), with the priority
+    /// it had; the others keep their new ones (`reinsert_swap_info`).
+    pub fn abort_swapoff(&self, ty: u32) {
+        if let Some(d) = self.get(ty) {
+            d.writable.store(true, Ordering::Release);
+        }
+    }
+
+    /// Removes `ty`, which [`Swapfiles::begin_swapoff`] started to take
+    /// off, once no slot is in use; otherwise fails with
+    /// [`SwapError::StillInUse`] and leaves it off for allocation (the
+    /// caller walks again, or calls [`Swapfiles::abort_swapoff`]).
+    pub fn finish_swapoff(&self, ty: u32) -> Result<Arc<SwapDevice>, SwapError> {
+        let _table = lock(&self.swapon_mutex);
+        let device = self
+            .get(ty)
+            .ok_or_else(|| SwapError::NoSuchDevice(ty.to_string()))?;
+        debug_assert!(
+            !device.writable.load(Ordering::Acquire),
+            "begin_swapoff first"
+        );
+        if device.inuse_pages() != 0 {
+            return Err(SwapError::StillInUse {
+                pages: device.inuse_pages(),
+            });
+        }
+        self.devices[ty as usize].swap(None);
         Ok(device)
     }
 

@@ -18,6 +18,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use memcg::cgroupfs::{Access, CgroupFs, FsError, OpenFile, memparse};
+use memcg::memcontrol::MountOptions;
 use memcg::memcontrol::{ChargeKind, MemCgroup};
 use memcg::page_counter::PAGE_SIZE;
 use memcg::swap_cgroup::{Design, SwapCgroup};
@@ -151,7 +152,7 @@ const COMMANDS: &[Command] = &[
     },
     Command {
         name: "mount",
-        usage: "mount -o remount,[no]memory_localevents,[no]memory_recursiveprot [DEVICE] /sys/fs/cgroup",
+        usage: "mount -o remount[,memory_localevents][,memory_recursiveprot] [DEVICE] /sys/fs/cgroup",
         run: cmd_mount,
     },
     Command {
@@ -647,10 +648,17 @@ fn cmd_cd(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
             sh.cwd = path;
             Ok(())
         }
-        Err(_) => Err(Failure {
-            message: format!("{}cd: {target}: No such file or directory", sh.prefix()),
-            status: 1,
-        }),
+        Err(_) => {
+            let why = if sh.sim.fs().read(&path).is_ok() {
+                Errno::ENOTDIR
+            } else {
+                Errno::ENOENT
+            };
+            Err(Failure {
+                message: format!("{}cd: {target}: {}", sh.prefix(), why.message()),
+                status: 1,
+            })
+        }
     }
 }
 
@@ -666,6 +674,18 @@ fn cmd_set(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
 fn cmd_help(sh: &mut Shell<'_>, _: &[String]) -> Result<(), Failure> {
     let text: String = COMMANDS.iter().map(|c| format!("{}\n", c.usage)).collect();
     sh.print(&text)
+}
+
+/// The verbs, for `memcg sh --help`.
+pub fn verbs_help() -> String {
+    let verbs: String = COMMANDS
+        .iter()
+        .map(|c| format!("  {}\n", c.usage))
+        .collect();
+    format!(
+        "Commands (also: `;`, `&&`, `||`, `$?`, `> FILE`, `2>/dev/null`, `&>/dev/null`, \
+         `cat /proc/swaps`, `cat /proc/meminfo`):\n{verbs}"
+    )
 }
 
 fn cmd_swapon(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
@@ -720,44 +740,52 @@ fn cmd_swapon(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
 }
 
 /// `mount -o remount,OPTIONS ... /sys/fs/cgroup`: the cgroup2 mount options
-/// that change the memory controller (`memory_localevents`,
-/// `memory_recursiveprot`, each also with a `no` prefix to turn it off).
+/// that change the memory controller. As the kernel's
+/// `apply_cgroup_root_flags`, a remount sets exactly the options it lists:
+/// one not listed is cleared.
 fn cmd_mount(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
     let ["-o", options, .., target] = args.iter().map(String::as_str).collect::<Vec<_>>()[..]
     else {
         return Err(sh.usage("mount"));
     };
+    let fail = |message: String| Failure {
+        message,
+        status: 32,
+    };
     if target.trim_end_matches('/') != MOUNT {
-        return Err(Failure {
-            message: format!("mount: {target}: only {MOUNT} can be remounted here"),
-            status: 32,
-        });
+        return Err(fail(format!(
+            "mount: {target}: only {MOUNT} can be remounted here"
+        )));
     }
-    let mut opts = sh.sim.fs().tree().mount_options();
+    let mut opts = MountOptions::default();
     let mut remount = false;
     for opt in options.split(',') {
         match opt {
             "remount" => remount = true,
             "memory_localevents" => opts.memory_localevents = true,
-            "nomemory_localevents" => opts.memory_localevents = false,
             "memory_recursiveprot" => opts.memory_recursiveprot = true,
-            "nomemory_recursiveprot" => opts.memory_recursiveprot = false,
-            "" | "rw" | "nosuid" | "nodev" | "noexec" | "relatime" | "nsdelegate" => {}
+            // Options that change nothing simulated.
+            ""
+            | "rw"
+            | "nosuid"
+            | "nodev"
+            | "noexec"
+            | "relatime"
+            | "nsdelegate"
+            | "favordynmods"
+            | "memory_hugetlb_accounting"
+            | "pids_localevents" => {}
             other => {
-                return Err(Failure {
-                    message: format!(
-                        "mount: {target}: option {other:?} is not a cgroup2 memory option"
-                    ),
-                    status: 32,
-                });
+                return Err(fail(format!(
+                    "mount: {target}: bad option {other:?} (cgroup2: EINVAL)"
+                )));
             }
         }
     }
     if !remount {
-        return Err(Failure {
-            message: format!("mount: {target}: already mounted; use -o remount,..."),
-            status: 32,
-        });
+        return Err(fail(format!(
+            "mount: {target}: already mounted; use -o remount,..."
+        )));
     }
     sh.sim.fs().tree().set_mount_options(opts);
     Ok(())
@@ -777,6 +805,9 @@ fn cmd_alloc(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
     let [cgroup, name, size, options @ ..] = args else {
         return Err(sh.usage("alloc"));
     };
+    if name.is_empty() {
+        return Err(sh.usage("alloc"));
+    }
     let (mut folio_pages, mut fill) = (1u32, Fill::Pattern);
     let mut opts = options.iter();
     while let Some(opt) = opts.next() {
@@ -829,9 +860,15 @@ fn mapping_verb(
     let [name] = args else {
         return Err(sh.usage(verb));
     };
-    op(&sh.sim, name).map_err(|e| Failure {
-        message: format!("{}{verb}: {}", sh.prefix(), describe(&e)),
-        status: 1,
+    op(&sh.sim, name).map_err(|e| {
+        // Detailed errors name the mapping themselves.
+        let message = match e {
+            SimError::Corrupt { .. } | SimError::Pageout { .. } => {
+                format!("{}{verb}: {e}", sh.prefix())
+            }
+            _ => format!("{}{verb}: {name}: {}", sh.prefix(), describe(&e)),
+        };
+        Failure { message, status: 1 }
     })
 }
 
@@ -978,12 +1015,19 @@ pub fn main(file: Option<&std::path::Path>, config: SimConfig) -> anyhow::Result
     let mut out = std::io::stdout().lock();
     let mut err = std::io::stderr();
     let mut shell = Shell::new(config, &mut out, &mut err);
-    let status = match file {
-        Some(path) => {
-            let bytes =
-                std::fs::read(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-            shell.run_script(&String::from_utf8_lossy(&bytes))
-        }
+    let status = match file.filter(|p| *p != std::path::Path::new("-")) {
+        Some(path) => match std::fs::read(path) {
+            Ok(bytes) => shell.run_script(&String::from_utf8_lossy(&bytes)),
+            Err(e) => {
+                // As bash: the script's name and the error, status 127.
+                let why = match e.kind() {
+                    std::io::ErrorKind::NotFound => "No such file or directory".to_owned(),
+                    _ => e.to_string(),
+                };
+                let _ = writeln!(shell.err, "memcg sh: {}: {why}", path.display());
+                127
+            }
+        },
         None => {
             let stdin = std::io::stdin();
             let prompt = stdin.is_terminal();

@@ -81,7 +81,9 @@ impl ChargeKind {
 /// reclaim exists, nothing is reclaimable.
 pub trait MemcgReclaim: Send + Sync {
     /// Tries to free `nr_pages` charged to `cg`'s subtree; returns the
-    /// pages freed.
+    /// pages freed. `nr_pages` may be below `SWAP_CLUSTER_MAX` (even 0 for
+    /// the last batches of `memory.reclaim`): reclaim aims for at least
+    /// that many, as the kernel's does.
     fn reclaim(&self, cg: &Arc<MemCgroup>, nr_pages: u64) -> u64;
 }
 
@@ -469,7 +471,9 @@ impl CgroupTree {
     /// nothing is killed and the caller retries; else the OOM hook is asked
     /// for a victim. `true` if there is reason to try again.
     fn out_of_memory(&self, cg: &Arc<MemCgroup>, nr_pages: u64) -> bool {
-        if cg.memory().margin() >= nr_pages {
+        // `1 << order` of the allocation: the charge rounded up to a power
+        // of two.
+        if cg.memory().margin() >= nr_pages.next_power_of_two() {
             return true;
         }
         self.kill_victim(cg)
@@ -673,12 +677,26 @@ impl CgroupTree {
         nr: u64,
         kind: ChargeKind,
     ) -> Result<Arc<MemCgroup>, ChargeError> {
+        self.swapin_charge_gfp(swap_cgroup, entry, faulting, nr, kind, Gfp::Kernel)
+    }
+
+    /// [`CgroupTree::swapin_charge`] with the effort `gfp` allows (a large
+    /// folio's swap-in charges without reclaim and falls back to pages).
+    pub fn swapin_charge_gfp(
+        &self,
+        swap_cgroup: &SwapCgroup,
+        entry: SwapEntry,
+        faulting: &Arc<MemCgroup>,
+        nr: u64,
+        kind: ChargeKind,
+        gfp: Gfp,
+    ) -> Result<Arc<MemCgroup>, ChargeError> {
         let id = swap_cgroup.lookup(entry)?;
         let target = self
             .lookup(id)
             .filter(|c| !c.is_dying())
             .unwrap_or_else(|| Arc::clone(faulting));
-        self.try_charge(&target, nr, kind)?;
+        self.try_charge_gfp(&target, nr, kind, gfp)?;
         Ok(target)
     }
 }
