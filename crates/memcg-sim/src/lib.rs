@@ -197,6 +197,18 @@ struct Extent {
     state: State,
 }
 
+impl Extent {
+    /// Whether this run is on swap and covers the slot `entry`.
+    fn swapped_at(&self, entry: SwapEntry) -> bool {
+        let State::Swapped(first) = self.state else {
+            return false;
+        };
+        first.swp_type() == entry.swp_type()
+            && (first.swp_offset()..first.swp_offset() + u64::from(self.nr))
+                .contains(&entry.swp_offset())
+    }
+}
+
 /// One task's anonymous mapping.
 struct Mapping {
     task: Arc<Task>,
@@ -354,25 +366,49 @@ impl Sim {
 
     /// Faults in the page at `entry` wherever it is mapped (swapoff's walk).
     fn unuse(&self, entry: SwapEntry) -> Result<(), SwapInError> {
-        let mappings: Vec<Arc<Mapping>> = lock(&self.inner.mappings).values().cloned().collect();
-        for m in mappings {
-            let mut extents = lock(&m.extents);
-            for ext in extents.iter_mut() {
-                let State::Swapped(first) = ext.state else {
+        let mut busy: Vec<Arc<Mapping>> = lock(&self.inner.mappings).values().cloned().collect();
+        // Mappings whose lock is free are searched at once; a busy one is
+        // retried until its lock is free or the slot was freed meanwhile
+        // (its task faulted the page in itself), so a task working on its
+        // mapping in a loop cannot starve swapoff.
+        while !busy.is_empty() {
+            let mut still_busy = Vec::new();
+            for m in busy {
+                let locked = match m.extents.try_lock() {
+                    Ok(extents) => Some(extents),
+                    Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+                    Err(std::sync::TryLockError::WouldBlock) => None,
+                };
+                let Some(mut extents) = locked else {
+                    still_busy.push(Arc::clone(&m));
                     continue;
                 };
-                let covers = first.swp_type() == entry.swp_type()
-                    && (first.swp_offset()..first.swp_offset() + u64::from(ext.nr))
-                        .contains(&entry.swp_offset());
-                if covers {
+                if let Some(ext) = extents.iter_mut().find(|ext| ext.swapped_at(entry)) {
+                    let State::Swapped(first) = ext.state else {
+                        unreachable!("swapped_at checked it")
+                    };
                     let folio = self.inner.swap.swap_in(first, ext.nr, &m.task.memcg())?;
                     ext.state = State::Resident(folio);
                     return Ok(());
                 }
             }
+            if still_busy.is_empty() || self.slot_free(entry) {
+                break;
+            }
+            std::thread::yield_now();
+            busy = still_busy;
         }
         // Not mapped (anymore): a concurrent fault or free is releasing it.
         Ok(())
+    }
+
+    /// Whether the slot at `entry` is no longer in use.
+    fn slot_free(&self, entry: SwapEntry) -> bool {
+        self.inner
+            .swap
+            .swapfiles()
+            .get(entry.swp_type())
+            .is_none_or(|d| d.count(entry).is_ok_and(|c| c == 0))
     }
 
     /// `/proc/swaps`.

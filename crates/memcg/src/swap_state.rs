@@ -902,10 +902,17 @@ mod tests {
             ChargeError::MachineOutOfMemory { total_pages: 1024 }
         ));
         assert_eq!(cg.event(MemcgEvent::Max), 0);
-        // A swap area whose tables do not fit is refused with ENOMEM.
+        // A swap area whose tables do not fit is refused with ENOMEM, before
+        // anything is built: no RAM disk table, no file.
         let err = sys.swapon_ram("ram1", 1 << 40, None).unwrap_err();
         assert_eq!(err.errno(), Errno::ENOMEM);
         assert!(sys.swapfiles().by_name("ram1").is_none());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("swapfile");
+        let err = sys.swapon_file(&path, 1 << 40, None).unwrap_err();
+        assert_eq!(err.errno(), Errno::ENOMEM);
+        assert!(!path.exists(), "no file created");
+        assert_eq!(tree.machine_used_pages(), 1 + 16, "nothing kept");
         sys.swap_free(entry, 16).unwrap();
         sys.swapoff(0, |_| Ok(())).unwrap();
         assert_eq!(

@@ -350,6 +350,10 @@ struct PhaseRow {
     mops: Option<f64>,
     /// Sample standard deviation of `mops`.
     mops_stdev: Option<f64>,
+    /// For rmdir: repetitions in which no churn operation completed while
+    /// the removals ran (the churn threads were descheduled throughout; on
+    /// a machine with fewer CPUs than threads this can happen).
+    runs_without_churn: Option<usize>,
     /// `legacy` time / this time (≥ 1 means faster than legacy).
     speedup_vs_legacy: Option<f64>,
 }
@@ -459,6 +463,8 @@ pub fn run(args: &ListLruArgs) -> anyhow::Result<()> {
                     stdev_ms: st.stdev,
                     mops: ops.map(|o| o.median / 1e6),
                     mops_stdev: ops.map(|o| o.stdev / 1e6),
+                    runs_without_churn: (*name == "rmdir")
+                        .then(|| runs.iter().filter(|r| r.churn_ops == 0).count()),
                     speedup_vs_legacy: legacy
                         .map(|li| median_ms(&samples[li][ti], phase).median / st.median),
                 });
@@ -493,6 +499,13 @@ pub fn run(args: &ListLruArgs) -> anyhow::Result<()> {
         .collect::<anyhow::Result<Vec<_>>>()?;
 
     print_tables(&results, &reparent, &memory, reps);
+    let quiet: usize = results.iter().filter_map(|r| r.runs_without_churn).sum();
+    if quiet > 0 {
+        println!(
+            "note: in {quiet} of {} rmdir runs no churn operation completed while the removals ran (more threads than CPUs)\n",
+            reps * args.threads.len() * args.designs.len()
+        );
+    }
     let report = Report {
         bench: "list-lru",
         tool: Tool::current(),

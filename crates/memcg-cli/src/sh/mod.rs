@@ -217,6 +217,8 @@ enum Output {
     Discard,
     /// `> FILE`: gathered, then written to the file in one `write(2)`.
     Capture(String),
+    /// `>&2`: the shell's error stream.
+    Stderr,
 }
 
 /// The interpreter state.
@@ -241,6 +243,8 @@ pub struct Shell<'a> {
     swap: Option<SwapState>,
     /// The current command discards error messages.
     quiet_errors: bool,
+    /// The current command's error messages go where its output goes.
+    errors_to_output: bool,
     output: Output,
 }
 
@@ -259,6 +263,7 @@ impl<'a> Shell<'a> {
             charged: HashMap::new(),
             swap: None,
             quiet_errors: false,
+            errors_to_output: false,
             output: Output::Stdout,
         }
     }
@@ -267,9 +272,29 @@ impl<'a> Shell<'a> {
     /// the first failure's under `set -e`, or `exit N`'s, or 2 after a
     /// syntax error, which ends a script as it does in bash).
     pub fn run_script(&mut self, script: &str) -> i32 {
-        for (i, text) in script.lines().enumerate() {
+        let mut lines = script.lines().enumerate().peekable();
+        while let Some((i, first)) = lines.next() {
             self.line = Some(i + 1);
-            if let Flow::Exit(status) = self.run_line(text) {
+            // A command runs on while a quote is open or a line ends in a
+            // backslash, as bash reads it.
+            let mut text = first.to_owned();
+            loop {
+                let open = parse::continues(&text)
+                    || matches!(parse::parse(&text), Err(ParseError::Unterminated(_)));
+                match lines.peek() {
+                    Some(&(_, next)) if open => {
+                        if parse::continues(&text) {
+                            text.pop();
+                        } else {
+                            text.push('\n');
+                        }
+                        text.push_str(next);
+                        lines.next();
+                    }
+                    _ => break,
+                }
+            }
+            if let Flow::Exit(status) = self.run_line(&text) {
                 return status;
             }
         }
@@ -365,12 +390,14 @@ impl<'a> Shell<'a> {
             .map(|w| w.expand(self.last_status))
             .collect();
         self.quiet_errors = command.quiet_errors;
+        self.errors_to_output = command.errors_to_stdout;
         let target = command
             .redirect
             .as_ref()
             .map(|w| w.expand(self.last_status));
         let mut file = None;
         self.output = match target.as_deref() {
+            None if command.output_to_stderr => Output::Stderr,
             None => Output::Stdout,
             Some(DEV_NULL) => Output::Discard,
             Some(t) => match self.open_for_output(t) {
@@ -425,6 +452,7 @@ impl<'a> Shell<'a> {
     fn finish_command(&mut self, status: i32) -> Flow {
         self.last_status = status;
         self.quiet_errors = false;
+        self.errors_to_output = false;
         self.output = Output::Stdout;
         Flow::Continue
     }
@@ -470,9 +498,26 @@ impl<'a> Shell<'a> {
     }
 
     fn report(&mut self, message: &str) {
-        if !message.is_empty() && !self.quiet_errors {
-            let _ = writeln!(self.err, "{message}");
+        if message.is_empty() || self.quiet_errors {
+            return;
         }
+        if self.errors_to_output {
+            match &mut self.output {
+                Output::Discard => {}
+                Output::Capture(buf) => {
+                    buf.push_str(message);
+                    buf.push('\n');
+                }
+                Output::Stdout => {
+                    let _ = writeln!(self.out, "{message}");
+                }
+                Output::Stderr => {
+                    let _ = writeln!(self.err, "{message}");
+                }
+            }
+            return;
+        }
+        let _ = writeln!(self.err, "{message}");
     }
 
     fn print(&mut self, text: &str) -> Result<(), Failure> {
@@ -483,6 +528,10 @@ impl<'a> Shell<'a> {
                 Ok(())
             }
             Output::Stdout => self.out.write_all(text.as_bytes()).map_err(|e| Failure {
+                message: format!("{}write error: {e}", self.prefix()),
+                status: 1,
+            }),
+            Output::Stderr => self.err.write_all(text.as_bytes()).map_err(|e| Failure {
                 message: format!("{}write error: {e}", self.prefix()),
                 status: 1,
             }),
@@ -1155,6 +1204,42 @@ mod tests {
             "memcg sh: line 2: unexpected EOF while looking for matching `''\n\
              memcg sh: line 2: syntax error: unexpected end of file\n"
         );
+    }
+
+    #[test]
+    fn continuation_lines_and_descriptor_duplication() {
+        let (out, err, status) =
+            run("echo 'two\nlines' \\\n  and more\nrmdir /nope 2>&1\necho to-err >&2\n");
+        assert_eq!(
+            out,
+            "two\nlines and more\nrmdir: failed to remove '/nope': No such file or directory\n"
+        );
+        assert_eq!(err, "to-err\n");
+        assert_eq!(status, 0);
+    }
+
+    #[test]
+    fn remount_sets_exactly_the_options_listed() {
+        let script = "echo +memory > /cgroup.subtree_control\n\
+             mkdir /p\n\
+             echo +memory > /p/cgroup.subtree_control\n\
+             mkdir /p/c\n\
+             echo 4K > /p/c/memory.max\n\
+             mount -o remount,memory_localevents none /sys/fs/cgroup\n\
+             charge /p/c 8K\n\
+             mount -o remount none /sys/fs/cgroup\n\
+             charge /p/c 8K\n\
+             cat /p/memory.events\n\
+             mount -o remount,nomemory_localevents none /sys/fs/cgroup\n";
+        let (out, err, status) = run(script);
+        // The first failure stays on /p/c; only the second, after a remount
+        // that cleared memory_localevents, reaches /p.
+        assert!(out.contains("max 18\n") && out.contains("oom 1\n"), "{out}");
+        assert!(
+            err.ends_with("bad option \"nomemory_localevents\" (cgroup2: EINVAL)\n"),
+            "{err}"
+        );
+        assert_eq!(status, 32);
     }
 
     #[test]

@@ -3,8 +3,10 @@
 //!
 //! Supported: words with single and double quotes and backslash escapes,
 //! `#` comments, `$?` (the last status, also inside double quotes), lists
-//! joined by `;`, `&&` and `||`, and output redirection `>`, `>>`, `1>`,
-//! `2>` and `&>` (also attached, as in `1>f`). Everything else bash would
+//! joined by `;`, `&&` and `||`, output redirection `>`, `>>`, `1>`, `2>`
+//! and `&>` (also attached, as in `1>f`), `2>&1` and `>&2`. A quote left
+//! open, or a backslash at the end of a line, continues on the next line
+//! (the caller joins them: [`ParseError::Unterminated`], [`continues`]). Everything else bash would
 //! read differently (pipelines, background jobs, input redirection,
 //! subshells, command substitution, variables, compound commands) is a
 //! [`ParseError`] with status 2, never silently taken as arguments.
@@ -79,6 +81,12 @@ pub(super) struct Simple {
     pub(super) redirect: Option<Word>,
     /// Error messages are discarded (`2>/dev/null`, `&>/dev/null`).
     pub(super) quiet_errors: bool,
+    /// Error messages go wherever output goes (`2>&1`; bash applies
+    /// redirections in order, this shell lets `2>&1` follow stdout's final
+    /// target whatever the order).
+    pub(super) errors_to_stdout: bool,
+    /// Output goes to the error stream (`>&2`).
+    pub(super) output_to_stderr: bool,
 }
 
 /// How a command is joined to the one before it.
@@ -137,6 +145,13 @@ impl fmt::Display for ParseError {
             ),
         }
     }
+}
+
+/// Whether `line` ends with a backslash that escapes its newline (the
+/// command continues on the next line).
+pub(super) fn continues(line: &str) -> bool {
+    let trailing = line.len() - line.trim_end_matches('\\').len();
+    trailing % 2 == 1
 }
 
 /// Words that start bash's compound commands.
@@ -302,6 +317,20 @@ impl Parser<'_> {
         if self.target.is_some() {
             return Err(ParseError::Unexpected(">".into()));
         }
+        // `2>&1` and `>&2` / `1>&2`: one stream joins the other.
+        if self.chars.peek() == Some(&'&') {
+            self.chars.next();
+            match (fd.unwrap_or(Fd::Stdout), self.chars.next()) {
+                (Fd::Stderr, Some('1')) => self.current.errors_to_stdout = true,
+                (Fd::Stdout, Some('2')) => self.current.output_to_stderr = true,
+                _ => {
+                    return Err(ParseError::Unsupported(
+                        "descriptor duplication other than 2>&1 and >&2",
+                    ));
+                }
+            }
+            return Ok(());
+        }
         self.target = Some(fd.unwrap_or(Fd::Stdout));
         Ok(())
     }
@@ -392,6 +421,20 @@ mod tests {
             parse("rmdir /a 2>/elsewhere"),
             Err(ParseError::ErrorsToFile(_))
         ));
+    }
+
+    #[test]
+    fn descriptor_duplication() {
+        let l = parse("rmdir /a 2>&1").unwrap();
+        assert!(l[0].1.errors_to_stdout && l[0].1.redirect.is_none());
+        let l = parse("echo oops >&2").unwrap();
+        assert!(l[0].1.output_to_stderr);
+        assert!(matches!(parse("echo >&1"), Err(ParseError::Unsupported(_))));
+        assert!(matches!(
+            parse("echo 2>&3"),
+            Err(ParseError::Unsupported(_))
+        ));
+        assert!(continues("echo a \\") && !continues("echo a \\\\"));
     }
 
     #[test]
