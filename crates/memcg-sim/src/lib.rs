@@ -19,8 +19,11 @@
 //! operation on the mapping, so operations on different mappings run in
 //! parallel and swapoff's walk sees each mapping between operations.
 
+mod charges;
 pub mod fill;
 pub mod meminfo;
+
+pub use charges::{ChargeTarget, LedgerError};
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -31,9 +34,10 @@ pub use fill::Fill;
 use memcg::Errno;
 use memcg::cgroupfs::{CgroupFs, FsError};
 use memcg::memcontrol::{Cgroup, ChargeError, Gfp, MemCgroup, TaskHooks, TreeConfig, VmEvent};
+use memcg::mm_types::PAGE_BYTES;
 use memcg::swap_cgroup::Design;
 use memcg::swap_state::{Folio, SwapInError, SwapOutError, SwapSystem, SwapoffError};
-use memcg::swapfile::{PAGE_BYTES, SwapError};
+use memcg::swapfile::SwapError;
 use memcg::swapops::SwapEntry;
 
 /// How to build a [`Sim`].
@@ -96,6 +100,12 @@ pub enum SimError {
     /// A cgroup path or file problem.
     #[error(transparent)]
     Fs(#[from] FsError),
+    /// A direct uncharge asked back more than was charged.
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    /// A swap slot could not be taken.
+    #[error(transparent)]
+    SwapOut(#[from] SwapOutError),
     /// A task cannot be created in that cgroup.
     #[error("{cgroup}: cannot start a task there: {errno}")]
     Task {
@@ -150,6 +160,8 @@ impl SimError {
             SimError::BadSize(_) => Errno::EINVAL,
             SimError::Fs(e) => e.errno,
             SimError::Task { errno, .. } => *errno,
+            SimError::Ledger(_) => Errno::EINVAL,
+            SimError::SwapOut(e) => e.errno(),
             SimError::Charge(e) => e.errno(),
             SimError::SwapIn(e) => e.errno(),
             SimError::Swap(e) => e.errno(),
@@ -234,6 +246,8 @@ struct Inner {
     next_pid: AtomicU32,
     /// The number of the next RAM disk (`/dev/ramN`).
     next_ram: Mutex<u32>,
+    /// Direct charges (`charges.rs`).
+    ledger: Mutex<charges::Ledger>,
     seed: u64,
 }
 
@@ -284,6 +298,7 @@ impl Sim {
             mappings: Mutex::new(BTreeMap::new()),
             next_pid: AtomicU32::new(100),
             next_ram: Mutex::new(0),
+            ledger: Mutex::new(charges::Ledger::default()),
             seed: config.seed,
         });
         inner
@@ -779,6 +794,7 @@ impl Drop for Sim {
         for name in self.mappings() {
             let _ = self.free(&name);
         }
+        self.release_charges();
     }
 }
 

@@ -17,7 +17,7 @@
 use std::fmt::Write as _;
 
 use memcg::memcontrol::{CgroupTree, MemcgStat};
-use memcg::page_counter::PAGE_SIZE;
+use memcg::mm_types::PAGE_SIZE;
 use memcg::swap_state::SwapSystem;
 
 /// The keys of `/proc/meminfo` in the kernel's order, up to `Hugetlb`

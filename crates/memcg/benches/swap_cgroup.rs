@@ -7,7 +7,8 @@
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use memcg::swap_cgroup::{Design, SWAPFILE_CLUSTER, SwapCgroupMap};
+use memcg::mm_types::SWAPFILE_CLUSTER;
+use memcg::swap_cgroup::{Design, SwapCgroupMap};
 
 const SLOTS: u64 = 256 * SWAPFILE_CLUSTER as u64;
 

@@ -53,7 +53,8 @@ use crate::memcontrol::{
     CGROUP_LIMIT_MAX, Cgroup, CgroupError, CgroupTree, MemCgroup, MemcgEvent, MemcgStat,
     MemoryController, PeakWatcher, TreeConfig, VmEvent,
 };
-use crate::page_counter::{PAGE_COUNTER_MAX, PAGE_SIZE, PageCounter};
+use crate::mm_types::PAGE_SIZE;
+use crate::page_counter::{PAGE_COUNTER_MAX, PageCounter};
 use crate::sync::{Arc, lock};
 
 /// Controllers the kernel knows but this hierarchy does not provide:

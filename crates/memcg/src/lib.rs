@@ -22,6 +22,7 @@ pub(crate) mod idr;
 pub(crate) mod lazy_zeroed;
 pub mod list_lru;
 pub mod memcontrol;
+pub mod mm_types;
 pub mod page_counter;
 pub mod swap_cgroup;
 pub mod swap_state;

@@ -40,10 +40,8 @@
 use std::fmt;
 
 use crate::errno::Errno;
+use crate::mm_types::PAGE_SIZE;
 use crate::sync::{Arc, AtomicI64, AtomicU64, Ordering, seqcst_store_load, spin_loop};
-
-/// Bytes per page.
-pub const PAGE_SIZE: u64 = 4096;
 
 /// The "unlimited" value (`PAGE_COUNTER_MAX` on 64-bit: `LONG_MAX /
 /// PAGE_SIZE`).

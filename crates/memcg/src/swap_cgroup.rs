@@ -103,14 +103,10 @@ use std::str::FromStr;
 
 use crate::errno::Errno;
 use crate::lazy_zeroed::LazyZeroedU16;
+use crate::mm_types::SWAPFILE_CLUSTER;
 use crate::swapops::{MAX_SWAPFILES, SWP_OFFSET_MASK, SwapEntry};
 use crate::sync::Arc;
 use crate::sync::{ArcSlot, AtomicU16, AtomicU32, Mutex, Ordering, fence, lock};
-
-/// Slots per swap cluster (`SWAPFILE_CLUSTER`), the unit the `cluster` design
-/// allocates in. Loom models use 4 so that a model with a few clusters stays
-/// small enough to explore exhaustively.
-pub const SWAPFILE_CLUSTER: usize = if cfg!(loom) { 4 } else { 512 };
 
 /// Which implementation of the map to use.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -35,10 +35,11 @@ use std::path::Path;
 
 use crate::errno::Errno;
 use crate::memcontrol::{CgroupTree, ChargeError, ChargeKind, Gfp, MemCgroup, MemcgStat, VmEvent};
-use crate::swap_cgroup::{Design, SWAPFILE_CLUSTER, SwapCgroup};
+use crate::mm_types::{PAGE_BYTES, SWAPFILE_CLUSTER};
+use crate::swap_cgroup::{Design, SwapCgroup};
 use crate::swapfile::{
-    FileBackend, MAX_SWAP_PAGES, PAGE_BYTES, RamBackend, Stored, SwapBackend, SwapDevice,
-    SwapError, Swapfiles, check_size, is_zero,
+    FileBackend, MAX_SWAP_PAGES, RamBackend, Stored, SwapBackend, SwapDevice, SwapError, Swapfiles,
+    check_size, is_zero,
 };
 use crate::swapops::SwapEntry;
 use crate::sync::{Arc, Condvar, Mutex, MutexGuard, lock};
@@ -380,6 +381,27 @@ impl SwapSystem {
         // The device holds the tables now; swapoff gives them back.
         std::mem::forget(tables);
         Ok(device)
+    }
+
+    /// Takes one swap slot charged to `memcg` as a swapped-out page would
+    /// be (swap charge, id pin, `swap_cgroup` record), holding a zero page:
+    /// swap usage without a folio behind it, for tools that drive the
+    /// counters directly. [`SwapSystem::swap_free`] gives it back. Fails as
+    /// a swap-out does: no slot (`ENOSPC`, a swap `fail` event) or over
+    /// `memory.swap.max`.
+    pub fn reserve_slot(&self, memcg: &Arc<MemCgroup>) -> Result<SwapEntry, SwapOutError> {
+        let Some(entry) = self.swapfiles.alloc(0) else {
+            self.tree.swapout_failed(memcg);
+            return Err(SwapOutError::Full);
+        };
+        if let Err(e) = self.tree.swapout_charge(memcg, &self.swap_cgroup, entry, 1) {
+            self.swapfiles
+                .put(entry, 1)
+                .expect("the slot was just allocated");
+            return Err(e.into());
+        }
+        self.swapfiles.mark_zero(entry, 1)?;
+        Ok(entry)
     }
 
     /// Swaps `folio` out (see the module docs); returns its first entry.

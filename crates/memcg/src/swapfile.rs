@@ -46,15 +46,12 @@ use std::path::{Path, PathBuf};
 
 use crate::errno::Errno;
 use crate::idr::{ChunkedTable, try_boxed_slice};
-use crate::page_counter::PAGE_SIZE;
-use crate::swap_cgroup::{SWAPFILE_CLUSTER, SwapCgroupError};
+use crate::mm_types::{PAGE_SIZE, SWAPFILE_CLUSTER};
+use crate::swap_cgroup::SwapCgroupError;
 use crate::swapops::{MAX_SWAPFILES, SwapEntry};
 use crate::sync::{
     Arc, ArcSlot, AtomicBool, AtomicI32, AtomicU64, Mutex, MutexGuard, Ordering, lock,
 };
-
-/// Bytes per page, as a `usize`.
-pub const PAGE_BYTES: usize = PAGE_SIZE as usize;
 
 /// The largest count a slot can reach (`SWAP_MAP_MAX`; the kernel chains
 /// continuation pages beyond it, we refuse).

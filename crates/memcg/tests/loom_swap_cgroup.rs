@@ -20,7 +20,8 @@ use loom::sync::Arc;
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread;
 use memcg::SwapEntry;
-use memcg::swap_cgroup::{Design, SWAPFILE_CLUSTER, SwapCgroup, SwapCgroupError, SwapCgroupMap};
+use memcg::mm_types::SWAPFILE_CLUSTER;
+use memcg::swap_cgroup::{Design, SwapCgroup, SwapCgroupError, SwapCgroupMap};
 
 /// Runs `model` under loom and returns the set of outcomes it produced.
 fn explore<T: Ord + Debug + Send + 'static>(

@@ -6,7 +6,8 @@
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 
-use memcg::swap_cgroup::{Design, SWAPFILE_CLUSTER, SwapCgroup, SwapCgroupError};
+use memcg::mm_types::SWAPFILE_CLUSTER;
+use memcg::swap_cgroup::{Design, SwapCgroup, SwapCgroupError};
 use memcg::{MAX_SWAPFILES, SwapEntry};
 use proptest::prelude::*;
 

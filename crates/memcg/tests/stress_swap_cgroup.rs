@@ -10,7 +10,8 @@ mod common;
 
 use std::ops::Range;
 
-use memcg::swap_cgroup::{Design, SWAPFILE_CLUSTER, SwapCgroupMap};
+use memcg::mm_types::SWAPFILE_CLUSTER;
+use memcg::swap_cgroup::{Design, SwapCgroupMap};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 

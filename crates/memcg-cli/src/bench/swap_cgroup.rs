@@ -21,7 +21,8 @@ use std::time::Instant;
 
 use anyhow::{Context, bail, ensure};
 use clap::{Args, ValueEnum};
-use memcg::swap_cgroup::{Design, SWAPFILE_CLUSTER, SwapCgroupMap};
+use memcg::mm_types::SWAPFILE_CLUSTER;
+use memcg::swap_cgroup::{Design, SwapCgroupMap};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;

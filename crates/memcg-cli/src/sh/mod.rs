@@ -11,27 +11,22 @@
 //! workloads) slot in as new rows.
 
 mod parse;
+mod verbs;
 
-use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, IsTerminal, Write};
-use std::path::Path;
-use std::sync::Arc;
 
-use memcg::cgroupfs::{Access, CgroupFs, FsError, OpenFile, memparse};
-use memcg::memcontrol::MountOptions;
-use memcg::memcontrol::{ChargeKind, MemCgroup};
-use memcg::page_counter::PAGE_SIZE;
-use memcg::swap_cgroup::{Design, SwapCgroup};
-use memcg::swapfile::MAX_SWAP_PRIO;
-use memcg::{Errno, SwapEntry};
-use memcg_sim::{Fill, Sim, SimConfig, SimError};
+use memcg::Errno;
+use memcg::cgroupfs::{Access, OpenFile};
+use memcg_sim::{Sim, SimConfig};
 use parse::{DEV_NULL, Join, List, ParseError, Simple};
+pub use verbs::verbs_help;
+use verbs::{
+    cmd_alloc, cmd_cat, cmd_cd, cmd_charge, cmd_echo, cmd_help, cmd_ls, cmd_mkdir, cmd_mount,
+    cmd_pidof, cmd_rmdir, cmd_set, cmd_swapoff, cmd_swapon, mapping_verb,
+};
 
 /// The cgroup v2 mount point scripts may prefix paths with.
 const MOUNT: &str = "/sys/fs/cgroup";
-
-/// Slots of the shell's swap device for `charge ... swap` (4 GiB).
-const SWAP_SLOTS: u64 = 1 << 20;
 
 /// What a failed command reports: its message (already formatted the way
 /// bash or coreutils would) and exit status.
@@ -43,10 +38,6 @@ struct Failure {
 /// Runs a command: the shell and its arguments (output goes through
 /// [`Shell::print`], which honours the line's redirection).
 type Run = fn(&mut Shell<'_>, &[String]) -> Result<(), Failure>;
-
-/// Charges made by `charge` under one (path, kind): the cgroup that took
-/// each and its pages.
-type Charges = Vec<(Arc<MemCgroup>, u64)>;
 
 /// A command of the table.
 struct Command {
@@ -167,48 +158,6 @@ const COMMANDS: &[Command] = &[
     },
 ];
 
-/// What `charge ... KIND` charges.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Kind {
-    Memory(ChargeKind),
-    Swap,
-}
-
-/// Swap slots charged by `charge ... swap`, per path, oldest first.
-struct SwapState {
-    map: SwapCgroup,
-    next_offset: u64,
-    freed: Vec<(u64, u32)>,
-    records: HashMap<String, VecDeque<(SwapEntry, u32)>>,
-}
-
-impl SwapState {
-    fn new() -> Self {
-        let map = SwapCgroup::new(Design::default());
-        map.swapon(0, SWAP_SLOTS)
-            .expect("type 0 is free in a fresh table");
-        Self {
-            map,
-            next_offset: 0,
-            freed: Vec::new(),
-            records: HashMap::new(),
-        }
-    }
-
-    fn alloc(&mut self, nr: u32) -> Option<SwapEntry> {
-        if let Some(i) = self.freed.iter().position(|&(_, n)| n == nr) {
-            let (offset, _) = self.freed.swap_remove(i);
-            return SwapEntry::new(0, offset).ok();
-        }
-        let offset = self.next_offset;
-        if offset + u64::from(nr) > SWAP_SLOTS {
-            return None;
-        }
-        self.next_offset += u64::from(nr);
-        SwapEntry::new(0, offset).ok()
-    }
-}
-
 /// Where the current command's output goes.
 enum Output {
     /// The shell's standard output.
@@ -235,12 +184,6 @@ pub struct Shell<'a> {
     last_status: i32,
     out: &'a mut dyn Write,
     err: &'a mut dyn Write,
-    /// What `charge` charged per (path, kind): the cgroup that took it
-    /// (the path's effective memory cgroup then) and the pages, so that
-    /// `uncharge` takes back no more than was given, from the same cgroup,
-    /// even after the path was removed.
-    charged: HashMap<(String, Kind), Charges>,
-    swap: Option<SwapState>,
     /// The current command discards error messages.
     quiet_errors: bool,
     /// The current command's error messages go where its output goes.
@@ -260,8 +203,6 @@ impl<'a> Shell<'a> {
             last_status: 0,
             out,
             err,
-            charged: HashMap::new(),
-            swap: None,
             quiet_errors: false,
             errors_to_output: false,
             output: Output::Stdout,
@@ -578,487 +519,6 @@ enum Flow {
     Exit(i32),
 }
 
-fn errno_text(e: &FsError) -> &'static str {
-    e.errno.message()
-}
-
-fn cmd_mkdir(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
-    let parents = args.first().is_some_and(|a| a == "-p");
-    let paths = &args[usize::from(parents)..];
-    if paths.is_empty() {
-        return Err(sh.usage("mkdir"));
-    }
-    let mut status = 0;
-    for p in paths {
-        let path = sh.resolve(p);
-        let result = if parents {
-            sh.sim.fs().mkdir_p(&path).map(drop)
-        } else {
-            sh.sim.fs().mkdir(&path).map(drop)
-        };
-        if let Err(e) = result {
-            sh.report(&format!(
-                "mkdir: cannot create directory '{p}': {}",
-                errno_text(&e)
-            ));
-            status = 1;
-        }
-    }
-    quiet_status(status)
-}
-
-/// The result of a command that reported its failures as they happened.
-fn quiet_status(status: i32) -> Result<(), Failure> {
-    match status {
-        0 => Ok(()),
-        status => Err(Failure {
-            message: String::new(),
-            status,
-        }),
-    }
-}
-
-fn cmd_rmdir(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
-    if args.is_empty() {
-        return Err(sh.usage("rmdir"));
-    }
-    let mut status = 0;
-    for p in args {
-        let path = sh.resolve(p);
-        if let Err(e) = sh.sim.fs().rmdir(&path) {
-            sh.report(&format!(
-                "rmdir: failed to remove '{p}': {}",
-                errno_text(&e)
-            ));
-            status = 1;
-        }
-    }
-    quiet_status(status)
-}
-
-fn cmd_echo(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
-    let newline = args.first().is_none_or(|a| a != "-n");
-    let words = &args[usize::from(!newline)..];
-    let mut text = words.join(" ");
-    if newline {
-        text.push('\n');
-    }
-    sh.print(&text)
-}
-
-fn cmd_cat(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
-    if args.is_empty() {
-        return Err(sh.usage("cat"));
-    }
-    let mut status = 0;
-    for p in args {
-        let proc_file = match p.as_str() {
-            "/proc/swaps" => Some(sh.sim.proc_swaps()),
-            "/proc/meminfo" => Some(sh.sim.proc_meminfo()),
-            _ => None,
-        };
-        if let Some(text) = proc_file {
-            sh.print(&text)?;
-            continue;
-        }
-        match sh.sim.fs().read(&sh.resolve(p)) {
-            Ok(text) => sh.print(&text)?,
-            Err(e) => {
-                sh.report(&format!("cat: {p}: {}", errno_text(&e)));
-                status = 1;
-            }
-        }
-    }
-    quiet_status(status)
-}
-
-fn cmd_ls(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
-    let target = args.first().map_or(".", String::as_str);
-    let path = sh.resolve(target);
-    match sh.sim.fs().ls(&path) {
-        Ok(entries) => {
-            let text: String = entries.iter().map(|e| format!("{}\n", e.name)).collect();
-            sh.print(&text)
-        }
-        // A file lists as itself.
-        Err(_) if sh.sim.fs().read(&path).is_ok() => sh.print(&format!("{target}\n")),
-        Err(_) => Err(Failure {
-            message: format!("ls: cannot access '{target}': No such file or directory"),
-            status: 2,
-        }),
-    }
-}
-
-fn cmd_cd(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
-    let target = args.first().map_or("/", String::as_str);
-    let path = sh.resolve(target);
-    match sh.sim.fs().cgroup(&path) {
-        Ok(_) => {
-            sh.cwd = path;
-            Ok(())
-        }
-        Err(_) => {
-            let why = if sh.sim.fs().read(&path).is_ok() {
-                Errno::ENOTDIR
-            } else {
-                Errno::ENOENT
-            };
-            Err(Failure {
-                message: format!("{}cd: {target}: {}", sh.prefix(), why.message()),
-                status: 1,
-            })
-        }
-    }
-}
-
-fn cmd_set(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
-    match args.first().map(String::as_str) {
-        Some("-e") => sh.errexit = true,
-        Some("+e") => sh.errexit = false,
-        _ => return Err(sh.usage("set")),
-    }
-    Ok(())
-}
-
-fn cmd_help(sh: &mut Shell<'_>, _: &[String]) -> Result<(), Failure> {
-    let text: String = COMMANDS.iter().map(|c| format!("{}\n", c.usage)).collect();
-    sh.print(&text)
-}
-
-/// The verbs, for `memcg sh --help`.
-pub fn verbs_help() -> String {
-    let verbs: String = COMMANDS
-        .iter()
-        .map(|c| format!("  {}\n", c.usage))
-        .collect();
-    format!(
-        "Commands (also: `;`, `&&`, `||`, `$?`, `> FILE`, `2>/dev/null`, `&>/dev/null`, \
-         `cat /proc/swaps`, `cat /proc/meminfo`):\n{verbs}"
-    )
-}
-
-fn cmd_swapon(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
-    if args.is_empty() {
-        let text = sh.sim.proc_swaps();
-        return sh.print(&text);
-    }
-    // `-p PRIO`: 0..=32767 (`SWAP_FLAG_PRIO_MASK`); -1 is the default, as
-    // swapon(8) takes it.
-    let (prio, rest) = match args {
-        [flag, p, rest @ ..] if flag == "-p" => match p.parse::<i32>() {
-            Ok(-1) => (None, rest),
-            Ok(p) if (0..=MAX_SWAP_PRIO).contains(&p) => (Some(p), rest),
-            _ => return Err(sh.usage("swapon")),
-        },
-        rest => (None, rest),
-    };
-    let (name, result) = match rest {
-        [kind, size] if kind == "ram" => {
-            let Ok(bytes) = memparse(size) else {
-                return Err(sh.usage("swapon"));
-            };
-            (sh.sim.next_ram_name(), sh.sim.swapon_ram(bytes, prio))
-        }
-        [kind, path, size] if kind == "file" => {
-            let Ok(bytes) = memparse(size) else {
-                return Err(sh.usage("swapon"));
-            };
-            (
-                path.clone(),
-                sh.sim.swapon_file(Path::new(path), bytes, prio),
-            )
-        }
-        _ => return Err(sh.usage("swapon")),
-    };
-    let name = result.map_err(|e| Failure {
-        message: format!("swapon: {name}: swapon failed: {}", describe(&e)),
-        status: 1,
-    })?;
-    // The kernel says this in its log; say it where the user is looking.
-    if let Some(device) = sh.sim.swap().swapfiles().by_name(&name)
-        && let Some(size) = device.truncated_from()
-    {
-        let kb = |pages: u64| pages * PAGE_SIZE / 1024;
-        sh.report(&format!(
-            "swapon: {name}: Truncating oversized swap area, only using {}k out of {}k",
-            kb(device.nr_pages()),
-            kb(size)
-        ));
-    }
-    Ok(())
-}
-
-/// `mount -o remount,OPTIONS ... /sys/fs/cgroup`: the cgroup2 mount options
-/// that change the memory controller. As the kernel's
-/// `apply_cgroup_root_flags`, a remount sets exactly the options it lists:
-/// one not listed is cleared.
-fn cmd_mount(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
-    let ["-o", options, .., target] = args.iter().map(String::as_str).collect::<Vec<_>>()[..]
-    else {
-        return Err(sh.usage("mount"));
-    };
-    let fail = |message: String| Failure {
-        message,
-        status: 32,
-    };
-    if target.trim_end_matches('/') != MOUNT {
-        return Err(fail(format!(
-            "mount: {target}: only {MOUNT} can be remounted here"
-        )));
-    }
-    let mut opts = MountOptions::default();
-    let mut remount = false;
-    for opt in options.split(',') {
-        match opt {
-            "remount" => remount = true,
-            "memory_localevents" => opts.memory_localevents = true,
-            "memory_recursiveprot" => opts.memory_recursiveprot = true,
-            // Options that change nothing simulated.
-            ""
-            | "rw"
-            | "nosuid"
-            | "nodev"
-            | "noexec"
-            | "relatime"
-            | "nsdelegate"
-            | "favordynmods"
-            | "memory_hugetlb_accounting"
-            | "pids_localevents" => {}
-            other => {
-                return Err(fail(format!(
-                    "mount: {target}: bad option {other:?} (cgroup2: EINVAL)"
-                )));
-            }
-        }
-    }
-    if !remount {
-        return Err(fail(format!(
-            "mount: {target}: already mounted; use -o remount,..."
-        )));
-    }
-    sh.sim.fs().tree().set_mount_options(opts);
-    Ok(())
-}
-
-fn cmd_swapoff(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
-    let [name] = args else {
-        return Err(sh.usage("swapoff"));
-    };
-    sh.sim.swapoff(name).map_err(|e| Failure {
-        message: format!("swapoff: {name}: swapoff failed: {}", e.errno().message()),
-        status: 1,
-    })
-}
-
-fn cmd_alloc(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
-    let [cgroup, name, size, options @ ..] = args else {
-        return Err(sh.usage("alloc"));
-    };
-    if name.is_empty() {
-        return Err(sh.usage("alloc"));
-    }
-    let (mut folio_pages, mut fill) = (1u32, Fill::Pattern);
-    let mut opts = options.iter();
-    while let Some(opt) = opts.next() {
-        let value = opts.next();
-        match (opt.as_str(), value) {
-            ("--folio", Some(v)) => match memparse(v)
-                .ok()
-                .map(|b| b / PAGE_SIZE)
-                .and_then(|p| u32::try_from(p).ok())
-            {
-                Some(p) if p > 0 => folio_pages = p,
-                _ => return Err(sh.usage("alloc")),
-            },
-            ("--fill", Some(v)) => match v.parse() {
-                Ok(f) => fill = f,
-                Err(_) => return Err(sh.usage("alloc")),
-            },
-            _ => return Err(sh.usage("alloc")),
-        }
-    }
-    let Ok(bytes) = memparse(size) else {
-        return Err(sh.usage("alloc"));
-    };
-    let path = sh.resolve(cgroup);
-    sh.sim
-        .alloc(&path, name, bytes, folio_pages, fill)
-        .map(drop)
-        .map_err(|e| Failure {
-            message: format!("{}alloc: {name}: {}", sh.prefix(), describe(&e)),
-            status: 1,
-        })
-}
-
-/// What a simulation error prints: the errno text, with detail where the
-/// detail is the point (a corrupt page, pages left behind, a bad size).
-fn describe(e: &SimError) -> String {
-    match e {
-        SimError::Corrupt { .. } | SimError::Pageout { .. } | SimError::BadSize(_) => e.to_string(),
-        _ => e.errno().message().to_owned(),
-    }
-}
-
-/// Runs a verb that takes one mapping name.
-fn mapping_verb(
-    sh: &mut Shell<'_>,
-    args: &[String],
-    verb: &str,
-    op: impl FnOnce(&Sim, &str) -> Result<(), SimError>,
-) -> Result<(), Failure> {
-    let [name] = args else {
-        return Err(sh.usage(verb));
-    };
-    op(&sh.sim, name).map_err(|e| {
-        // Detailed errors name the mapping themselves.
-        let message = match e {
-            SimError::Corrupt { .. } | SimError::Pageout { .. } => {
-                format!("{}{verb}: {e}", sh.prefix())
-            }
-            _ => format!("{}{verb}: {name}: {}", sh.prefix(), describe(&e)),
-        };
-        Failure { message, status: 1 }
-    })
-}
-
-fn cmd_pidof(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
-    let [name] = args else {
-        return Err(sh.usage("pidof"));
-    };
-    match sh.sim.task_of(name) {
-        Ok(task) => sh.print(&format!("{}\n", task.pid())),
-        Err(_) => Err(Failure {
-            message: String::new(),
-            status: 1,
-        }),
-    }
-}
-
-/// Pages for a size given in bytes (a partial page takes a whole one).
-fn size_pages(text: &str) -> Option<u64> {
-    memparse(text).ok().map(|bytes| bytes.div_ceil(PAGE_SIZE))
-}
-
-fn cmd_charge(sh: &mut Shell<'_>, args: &[String], charging: bool) -> Result<(), Failure> {
-    let name = if charging { "charge" } else { "uncharge" };
-    let (path_arg, size, kind) = match args {
-        [p, s] => (p, s, "anon"),
-        [p, s, k] => (p, s, k.as_str()),
-        _ => return Err(sh.usage(name)),
-    };
-    let kind = match kind {
-        "anon" => Kind::Memory(ChargeKind::Anon),
-        "file" => Kind::Memory(ChargeKind::File),
-        "swap" => Kind::Swap,
-        _ => return Err(sh.usage(name)),
-    };
-    let Some(pages) = size_pages(size).filter(|&p| p > 0 && p <= u64::from(u32::MAX)) else {
-        return Err(sh.usage(name));
-    };
-    let path = sh.resolve(path_arg);
-    let fail = |sh: &Shell<'_>, errno: Errno| Failure {
-        message: format!("{}{name}: {path_arg}: {}", sh.prefix(), errno.message()),
-        status: 1,
-    };
-    let key = (path.clone(), kind);
-    if !charging {
-        let held: u64 = sh
-            .charged
-            .get(&key)
-            .map_or(0, |v| v.iter().map(|(_, p)| p).sum());
-        if held < pages {
-            return Err(fail(sh, Errno::EINVAL));
-        }
-        uncharge(sh, &key, pages).map_err(|errno| fail(sh, errno))?;
-        return Ok(());
-    }
-    let cg = sh
-        .sim
-        .fs()
-        .cgroup(&path)
-        .map_err(|e| fail(sh, e.errno))?
-        .effective_memcg();
-    match kind {
-        Kind::Memory(k) => sh
-            .sim
-            .fs()
-            .tree()
-            .try_charge(&cg, pages, k)
-            .map_err(|e| fail(sh, e.errno()))?,
-        Kind::Swap => charge_swap(sh, &path, &cg, pages as u32).map_err(|errno| fail(sh, errno))?,
-    }
-    sh.charged.entry(key).or_default().push((cg, pages));
-    Ok(())
-}
-
-fn charge_swap(sh: &mut Shell<'_>, path: &str, cg: &Arc<MemCgroup>, nr: u32) -> Result<(), Errno> {
-    let swap = sh.swap.get_or_insert_with(SwapState::new);
-    let Some(entry) = swap.alloc(nr) else {
-        sh.sim.fs().tree().swapout_failed(cg);
-        return Err(Errno::ENOSPC);
-    };
-    match sh.sim.fs().tree().swapout_charge(cg, &swap.map, entry, nr) {
-        Ok(_) => {
-            swap.records
-                .entry(path.to_owned())
-                .or_default()
-                .push_back((entry, nr));
-            Ok(())
-        }
-        Err(e) => {
-            swap.freed.push((entry.swp_offset(), nr));
-            Err(e.errno())
-        }
-    }
-}
-
-/// Takes back `pages` charged earlier under `key`, newest charge first
-/// (the path may have been removed since: the charge stays with the dying
-/// cgroup until then, as in the kernel).
-fn uncharge(sh: &mut Shell<'_>, key: &(String, Kind), mut pages: u64) -> Result<(), Errno> {
-    let records = sh.charged.get_mut(key).ok_or(Errno::EINVAL)?;
-    while pages > 0 {
-        let (cg, held) = records.last_mut().ok_or(Errno::EINVAL)?;
-        let take = pages.min(*held);
-        match key.1 {
-            Kind::Memory(k) => sh.sim.fs().tree().uncharge(cg, take, k),
-            Kind::Swap => free_swap(
-                sh.swap.as_mut().ok_or(Errno::EINVAL)?,
-                sh.sim.fs(),
-                &key.0,
-                take,
-            )?,
-        }
-        *held -= take;
-        pages -= take;
-        if *held == 0 {
-            records.pop();
-        }
-    }
-    Ok(())
-}
-
-/// Frees `pages` of swap slots recorded for `path`, oldest first.
-fn free_swap(swap: &mut SwapState, fs: &CgroupFs, path: &str, mut pages: u64) -> Result<(), Errno> {
-    let records = swap.records.get_mut(path).ok_or(Errno::EINVAL)?;
-    while pages > 0 {
-        let (entry, nr) = records.front_mut().ok_or(Errno::EINVAL)?;
-        let take = u32::try_from(pages).unwrap_or(u32::MAX).min(*nr);
-        fs.tree()
-            .swap_uncharge(&swap.map, *entry, take)
-            .map_err(|e| e.errno())?;
-        swap.freed.push((entry.swp_offset(), take));
-        pages -= u64::from(take);
-        if take == *nr {
-            records.pop_front();
-        } else {
-            *entry = entry.add(u64::from(take)).map_err(|_| Errno::EINVAL)?;
-            *nr -= take;
-        }
-    }
-    Ok(())
-}
-
 /// Runs `memcg sh [FILE]`; returns the exit status.
 pub fn main(file: Option<&std::path::Path>, config: SimConfig) -> anyhow::Result<i32> {
     let mut out = std::io::stdout().lock();
@@ -1156,6 +616,7 @@ mod tests {
              cat /a/memory.events\n\
              uncharge /a 16K\n\
              uncharge /a 4K\n\
+             swapon ram 1M\n\
              charge /a 1 swap\n\
              cat /a/memory.swap.current\n");
         assert_eq!(

@@ -1,6 +1,7 @@
 # rmdir of a cgroup with swap entries recorded: it stays a dying
 # descendant (id pinned) until the last slot is freed.
 set -e
+swapon ram 4M
 echo +memory > /sys/fs/cgroup/cgroup.subtree_control
 mkdir /sys/fs/cgroup/memcg_test
 charge /memcg_test 64K swap

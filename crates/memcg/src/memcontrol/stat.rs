@@ -7,7 +7,7 @@
 //! Every key the kernel prints has a variant, so `memory.stat` shows all of
 //! them; those whose mechanism the project does not have yet stay 0.
 
-use crate::page_counter::PAGE_SIZE;
+use crate::mm_types::PAGE_SIZE;
 
 /// Memory events (`enum memcg_memory_event`), in file order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
