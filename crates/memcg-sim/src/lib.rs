@@ -33,10 +33,11 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 pub use fill::Fill;
 use memcg::Errno;
 use memcg::cgroupfs::{CgroupFs, FsError};
+use memcg::folio::Folio;
 use memcg::memcontrol::{Cgroup, ChargeError, Gfp, MemCgroup, TaskHooks, TreeConfig, VmEvent};
 use memcg::mm_types::PAGE_BYTES;
 use memcg::swap_cgroup::Design;
-use memcg::swap_state::{Folio, SwapInError, SwapOutError, SwapSystem, SwapoffError};
+use memcg::swap_state::{SwapInError, SwapOutError, SwapSystem, SwapoffError};
 use memcg::swapfile::SwapError;
 use memcg::swapops::SwapEntry;
 
@@ -94,9 +95,17 @@ pub enum SimError {
     /// A mapping of that name exists.
     #[error("{0}: mapping exists")]
     MappingExists(String),
-    /// A size or folio size that does not fit.
-    #[error("{0}")]
-    BadSize(String),
+    /// A folio size an anonymous fault cannot allocate.
+    #[error("an anonymous folio is 1 page or 4..=512 pages, a power of two, not {0}")]
+    BadFolioSize(u32),
+    /// A mapping size that is not a whole number of folios.
+    #[error("size {size_bytes} is not a positive multiple of the {folio_bytes}-byte folio")]
+    BadMappingSize {
+        /// The mapping size asked for.
+        size_bytes: u64,
+        /// The folio size.
+        folio_bytes: u64,
+    },
     /// A cgroup path or file problem.
     #[error(transparent)]
     Fs(#[from] FsError),
@@ -123,15 +132,18 @@ pub enum SimError {
     /// A swap device operation failed.
     #[error(transparent)]
     Swap(#[from] SwapError),
+    /// A swapoff failed; the device stays on.
+    #[error(transparent)]
+    Swapoff(#[from] SwapoffError),
     /// Some pages could not be swapped out.
-    #[error("{name}: {pages} pages could not be swapped out: {reason}")]
+    #[error("{name}: {pages} pages could not be swapped out: {source}")]
     Pageout {
         /// The mapping.
         name: String,
         /// Pages left in memory.
         pages: u64,
         /// The first failure.
-        reason: String,
+        source: SwapOutError,
     },
     /// A page does not hold what was written to it.
     #[error(
@@ -157,7 +169,7 @@ impl SimError {
         match self {
             SimError::NoSuchMapping(_) => Errno::ENOENT,
             SimError::MappingExists(_) => Errno::EEXIST,
-            SimError::BadSize(_) => Errno::EINVAL,
+            SimError::BadFolioSize(_) | SimError::BadMappingSize { .. } => Errno::EINVAL,
             SimError::Fs(e) => e.errno,
             SimError::Task { errno, .. } => *errno,
             SimError::Ledger(_) => Errno::EINVAL,
@@ -165,6 +177,7 @@ impl SimError {
             SimError::Charge(e) => e.errno(),
             SimError::SwapIn(e) => e.errno(),
             SimError::Swap(e) => e.errno(),
+            SimError::Swapoff(e) => e.errno(),
             SimError::Pageout { .. } => Errno::ENOMEM,
             SimError::Corrupt { .. } => Errno::EIO,
         }
@@ -372,11 +385,8 @@ impl Sim {
             .ok_or_else(|| SwapError::NoSuchDevice(name.to_owned()))?;
         self.inner
             .swap
-            .swapoff(device.ty(), |entry| self.unuse(entry))
-            .map_err(|e| match e {
-                SwapoffError::Swap(e) => SimError::Swap(e),
-                SwapoffError::Unuse(e) => SimError::SwapIn(e),
-            })
+            .swapoff(device.ty(), |entry| self.unuse(entry))?;
+        Ok(())
     }
 
     /// Faults in the page at `entry` wherever it is mapped (swapoff's walk).
@@ -452,14 +462,13 @@ impl Sim {
         // Anonymous mTHP orders are 2..=9 (THP_ORDERS_ALL_ANON has no
         // order 1), besides single pages.
         if !folio_pages.is_power_of_two() || folio_pages > 512 || folio_pages == 2 {
-            return Err(SimError::BadSize(format!(
-                "an anonymous folio is 1 page or 4..=512 pages, a power of two, not {folio_pages}"
-            )));
+            return Err(SimError::BadFolioSize(folio_pages));
         }
         if size_bytes == 0 || !size_bytes.is_multiple_of(folio_bytes) {
-            return Err(SimError::BadSize(format!(
-                "size {size_bytes} is not a positive multiple of the {folio_bytes}-byte folio"
-            )));
+            return Err(SimError::BadMappingSize {
+                size_bytes,
+                folio_bytes,
+            });
         }
         let cg = self.inner.fs.cgroup(cgroup)?;
         if lock(&self.inner.mappings).contains_key(name) {
@@ -564,64 +573,38 @@ impl Sim {
         let m = self.mapping(name)?;
         let mut extents = lock(&m.extents);
         let mut out = Vec::with_capacity(extents.len());
-        let (mut swapped, mut kept, mut reason) = (0, 0, None);
+        let (mut swapped, mut kept, mut first_error) = (0, 0, None);
         for ext in extents.drain(..) {
             let State::Resident(folio) = ext.state else {
                 out.push(ext);
                 continue;
             };
-            let pieces = match self.inner.swap.swap_out(&folio) {
-                Ok(entry) => {
-                    swapped += u64::from(ext.nr);
-                    out.push(Extent {
-                        state: State::Swapped(entry),
-                        ..ext
-                    });
-                    continue;
-                }
-                // No contiguous space: split into pages and swap those.
-                Err(SwapOutError::NoContiguous(_)) => match Folio::split(folio) {
-                    Ok(pieces) => pieces,
-                    Err(folio) => vec![folio],
-                },
-                Err(e) => {
-                    reason.get_or_insert_with(|| e.to_string());
-                    kept += u64::from(ext.nr);
-                    out.push(Extent {
-                        state: State::Resident(folio),
-                        ..ext
-                    });
-                    continue;
-                }
-            };
-            for (i, piece) in pieces.into_iter().enumerate() {
-                let first_page = ext.first_page + i as u64;
-                let nr = piece.nr();
-                let state = match self.inner.swap.swap_out(&piece) {
+            for piece in self.inner.swap.swap_out_or_split(folio) {
+                let state = match piece.outcome {
                     Ok(entry) => {
-                        swapped += u64::from(nr);
+                        swapped += u64::from(piece.nr);
                         State::Swapped(entry)
                     }
-                    Err(e) => {
-                        reason.get_or_insert_with(|| e.to_string());
-                        kept += u64::from(nr);
-                        State::Resident(piece)
+                    Err((folio, e)) => {
+                        first_error.get_or_insert(e);
+                        kept += u64::from(piece.nr);
+                        State::Resident(folio)
                     }
                 };
                 out.push(Extent {
-                    first_page,
-                    nr,
+                    first_page: ext.first_page + u64::from(piece.first_page),
+                    nr: piece.nr,
                     state,
                 });
             }
         }
         *extents = out;
-        match reason {
+        match first_error {
             None => Ok(swapped),
-            Some(reason) => Err(SimError::Pageout {
+            Some(source) => Err(SimError::Pageout {
                 name: name.to_owned(),
                 pages: kept,
-                reason,
+                source,
             }),
         }
     }

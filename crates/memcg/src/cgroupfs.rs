@@ -172,18 +172,19 @@ fn kstrtoint(text: &str) -> Result<i32, WriteError> {
         [b'0', _, ..] => (&unsigned[1..], 8),
         _ => (unsigned, 10),
     };
-    let bad = || (Errno::EINVAL, format!("{s:?} is not an integer"));
+    let bad = || WriteError::new(Errno::EINVAL, format!("{s:?} is not an integer"));
     if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
         return Err(bad());
     }
     let magnitude = u64::from_str_radix(digits, radix)
-        .map_err(|_| (Errno::ERANGE, format!("{s:?} is out of range")))?;
+        .map_err(|_| WriteError::new(Errno::ERANGE, format!("{s:?} is out of range")))?;
     let value = if negative {
         -i64::try_from(magnitude).unwrap_or(i64::MAX)
     } else {
         i64::try_from(magnitude).unwrap_or(i64::MAX)
     };
-    i32::try_from(value).map_err(|_| (Errno::ERANGE, format!("{s:?} is out of range")))
+    i32::try_from(value)
+        .map_err(|_| WriteError::new(Errno::ERANGE, format!("{s:?} is out of range")))
 }
 
 /// Formats pages as `memory.max` reads back: bytes, or `max`.
@@ -195,8 +196,21 @@ pub fn format_pages(pages: u64) -> String {
     }
 }
 
-/// A writer's refusal: the errno and why.
-type WriteError = (Errno, String);
+/// A writer's refusal: the errno the `write(2)` returns, and why in words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct WriteError {
+    errno: Errno,
+    detail: String,
+}
+
+impl WriteError {
+    fn new(errno: Errno, detail: impl Into<String>) -> Self {
+        Self {
+            errno,
+            detail: detail.into(),
+        }
+    }
+}
 
 type CoreRead = fn(&CgroupFs, &Arc<Cgroup>) -> String;
 type CoreWrite = fn(&CgroupFs, &Arc<Cgroup>, &str) -> Result<(), WriteError>;
@@ -370,13 +384,13 @@ const FILES: &[FileSpec] = &[
     mem(
         "memory.events",
         Scope::MemoryNotOnRoot,
-        |_, m| events_text(m, false, false),
+        |_, m| events_text(m, EventsFile::Memory),
         None,
     ),
     mem(
         "memory.events.local",
         Scope::MemoryNotOnRoot,
-        |_, m| events_text(m, false, true),
+        |_, m| events_text(m, EventsFile::MemoryLocal),
         None,
     ),
     mem("memory.stat", Scope::Memory, |_, m| stat_text(m), None),
@@ -430,7 +444,7 @@ const FILES: &[FileSpec] = &[
     mem(
         "memory.swap.events",
         Scope::MemoryNotOnRoot,
-        |_, m| events_text(m, true, false),
+        |_, m| events_text(m, EventsFile::Swap),
         None,
     ),
     mem(
@@ -454,7 +468,7 @@ const FILES: &[FileSpec] = &[
 ];
 
 fn write_pages(value: &str, set: impl FnOnce(u64)) -> Result<(), WriteError> {
-    set(parse_pages(value).map_err(|e| (Errno::EINVAL, e.to_string()))?);
+    set(parse_pages(value).map_err(|e| WriteError::new(Errno::EINVAL, e.to_string()))?);
     Ok(())
 }
 
@@ -464,7 +478,10 @@ fn parse_bool(value: &str) -> Result<bool, WriteError> {
     match kstrtoint(value)? {
         0 => Ok(false),
         1 => Ok(true),
-        v => Err((Errno::EINVAL, format!("{v} is neither 0 nor 1"))),
+        v => Err(WriteError::new(
+            Errno::EINVAL,
+            format!("{v} is neither 0 nor 1"),
+        )),
     }
 }
 
@@ -475,7 +492,7 @@ fn parse_limit(value: &str) -> Result<u32, WriteError> {
         return Ok(CGROUP_LIMIT_MAX);
     }
     let v = kstrtoint(value)?;
-    u32::try_from(v).map_err(|_| (Errno::ERANGE, format!("{v} is negative")))
+    u32::try_from(v).map_err(|_| WriteError::new(Errno::ERANGE, format!("{v} is negative")))
 }
 
 fn format_limit(limit: u32) -> String {
@@ -486,10 +503,27 @@ fn format_limit(limit: u32) -> String {
     }
 }
 
-fn events_text(m: &MemCgroup, swap: bool, local: bool) -> String {
+/// The three event files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EventsFile {
+    /// `memory.events`: the memory events, hierarchical (local under
+    /// `memory_localevents`).
+    Memory,
+    /// `memory.events.local`: the memory events of this cgroup alone.
+    MemoryLocal,
+    /// `memory.swap.events`: the swap events, hierarchical.
+    Swap,
+}
+
+/// An event file's text: one `name count` line per event it shows.
+fn events_text(m: &MemCgroup, file: EventsFile) -> String {
+    let swap = file == EventsFile::Swap;
     let mut out = String::new();
     for e in MemcgEvent::ALL.into_iter().filter(|e| e.is_swap() == swap) {
-        let n = if local { m.event_local(e) } else { m.event(e) };
+        let n = match file {
+            EventsFile::MemoryLocal => m.event_local(e),
+            EventsFile::Memory | EventsFile::Swap => m.event(e),
+        };
         let _ = writeln!(out, "{} {n}", e.name());
     }
     out
@@ -580,14 +614,14 @@ fn write_procs(fs: &CgroupFs, cg: &Arc<Cgroup>, value: &str) -> Result<(), Write
     let text = value.trim();
     let pid: u32 = text
         .parse()
-        .map_err(|_| (Errno::EINVAL, format!("{text:?} is not a pid")))?;
+        .map_err(|_| WriteError::new(Errno::EINVAL, format!("{text:?} is not a pid")))?;
     fs.tree.attach(pid, cg).map_err(|errno| {
         let why = match errno {
             Errno::EBUSY => "it has controllers in cgroup.subtree_control (no internal processes)",
             Errno::ESRCH => "no such task",
             _ => "refused",
         };
-        (
+        WriteError::new(
             errno,
             format!("cannot move task {pid} to {}: {why}", cg.path()),
         )
@@ -608,11 +642,11 @@ fn read_cgroup_stat(_: &CgroupFs, cg: &Arc<Cgroup>) -> String {
 
 fn write_cgroup_type(_: &CgroupFs, _: &Arc<Cgroup>, value: &str) -> Result<(), WriteError> {
     match value.trim() {
-        "threaded" => Err((
+        "threaded" => Err(WriteError::new(
             Errno::EOPNOTSUPP,
             "threaded cgroups are not simulated".to_owned(),
         )),
-        other => Err((
+        other => Err(WriteError::new(
             Errno::EINVAL,
             format!("{other:?}: only \"threaded\" can be written"),
         )),
@@ -627,20 +661,23 @@ fn write_subtree_control(fs: &CgroupFs, cg: &Arc<Cgroup>, value: &str) -> Result
         let name = token.get(1..).unwrap_or("");
         let known = name == "memory";
         if !known && !OTHER_CONTROLLERS.contains(&name) {
-            return Err((Errno::EINVAL, format!("{token:?} names no controller")));
+            return Err(WriteError::new(
+                Errno::EINVAL,
+                format!("{token:?} names no controller"),
+            ));
         }
         let enable = match token.as_bytes()[0] {
             b'+' => true,
             b'-' => false,
             _ => {
-                return Err((
+                return Err(WriteError::new(
                     Errno::EINVAL,
                     format!("{token:?}: controllers are written as +name or -name"),
                 ));
             }
         };
         if !known {
-            return Err((
+            return Err(WriteError::new(
                 Errno::ENOENT,
                 format!("the {name} controller is not available in this hierarchy"),
             ));
@@ -650,7 +687,7 @@ fn write_subtree_control(fs: &CgroupFs, cg: &Arc<Cgroup>, value: &str) -> Result
     if let Some(enable) = change {
         fs.tree
             .set_subtree_memory(cg, enable)
-            .map_err(|e| (e.errno(), e.to_string()))?;
+            .map_err(|e| WriteError::new(e.errno(), e.to_string()))?;
     }
     Ok(())
 }
@@ -662,7 +699,7 @@ fn write_reclaim(fs: &CgroupFs, m: &Arc<MemCgroup>, value: &str) -> Result<(), W
     let text = value.trim();
     let (bytes, rest) = memparse_prefix(text);
     if rest.len() == text.len() {
-        return Err((
+        return Err(WriteError::new(
             Errno::EINVAL,
             format!("{text:?} does not start with a size"),
         ));
@@ -675,7 +712,7 @@ fn write_reclaim(fs: &CgroupFs, m: &Arc<MemCgroup>, value: &str) -> Result<(), W
             .and_then(|v| kstrtoint(v).ok())
             .filter(|v| (0..=200).contains(v))
             .ok_or_else(|| {
-                (
+                WriteError::new(
                     Errno::EINVAL,
                     format!("{token:?}: expected swappiness=0..200"),
                 )
@@ -685,7 +722,7 @@ fn write_reclaim(fs: &CgroupFs, m: &Arc<MemCgroup>, value: &str) -> Result<(), W
     fs.tree
         .reclaim_proactive(m, bytes / PAGE_SIZE, swappiness)
         .map_err(|errno| {
-            (
+            WriteError::new(
                 errno,
                 format!("could not reclaim {bytes} bytes from {}", m.path()),
             )
@@ -802,9 +839,12 @@ impl OpenFile {
                 self.peak_write(&m, which);
                 Ok(())
             }
-            _ => Err((Errno::EINVAL, "the file has no write handler".to_owned())),
+            _ => Err(WriteError::new(
+                Errno::EINVAL,
+                "the file has no write handler".to_owned(),
+            )),
         };
-        result.map_err(|(errno, detail)| FsError::new(errno, &self.path, detail))
+        result.map_err(|e| FsError::new(e.errno, &self.path, e.detail))
     }
 
     /// A file of a memory cgroup gone offline is gone (kernfs: `ENODEV`).
@@ -1106,9 +1146,9 @@ mod tests {
         assert_eq!(kstrtoint("0x1"), Ok(1));
         assert_eq!(kstrtoint("010"), Ok(8));
         assert_eq!(kstrtoint("-5"), Ok(-5));
-        assert_eq!(kstrtoint("x").unwrap_err().0, Errno::EINVAL);
-        assert_eq!(kstrtoint("").unwrap_err().0, Errno::EINVAL);
-        assert_eq!(kstrtoint("4294967296").unwrap_err().0, Errno::ERANGE);
+        assert_eq!(kstrtoint("x").unwrap_err().errno, Errno::EINVAL);
+        assert_eq!(kstrtoint("").unwrap_err().errno, Errno::EINVAL);
+        assert_eq!(kstrtoint("4294967296").unwrap_err().errno, Errno::ERANGE);
     }
 
     #[test]

@@ -18,6 +18,7 @@
 
 pub mod cgroupfs;
 pub mod errno;
+pub mod folio;
 pub(crate) mod idr;
 pub(crate) mod lazy_zeroed;
 pub mod list_lru;

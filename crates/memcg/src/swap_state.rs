@@ -34,9 +34,10 @@ use std::fmt;
 use std::path::Path;
 
 use crate::errno::Errno;
+use crate::folio::Folio;
 use crate::memcontrol::{CgroupTree, ChargeError, ChargeKind, Gfp, MemCgroup, MemcgStat, VmEvent};
 use crate::mm_types::{PAGE_BYTES, SWAPFILE_CLUSTER};
-use crate::swap_cgroup::{Design, SwapCgroup};
+use crate::swap_cgroup::{Design, SwapCgroup, SwapCgroupError};
 use crate::swapfile::{
     FileBackend, MAX_SWAP_PAGES, RamBackend, Stored, SwapBackend, SwapDevice, SwapError, Swapfiles,
     check_size, is_zero,
@@ -47,97 +48,16 @@ use crate::sync::{Arc, Condvar, Mutex, MutexGuard, lock};
 /// Swap cache shards (each a lock and a map).
 const CACHE_SHARDS: usize = 64;
 
-/// A folio of anonymous memory: `nr` pages of real bytes, charged to a
-/// cgroup for as long as it lives (dropping it uncharges).
-pub struct Folio {
-    data: Mutex<Box<[u8]>>,
-    nr: u32,
-    /// Pages this folio will uncharge when dropped (0 once split).
-    charged: u32,
-    memcg: Arc<MemCgroup>,
-    tree: CgroupTree,
-}
-
-impl Folio {
-    /// A zeroed folio of `nr` pages charged to `memcg` (which must belong
-    /// to `tree`).
-    pub fn new(tree: &CgroupTree, memcg: &Arc<MemCgroup>, nr: u32) -> Result<Self, ChargeError> {
-        Self::new_gfp(tree, memcg, nr, Gfp::Kernel)
-    }
-
-    /// [`Folio::new`], charged with the effort `gfp` allows (an mTHP fault
-    /// charges large folios with [`Gfp::NoReclaim`] and falls back to
-    /// single pages when that fails).
-    pub fn new_gfp(
-        tree: &CgroupTree,
-        memcg: &Arc<MemCgroup>,
-        nr: u32,
-        gfp: Gfp,
-    ) -> Result<Self, ChargeError> {
-        tree.try_charge_gfp(memcg, u64::from(nr), ChargeKind::Anon, gfp)?;
-        Ok(Self::adopt(tree, memcg, nr))
-    }
-
-    /// A zeroed folio whose charge was already made to `memcg`.
-    fn adopt(tree: &CgroupTree, memcg: &Arc<MemCgroup>, nr: u32) -> Self {
-        Self {
-            data: Mutex::new(vec![0u8; nr as usize * PAGE_BYTES].into_boxed_slice()),
-            nr,
-            charged: nr,
-            memcg: Arc::clone(memcg),
-            tree: tree.clone(),
-        }
-    }
-
-    /// Splits a large folio into single-page folios with the same bytes,
-    /// moving its charge to them (no page is charged twice, as the kernel's
-    /// `split_folio`). Fails, returning the folio, if it is shared.
-    pub fn split(folio: Arc<Folio>) -> Result<Vec<Arc<Folio>>, Arc<Folio>> {
-        let mut folio = Arc::try_unwrap(folio)?;
-        let bytes = std::mem::take(&mut *folio.bytes());
-        folio.charged = 0;
-        Ok(bytes
-            .chunks_exact(PAGE_BYTES)
-            .map(|page| {
-                let piece = Folio::adopt(&folio.tree, &folio.memcg, 1);
-                piece.bytes().copy_from_slice(page);
-                Arc::new(piece)
-            })
-            .collect())
-    }
-
-    /// Pages in the folio.
-    pub fn nr(&self) -> u32 {
-        self.nr
-    }
-
-    /// The cgroup its memory is charged to.
-    pub fn memcg(&self) -> &Arc<MemCgroup> {
-        &self.memcg
-    }
-
-    /// Its bytes (`nr * 4096`), locked.
-    pub fn bytes(&self) -> MutexGuard<'_, Box<[u8]>> {
-        lock(&self.data)
-    }
-}
-
-impl Drop for Folio {
-    fn drop(&mut self) {
-        if self.charged > 0 {
-            self.tree
-                .uncharge(&self.memcg, u64::from(self.charged), ChargeKind::Anon);
-        }
-    }
-}
-
-impl fmt::Debug for Folio {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Folio")
-            .field("nr", &self.nr)
-            .field("memcg", &self.memcg.path())
-            .finish_non_exhaustive()
-    }
+/// One piece of a folio after [`SwapSystem::swap_out_or_split`].
+#[derive(Debug)]
+pub struct SwapOutPiece {
+    /// Its first page, counted from the start of the original folio.
+    pub first_page: u32,
+    /// Its pages.
+    pub nr: u32,
+    /// Its first swap entry, or the folio (still resident and charged) and
+    /// why it could not go.
+    pub outcome: Result<SwapEntry, (Arc<Folio>, SwapOutError)>,
 }
 
 /// Why a swap-out did not happen. The folio is untouched and still charged.
@@ -374,9 +294,14 @@ impl SwapSystem {
         );
         let device = self.swapfiles.swapon(name, backend, prio)?;
         if let Err(e) = self.swap_cgroup.swapon(device.ty(), device.nr_pages()) {
+            // As the kernel's swap_cgroup_swapon, only memory can run out:
+            // the type was just handed out and the size checked.
+            debug_assert!(matches!(e, SwapCgroupError::NoMemory { .. }), "{e}");
             self.swapfiles.begin_swapoff(device.ty())?;
             self.swapfiles.finish_swapoff(device.ty())?;
-            return Err(e.into());
+            return Err(SwapError::NoMemory {
+                pages: device.nr_pages(),
+            });
         }
         // The device holds the tables now; swapoff gives them back.
         std::mem::forget(tables);
@@ -461,6 +386,46 @@ impl SwapSystem {
         Ok(entry)
     }
 
+    /// Swaps `folio` out as reclaim does: whole if a naturally aligned run
+    /// of slots is free, otherwise (a large folio, `NoContiguous`) split
+    /// into single pages that are swapped one by one (`shrink_folio_list`
+    /// splitting a folio `folio_alloc_swap` could not place, then retrying
+    /// its pages). A shared large folio cannot be split and stays whole.
+    /// Returns every piece in page order with what became of it; pieces
+    /// that stay resident keep their charge and say why.
+    pub fn swap_out_or_split(&self, folio: Arc<Folio>) -> Vec<SwapOutPiece> {
+        let pieces = match self.swap_out(&folio) {
+            Ok(entry) => {
+                return vec![SwapOutPiece {
+                    first_page: 0,
+                    nr: folio.nr(),
+                    outcome: Ok(entry),
+                }];
+            }
+            Err(SwapOutError::NoContiguous(_)) => Folio::split(folio).unwrap_or_else(|f| vec![f]),
+            Err(e) => {
+                return vec![SwapOutPiece {
+                    first_page: 0,
+                    nr: folio.nr(),
+                    outcome: Err((folio, e)),
+                }];
+            }
+        };
+        let mut first_page = 0;
+        let mut out = Vec::with_capacity(pieces.len());
+        for piece in pieces {
+            let nr = piece.nr();
+            let outcome = self.swap_out(&piece).map_err(|e| (piece, e));
+            out.push(SwapOutPiece {
+                first_page,
+                nr,
+                outcome,
+            });
+            first_page += nr;
+        }
+        out
+    }
+
     /// Writes the folio's pages, or only marks them in the zero bitmap when
     /// the folio is zero as a whole (`swap_writepage`); returns which.
     fn write_folio(&self, folio: &Folio, entry: SwapEntry) -> Result<bool, SwapError> {
@@ -536,11 +501,7 @@ impl SwapSystem {
                 Some(slot) => (Arc::clone(slot), false),
                 None => {
                     // Check the entry is live before claiming it.
-                    let device = self
-                        .swapfiles
-                        .get(entry.swp_type())
-                        .ok_or(SwapError::BadEntry(entry))?;
-                    if device.count(entry)? == 0 {
+                    if self.swapfiles.count(entry)? == 0 {
                         return Err(SwapError::BadEntry(entry).into());
                     }
                     self.swapfiles.set_cache(entry, nr, true)?;
@@ -610,11 +571,7 @@ impl SwapSystem {
     /// the folio out of the swap cache.
     fn drop_reference(&self, entry: SwapEntry, nr: u32) -> Result<(), SwapError> {
         let mut shard = self.cache.shard(entry);
-        let device = self
-            .swapfiles
-            .get(entry.swp_type())
-            .ok_or(SwapError::BadEntry(entry))?;
-        if device.count(entry)? > 1 {
+        if self.swapfiles.count(entry)? > 1 {
             self.swapfiles.put(entry, nr)?;
             return Ok(());
         }
@@ -724,7 +681,7 @@ impl SwapSystem {
         }
         self.tree
             .uncharge_kernel(swap_tables_pages(device.nr_pages()));
-        self.swap_cgroup.swapoff(ty).map_err(SwapError::from)?;
+        self.swap_cgroup.swapoff(ty)?;
         Ok(())
     }
 }
@@ -754,6 +711,9 @@ pub enum SwapoffError {
     /// Faulting a page back in failed (its cgroup cannot take it).
     #[error("a page could not come back: {0}")]
     Unuse(SwapInError),
+    /// The device's swap_cgroup map was already gone.
+    #[error(transparent)]
+    SwapCgroup(#[from] SwapCgroupError),
 }
 
 impl SwapoffError {
@@ -762,6 +722,7 @@ impl SwapoffError {
         match self {
             SwapoffError::Swap(e) => e.errno(),
             SwapoffError::Unuse(e) => e.errno(),
+            SwapoffError::SwapCgroup(e) => e.errno(),
         }
     }
 }

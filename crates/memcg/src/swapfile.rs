@@ -40,22 +40,29 @@
 //! only touched by whoever holds a reference to it.
 
 use std::fmt;
-use std::fs::{File, OpenOptions};
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+
+mod backend;
+
+pub(crate) use backend::check_size;
+pub use backend::{Fault, FaultyBackend, FileBackend, MachinePages, RamBackend, SwapBackend};
 
 use crate::errno::Errno;
 use crate::idr::{ChunkedTable, try_boxed_slice};
 use crate::mm_types::{PAGE_SIZE, SWAPFILE_CLUSTER};
-use crate::swap_cgroup::SwapCgroupError;
 use crate::swapops::{MAX_SWAPFILES, SwapEntry};
 use crate::sync::{
-    Arc, ArcSlot, AtomicBool, AtomicI32, AtomicU64, Mutex, MutexGuard, Ordering, lock,
+    Arc, ArcSlot, AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering, lock,
 };
 
 /// The largest count a slot can reach (`SWAP_MAP_MAX`; the kernel chains
 /// continuation pages beyond it, we refuse).
 pub const SWAP_MAP_MAX: u8 = 0x3e;
+
+/// The count of a slot that is never handed out (`SWAP_MAP_BAD`): the
+/// header page, and the tail of a last cluster past the end of the area.
+pub const SWAP_MAP_BAD: u8 = 0x3f;
 
 /// The highest priority `swapon -p` accepts (`SWAP_FLAG_PRIO_MASK`).
 pub const MAX_SWAP_PRIO: i32 = 0x7fff;
@@ -111,9 +118,6 @@ pub enum SwapError {
         /// What the device said.
         source: io::Error,
     },
-    /// The device's swap_cgroup map could not be set up or taken down.
-    #[error("swap_cgroup: {0}")]
-    SwapCgroup(#[from] SwapCgroupError),
     /// A priority outside `0..=MAX_SWAP_PRIO` (`SWAP_FLAG_PRIO_MASK`).
     #[error("swap priority {0} is not in 0..={MAX_SWAP_PRIO}")]
     BadPriority(i32),
@@ -146,7 +150,6 @@ impl SwapError {
             | SwapError::NoSuchDevice(_)
             | SwapError::BadPriority(_) => Errno::EINVAL,
             SwapError::StillInUse { .. } => Errno::EBUSY,
-            SwapError::SwapCgroup(e) => e.errno(),
             SwapError::BadEntry(_) => Errno::EINVAL,
             SwapError::AlreadyOn(_) => Errno::EBUSY,
             SwapError::TooManyDevices => Errno::EPERM,
@@ -154,358 +157,6 @@ impl SwapError {
             SwapError::Io { .. } => Errno::EIO,
             SwapError::NoMemory { .. } => Errno::ENOMEM,
         }
-    }
-}
-
-/// Where a swap device keeps page contents.
-pub trait SwapBackend: Send + Sync {
-    /// Pages of storage (slot 0 included).
-    fn nr_pages(&self) -> u64;
-    /// Reads page `offset` into `buf` (one page).
-    fn read_page(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
-    /// Writes `buf` (one page) to page `offset`.
-    fn write_page(&self, offset: u64, buf: &[u8]) -> io::Result<()>;
-    /// What `/proc/swaps` shows as the type ("file" or "partition").
-    fn kind(&self) -> &'static str;
-    /// Bytes of host memory the backend's own bookkeeping takes (not page
-    /// contents).
-    fn metadata_bytes(&self) -> u64 {
-        0
-    }
-}
-
-/// Memory of the simulated machine that a RAM disk's pages come from. The
-/// kernel's `brd` takes them from the page allocator, outside any cgroup,
-/// so they count against the machine, not against a memory cgroup.
-pub trait MachinePages: Send + Sync {
-    /// Takes `nr_pages` pages; `false` when the machine has too few left.
-    fn try_take(&self, nr_pages: u64) -> bool;
-    /// Gives `nr_pages` pages back.
-    fn give_back(&self, nr_pages: u64);
-}
-
-/// One page of a RAM disk, allocated on its first write.
-type RamPage = Option<Box<[u8]>>;
-
-/// A RAM disk: pages allocated on first write (`brd`). The table of page
-/// pointers is itself allocated a cluster (512 pages) at a time, on the
-/// first write into that cluster, so an idle disk of any size costs a few
-/// bytes per cluster.
-pub struct RamBackend {
-    pages: ChunkedTable<Mutex<RamPage>, SWAPFILE_CLUSTER>,
-    nr_pages: u64,
-    /// Where new pages are charged, if anywhere.
-    memory: Option<Arc<dyn MachinePages>>,
-    /// Pages allocated so far (given back when the disk goes).
-    allocated: AtomicU64,
-}
-
-impl RamBackend {
-    /// A RAM disk of `size_bytes` (a multiple of the page size) whose pages
-    /// are charged to nobody.
-    pub fn new(size_bytes: u64) -> Result<Self, SwapError> {
-        Self::build(size_bytes, None)
-    }
-
-    /// A RAM disk of `size_bytes` whose pages are taken from `memory` as
-    /// they are first written (a write fails with `ENOMEM` when the machine
-    /// has none left, as `brd` does).
-    pub fn with_memory(size_bytes: u64, memory: Arc<dyn MachinePages>) -> Result<Self, SwapError> {
-        Self::build(size_bytes, Some(memory))
-    }
-
-    fn build(size_bytes: u64, memory: Option<Arc<dyn MachinePages>>) -> Result<Self, SwapError> {
-        let nr_pages = check_size(size_bytes)?;
-        let pages = usize::try_from(nr_pages)
-            .ok()
-            .and_then(|n| ChunkedTable::try_new(n).ok())
-            .ok_or(SwapError::NoMemory { pages: nr_pages })?;
-        Ok(Self {
-            pages,
-            nr_pages,
-            memory,
-            allocated: AtomicU64::new(0),
-        })
-    }
-
-    /// Bytes of page storage allocated so far.
-    pub fn resident_bytes(&self) -> u64 {
-        self.allocated.load(Ordering::Relaxed) * PAGE_SIZE
-    }
-
-    fn page(&self, offset: u64) -> io::Result<Option<&Mutex<RamPage>>> {
-        if offset >= self.nr_pages {
-            return Err(io::ErrorKind::InvalidInput.into());
-        }
-        Ok(self.pages.get(offset as usize))
-    }
-}
-
-impl SwapBackend for RamBackend {
-    fn nr_pages(&self) -> u64 {
-        self.nr_pages
-    }
-
-    fn read_page(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        match self.page(offset)?.map(|p| lock(p)).as_deref() {
-            Some(Some(data)) => buf.copy_from_slice(data),
-            _ => buf.fill(0),
-        }
-        Ok(())
-    }
-
-    fn write_page(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
-        self.page(offset)?;
-        let page = self
-            .pages
-            .get_or_alloc(offset as usize)
-            .ok_or(io::ErrorKind::InvalidInput)?;
-        let mut slot = lock(page);
-        match &mut *slot {
-            Some(data) => data.copy_from_slice(buf),
-            None => {
-                if let Some(memory) = &self.memory
-                    && !memory.try_take(1)
-                {
-                    return Err(io::ErrorKind::OutOfMemory.into());
-                }
-                // Relaxed: a statistic; the page itself is under its lock.
-                self.allocated.fetch_add(1, Ordering::Relaxed);
-                *slot = Some(buf.into());
-            }
-        }
-        Ok(())
-    }
-
-    fn kind(&self) -> &'static str {
-        "partition"
-    }
-
-    fn metadata_bytes(&self) -> u64 {
-        self.pages.memory_bytes() as u64
-    }
-}
-
-impl Drop for RamBackend {
-    fn drop(&mut self) {
-        if let Some(memory) = &self.memory {
-            memory.give_back(self.allocated.load(Ordering::Relaxed));
-        }
-    }
-}
-
-/// A swap file on disk, preallocated, with positioned page I/O.
-pub struct FileBackend {
-    file: File,
-    nr_pages: u64,
-}
-
-impl FileBackend {
-    /// Opens `path` for swap: an existing file must hold at least
-    /// `size_bytes`; a missing one is created with that size and
-    /// preallocated.
-    pub fn open(path: &Path, size_bytes: u64) -> Result<Self, SwapError> {
-        let nr_pages = check_size(size_bytes)?;
-        let path_err = |source| SwapError::Path {
-            path: path.to_owned(),
-            source,
-        };
-        let existed = path.exists();
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .map_err(path_err)?;
-        let actual = file.metadata().map_err(path_err)?.len();
-        if existed && actual < size_bytes {
-            return Err(SwapError::FileTooSmall {
-                path: path.to_owned(),
-                actual,
-                wanted: size_bytes,
-            });
-        }
-        if !existed && let Err(e) = preallocate(&file, size_bytes) {
-            let _ = std::fs::remove_file(path);
-            return Err(path_err(e));
-        }
-        Ok(Self { file, nr_pages })
-    }
-}
-
-/// Reserves `len` bytes of disk for `file` (posix_fallocate where there is
-/// one), so swap-out never meets ENOSPC from the file system.
-fn preallocate(file: &File, len: u64) -> io::Result<()> {
-    #[cfg(all(target_os = "linux", not(loom)))]
-    {
-        use std::os::fd::AsRawFd;
-        let len =
-            libc::off_t::try_from(len).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-        // SAFETY: `fd` is an open file descriptor owned by `file` for the
-        // whole call; posix_fallocate has no memory-safety preconditions.
-        let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len) };
-        if rc == 0 {
-            return Ok(());
-        }
-        // Some file systems cannot; fall back to a sparse file.
-        if rc != libc::EOPNOTSUPP && rc != libc::EINVAL {
-            return Err(io::Error::from_raw_os_error(rc));
-        }
-    }
-    file.set_len(len)
-}
-
-impl SwapBackend for FileBackend {
-    fn nr_pages(&self) -> u64 {
-        self.nr_pages
-    }
-
-    fn read_page(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        read_at(&self.file, buf, offset * PAGE_SIZE)
-    }
-
-    fn write_page(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
-        write_at(&self.file, buf, offset * PAGE_SIZE)
-    }
-
-    fn kind(&self) -> &'static str {
-        "file"
-    }
-}
-
-#[cfg(unix)]
-fn read_at(file: &File, buf: &mut [u8], pos: u64) -> io::Result<()> {
-    std::os::unix::fs::FileExt::read_exact_at(file, buf, pos)
-}
-
-#[cfg(unix)]
-fn write_at(file: &File, buf: &[u8], pos: u64) -> io::Result<()> {
-    std::os::unix::fs::FileExt::write_all_at(file, buf, pos)
-}
-
-#[cfg(windows)]
-fn read_at(file: &File, mut buf: &mut [u8], mut pos: u64) -> io::Result<()> {
-    while !buf.is_empty() {
-        let n = std::os::windows::fs::FileExt::seek_read(file, buf, pos)?;
-        if n == 0 {
-            return Err(io::ErrorKind::UnexpectedEof.into());
-        }
-        buf = &mut buf[n..];
-        pos += n as u64;
-    }
-    Ok(())
-}
-
-#[cfg(windows)]
-fn write_at(file: &File, mut buf: &[u8], mut pos: u64) -> io::Result<()> {
-    while !buf.is_empty() {
-        let n = std::os::windows::fs::FileExt::seek_write(file, buf, pos)?;
-        buf = &buf[n..];
-        pos += n as u64;
-    }
-    Ok(())
-}
-
-/// The pages of a swap area of `size_bytes`: a whole number of pages, at
-/// least a header and one slot.
-pub(crate) fn check_size(size_bytes: u64) -> Result<u64, SwapError> {
-    if !size_bytes.is_multiple_of(PAGE_SIZE) || size_bytes < 2 * PAGE_SIZE {
-        return Err(SwapError::BadSize(size_bytes));
-    }
-    Ok(size_bytes / PAGE_SIZE)
-}
-
-/// An injected failure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fault {
-    /// The next writes fail with EIO.
-    Write,
-    /// The next reads fail with EIO.
-    Read,
-}
-
-/// Wraps a backend and fails the next N reads or writes on request.
-pub struct FaultyBackend<B> {
-    inner: B,
-    failing_writes: AtomicU64,
-    failing_reads: AtomicU64,
-}
-
-impl<B: SwapBackend> FaultyBackend<B> {
-    /// Wraps `inner`, failing nothing yet.
-    pub fn new(inner: B) -> Self {
-        Self {
-            inner,
-            failing_writes: AtomicU64::new(0),
-            failing_reads: AtomicU64::new(0),
-        }
-    }
-
-    /// A handle to inject faults after the backend is swapped on.
-    pub fn injector(self: &Arc<Self>) -> Arc<Self> {
-        Arc::clone(self)
-    }
-
-    /// Makes the next `count` operations of `kind` fail with EIO.
-    pub fn inject(&self, kind: Fault, count: u64) {
-        let counter = match kind {
-            Fault::Write => &self.failing_writes,
-            Fault::Read => &self.failing_reads,
-        };
-        counter.store(count, Ordering::Relaxed);
-    }
-
-    fn take(counter: &AtomicU64) -> bool {
-        counter
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-            .is_ok()
-    }
-}
-
-impl<B: SwapBackend> SwapBackend for FaultyBackend<B> {
-    fn nr_pages(&self) -> u64 {
-        self.inner.nr_pages()
-    }
-
-    fn read_page(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        if Self::take(&self.failing_reads) {
-            return Err(io::Error::other("injected read error"));
-        }
-        self.inner.read_page(offset, buf)
-    }
-
-    fn write_page(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
-        if Self::take(&self.failing_writes) {
-            return Err(io::Error::other("injected write error"));
-        }
-        self.inner.write_page(offset, buf)
-    }
-
-    fn kind(&self) -> &'static str {
-        self.inner.kind()
-    }
-
-    fn metadata_bytes(&self) -> u64 {
-        self.inner.metadata_bytes()
-    }
-}
-
-impl<B: SwapBackend> SwapBackend for Arc<B> {
-    fn nr_pages(&self) -> u64 {
-        (**self).nr_pages()
-    }
-    fn read_page(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        (**self).read_page(offset, buf)
-    }
-    fn write_page(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
-        (**self).write_page(offset, buf)
-    }
-    fn kind(&self) -> &'static str {
-        (**self).kind()
-    }
-    fn metadata_bytes(&self) -> u64 {
-        (**self).metadata_bytes()
     }
 }
 
@@ -710,7 +361,7 @@ impl SwapDevice {
             for slot in reserved {
                 let ci = slot as usize / SWAPFILE_CLUSTER;
                 let mut c = device.cluster(ci);
-                c.counts[slot as usize % SWAPFILE_CLUSTER] = u8::MAX;
+                c.counts[slot as usize % SWAPFILE_CLUSTER] = SWAP_MAP_BAD;
                 c.used += 1;
                 drop(c);
                 l.move_to(ci as u32, OnList::Nonfull(0));
@@ -864,32 +515,33 @@ impl SwapDevice {
         None
     }
 
-    /// Changes the count of `nr` slots from `entry` by `delta` (+1 dup, −1
-    /// put), freeing slots that reach zero outside the swap cache. Returns
-    /// how many slots became free.
-    fn adjust(&self, entry: SwapEntry, nr: u32, delta: i8) -> Result<u32, SwapError> {
+    /// Adds a reference to `nr` slots from `entry`, all or none.
+    fn dup(&self, entry: SwapEntry, nr: u32) -> Result<(), SwapError> {
+        self.change_refs(entry, nr, RefChange::Dup).map(drop)
+    }
+
+    /// Drops a reference to `nr` slots from `entry`, all or none, freeing
+    /// slots that reach zero outside the swap cache. Returns how many
+    /// slots became free.
+    fn put(&self, entry: SwapEntry, nr: u32) -> Result<u32, SwapError> {
+        self.change_refs(entry, nr, RefChange::Put)
+    }
+
+    fn change_refs(&self, entry: SwapEntry, nr: u32, change: RefChange) -> Result<u32, SwapError> {
         let mut lists = lock(&self.lists);
         let (cluster, start) = self.cluster_range(entry, nr)?;
         let mut c = lock(cluster);
         // Check every slot first: all or nothing.
-        for i in start..start + nr as usize {
-            let count = c.counts[i];
-            let ok = match delta {
-                1 => (1..SWAP_MAP_MAX).contains(&count),
-                _ => count != 0 && count != u8::MAX,
-            };
-            if !ok {
-                return Err(if delta == 1 && count >= SWAP_MAP_MAX && count != u8::MAX {
-                    SwapError::TooManyRefs(entry)
-                } else {
-                    SwapError::BadEntry(entry)
-                });
-            }
+        if let Some(&count) = c.counts[start..start + nr as usize]
+            .iter()
+            .find(|&&count| !change.allowed(count))
+        {
+            return Err(change.refusal(entry, count));
         }
         let mut freed = 0;
         for i in start..start + nr as usize {
-            c.counts[i] = c.counts[i].wrapping_add_signed(delta);
-            if delta < 0 && c.slot_free(i) {
+            c.counts[i] = change.apply(c.counts[i]);
+            if change == RefChange::Put && c.slot_free(i) {
                 c.release(i);
                 freed += 1;
             }
@@ -966,13 +618,49 @@ impl SwapDevice {
         for (ci, cluster) in self.clusters.iter() {
             let c = lock(cluster);
             for (i, &count) in c.counts.iter().enumerate() {
-                if count != 0 && count != u8::MAX {
+                if count != 0 && count != SWAP_MAP_BAD {
                     let offset = (ci * SWAPFILE_CLUSTER + i) as u64;
                     out.extend(SwapEntry::new(self.ty, offset).ok());
                 }
             }
         }
         out
+    }
+}
+
+/// A change to slots' reference counts (the kernel's `__swap_duplicate`
+/// and `swap_entries_put_nr`, one entry point each over one checked path).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RefChange {
+    /// One more reference (a mapping shared by fork, a swap-cache user).
+    Dup,
+    /// One reference fewer.
+    Put,
+}
+
+impl RefChange {
+    /// Whether a slot with `count` references can take the change: a dup
+    /// needs a slot in use below [`SWAP_MAP_MAX`], a put one in use.
+    fn allowed(self, count: u8) -> bool {
+        match self {
+            RefChange::Dup => (1..SWAP_MAP_MAX).contains(&count),
+            RefChange::Put => count != 0 && count != SWAP_MAP_BAD,
+        }
+    }
+
+    fn apply(self, count: u8) -> u8 {
+        match self {
+            RefChange::Dup => count + 1,
+            RefChange::Put => count - 1,
+        }
+    }
+
+    /// The error for a slot the change is not [`allowed`](Self::allowed) on.
+    fn refusal(self, entry: SwapEntry, count: u8) -> SwapError {
+        match self {
+            RefChange::Dup if count == SWAP_MAP_MAX => SwapError::TooManyRefs(entry),
+            _ => SwapError::BadEntry(entry),
+        }
     }
 }
 
@@ -1027,23 +715,22 @@ pub struct SwapsLine {
 pub struct Swapfiles {
     devices: Box<[ArcSlot<SwapDevice>]>,
     swapon_mutex: Mutex<SwapTable>,
+    /// Which equal-priority device to try first (round-robin). A hint
+    /// only: allocation takes no lock for it.
+    rotor: AtomicUsize,
 }
 
 struct SwapTable {
     /// The next default priority (`least_priority`, counting down).
     least_priority: i32,
-    /// Which equal-priority device to try first (round-robin).
-    rotor: usize,
 }
 
 impl Default for Swapfiles {
     fn default() -> Self {
         Self {
             devices: (0..MAX_SWAPFILES).map(|_| ArcSlot::empty()).collect(),
-            swapon_mutex: Mutex::new(SwapTable {
-                least_priority: -1,
-                rotor: 0,
-            }),
+            swapon_mutex: Mutex::new(SwapTable { least_priority: -1 }),
+            rotor: AtomicUsize::new(0),
         }
     }
 }
@@ -1105,11 +792,9 @@ impl Swapfiles {
         if devices.is_empty() {
             return None;
         }
-        let rotor = {
-            let mut table = lock(&self.swapon_mutex);
-            table.rotor = table.rotor.wrapping_add(1);
-            table.rotor
-        };
+        // Relaxed: the rotor only spreads allocations; no other memory is
+        // published through it (pairs with nothing).
+        let rotor = self.rotor.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
         let n = devices.len();
         devices.rotate_left(rotor % n);
         devices.sort_by_key(|d| std::cmp::Reverse(d.prio())); // stable: rotation breaks ties
@@ -1120,15 +805,21 @@ impl Swapfiles {
         self.get(entry.swp_type()).ok_or(SwapError::BadEntry(entry))
     }
 
+    /// The reference count of the slot at `entry` (`swap_count`): 0 when
+    /// free, [`SWAP_MAP_BAD`] for a slot never handed out.
+    pub fn count(&self, entry: SwapEntry) -> Result<u8, SwapError> {
+        self.device(entry)?.count(entry)
+    }
+
     /// Adds a reference to `nr` slots (`swap_duplicate`, a shared mapping).
     pub fn dup(&self, entry: SwapEntry, nr: u32) -> Result<(), SwapError> {
-        self.device(entry)?.adjust(entry, nr, 1).map(drop)
+        self.device(entry)?.dup(entry, nr)
     }
 
     /// Drops a reference to `nr` slots; returns how many became free
     /// (`swap_free_nr`). Swap accounting of freed slots is the caller's.
     pub fn put(&self, entry: SwapEntry, nr: u32) -> Result<u32, SwapError> {
-        self.device(entry)?.adjust(entry, nr, -1)
+        self.device(entry)?.put(entry, nr)
     }
 
     /// Marks `nr` slots as held by the swap cache or not; returns how many
@@ -1270,6 +961,7 @@ fn escape_path(path: &str) -> String {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::mm_types::PAGE_BYTES;
 
     fn ram(pages: u64) -> Box<dyn SwapBackend> {
         Box::new(RamBackend::new(pages * PAGE_SIZE).unwrap())
@@ -1493,40 +1185,5 @@ mod tests {
             sf.swapon("one-too-many", ram(64), None),
             Err(SwapError::TooManyDevices)
         ));
-    }
-
-    #[test]
-    fn file_backend_round_trips_pages() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("swapfile");
-        let f = FileBackend::open(&path, 64 * PAGE_SIZE).unwrap();
-        assert_eq!(
-            std::fs::metadata(&path).unwrap().len(),
-            64 * PAGE_SIZE,
-            "sized"
-        );
-        let page: Vec<u8> = (0..PAGE_BYTES).map(|i| i as u8).collect();
-        f.write_page(9, &page).unwrap();
-        let mut back = vec![0u8; PAGE_BYTES];
-        f.read_page(9, &mut back).unwrap();
-        assert_eq!(back, page);
-        drop(f);
-        // Reused: an existing file at least as big.
-        let again = FileBackend::open(&path, 32 * PAGE_SIZE).unwrap();
-        again.read_page(9, &mut back).unwrap();
-        assert_eq!(back, page);
-    }
-
-    #[test]
-    fn faults_are_injected_once_each() {
-        let faulty = Arc::new(FaultyBackend::new(RamBackend::new(64 * PAGE_SIZE).unwrap()));
-        faulty.inject(Fault::Write, 1);
-        assert!(faulty.write_page(1, &[1u8; PAGE_BYTES]).is_err());
-        assert!(faulty.write_page(1, &[1u8; PAGE_BYTES]).is_ok());
-        faulty.inject(Fault::Read, 2);
-        let mut b = [0u8; PAGE_BYTES];
-        assert!(faulty.read_page(1, &mut b).is_err());
-        assert!(faulty.read_page(1, &mut b).is_err());
-        assert!(faulty.read_page(1, &mut b).is_ok());
     }
 }

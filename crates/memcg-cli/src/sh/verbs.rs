@@ -331,7 +331,10 @@ pub(super) fn cmd_alloc(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failu
 /// detail is the point (a corrupt page, pages left behind, a bad size).
 fn describe(e: &SimError) -> String {
     match e {
-        SimError::Corrupt { .. } | SimError::Pageout { .. } | SimError::BadSize(_) => e.to_string(),
+        SimError::Corrupt { .. }
+        | SimError::Pageout { .. }
+        | SimError::BadFolioSize(_)
+        | SimError::BadMappingSize { .. } => e.to_string(),
         _ => e.errno().message().to_owned(),
     }
 }
