@@ -60,11 +60,15 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 mod charge;
+mod hooks;
 mod protection;
 mod stat;
+mod swap;
 
-use charge::{Accounting, Hooks};
-pub use charge::{ChargeError, ChargeKind, Gfp, MemcgReclaim, OomHandler};
+use charge::Accounting;
+pub use charge::{ChargeError, ChargeKind, Gfp};
+use hooks::Hooks;
+pub use hooks::{MemcgReclaim, OomHandler, TaskHooks};
 pub use stat::{MemcgEvent, MemcgStat, StatUnit, VmEvent};
 
 use crate::errno::Errno;
@@ -222,28 +226,6 @@ pub(crate) trait MemcgLruHooks: Send + Sync {
     fn reparent(&self, cg: &MemCgroup, parent: &MemCgroup);
 }
 
-/// The tasks of a hierarchy, for `cgroup.procs`, `cgroup.events` and the
-/// rules that depend on tasks (implemented by the simulator).
-pub trait TaskHooks: Send + Sync {
-    /// The pids of the tasks in exactly `cg`, ascending.
-    fn procs(&self, cg: &Cgroup) -> Vec<u32>;
-    /// Moves task `pid` to `cg` (writing `cgroup.procs`); its charges stay
-    /// where they are, as in cgroup v2. `ESRCH` if there is no such task.
-    fn attach(&self, pid: u32, cg: &Arc<Cgroup>) -> Result<(), Errno>;
-}
-
-struct NoTaskHooks;
-
-impl TaskHooks for NoTaskHooks {
-    fn procs(&self, _: &Cgroup) -> Vec<u32> {
-        Vec::new()
-    }
-
-    fn attach(&self, _: u32, _: &Arc<Cgroup>) -> Result<(), Errno> {
-        Err(Errno::ESRCH)
-    }
-}
-
 /// The id table and allocator; memory cgroups hold it so that the last id
 /// pin can release the id without reaching the tree.
 struct IdSpace {
@@ -369,6 +351,11 @@ impl Cgroup {
     /// The parent, grandparent, ... up to the root.
     pub fn ancestors(&self) -> impl Iterator<Item = &Arc<Cgroup>> {
         std::iter::successors(self.parent.as_ref(), |p| p.parent.as_ref())
+    }
+
+    /// This cgroup, then its parent, up to the root.
+    pub fn self_and_ancestors(&self) -> impl Iterator<Item = &Cgroup> {
+        std::iter::once(self).chain(self.ancestors().map(|a| &**a))
     }
 
     /// This cgroup and every live descendant, parents before children
@@ -587,11 +574,15 @@ impl MemCgroup {
         std::iter::successors(self.parent.as_ref(), |p| p.parent.as_ref())
     }
 
+    /// This memory cgroup, then its parent, up to the root (the levels a
+    /// hierarchical charge, event or statistic touches).
+    pub fn self_and_ancestors(&self) -> impl Iterator<Item = &MemCgroup> {
+        std::iter::once(self).chain(self.ancestors().map(|a| &**a))
+    }
+
     /// Whether `self` is `ancestor` or lies below it.
     pub fn is_descendant_of(&self, ancestor: &MemCgroup) -> bool {
-        std::iter::once(self)
-            .chain(self.ancestors().map(|a| &**a))
-            .any(|m| std::ptr::eq(m, ancestor))
+        self.self_and_ancestors().any(|m| std::ptr::eq(m, ancestor))
     }
 
     /// This memory cgroup and every online one below it, parents first.
@@ -632,6 +623,20 @@ impl MemCgroup {
     /// Current id pins (an online memory cgroup holds one itself).
     pub fn id_pins(&self) -> usize {
         self.id_refs.load(Ordering::Relaxed)
+    }
+
+    /// Takes `n` id pins (`mem_cgroup_id_get_many`); the caller already
+    /// holds one, so the count cannot be zero.
+    pub(crate) fn id_get_many(&self, n: u64) {
+        let was = self.id_refs.fetch_add(n as usize, Ordering::Relaxed);
+        debug_assert!(was > 0, "pinning a released id");
+    }
+
+    /// Drops `n` id pins (`mem_cgroup_id_put_many`).
+    pub(crate) fn id_put_many(&self, n: u64) {
+        for _ in 0..n {
+            self.id_put();
+        }
     }
 
     fn id_put(&self) {
@@ -714,9 +719,7 @@ impl MemCgroup {
     /// or any ancestor has `memory.zswap.writeback` at 0
     /// (`mem_cgroup_zswap_writeback_enabled`).
     pub fn zswap_writeback_enabled(&self) -> bool {
-        std::iter::once(self)
-            .chain(self.ancestors().map(|a| &**a))
-            .all(MemCgroup::zswap_writeback)
+        self.self_and_ancestors().all(MemCgroup::zswap_writeback)
     }
 
     /// Counts `nr_pages` newly charged here; the first pins the memory
@@ -768,7 +771,7 @@ impl Drop for MemCgroup {
         // Released: an offline memory cgroup stops counting as dying.
         // Relaxed: the last `Arc` going orders everything before it.
         if self.dying.load(Ordering::Relaxed) {
-            for c in std::iter::once(&self.cgroup).chain(self.cgroup.ancestors()) {
+            for c in self.cgroup.self_and_ancestors() {
                 c.nr_dying_memcgs.fetch_sub(1, Ordering::Relaxed);
             }
         }
@@ -860,7 +863,6 @@ struct TreeShared {
     shrinker_ids: Mutex<IdAllocator>,
     next_serial: AtomicU64,
     hooks: Mutex<Hooks>,
-    tasks: Mutex<Arc<dyn TaskHooks>>,
 }
 
 impl Drop for TreeShared {
@@ -939,7 +941,6 @@ impl CgroupTree {
                 shrinker_ids: Mutex::new(IdAllocator::new(0, MAX_SHRINKERS as u32 - 1)),
                 next_serial: AtomicU64::new(1),
                 hooks: Mutex::new(Hooks::default()),
-                tasks: Mutex::new(Arc::new(NoTaskHooks)),
             }),
         }
     }
@@ -1132,10 +1133,7 @@ impl CgroupTree {
     /// cgroup's parent may be at its `max.descendants`, or as deep below it
     /// as its `max.depth`.
     fn check_hierarchy_limits(&self, parent: &Arc<Cgroup>, path: &str) -> Result<(), CgroupError> {
-        for (depth, at) in std::iter::once(parent)
-            .chain(parent.ancestors())
-            .enumerate()
-        {
+        for (depth, at) in parent.self_and_ancestors().enumerate() {
             let limit = if at.nr_descendants() >= at.max_descendants() as usize {
                 "descendants"
             } else if depth as u64 >= u64::from(at.max_depth()) {
@@ -1199,7 +1197,7 @@ impl CgroupTree {
         };
         let parent = memcg.parent().expect("the root never goes offline");
         // Counted as dying before anything can release it.
-        for c in std::iter::once(cg).chain(cg.ancestors().map(|a| &**a)) {
+        for c in cg.self_and_ancestors() {
             c.nr_dying_memcgs.fetch_add(1, Ordering::Relaxed);
         }
         // Release: pairs with the Acquire in `is_dying`.
@@ -1360,21 +1358,16 @@ impl CgroupTree {
         lock(&self.shared.shrinker_ids).free(id.0 as u32);
     }
 
-    /// Installs the task hooks (`cgroup.procs`, populated-cgroup checks).
-    pub fn set_task_hooks(&self, tasks: Arc<dyn TaskHooks>) {
-        *lock(&self.shared.tasks) = tasks;
-    }
-
     /// The pids of the tasks in `cg`.
     pub fn procs(&self, cg: &Cgroup) -> Vec<u32> {
-        let tasks = Arc::clone(&lock(&self.shared.tasks));
+        let tasks = self.task_hooks();
         tasks.procs(cg)
     }
 
     /// Whether `cg` or any descendant has a task (`populated` of
     /// `cgroup.events`).
     pub fn populated(&self, cg: &Arc<Cgroup>) -> bool {
-        let tasks = Arc::clone(&lock(&self.shared.tasks));
+        let tasks = self.task_hooks();
         cg.descendants_pre().any(|c| !tasks.procs(&c).is_empty())
     }
 
@@ -1382,7 +1375,7 @@ impl CgroupTree {
     /// `EBUSY` into a non-root cgroup with controllers in its subtree
     /// control (`cgroup_migrate_vet_dst`).
     pub fn attach(&self, pid: u32, cg: &Arc<Cgroup>) -> Result<(), Errno> {
-        let tasks = Arc::clone(&lock(&self.shared.tasks));
+        let tasks = self.task_hooks();
         self.enter(cg, || tasks.attach(pid, cg))?
     }
 
@@ -1470,16 +1463,23 @@ fn validate_name(name: &str) -> Result<(), CgroupError> {
     Ok(())
 }
 
+/// A tree for unit tests: every cgroup has memory, `nr_nodes` nodes and
+/// room for `max_ids` memory cgroup ids.
+#[cfg(all(test, not(loom)))]
+pub(crate) fn test_tree(nr_nodes: usize, max_ids: u32) -> CgroupTree {
+    CgroupTree::new(TreeConfig {
+        nr_nodes,
+        max_ids,
+        ..TreeConfig::default()
+    })
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
     fn small_tree() -> CgroupTree {
-        CgroupTree::new(TreeConfig {
-            nr_nodes: 2,
-            max_ids: 8,
-            ..TreeConfig::default()
-        })
+        test_tree(2, 8)
     }
 
     fn mount() -> CgroupTree {

@@ -749,15 +749,11 @@ impl fmt::Debug for SwapSystem {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::memcontrol::{MemcgEvent, TreeConfig};
+    use crate::memcontrol::{MemcgEvent, test_tree};
     use crate::swapfile::{Fault, FaultyBackend};
 
     fn system() -> (CgroupTree, SwapSystem, Arc<MemCgroup>) {
-        let tree = CgroupTree::new(TreeConfig {
-            nr_nodes: 1,
-            max_ids: 64,
-            ..TreeConfig::default()
-        });
+        let tree = test_tree(1, 64);
         let sys = SwapSystem::new(&tree, Design::Memcg);
         let cg = tree.mkdir("/a").unwrap();
         (tree, sys, cg)

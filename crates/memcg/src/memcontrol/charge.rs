@@ -1,5 +1,5 @@
-//! Charging memory and swap to cgroups, events and statistics
-//! (the accounting half of mm/memcontrol.c, v6.14).
+//! Charging memory to cgroups and the limits that refuse it (the charge
+//! half of mm/memcontrol.c, v6.14).
 //!
 //! Every cgroup has a `memory` and a `swap` [`PageCounter`] whose parents
 //! are its parent's counters, so a charge counts at every level. The root
@@ -9,42 +9,32 @@
 //! # Charging (`try_charge_memcg`)
 //!
 //! Try the counter; when a level refuses, raise `max` on that cgroup (the
-//! one over its limit), ask the [`MemcgReclaim`] hook to free the shortfall
+//! one over its limit), ask the [`MemcgReclaim`](super::MemcgReclaim) hook to free the shortfall
 //! there, and retry while that made room, once more after a "drain", again
 //! while reclaim freed anything (small charges), and up to
 //! `MAX_RECLAIM_RETRIES` times. Then invoke the OOM path: raise `oom`, and
-//! ask the [`OomHandler`] hook for a victim; if one was killed, raise
+//! ask the [`OomHandler`](super::OomHandler) hook for a victim; if one was killed, raise
 //! `oom_kill` where it lived and start over; else fail with ENOMEM. A
 //! successful charge that leaves any level above `memory.high` raises
 //! `high` there and asks reclaim to bring it back (the kernel does this on
 //! the way back to user space).
 //!
-//! # Swap accounting
+//! Swap accounting lives in `swap.rs`, events and statistics in
+//! `stat.rs`, the reclaim and OOM hooks in `hooks.rs`.
 //!
-//! Swap-out charges the folio's cgroup's `swap` counter (or the nearest
-//! ancestor whose id can still be pinned), raising `max` and `fail` swap
-//! events on refusal; it pins the id once per page and records it in
-//! `swap_cgroup`. Freeing the slots clears the record, uncharges the
-//! recorded (possibly dying) cgroup and unpins. Swap-in charges memory to
-//! the recorded cgroup if it is still online, else to the faulting task's.
-//!
-//! # Events and statistics
-//!
-//! Events count locally (`memory.events.local`) and hierarchically on the
-//! cgroup and its ancestors below the root (`memory.events`). Statistics
-//! are hierarchical (v2's `memory.stat`): every change is added at every
-//! level, so a removed cgroup's pages still show in its parent.
+//! Locking: none of its own. Page counters are lock-free (charges race
+//! freely and a refused level is retried or reported); the hooks run with
+//! no memcontrol lock held.
 
 use std::fmt;
 
-use super::stat::{MemcgEvent, MemcgStat, VmEvent};
+use super::stat::{Counts, MemcgEvent, MemcgStat};
 use super::{CgroupTree, MemCgroup};
 use crate::errno::Errno;
 use crate::page_counter::{PAGE_COUNTER_MAX, PageCounter};
-use crate::swap_cgroup::{SwapCgroup, SwapCgroupError};
+use crate::swap_cgroup::SwapCgroupError;
 use crate::swapfile::MachinePages;
-use crate::swapops::SwapEntry;
-use crate::sync::{Arc, AtomicI64, AtomicU64, Ordering, lock};
+use crate::sync::{Arc, AtomicU64, Ordering};
 
 /// How often a charge retries reclaim before invoking the OOM path
 /// (`MAX_RECLAIM_RETRIES`).
@@ -73,55 +63,6 @@ impl ChargeKind {
         match self {
             ChargeKind::Anon => MemcgStat::Anon,
             ChargeKind::File => MemcgStat::File,
-        }
-    }
-}
-
-/// Frees memory of a cgroup (`try_to_free_mem_cgroup_pages`). Until real
-/// reclaim exists, nothing is reclaimable.
-pub trait MemcgReclaim: Send + Sync {
-    /// Tries to free `nr_pages` charged to `cg`'s subtree; returns the
-    /// pages freed. `nr_pages` may be below `SWAP_CLUSTER_MAX` (even 0 for
-    /// the last batches of `memory.reclaim`): reclaim aims for at least
-    /// that many, as the kernel's does.
-    fn reclaim(&self, cg: &Arc<MemCgroup>, nr_pages: u64) -> u64;
-}
-
-/// Picks and kills a task when a cgroup is out of memory
-/// (`mem_cgroup_out_of_memory`).
-pub trait OomHandler: Send + Sync {
-    /// Kills a task in `cg`'s subtree; returns the cgroup it lived in, or
-    /// `None` when there is nothing to kill.
-    fn kill_victim(&self, cg: &Arc<MemCgroup>) -> Option<Arc<MemCgroup>>;
-}
-
-struct NothingReclaimable;
-
-impl MemcgReclaim for NothingReclaimable {
-    fn reclaim(&self, _: &Arc<MemCgroup>, _: u64) -> u64 {
-        0
-    }
-}
-
-struct NoTasks;
-
-impl OomHandler for NoTasks {
-    fn kill_victim(&self, _: &Arc<MemCgroup>) -> Option<Arc<MemCgroup>> {
-        None
-    }
-}
-
-/// The tree's reclaim and OOM hooks.
-pub(crate) struct Hooks {
-    reclaim: Arc<dyn MemcgReclaim>,
-    oom: Arc<dyn OomHandler>,
-}
-
-impl Default for Hooks {
-    fn default() -> Self {
-        Self {
-            reclaim: Arc::new(NothingReclaimable),
-            oom: Arc::new(NoTasks),
         }
     }
 }
@@ -178,17 +119,13 @@ impl ChargeError {
     }
 }
 
-/// A cgroup's counters, events and statistics.
+/// A cgroup's page counters, and its events and statistics.
 pub(crate) struct Accounting {
     memory: Arc<PageCounter>,
     swap: Arc<PageCounter>,
     /// `memory.zswap.max` in pages.
     zswap_max: AtomicU64,
-    events: [AtomicU64; MemcgEvent::ALL.len()],
-    events_local: [AtomicU64; MemcgEvent::ALL.len()],
-    /// Hierarchical: includes every descendant, dead or alive.
-    stats: Box<[AtomicI64]>,
-    vm_events: Box<[AtomicU64]>,
+    pub(super) counts: Counts,
 }
 
 impl Accounting {
@@ -200,10 +137,7 @@ impl Accounting {
             )),
             swap: Arc::new(PageCounter::new(parent.map(|p| Arc::clone(&p.swap)), false)),
             zswap_max: AtomicU64::new(PAGE_COUNTER_MAX),
-            events: std::array::from_fn(|_| AtomicU64::new(0)),
-            events_local: std::array::from_fn(|_| AtomicU64::new(0)),
-            stats: MemcgStat::ALL.iter().map(|_| AtomicI64::new(0)).collect(),
-            vm_events: VmEvent::ALL.iter().map(|_| AtomicU64::new(0)).collect(),
+            counts: Counts::default(),
         }
     }
 }
@@ -228,107 +162,9 @@ impl MemCgroup {
     pub fn set_zswap_max(&self, nr_pages: u64) {
         self.acct.zswap_max.store(nr_pages, Ordering::Relaxed);
     }
-
-    /// A hierarchical event count (`memory.events`, `memory.swap.events`).
-    pub fn event(&self, event: MemcgEvent) -> u64 {
-        self.acct.events[event.index()].load(Ordering::Relaxed)
-    }
-
-    /// A local event count (`memory.events.local`).
-    pub fn event_local(&self, event: MemcgEvent) -> u64 {
-        self.acct.events_local[event.index()].load(Ordering::Relaxed)
-    }
-
-    /// A hierarchical statistic in its own unit (pages, or bytes for zswap).
-    pub fn stat(&self, stat: MemcgStat) -> i64 {
-        let i = stat.index();
-        self.acct.stats[i].load(Ordering::Relaxed)
-    }
-
-    /// A hierarchical event count of `memory.stat`.
-    pub fn vm_event(&self, event: VmEvent) -> u64 {
-        let i = event.index();
-        self.acct.vm_events[i].load(Ordering::Relaxed)
-    }
-
-    /// Raises `event` (`memcg_memory_event`): locally here, and
-    /// hierarchically here and on every ancestor below the root (only here
-    /// with the `memory_localevents` mount option).
-    pub fn memory_event(&self, event: MemcgEvent) {
-        let i = event.index();
-        // Relaxed: statistics.
-        self.acct.events_local[i].fetch_add(1, Ordering::Relaxed);
-        let local_only = self.options.localevents.load(Ordering::Relaxed);
-        for c in std::iter::once(self).chain(self.ancestors().map(|a| &**a)) {
-            if c.is_root() {
-                break;
-            }
-            c.acct.events[i].fetch_add(1, Ordering::Relaxed);
-            if local_only {
-                break;
-            }
-        }
-    }
-
-    /// Adds `delta` to a statistic here and in every ancestor
-    /// (`mod_memcg_state`, hierarchical).
-    pub fn mod_stat(&self, stat: MemcgStat, delta: i64) {
-        let i = stat.index();
-        for c in std::iter::once(self).chain(self.ancestors().map(|a| &**a)) {
-            c.acct.stats[i].fetch_add(delta, Ordering::Relaxed);
-        }
-    }
-
-    /// Counts `n` events here and in every ancestor (`count_memcg_events`).
-    pub fn count_vm_event(&self, event: VmEvent, n: u64) {
-        let i = event.index();
-        for c in std::iter::once(self).chain(self.ancestors().map(|a| &**a)) {
-            c.acct.vm_events[i].fetch_add(n, Ordering::Relaxed);
-        }
-    }
-
-    /// Takes `n` id pins (`mem_cgroup_id_get_many`); the caller already
-    /// holds one, so the count cannot be zero.
-    pub(crate) fn id_get_many(&self, n: u64) {
-        let was = self.id_refs.fetch_add(n as usize, Ordering::Relaxed);
-        debug_assert!(was > 0, "pinning a released id");
-    }
-
-    /// Drops `n` id pins (`mem_cgroup_id_put_many`).
-    pub(crate) fn id_put_many(&self, n: u64) {
-        for _ in 0..n {
-            self.id_put();
-        }
-    }
-
-    /// Pins the id of this cgroup or, if it was released, of the nearest
-    /// ancestor whose id still resolves (`mem_cgroup_id_get_online`).
-    fn id_get_online(self: &Arc<Self>) -> Arc<MemCgroup> {
-        let mut at = Arc::clone(self);
-        loop {
-            if at.try_id_get() {
-                return at;
-            }
-            at = Arc::clone(at.parent.as_ref().expect("the root's id is never released"));
-        }
-    }
 }
 
 impl CgroupTree {
-    /// Installs the reclaim hook charging calls when a limit is hit.
-    pub fn set_reclaimer(&self, reclaim: Arc<dyn MemcgReclaim>) {
-        lock(&self.shared.hooks).reclaim = reclaim;
-    }
-
-    /// Installs the OOM hook.
-    pub fn set_oom_handler(&self, oom: Arc<dyn OomHandler>) {
-        lock(&self.shared.hooks).oom = oom;
-    }
-
-    fn reclaimer(&self) -> Arc<dyn MemcgReclaim> {
-        Arc::clone(&lock(&self.shared.hooks).reclaim)
-    }
-
     /// Charges `nr_pages` of `kind` to `cg` (`charge_memcg`), reclaiming and
     /// invoking the OOM path as the kernel does (module docs).
     pub fn try_charge(
@@ -482,7 +318,7 @@ impl CgroupTree {
     /// Asks the OOM hook for a victim in `cg`'s subtree and raises
     /// `oom_kill` where it lived; `true` if one was killed.
     fn kill_victim(&self, cg: &Arc<MemCgroup>) -> bool {
-        let oom = Arc::clone(&lock(&self.shared.hooks).oom);
+        let oom = self.oom_handler();
         match oom.kill_victim(cg) {
             Some(victim) => {
                 victim.memory_event(MemcgEvent::OomKill);
@@ -597,108 +433,6 @@ impl CgroupTree {
             }
         }
     }
-
-    /// Charges swap for `nr` pages of `cg` being written to `entry`, pins
-    /// the id once per page and records it in `swap_cgroup`
-    /// (`__mem_cgroup_try_charge_swap`). Returns the cgroup charged (the
-    /// nearest one whose id could still be pinned).
-    pub fn swapout_charge(
-        &self,
-        cg: &Arc<MemCgroup>,
-        swap_cgroup: &SwapCgroup,
-        entry: SwapEntry,
-        nr: u32,
-    ) -> Result<Arc<MemCgroup>, ChargeError> {
-        let owner = cg.id_get_online();
-        let nr64 = u64::from(nr);
-        if !owner.is_root()
-            && let Err(counter) = owner.swap().try_charge(nr64)
-        {
-            // Both events on the charging memory cgroup (and up), whichever
-            // level refused.
-            let refused = owner_of_counter(&owner, counter, |c| c.swap());
-            owner.memory_event(MemcgEvent::SwapMax);
-            owner.memory_event(MemcgEvent::SwapFail);
-            owner.id_put_many(1);
-            return Err(ChargeError::SwapLimit {
-                path: refused.path(),
-            });
-        }
-        if let Err(e) = swap_cgroup.record(entry, owner.id(), nr) {
-            if !owner.is_root() {
-                owner.swap().uncharge(nr64);
-            }
-            owner.id_put_many(1);
-            return Err(e.into());
-        }
-        if nr > 1 {
-            owner.id_get_many(nr64 - 1);
-        }
-        owner.mod_stat(MemcgStat::Swap, nr64 as i64);
-        Ok(owner)
-    }
-
-    /// Raises the swap `fail` event for a swap-out that found no slot (no
-    /// slot at all, or no contiguous run for a large folio, which is then
-    /// split: `folio_alloc_swap` with `entry.val == 0`).
-    pub fn swapout_failed(&self, cg: &MemCgroup) {
-        cg.memory_event(MemcgEvent::SwapFail);
-    }
-
-    /// The slots `entry..entry + nr` were freed: clears their record,
-    /// uncharges the recorded cgroup's swap (dying or not) and unpins its
-    /// id once per page (`__mem_cgroup_uncharge_swap`). Returns the id that
-    /// was recorded (0: none).
-    pub fn swap_uncharge(
-        &self,
-        swap_cgroup: &SwapCgroup,
-        entry: SwapEntry,
-        nr: u32,
-    ) -> Result<u16, ChargeError> {
-        let id = swap_cgroup.clear(entry, nr)?;
-        if let Some(cg) = self.lookup(id) {
-            if !cg.is_root() {
-                cg.swap().uncharge(u64::from(nr));
-            }
-            cg.mod_stat(MemcgStat::Swap, -i64::from(nr));
-            cg.id_put_many(u64::from(nr));
-        }
-        Ok(id)
-    }
-
-    /// Charges a folio being swapped in from `entry` (`nr` pages): to the
-    /// cgroup recorded for it if that is still online, else to `faulting`
-    /// (`mem_cgroup_swapin_charge_folio`). Returns the cgroup charged.
-    pub fn swapin_charge(
-        &self,
-        swap_cgroup: &SwapCgroup,
-        entry: SwapEntry,
-        faulting: &Arc<MemCgroup>,
-        nr: u64,
-        kind: ChargeKind,
-    ) -> Result<Arc<MemCgroup>, ChargeError> {
-        self.swapin_charge_gfp(swap_cgroup, entry, faulting, nr, kind, Gfp::Kernel)
-    }
-
-    /// [`CgroupTree::swapin_charge`] with the effort `gfp` allows (a large
-    /// folio's swap-in charges without reclaim and falls back to pages).
-    pub fn swapin_charge_gfp(
-        &self,
-        swap_cgroup: &SwapCgroup,
-        entry: SwapEntry,
-        faulting: &Arc<MemCgroup>,
-        nr: u64,
-        kind: ChargeKind,
-        gfp: Gfp,
-    ) -> Result<Arc<MemCgroup>, ChargeError> {
-        let id = swap_cgroup.lookup(entry)?;
-        let target = self
-            .lookup(id)
-            .filter(|c| !c.is_dying())
-            .unwrap_or_else(|| Arc::clone(faulting));
-        self.try_charge_gfp(&target, nr, kind, gfp)?;
-        Ok(target)
-    }
 }
 
 /// `calculate_overage`: how far `usage` is over `high`, in 1/2^20 of
@@ -724,7 +458,7 @@ impl MachinePages for CgroupTree {
 
 /// The ancestor-or-self of `cg` whose counter (picked by `which`) is
 /// `counter`.
-fn owner_of_counter(
+pub(super) fn owner_of_counter(
     cg: &Arc<MemCgroup>,
     counter: &PageCounter,
     which: fn(&MemCgroup) -> &PageCounter,
@@ -748,15 +482,13 @@ impl fmt::Debug for Accounting {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::memcontrol::TreeConfig;
-    use crate::swap_cgroup::Design;
+    use crate::memcontrol::test_tree;
+    use crate::memcontrol::{MemcgReclaim, OomHandler};
+    use crate::swap_cgroup::{Design, SwapCgroup};
+    use crate::swapops::SwapEntry;
 
     fn tree() -> CgroupTree {
-        CgroupTree::new(TreeConfig {
-            nr_nodes: 1,
-            max_ids: 64,
-            ..TreeConfig::default()
-        })
+        test_tree(1, 64)
     }
 
     #[test]
@@ -867,68 +599,6 @@ mod tests {
     }
 
     #[test]
-    fn swap_accounting_pins_ids_and_follows_the_owner() {
-        let t = tree();
-        let sc = SwapCgroup::new(Design::Memcg);
-        sc.swapon(0, 1024).unwrap();
-        let a = t.mkdir("/a").unwrap();
-        let other = t.mkdir("/other").unwrap();
-        let e = SwapEntry::new(0, 16).unwrap();
-        t.try_charge(&a, 4, ChargeKind::Anon).unwrap();
-        assert!(Arc::ptr_eq(&t.swapout_charge(&a, &sc, e, 4).unwrap(), &a));
-        t.uncharge(&a, 4, ChargeKind::Anon);
-        assert_eq!((a.swap().usage(), a.id_pins()), (4, 5));
-        assert_eq!(sc.lookup(e).unwrap(), a.id());
-        // The owner is removed: id pinned, dying descendant of the root.
-        t.rmdir("/a").unwrap();
-        assert!(t.lookup(a.id()).is_some());
-        assert_eq!(t.root_cgroup().nr_dying_descendants(), 1);
-        // Swap-in by a task elsewhere charges that task's cgroup.
-        let charged = t
-            .swapin_charge(&sc, e, &other, 4, ChargeKind::Anon)
-            .unwrap();
-        assert!(Arc::ptr_eq(&charged, &other));
-        assert_eq!(other.memory().usage(), 4);
-        // Freeing the slots uncharges the dead owner and releases its id.
-        assert_eq!(t.swap_uncharge(&sc, e, 4).unwrap(), a.id());
-        assert_eq!(a.swap().usage(), 0);
-        assert!(t.lookup(a.id()).is_none(), "last pin released the id");
-        assert_eq!(
-            t.root_cgroup().nr_dying_descendants(),
-            1,
-            "our own reference still holds it"
-        );
-        drop(a);
-        assert_eq!(t.root_cgroup().nr_dying_descendants(), 0);
-        t.uncharge(&other, 4, ChargeKind::Anon);
-        assert_eq!(t.root().memory().usage(), 0);
-        assert_eq!(t.ids_in_use(), 2);
-    }
-
-    #[test]
-    fn swap_events_go_on_the_swapping_cgroup_and_up() {
-        let t = tree();
-        let sc = SwapCgroup::new(Design::Memcg);
-        sc.swapon(0, 64).unwrap();
-        let p = t.mkdir("/p").unwrap();
-        let c = t.mkdir("/p/c").unwrap();
-        p.swap().set_max(1).unwrap();
-        assert!(
-            t.swapout_charge(&c, &sc, SwapEntry::new(0, 0).unwrap(), 2)
-                .is_err()
-        );
-        // `max` and `fail` on the child (the charging cgroup), and so on the
-        // parent through propagation, whichever level refused (F4).
-        for (m, local) in [(&c, 1), (&p, 0)] {
-            assert_eq!(
-                (m.event(MemcgEvent::SwapMax), m.event(MemcgEvent::SwapFail)),
-                (1, 1)
-            );
-            assert_eq!(m.event_local(MemcgEvent::SwapMax), local);
-        }
-    }
-
-    #[test]
     fn swap_high_is_raised_by_the_next_memory_charge_at_every_level() {
         let t = tree();
         let sc = SwapCgroup::new(Design::Memcg);
@@ -998,24 +668,5 @@ mod tests {
         assert_eq!(a.event(MemcgEvent::Oom), 1);
         assert_eq!(a.event(MemcgEvent::OomKill), 0, "nothing to kill");
         t.uncharge(&a, 10, ChargeKind::Anon);
-    }
-
-    #[test]
-    fn swap_max_refuses_with_max_and_fail_events() {
-        let t = tree();
-        let sc = SwapCgroup::new(Design::Memcg);
-        sc.swapon(0, 64).unwrap();
-        let a = t.mkdir("/a").unwrap();
-        a.swap().set_max(2).unwrap();
-        let err = t
-            .swapout_charge(&a, &sc, SwapEntry::new(0, 0).unwrap(), 4)
-            .unwrap_err();
-        assert_eq!(err, ChargeError::SwapLimit { path: "/a".into() });
-        assert_eq!(
-            (a.event(MemcgEvent::SwapMax), a.event(MemcgEvent::SwapFail)),
-            (1, 1)
-        );
-        assert_eq!((a.swap().usage(), a.id_pins()), (0, 1), "nothing held");
-        assert_eq!(sc.lookup(SwapEntry::new(0, 0).unwrap()).unwrap(), 0);
     }
 }

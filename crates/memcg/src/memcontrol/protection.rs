@@ -36,8 +36,8 @@ impl CgroupTree {
     /// capped by the room under `memory.swap.max` of it and of every
     /// ancestor below the root (`mem_cgroup_get_nr_swap_pages`).
     pub fn nr_swap_pages(&self, memcg: &MemCgroup, free_slots: u64) -> u64 {
-        std::iter::once(memcg)
-            .chain(memcg.ancestors().map(|a| &**a))
+        memcg
+            .self_and_ancestors()
             .take_while(|m| !m.is_root())
             .map(|m| m.swap().max().saturating_sub(m.swap().usage()))
             .fold(free_slots, u64::min)
@@ -49,8 +49,8 @@ impl CgroupTree {
     /// the root uses half of its `memory.swap.high` or `memory.swap.max`.
     pub fn swap_full(&self, memcg: &MemCgroup, system_full: bool) -> bool {
         system_full
-            || std::iter::once(memcg)
-                .chain(memcg.ancestors().map(|a| &**a))
+            || memcg
+                .self_and_ancestors()
                 .take_while(|m| !m.is_root())
                 .any(|m| {
                     let usage = m.swap().usage().saturating_mul(2);

@@ -6,8 +6,98 @@
 //!
 //! Every key the kernel prints has a variant, so `memory.stat` shows all of
 //! them; those whose mechanism the project does not have yet stay 0.
+//!
+//! The counts themselves ([`Counts`]) are relaxed atomics per memory
+//! cgroup: events count locally and hierarchically on the cgroup and its
+//! ancestors below the root, statistics and vm events hierarchically at
+//! every level (v2's `memory.stat`), so a removed cgroup's pages still
+//! show in its parent. A reader may see one level updated before the
+//! next; nothing is published through them.
 
+use super::MemCgroup;
 use crate::mm_types::PAGE_SIZE;
+use crate::sync::{AtomicI64, AtomicU64, Ordering};
+
+/// A memory cgroup's event and statistic counts, indexed by the enums'
+/// `index()`.
+pub(crate) struct Counts {
+    events: [AtomicU64; MemcgEvent::ALL.len()],
+    events_local: [AtomicU64; MemcgEvent::ALL.len()],
+    /// Hierarchical: includes every descendant, dead or alive.
+    stats: Box<[AtomicI64]>,
+    vm_events: Box<[AtomicU64]>,
+}
+
+impl Default for Counts {
+    fn default() -> Self {
+        Self {
+            events: std::array::from_fn(|_| AtomicU64::new(0)),
+            events_local: std::array::from_fn(|_| AtomicU64::new(0)),
+            stats: MemcgStat::ALL.iter().map(|_| AtomicI64::new(0)).collect(),
+            vm_events: VmEvent::ALL.iter().map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+}
+
+impl MemCgroup {
+    /// A hierarchical event count (`memory.events`, `memory.swap.events`).
+    pub fn event(&self, event: MemcgEvent) -> u64 {
+        self.acct.counts.events[event.index()].load(Ordering::Relaxed)
+    }
+
+    /// A local event count (`memory.events.local`).
+    pub fn event_local(&self, event: MemcgEvent) -> u64 {
+        self.acct.counts.events_local[event.index()].load(Ordering::Relaxed)
+    }
+
+    /// A hierarchical statistic in its own unit (pages, or bytes for zswap).
+    pub fn stat(&self, stat: MemcgStat) -> i64 {
+        let i = stat.index();
+        self.acct.counts.stats[i].load(Ordering::Relaxed)
+    }
+
+    /// A hierarchical event count of `memory.stat`.
+    pub fn vm_event(&self, event: VmEvent) -> u64 {
+        let i = event.index();
+        self.acct.counts.vm_events[i].load(Ordering::Relaxed)
+    }
+
+    /// Raises `event` (`memcg_memory_event`): locally here, and
+    /// hierarchically here and on every ancestor below the root (only here
+    /// with the `memory_localevents` mount option).
+    pub fn memory_event(&self, event: MemcgEvent) {
+        let i = event.index();
+        // Relaxed: statistics.
+        self.acct.counts.events_local[i].fetch_add(1, Ordering::Relaxed);
+        let local_only = self.options.localevents.load(Ordering::Relaxed);
+        for c in self.self_and_ancestors() {
+            if c.is_root() {
+                break;
+            }
+            c.acct.counts.events[i].fetch_add(1, Ordering::Relaxed);
+            if local_only {
+                break;
+            }
+        }
+    }
+
+    /// Adds `delta` to a statistic here and in every ancestor
+    /// (`mod_memcg_state`, hierarchical).
+    pub fn mod_stat(&self, stat: MemcgStat, delta: i64) {
+        let i = stat.index();
+        for c in self.self_and_ancestors() {
+            c.acct.counts.stats[i].fetch_add(delta, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts `n` events here and in every ancestor (`count_memcg_events`).
+    pub fn count_vm_event(&self, event: VmEvent, n: u64) {
+        let i = event.index();
+        for c in self.self_and_ancestors() {
+            c.acct.counts.vm_events[i].fetch_add(n, Ordering::Relaxed);
+        }
+    }
+}
 
 /// Memory events (`enum memcg_memory_event`), in file order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

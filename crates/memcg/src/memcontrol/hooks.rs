@@ -1,0 +1,124 @@
+//! The hooks through which the memory controller calls out to what lies
+//! above it: reclaim (`try_to_free_mem_cgroup_pages`, vmscan's job), the
+//! OOM killer (`mem_cgroup_out_of_memory`), and the tasks of a hierarchy
+//! (the cgroup core's css_set links, the simulator's job).
+//!
+//! A [`CgroupTree`] starts with null hooks ([`NoReclaim`], [`NoOomVictim`],
+//! [`NoTasks`]): nothing reclaimable, nobody to kill, no tasks. Installing
+//! a hook replaces it for every later call; a call in progress finishes
+//! with the hook it started with.
+//!
+//! Locking: the hooks sit behind one mutex, held only to clone an `Arc`
+//! out, so a hook runs with no memcontrol lock held and may call back into
+//! the tree (reclaim uncharges, a kill frees pages).
+
+use super::{Cgroup, CgroupTree, MemCgroup};
+use crate::errno::Errno;
+use crate::sync::{Arc, lock};
+
+/// Frees memory of a cgroup (`try_to_free_mem_cgroup_pages`). Until real
+/// reclaim exists, nothing is reclaimable.
+pub trait MemcgReclaim: Send + Sync {
+    /// Tries to free `nr_pages` charged to `cg`'s subtree; returns the
+    /// pages freed. `nr_pages` may be below `SWAP_CLUSTER_MAX` (even 0 for
+    /// the last batches of `memory.reclaim`): reclaim aims for at least
+    /// that many, as the kernel's does.
+    fn reclaim(&self, cg: &Arc<MemCgroup>, nr_pages: u64) -> u64;
+}
+
+/// Picks and kills a task when a cgroup is out of memory
+/// (`mem_cgroup_out_of_memory`).
+pub trait OomHandler: Send + Sync {
+    /// Kills a task in `cg`'s subtree; returns the cgroup it lived in, or
+    /// `None` when there is nothing to kill.
+    fn kill_victim(&self, cg: &Arc<MemCgroup>) -> Option<Arc<MemCgroup>>;
+}
+
+/// No reclaim: nothing is reclaimable (the default until a reclaimer is
+/// installed).
+pub(crate) struct NoReclaim;
+
+impl MemcgReclaim for NoReclaim {
+    fn reclaim(&self, _: &Arc<MemCgroup>, _: u64) -> u64 {
+        0
+    }
+}
+
+/// No OOM victim: there is never a task to kill (the default).
+pub(crate) struct NoOomVictim;
+
+impl OomHandler for NoOomVictim {
+    fn kill_victim(&self, _: &Arc<MemCgroup>) -> Option<Arc<MemCgroup>> {
+        None
+    }
+}
+
+/// The tree's reclaim and OOM hooks.
+pub(crate) struct Hooks {
+    reclaim: Arc<dyn MemcgReclaim>,
+    oom: Arc<dyn OomHandler>,
+    tasks: Arc<dyn TaskHooks>,
+}
+
+impl Default for Hooks {
+    fn default() -> Self {
+        Self {
+            reclaim: Arc::new(NoReclaim),
+            oom: Arc::new(NoOomVictim),
+            tasks: Arc::new(NoTasks),
+        }
+    }
+}
+
+/// The tasks of a hierarchy, for `cgroup.procs`, `cgroup.events` and the
+/// rules that depend on tasks (implemented by the simulator).
+pub trait TaskHooks: Send + Sync {
+    /// The pids of the tasks in exactly `cg`, ascending.
+    fn procs(&self, cg: &Cgroup) -> Vec<u32>;
+    /// Moves task `pid` to `cg` (writing `cgroup.procs`); its charges stay
+    /// where they are, as in cgroup v2. `ESRCH` if there is no such task.
+    fn attach(&self, pid: u32, cg: &Arc<Cgroup>) -> Result<(), Errno>;
+}
+
+/// No tasks: every cgroup is empty and no pid exists (the default until
+/// a simulator installs its own).
+pub(crate) struct NoTasks;
+
+impl TaskHooks for NoTasks {
+    fn procs(&self, _: &Cgroup) -> Vec<u32> {
+        Vec::new()
+    }
+
+    fn attach(&self, _: u32, _: &Arc<Cgroup>) -> Result<(), Errno> {
+        Err(Errno::ESRCH)
+    }
+}
+
+impl CgroupTree {
+    /// Installs the reclaim hook charging calls when a limit is hit.
+    pub fn set_reclaimer(&self, reclaim: Arc<dyn MemcgReclaim>) {
+        lock(&self.shared.hooks).reclaim = reclaim;
+    }
+
+    /// Installs the OOM hook.
+    pub fn set_oom_handler(&self, oom: Arc<dyn OomHandler>) {
+        lock(&self.shared.hooks).oom = oom;
+    }
+
+    /// Installs the task hooks (`cgroup.procs`, populated-cgroup checks).
+    pub fn set_task_hooks(&self, tasks: Arc<dyn TaskHooks>) {
+        lock(&self.shared.hooks).tasks = tasks;
+    }
+
+    pub(super) fn reclaimer(&self) -> Arc<dyn MemcgReclaim> {
+        Arc::clone(&lock(&self.shared.hooks).reclaim)
+    }
+
+    pub(super) fn oom_handler(&self) -> Arc<dyn OomHandler> {
+        Arc::clone(&lock(&self.shared.hooks).oom)
+    }
+
+    pub(super) fn task_hooks(&self) -> Arc<dyn TaskHooks> {
+        Arc::clone(&lock(&self.shared.hooks).tasks)
+    }
+}
