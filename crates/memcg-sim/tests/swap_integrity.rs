@@ -1,6 +1,9 @@
 //! End-to-end swap tests: bytes, counters, ids and slots stay exact under
 //! churn, cgroup removal, swapoff under load, injected faults and bad input.
 
+#[path = "../../memcg/tests/common/mod.rs"]
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -10,19 +13,6 @@ use memcg::swapfile::{Fault, FaultyBackend, RamBackend};
 use memcg_sim::{Fill, Sim, SimConfig, SimError};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-
-fn seed(test: &str) -> u64 {
-    let seed = std::env::var("MEMCG_STRESS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64)
-        });
-    eprintln!("{test}: seed {seed} (replay with MEMCG_STRESS_SEED={seed})");
-    seed
-}
 
 fn sim_with(cgroups: &[&str]) -> Sim {
     let sim = Sim::new(SimConfig::default());
@@ -60,7 +50,7 @@ fn assert_balanced(sim: &Sim, cgroups: &[Arc<MemCgroup>], seed: u64) {
 
 #[test]
 fn churn_across_cgroups_and_two_devices_keeps_every_byte() {
-    let seed = seed("swap churn");
+    let seed = common::stress_seed("swap churn");
     let dir = tempfile::tempdir().unwrap();
     let sim = sim_with(&["/a", "/b", "/c"]);
     sim.swapon_ram(16 << 20, None).unwrap();
@@ -94,6 +84,9 @@ fn churn_across_cgroups_and_two_devices_keeps_every_byte() {
                     }
                     sim.free(&name)
                         .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+                    // While the other threads run: slot counts, cluster
+                    // lists and cache bits agree.
+                    sim.swap().swapfiles().validate();
                 }
             });
         }
@@ -103,6 +96,7 @@ fn churn_across_cgroups_and_two_devices_keeps_every_byte() {
         .map(|p| sim.fs().memcg(p).unwrap())
         .collect();
     assert_balanced(&sim, &cgs, seed);
+    sim.swap().swapfiles().validate();
     let a = &cgs[0];
     assert!(a.vm_event(VmEvent::Pswpout) > 0 && a.vm_event(VmEvent::Pswpin) > 0);
 }
@@ -154,7 +148,7 @@ fn removed_owner_keeps_its_id_until_its_last_slot_is_freed() {
 
 #[test]
 fn swapoff_under_load_moves_every_page_back() {
-    let seed = seed("swapoff under load");
+    let seed = common::stress_seed("swapoff under load");
     let sim = sim_with(&["/a"]);
     let ram0 = sim.swapon_ram(16 << 20, None).unwrap();
     for t in 0..3 {

@@ -315,39 +315,44 @@ impl SwapSystem {
     /// a swap-out does: no slot (`ENOSPC`, a swap `fail` event) or over
     /// `memory.swap.max`.
     pub fn reserve_slot(&self, memcg: &Arc<MemCgroup>) -> Result<SwapEntry, SwapOutError> {
-        let Some(entry) = self.swapfiles.alloc(0) else {
+        let entry = self.alloc_charged(memcg, 1)?;
+        self.swapfiles.mark_zero(entry, 1)?;
+        Ok(entry)
+    }
+
+    /// `folio_alloc_swap`: a naturally aligned run of `nr` slots, charged
+    /// to `memcg` and recorded in `swap_cgroup`. No slot raises swap `fail`
+    /// on `memcg` (for a large folio too: vmscan then splits it); a refused
+    /// charge leaves nothing allocated.
+    fn alloc_charged(&self, memcg: &Arc<MemCgroup>, nr: u32) -> Result<SwapEntry, SwapOutError> {
+        let Some(entry) = self.swapfiles.alloc(nr.trailing_zeros() as usize) else {
             self.tree.swapout_failed(memcg);
+            if nr > 1 {
+                return Err(SwapOutError::NoContiguous(nr));
+            }
             return Err(SwapOutError::Full);
         };
-        if let Err(e) = self.tree.swapout_charge(memcg, &self.swap_cgroup, entry, 1) {
-            self.swapfiles
-                .put(entry, 1)
-                .expect("the slot was just allocated");
+        // Nobody else knows the entry yet: its slots hold our reference.
+        debug_assert!(matches!(self.swapfiles.count(entry), Ok(1)));
+        if let Err(e) = self
+            .tree
+            .swapout_charge(memcg, &self.swap_cgroup, entry, nr)
+        {
+            self.swapfiles.put(entry, nr).expect("slots just allocated");
             return Err(e.into());
         }
-        self.swapfiles.mark_zero(entry, 1)?;
+        debug_assert!(
+            !self.swap_cgroup.is_enabled()
+                || matches!(self.swap_cgroup.lookup(entry), Ok(id) if id != 0),
+            "a charged entry has an owner record"
+        );
         Ok(entry)
     }
 
     /// Swaps `folio` out (see the module docs); returns its first entry.
     pub fn swap_out(&self, folio: &Arc<Folio>) -> Result<SwapEntry, SwapOutError> {
         let nr = folio.nr();
-        let Some(entry) = self.swapfiles.alloc(nr.trailing_zeros() as usize) else {
-            // `folio_alloc_swap` found no slot: swap `fail` on the folio's
-            // memory cgroup, for a large folio too (vmscan then splits it).
-            self.tree.swapout_failed(folio.memcg());
-            if nr > 1 {
-                return Err(SwapOutError::NoContiguous(nr));
-            }
-            return Err(SwapOutError::Full);
-        };
-        if let Err(e) = self
-            .tree
-            .swapout_charge(folio.memcg(), &self.swap_cgroup, entry, nr)
-        {
-            self.swapfiles.put(entry, nr).expect("slots just allocated");
-            return Err(e.into());
-        }
+        let entry = self.alloc_charged(folio.memcg(), nr)?;
         self.swapfiles.set_cache(entry, nr, true)?;
         self.cache
             .shard(entry)
@@ -383,6 +388,9 @@ impl SwapSystem {
             VmEvent::Pswpout
         };
         folio.memcg().count_vm_event(event, u64::from(nr));
+        // Written and out of the swap cache; its mapping's reference stays.
+        debug_assert!(!self.cache.shard(entry).contains_key(&entry));
+        debug_assert!(matches!(self.swapfiles.count(entry), Ok(1)));
         Ok(entry)
     }
 

@@ -207,6 +207,33 @@ impl Cluster {
         self.counts[i] == 0 && !bit(&self.cache, i)
     }
 
+    /// Whether the cluster's own state agrees with itself: `used` counts
+    /// exactly the slots with a count or the cache bit, every count is a
+    /// reference count or [`SWAP_MAP_BAD`], and free or bad slots carry
+    /// no zero or cache bit. Checked before and after every change in
+    /// debug builds (O(cluster)), and by [`SwapDevice::validate`].
+    fn is_consistent(&self) -> bool {
+        let used = (0..SWAPFILE_CLUSTER)
+            .filter(|&i| !self.slot_free(i))
+            .count();
+        let slots_ok = (0..SWAPFILE_CLUSTER).all(|i| match self.counts[i] {
+            0 => !bit(&self.zero, i) || bit(&self.cache, i),
+            SWAP_MAP_BAD => !bit(&self.zero, i) && !bit(&self.cache, i),
+            count => count <= SWAP_MAP_MAX,
+        });
+        used == usize::from(self.used) && slots_ok
+    }
+
+    /// The list a cluster with this many slots in use belongs on, given
+    /// the list it is on: free when empty, full when full, else nonfull.
+    fn fits_list(&self, on: OnList) -> bool {
+        match on {
+            OnList::Free => self.used == 0,
+            OnList::Full => usize::from(self.used) == SWAPFILE_CLUSTER,
+            OnList::Nonfull(_) => self.used > 0 && usize::from(self.used) < SWAPFILE_CLUSTER,
+        }
+    }
+
     /// Returns slot `i`, which its last user just gave up, to the free pool.
     fn release(&mut self, i: usize) {
         set_bit(&mut self.zero, i, false);
@@ -269,16 +296,22 @@ impl Lists {
             return;
         }
         match from {
-            OnList::Free if self.fresh.start == ci => self.fresh.start += 1,
-            // The partial last cluster, reserved at swapon.
-            OnList::Free if self.fresh.end == ci + 1 => self.fresh.end -= 1,
+            // Only an end of the fresh run leaves it: its head when
+            // allocated, the partial last cluster when reserved at swapon.
+            // (Test membership first: once the run is empty its bounds
+            // may equal a freed cluster's number.)
+            OnList::Free if self.fresh.contains(&ci) => {
+                if self.fresh.start == ci {
+                    self.fresh.start += 1;
+                } else {
+                    debug_assert_eq!(self.fresh.end, ci + 1, "only a fresh end leaves");
+                    self.fresh.end -= 1;
+                }
+            }
             OnList::Free if self.freed.front() == Some(&ci) => {
                 self.freed.pop_front();
             }
-            OnList::Free => {
-                debug_assert!(!self.fresh.contains(&ci), "only a fresh end leaves");
-                self.freed.retain(|&c| c != ci);
-            }
+            OnList::Free => self.freed.retain(|&c| c != ci),
             OnList::Nonfull(o) => self.nonfull[usize::from(o)].retain(|&c| c != ci),
             OnList::Full => {}
         }
@@ -487,6 +520,7 @@ impl SwapDevice {
             .collect();
         for ci in candidates {
             let mut c = self.cluster(ci as usize);
+            debug_assert!(c.is_consistent() && c.fits_list(lists.on[ci as usize]));
             let was_free = lists.on[ci as usize] == OnList::Free;
             if was_free {
                 c.order = order as u8;
@@ -506,6 +540,7 @@ impl SwapDevice {
             } else {
                 lists.on[ci as usize]
             };
+            debug_assert!(c.is_consistent() && c.fits_list(to));
             drop(c);
             lists.move_to(ci, to);
             self.inuse_pages.fetch_add(n as u64, Ordering::Relaxed);
@@ -531,6 +566,7 @@ impl SwapDevice {
         let mut lists = lock(&self.lists);
         let (cluster, start) = self.cluster_range(entry, nr)?;
         let mut c = lock(cluster);
+        debug_assert!(c.is_consistent());
         // Check every slot first: all or nothing.
         if let Some(&count) = c.counts[start..start + nr as usize]
             .iter()
@@ -547,6 +583,7 @@ impl SwapDevice {
             }
         }
         let to = c.list_after_free();
+        debug_assert!(c.is_consistent());
         drop(c);
         self.account_freed(&mut lists, entry, freed, to);
         Ok(freed)
@@ -564,6 +601,14 @@ impl SwapDevice {
         let mut lists = lock(&self.lists);
         let (cluster, start) = self.cluster_range(entry, nr)?;
         let mut c = lock(cluster);
+        debug_assert!(c.is_consistent());
+        // The cache only takes slots a reference keeps in use, and only
+        // gives back slots it holds.
+        debug_assert!((start..start + nr as usize).all(|i| if held {
+            !bit(&c.cache, i) && c.counts[i] != 0 && c.counts[i] != SWAP_MAP_BAD
+        } else {
+            bit(&c.cache, i)
+        }));
         let mut freed = 0;
         for i in start..start + nr as usize {
             set_bit(&mut c.cache, i, held);
@@ -573,6 +618,7 @@ impl SwapDevice {
             }
         }
         let to = c.list_after_free();
+        debug_assert!(c.is_consistent());
         drop(c);
         self.account_freed(&mut lists, entry, freed, to);
         Ok(freed)
@@ -610,6 +656,61 @@ impl SwapDevice {
             .read_page(entry.swp_offset(), page)
             .map_err(|source| SwapError::Io { entry, source })?;
         Ok(Stored::Device)
+    }
+
+    /// Checks every invariant of the device and panics naming the first
+    /// one broken: each cluster is consistent and on the list its use says
+    /// (the free list holding each free cluster once, a nonfull list each
+    /// of its order once), and `inuse_pages` counts every slot in use but
+    /// the reserved ones. O(device). Safe while other operations run:
+    /// every change to counts, cache bits, lists and `inuse_pages` happens
+    /// under the list lock, which this holds throughout.
+    pub fn validate(&self) {
+        let lists = lock(&self.lists);
+        let (mut used_slots, mut bad_slots) = (0u64, 0u64);
+        for (ci, cluster) in self.clusters.iter() {
+            let c = lock(cluster);
+            let on = lists.on[ci];
+            assert!(
+                c.is_consistent(),
+                "{}: cluster {ci} is inconsistent",
+                self.name
+            );
+            assert!(
+                c.fits_list(on),
+                "{}: cluster {ci} ({} used) is on {on:?}",
+                self.name,
+                c.used
+            );
+            used_slots += u64::from(c.used);
+            bad_slots += c.counts.iter().filter(|&&n| n == SWAP_MAP_BAD).count() as u64;
+        }
+        for (ci, &on) in lists.on.iter().enumerate() {
+            let ci = ci as u32;
+            let in_free = usize::from(lists.fresh.contains(&ci))
+                + lists.freed.iter().filter(|&&c| c == ci).count();
+            assert_eq!(
+                in_free,
+                usize::from(on == OnList::Free),
+                "{}: free list and cluster {ci} ({on:?})",
+                self.name
+            );
+            for (order, list) in lists.nonfull.iter().enumerate() {
+                let listed = list.iter().filter(|&&c| c == ci).count();
+                let expected = usize::from(on == OnList::Nonfull(order as u8));
+                assert_eq!(
+                    listed, expected,
+                    "{}: nonfull[{order}] and cluster {ci} ({on:?})",
+                    self.name
+                );
+            }
+        }
+        assert_eq!(
+            used_slots - bad_slots,
+            self.inuse_pages(),
+            "{}: inuse_pages against the clusters",
+            self.name
+        );
     }
 
     /// Every slot in use, as entries, in offset order.
@@ -805,6 +906,13 @@ impl Swapfiles {
         self.get(entry.swp_type()).ok_or(SwapError::BadEntry(entry))
     }
 
+    /// [`SwapDevice::validate`] on every device.
+    pub fn validate(&self) {
+        for device in self.iter() {
+            device.validate();
+        }
+    }
+
     /// The reference count of the slot at `entry` (`swap_count`): 0 when
     /// free, [`SWAP_MAP_BAD`] for a slot never handed out.
     pub fn count(&self, entry: SwapEntry) -> Result<u8, SwapError> {
@@ -988,6 +1096,29 @@ mod tests {
         assert_eq!(sf.put(small, 1).unwrap(), 1);
         assert_eq!(d.inuse_pages(), 0);
         assert!(sf.put(small, 1).is_err(), "double free refused");
+        sf.validate();
+    }
+
+    #[test]
+    fn a_freed_cluster_next_to_the_used_up_fresh_run_leaves_the_free_list() {
+        // Two clusters: the header's, and one that is used up, freed and
+        // taken again once the fresh run is empty. Its number then equals
+        // the empty run's end, which once left it on the free list too.
+        let sf = Swapfiles::default();
+        let d = sf
+            .swapon("ram0", ram(2 * SWAPFILE_CLUSTER as u64), None)
+            .unwrap();
+        let order = SWAPFILE_CLUSTER.trailing_zeros() as usize;
+        for _ in 0..3 {
+            let e = sf.alloc(order).unwrap();
+            d.validate();
+            assert_eq!(
+                sf.put(e, SWAPFILE_CLUSTER as u32).unwrap(),
+                SWAPFILE_CLUSTER as u32
+            );
+            d.validate();
+        }
+        assert_eq!(d.inuse_pages(), 0);
     }
 
     #[test]
@@ -1006,6 +1137,7 @@ mod tests {
             sf.put(r, 16).unwrap();
         }
         assert!(sf.alloc(4).is_some());
+        sf.validate();
     }
 
     #[test]
@@ -1030,6 +1162,7 @@ mod tests {
             let _ = sf.dup(e, 1);
         }
         assert!(matches!(sf.dup(e, 1), Err(SwapError::TooManyRefs(_))));
+        sf.validate();
     }
 
     #[test]
@@ -1051,6 +1184,7 @@ mod tests {
         assert!(is_zero(&buf));
         sf.read_page(d, &mut buf).unwrap();
         assert!(buf.iter().all(|&b| b == 7));
+        sf.validate();
     }
 
     #[test]
@@ -1065,6 +1199,7 @@ mod tests {
         assert!(text.starts_with("Filename"));
         assert!(text.contains("high") && text.contains("-2"));
         assert_eq!(sf.swaps()[0].size_kb, 63 * 4);
+        sf.validate();
     }
 
     #[test]

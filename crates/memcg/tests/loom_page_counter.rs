@@ -2,24 +2,14 @@
 //! charges racing at the limit. Each model asserts it saw every outcome.
 #![cfg(loom)]
 
+mod common;
+
 use std::collections::BTreeSet;
-use std::fmt::Debug;
 use std::sync::Arc;
 
+use common::explore;
 use loom::thread;
 use memcg::page_counter::PageCounter;
-
-fn explore<T: Ord + Debug + Send + 'static>(
-    model: impl Fn() -> T + Send + Sync + 'static,
-) -> BTreeSet<T> {
-    let seen = std::sync::Arc::new(std::sync::Mutex::new(BTreeSet::new()));
-    let sink = std::sync::Arc::clone(&seen);
-    loom::model(move || {
-        let outcome = model();
-        sink.lock().unwrap().insert(outcome);
-    });
-    std::mem::take(&mut *seen.lock().unwrap())
-}
 
 /// `set_max(8)` races `try_charge(4)` on a counter at 5 pages: usage never
 /// ends above a limit that `set_max` reported as set.

@@ -13,28 +13,17 @@
 //! stopped exploring fails instead of passing.
 #![cfg(loom)]
 
-use std::collections::BTreeSet;
-use std::fmt::Debug;
+mod common;
 
+use std::collections::BTreeSet;
+
+use common::explore;
 use loom::sync::Arc;
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread;
 use memcg::SwapEntry;
 use memcg::mm_types::SWAPFILE_CLUSTER;
 use memcg::swap_cgroup::{Design, SwapCgroup, SwapCgroupError, SwapCgroupMap};
-
-/// Runs `model` under loom and returns the set of outcomes it produced.
-fn explore<T: Ord + Debug + Send + 'static>(
-    model: impl Fn() -> T + Send + Sync + 'static,
-) -> BTreeSet<T> {
-    let seen = std::sync::Arc::new(std::sync::Mutex::new(BTreeSet::new()));
-    let sink = std::sync::Arc::clone(&seen);
-    loom::model(move || {
-        let outcome = model();
-        sink.lock().unwrap().insert(outcome);
-    });
-    std::mem::take(&mut *seen.lock().unwrap())
-}
 
 fn small_map(design: Design) -> Arc<SwapCgroupMap> {
     Arc::new(SwapCgroupMap::new(design, 2 * SWAPFILE_CLUSTER as u64).unwrap())

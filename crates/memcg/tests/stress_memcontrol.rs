@@ -10,7 +10,7 @@ mod common;
 use std::sync::Arc;
 
 use memcg::SwapEntry;
-use memcg::memcontrol::{CgroupTree, ChargeKind, MemCgroup, TreeConfig};
+use memcg::memcontrol::{ChargeKind, MemCgroup};
 use memcg::swap_cgroup::{Design, SwapCgroup};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -29,11 +29,7 @@ struct Held {
 #[test]
 fn charges_and_swap_balance_to_zero_under_churn_and_rmdir() {
     let seed = common::stress_seed("memcontrol stress");
-    let tree = CgroupTree::new(TreeConfig {
-        nr_nodes: 1,
-        max_ids: 256,
-        ..TreeConfig::default()
-    });
+    let tree = common::small_tree(1, 256);
     let swap = SwapCgroup::new(Design::Memcg);
     swap.swapon(0, SLOTS_PER_THREAD * THREADS as u64).unwrap();
     let mut cgs = vec![tree.mkdir("/a").unwrap(), tree.mkdir("/b").unwrap()];

@@ -1,4 +1,9 @@
-//! Helpers shared by the integration tests.
+//! Helpers shared by the integration tests (and, through `#[path]`, by
+//! memcg-sim's): each test crate includes this module and uses a subset of
+//! it, hence the `dead_code` allowance.
+#![allow(dead_code)]
+
+use memcg::memcontrol::{CgroupTree, TreeConfig};
 
 /// The seed for a randomised stress test: `MEMCG_STRESS_SEED` if set, else
 /// derived from the clock. Printed so a failing run can be replayed (the
@@ -15,4 +20,32 @@ pub fn stress_seed(test: &str) -> u64 {
         });
     eprintln!("{test}: seed {seed} (replay with MEMCG_STRESS_SEED={seed})");
     seed
+}
+
+/// A tree where every cgroup has memory, with `nr_nodes` NUMA nodes and
+/// room for `max_ids` memory cgroup ids (small, so that id exhaustion and
+/// reuse are reachable).
+pub fn small_tree(nr_nodes: usize, max_ids: u32) -> CgroupTree {
+    CgroupTree::new(TreeConfig {
+        nr_nodes,
+        max_ids,
+        ..TreeConfig::default()
+    })
+}
+
+/// Runs `model` under loom and returns the set of outcomes it produced, so
+/// that a model can assert every interesting interleaving occurred (loom
+/// 0.7 can stop exploring early, tokio-rs/loom#392: a model that silently
+/// stopped fails instead of passing).
+#[cfg(loom)]
+pub fn explore<T: Ord + std::fmt::Debug + Send + 'static>(
+    model: impl Fn() -> T + Send + Sync + 'static,
+) -> std::collections::BTreeSet<T> {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
+    let sink = std::sync::Arc::clone(&seen);
+    loom::model(move || {
+        let outcome = model();
+        sink.lock().unwrap().insert(outcome);
+    });
+    std::mem::take(&mut *seen.lock().unwrap())
 }
