@@ -160,8 +160,8 @@ impl SwapError {
     }
 }
 
-/// Bits of a per-cluster bitmap.
-type ClusterBits = [u64; SWAPFILE_CLUSTER / 64];
+/// Bits of a per-cluster bitmap (rounded up: loom's clusters have 4 slots).
+type ClusterBits = [u64; SWAPFILE_CLUSTER.div_ceil(64)];
 
 fn bit(bits: &ClusterBits, i: usize) -> bool {
     bits[i / 64] & (1 << (i % 64)) != 0
@@ -194,8 +194,8 @@ impl Default for Cluster {
     fn default() -> Self {
         Self {
             counts: [0; SWAPFILE_CLUSTER],
-            zero: [0; SWAPFILE_CLUSTER / 64],
-            cache: [0; SWAPFILE_CLUSTER / 64],
+            zero: [0; SWAPFILE_CLUSTER.div_ceil(64)],
+            cache: [0; SWAPFILE_CLUSTER.div_ceil(64)],
             used: 0,
             order: 0,
         }

@@ -1,0 +1,106 @@
+//! Loom model of the swap cache: two faults on one swapped page, shared by
+//! three mappings, racing the third mapping's `swap_free`.
+//!
+//! Run with
+//! `RUSTFLAGS="--cfg loom" cargo test -p memcg --release --test loom_swap_state`.
+//!
+//! Whichever fault comes first reads the page in and leaves it in the swap
+//! cache for the other; whichever reference goes last frees the slot, which
+//! uncharges the swap and unpins the owner's id. The model checks that in
+//! every interleaving both faults see the same folio with the bytes that
+//! were written, exactly one of them reads it in (a major fault), and at
+//! the end nothing is left: no slot, no swap charge, no id pin, no cache
+//! entry, no memory charge once the folio is dropped.
+#![cfg(loom)]
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::explore;
+use loom::sync::atomic::{AtomicUsize, Ordering};
+use loom::thread;
+use memcg::folio::Folio;
+use memcg::memcontrol::{CgroupTree, MemCgroup, VmEvent};
+use memcg::mm_types::{PAGE_SIZE, SWAPFILE_CLUSTER};
+use memcg::swap_cgroup::Design;
+use memcg::swap_state::SwapSystem;
+use std::sync::Arc;
+
+/// A tree with an owner cgroup and two faulting ones, and a swap system
+/// with one small RAM device.
+fn setup() -> (CgroupTree, Arc<SwapSystem>, [Arc<MemCgroup>; 3]) {
+    let tree = common::small_tree(1, 8);
+    let swap = Arc::new(SwapSystem::new(&tree, Design::Memcg));
+    swap.swapon_ram("ram0", 2 * SWAPFILE_CLUSTER as u64 * PAGE_SIZE, None)
+        .unwrap();
+    let cgs = ["/owner", "/a", "/b"].map(|p| tree.mkdir(p).unwrap());
+    (tree, swap, cgs)
+}
+
+/// Two faults (one in `/a`, one in `/b`) and one free on the page
+/// `/owner` swapped out with three references.
+#[test]
+fn two_faults_sharing_one_entry_race_the_last_swap_free() {
+    let outcomes = explore(|| {
+        let (_tree, swap, [owner, a, b]) = setup();
+        let folio = Arc::new(Folio::new(swap.tree(), &owner, 1).unwrap());
+        folio.bytes().fill(0x5a);
+        let entry = swap.swap_out(&folio).unwrap();
+        drop(folio);
+        swap.swap_dup(entry, 1).unwrap();
+        swap.swap_dup(entry, 1).unwrap();
+        let pins_before = owner.id_pins();
+
+        // The faults run on spawned threads and the free on the main one
+        // (loom explores best with the writer on the main thread, see
+        // `loom_swap_cgroup.rs`). `done` ranks the three as they finish:
+        // the free's rank shows whether it went first, between or last.
+        let done = Arc::new(AtomicUsize::new(0));
+        let fault = |cg: &Arc<MemCgroup>| {
+            let (swap, cg, done) = (Arc::clone(&swap), Arc::clone(cg), Arc::clone(&done));
+            thread::spawn(move || {
+                let folio = swap.do_swap_page(entry, 1, &cg).unwrap();
+                done.fetch_add(1, Ordering::SeqCst);
+                folio
+            })
+        };
+        let (fault_a, fault_b) = (fault(&a), fault(&b));
+        swap.swap_free(entry, 1).unwrap();
+        let free_rank = done.fetch_add(1, Ordering::SeqCst);
+        let (folio_a, folio_b) = (fault_a.join().unwrap(), fault_b.join().unwrap());
+
+        assert!(
+            Arc::ptr_eq(&folio_a, &folio_b),
+            "both faults share the folio"
+        );
+        assert!(folio_a.bytes().iter().all(|&byte| byte == 0x5a));
+        assert_eq!(swap.swapfiles().count(entry).unwrap(), 0, "slot freed");
+        assert_eq!(swap.cache_len(), 0, "out of the swap cache");
+        assert_eq!(owner.swap().usage(), 0, "swap uncharged");
+        assert_eq!(owner.id_pins(), pins_before - 1, "the slot's pin dropped");
+        assert_eq!(owner.memory().usage(), 1, "charged once, to the owner");
+        drop((folio_a, folio_b));
+        assert_eq!(owner.memory().usage(), 0);
+        swap.swapfiles().validate();
+        // Who read the page in (a major fault on the faulting cgroup).
+        let majors = (
+            a.vm_event(VmEvent::Pgmajfault),
+            b.vm_event(VmEvent::Pgmajfault),
+        );
+        assert_eq!(majors.0 + majors.1, 1, "exactly one fault reads");
+        (majors, free_rank)
+    });
+    let readers: BTreeSet<_> = outcomes.iter().map(|&(majors, _)| majors).collect();
+    let free_ranks: BTreeSet<_> = outcomes.iter().map(|&(_, rank)| rank).collect();
+    assert_eq!(
+        readers,
+        BTreeSet::from([(0, 1), (1, 0)]),
+        "either fault reads"
+    );
+    assert_eq!(
+        free_ranks,
+        BTreeSet::from([0, 1, 2]),
+        "the free goes first, between, last"
+    );
+}
