@@ -182,17 +182,8 @@ fn memory_kind(what: ChargeTarget) -> ChargeKind {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::SimConfig;
+    use crate::test_sim as sim;
     use memcg::Errno;
-
-    fn sim() -> Sim {
-        let sim = Sim::new(SimConfig::default());
-        sim.fs()
-            .write("/cgroup.subtree_control", "+memory")
-            .unwrap();
-        sim.fs().mkdir("/a").unwrap();
-        sim
-    }
 
     #[test]
     fn charges_come_back_from_whoever_took_them() {

@@ -790,18 +790,25 @@ impl std::fmt::Debug for Sim {
     }
 }
 
+/// A simulator for unit tests: memory enabled below the root and one
+/// cgroup, `/a`.
+#[cfg(test)]
+pub(crate) fn test_sim() -> Sim {
+    let sim = Sim::new(SimConfig::default());
+    sim.fs()
+        .write("/cgroup.subtree_control", "+memory")
+        .unwrap();
+    sim.fs().mkdir("/a").unwrap();
+    sim
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use memcg::memcontrol::MemcgStat;
 
     fn sim() -> Sim {
-        let sim = Sim::new(SimConfig::default());
-        sim.fs()
-            .write("/cgroup.subtree_control", "+memory")
-            .unwrap();
-        sim.fs().mkdir("/a").unwrap();
-        sim
+        test_sim()
     }
 
     fn small_machine(mem_bytes: u64) -> Sim {

@@ -145,14 +145,20 @@ impl MemCgroup {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::memcontrol::CgroupTree;
     use crate::memcontrol::test_tree;
     use crate::swap_cgroup::Design;
 
+    /// A small tree and a swap_cgroup table with type 0 of `nr_pages` on.
+    fn tree_with_swap(nr_pages: u64) -> (CgroupTree, SwapCgroup) {
+        let sc = SwapCgroup::new(Design::Memcg);
+        sc.swapon(0, nr_pages).unwrap();
+        (test_tree(1, 64), sc)
+    }
+
     #[test]
     fn swap_accounting_pins_ids_and_follows_the_owner() {
-        let t = test_tree(1, 64);
-        let sc = SwapCgroup::new(Design::Memcg);
-        sc.swapon(0, 1024).unwrap();
+        let (t, sc) = tree_with_swap(1024);
         let a = t.mkdir("/a").unwrap();
         let other = t.mkdir("/other").unwrap();
         let e = SwapEntry::new(0, 16).unwrap();
@@ -189,9 +195,7 @@ mod tests {
 
     #[test]
     fn swap_events_go_on_the_swapping_cgroup_and_up() {
-        let t = test_tree(1, 64);
-        let sc = SwapCgroup::new(Design::Memcg);
-        sc.swapon(0, 64).unwrap();
+        let (t, sc) = tree_with_swap(64);
         let p = t.mkdir("/p").unwrap();
         let c = t.mkdir("/p/c").unwrap();
         p.swap().set_max(1).unwrap();
@@ -212,9 +216,7 @@ mod tests {
 
     #[test]
     fn swap_max_refuses_with_max_and_fail_events() {
-        let t = test_tree(1, 64);
-        let sc = SwapCgroup::new(Design::Memcg);
-        sc.swapon(0, 64).unwrap();
+        let (t, sc) = tree_with_swap(64);
         let a = t.mkdir("/a").unwrap();
         a.swap().set_max(2).unwrap();
         let err = t
