@@ -1,5 +1,6 @@
-//! Loom model of the swap cache: two faults on one swapped page, shared by
-//! three mappings, racing the third mapping's `swap_free`.
+//! Loom models of the swap cache: two faults on one swapped page, shared
+//! by three mappings, racing the third mapping's `swap_free`; and two
+//! faults whose shared read fails (every waiter gets the reader's EIO).
 //!
 //! Run with
 //! `RUSTFLAGS="--cfg loom" cargo test -p memcg --release --test loom_swap_state`.
@@ -20,11 +21,13 @@ use std::collections::BTreeSet;
 use common::explore;
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread;
+use memcg::Errno;
 use memcg::folio::Folio;
 use memcg::memcontrol::{CgroupTree, MemCgroup, VmEvent};
 use memcg::mm_types::{PAGE_SIZE, SWAPFILE_CLUSTER};
 use memcg::swap_cgroup::Design;
-use memcg::swap_state::SwapSystem;
+use memcg::swap_state::{SwapInError, SwapSystem};
+use memcg::swapfile::{Fault as FaultKind, FaultyBackend, RamBackend};
 use std::sync::Arc;
 
 /// A tree with an owner cgroup and two faulting ones, and a swap system
@@ -102,5 +105,77 @@ fn two_faults_sharing_one_entry_race_the_last_swap_free() {
         free_ranks,
         BTreeSet::from([0, 1, 2]),
         "the free goes first, between, last"
+    );
+}
+
+/// How a fault ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Fault {
+    /// It got the page.
+    Mapped,
+    /// Its own read failed (EIO).
+    ReadFailed,
+    /// It waited on the other fault's read, which failed: it gets the
+    /// same errno (EIO), not a generic one.
+    SharedFailure,
+}
+
+/// Two faults on one swapped page whose first read fails: the reader gets
+/// EIO, and a fault that was waiting on that read gets EIO too; one that
+/// comes after the failure reads again and succeeds. Slot, data and
+/// charges stay for the retry.
+#[test]
+fn a_failed_read_gives_its_waiters_the_same_errno() {
+    let outcomes = explore(|| {
+        let tree = common::small_tree(1, 8);
+        let swap = Arc::new(SwapSystem::new(&tree, Design::Memcg));
+        let size_bytes = 2 * SWAPFILE_CLUSTER as u64 * PAGE_SIZE;
+        let disk = Arc::new(FaultyBackend::new(RamBackend::new(size_bytes).unwrap()));
+        swap.swapon("ram0", Box::new(Arc::clone(&disk)), None)
+            .unwrap();
+        let owner = tree.mkdir("/owner").unwrap();
+        let folio = Arc::new(Folio::new(&tree, &owner, 1).unwrap());
+        folio.bytes().fill(0xa5);
+        let entry = swap.swap_out(&folio).unwrap();
+        drop(folio);
+        swap.swap_dup(entry, 1).unwrap();
+        disk.inject(FaultKind::Read, 1);
+
+        let classify = |result: Result<Arc<Folio>, SwapInError>| match result {
+            Ok(folio) => {
+                assert!(folio.bytes().iter().all(|&byte| byte == 0xa5));
+                Fault::Mapped
+            }
+            Err(e) => {
+                assert_eq!(e.errno(), Errno::EIO, "{e}");
+                match e {
+                    SwapInError::Shared(_) => Fault::SharedFailure,
+                    _ => Fault::ReadFailed,
+                }
+            }
+        };
+        let other = {
+            let (swap, owner) = (Arc::clone(&swap), Arc::clone(&owner));
+            thread::spawn(move || swap.do_swap_page(entry, 1, &owner))
+        };
+        let mut both = [
+            classify(swap.do_swap_page(entry, 1, &owner)),
+            classify(other.join().unwrap()),
+        ];
+        both.sort();
+        // A failed read leaves nothing in the swap cache; a successful one
+        // leaves its folio there while the failed fault's mapping still
+        // references the slot, which stays charged.
+        let mapped = both.contains(&Fault::Mapped);
+        assert_eq!(swap.cache_len(), usize::from(mapped));
+        assert_eq!(owner.swap().usage(), 1, "the slot is still charged");
+        both
+    });
+    assert_eq!(
+        outcomes,
+        BTreeSet::from([
+            [Fault::Mapped, Fault::ReadFailed],
+            [Fault::ReadFailed, Fault::SharedFailure],
+        ])
     );
 }
