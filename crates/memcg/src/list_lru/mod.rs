@@ -18,6 +18,11 @@
 //! `kmemcg_id`, which offline redirects to the parent's, and allocation goes
 //! through an intermediate table of the ancestors lacking lists.
 //!
+//! One file per part: this one is the public surface and what both designs
+//! share (adding, deleting, counting, walking); `list.rs` the index-linked
+//! lists; `split.rs` and `legacy.rs` one design each (locating a cgroup's
+//! list, allocating lists, reparenting).
+//!
 //! # Locating a list (split)
 //!
 //! Load the cgroup's slot (lock-free; the loaded value stays alive while the
@@ -76,17 +81,20 @@
 use std::fmt;
 use std::str::FromStr;
 
+mod legacy;
+mod list;
+mod split;
+
 use crate::errno::Errno;
 use crate::idr::{ChunkedTable, IdAllocator, IdTable};
 use crate::memcontrol::{CgroupTree, MemCgroup, MemcgLruHooks, ShrinkerId};
-use crate::sync::{Arc, AtomicBool, AtomicI64, AtomicU32, Mutex, MutexGuard, Ordering, lock};
+use crate::sync::{Arc, AtomicI64, Mutex, MutexGuard, Ordering, lock};
+
+use list::{Link, ListLruMemcg, ListOne, ListView, NONE, Sentinels};
 
 /// The user's name for an object on a list_lru: an index below
 /// [`ListLruConfig::max_items`].
 pub type ItemId = u32;
-
-/// "No item": the end of a list.
-const NONE: u32 = u32::MAX;
 
 /// `nr_items` of a list whose cgroup was reparented (`LONG_MIN`).
 const DEAD: i64 = i64::MIN;
@@ -203,213 +211,11 @@ impl Default for ListLruConfig {
     }
 }
 
-/// One item's links.
-struct Link {
-    prev: AtomicU32,
-    next: AtomicU32,
-    on_list: AtomicBool,
-}
-
-impl Default for Link {
-    fn default() -> Self {
-        Self {
-            prev: AtomicU32::new(NONE),
-            next: AtomicU32::new(NONE),
-            on_list: AtomicBool::new(false),
-        }
-    }
-}
-
-/// Sentinel link ids, one per list, allocated after the item ids.
-struct Sentinels(Mutex<IdAllocator>);
-
-impl Sentinels {
-    fn alloc(&self) -> u32 {
-        lock(&self.0)
-            .alloc()
-            .expect("sentinels are sized for every list that can exist at once")
-    }
-}
-
-/// One list (`list_lru_one`): a circular doubly linked list of item ids
-/// threaded through the item links around the list's own sentinel link (as
-/// the kernel's `list_head`), its count, and (split design) its lock.
-/// Unlinking an item needs only its neighbours, never the list, which is
-/// what lets a legacy `del` that raced an offline unlink the item from the
-/// list it is really on, exactly as the kernel's `list_del_init` does.
-pub(crate) struct ListOne {
-    lock: Mutex<()>,
-    sentinel: u32,
-    nr_items: AtomicI64,
-}
-
-impl ListOne {
-    fn new(sentinel: u32, links: &ChunkedTable<Link>) -> Self {
-        let link = links
-            .get_or_alloc(sentinel as usize)
-            .expect("sentinel ids are inside the link table");
-        // Relaxed: the list is published (table store or owner's creation)
-        // after this, which orders these stores for every later user.
-        link.prev.store(sentinel, Ordering::Relaxed);
-        link.next.store(sentinel, Ordering::Relaxed);
-        Self {
-            lock: Mutex::new(()),
-            sentinel,
-            nr_items: AtomicI64::new(0),
-        }
-    }
-
-    /// Items on the list, read without its lock (`count_one`): a dead list
-    /// and transiently negative counts read as 0.
-    fn count(&self) -> usize {
-        // Relaxed: a lockless snapshot, like READ_ONCE in the kernel.
-        usize::try_from(self.nr_items.load(Ordering::Relaxed)).unwrap_or(0)
-    }
-}
-
-/// A cgroup's lists, one per node (`list_lru_memcg`).
-struct ListLruMemcg {
-    /// The owner's serial: ids are reused once released, serials never, so
-    /// a dead cgroup whose id now names another cgroup cannot mistake that
-    /// cgroup's lists for its own.
-    owner_serial: u64,
-    lists: Box<[ListOne]>,
-    sentinels: Arc<Sentinels>,
-}
-
-impl ListLruMemcg {
-    fn new(owner: &MemCgroup, inner: &Inner) -> Self {
-        Self {
-            owner_serial: owner.serial(),
-            lists: (0..inner.nodes.len())
-                .map(|_| ListOne::new(inner.sentinels.alloc(), &inner.links))
-                .collect(),
-            sentinels: Arc::clone(&inner.sentinels),
-        }
-    }
-
-    /// These lists if they belong to `cg`.
-    fn of<'a>(this: Option<&'a Self>, cg: &MemCgroup) -> Option<&'a Self> {
-        this.filter(|m| m.owner_serial == cg.serial())
-    }
-}
-
-impl Drop for ListLruMemcg {
-    fn drop(&mut self) {
-        // The last reader is gone: nothing can reach these sentinels.
-        let mut alloc = lock(&self.sentinels.0);
-        for list in self.lists.iter() {
-            alloc.free(list.sentinel);
-        }
-    }
-}
-
 /// Per node: the root list, the item total, and (legacy) the node lock.
 struct LruNode {
     root: ListOne,
     nr_items: AtomicI64,
     legacy_lock: Mutex<()>,
-}
-
-/// The operations on a list whose lock (list or node) the holder has.
-/// Every field access is `Relaxed`: the lock orders them.
-#[derive(Clone, Copy)]
-struct ListView<'a> {
-    list: &'a ListOne,
-    links: &'a ChunkedTable<Link>,
-}
-
-impl<'a> ListView<'a> {
-    fn link(&self, id: u32) -> &'a Link {
-        self.links
-            .get(id as usize)
-            .expect("a linked id has allocated links")
-    }
-
-    /// The sentinel: where iteration ends.
-    fn end(&self) -> u32 {
-        self.list.sentinel
-    }
-
-    fn next(&self, id: u32) -> u32 {
-        self.link(id).next.load(Ordering::Relaxed)
-    }
-
-    fn prev(&self, id: u32) -> u32 {
-        self.link(id).prev.load(Ordering::Relaxed)
-    }
-
-    /// The oldest item (the sentinel when empty).
-    fn first(&self) -> u32 {
-        self.next(self.end())
-    }
-
-    /// The newest item (the sentinel when empty).
-    fn last(&self) -> u32 {
-        self.prev(self.end())
-    }
-
-    fn nr_items(&self) -> i64 {
-        self.list.nr_items.load(Ordering::Relaxed)
-    }
-
-    fn add_nr(&self, delta: i64) {
-        self.list
-            .nr_items
-            .store(self.nr_items() + delta, Ordering::Relaxed);
-    }
-
-    fn push_tail(&self, item: ItemId) {
-        let end = self.end();
-        let last = self.last();
-        let link = self.link(item);
-        link.prev.store(last, Ordering::Relaxed);
-        link.next.store(end, Ordering::Relaxed);
-        self.link(last).next.store(item, Ordering::Relaxed);
-        self.link(end).prev.store(item, Ordering::Relaxed);
-    }
-
-    /// Unlinks `item` from whatever list it is on (`list_del_init`): only
-    /// its neighbours are touched.
-    fn unlink(&self, item: ItemId) {
-        let link = self.link(item);
-        let (prev, next) = (
-            link.prev.load(Ordering::Relaxed),
-            link.next.load(Ordering::Relaxed),
-        );
-        self.link(prev).next.store(next, Ordering::Relaxed);
-        self.link(next).prev.store(prev, Ordering::Relaxed);
-        link.prev.store(NONE, Ordering::Relaxed);
-        link.next.store(NONE, Ordering::Relaxed);
-    }
-
-    /// Moves every item of `self` to the head of `dst` (`list_splice_init`).
-    fn splice_to_head(&self, dst: &ListView<'_>) {
-        let (src_end, dst_end) = (self.end(), dst.end());
-        let (first, last) = (self.first(), self.last());
-        if first == src_end {
-            return;
-        }
-        let dst_first = dst.first();
-        self.link(dst_end).next.store(first, Ordering::Relaxed);
-        self.link(first).prev.store(dst_end, Ordering::Relaxed);
-        self.link(last).next.store(dst_first, Ordering::Relaxed);
-        self.link(dst_first).prev.store(last, Ordering::Relaxed);
-        self.link(src_end).next.store(src_end, Ordering::Relaxed);
-        self.link(src_end).prev.store(src_end, Ordering::Relaxed);
-    }
-
-    /// Whether `item` is on this list (O(n); debug checks only).
-    fn contains(&self, item: ItemId) -> bool {
-        let mut at = self.first();
-        while at != self.end() {
-            if at == item {
-                return true;
-            }
-            at = self.next(at);
-        }
-        false
-    }
 }
 
 /// A locked list handed to a walk callback, with no current item (after the
@@ -807,131 +613,6 @@ impl Inner {
         }
     }
 
-    fn with_list_split<R>(
-        &self,
-        nid: usize,
-        cg: &MemCgroup,
-        mode: Locate,
-        f: impl FnOnce(ListGuard<'_>, &MemCgroup) -> R,
-    ) -> Option<R> {
-        let mut f = Some(f);
-        let mut at = cg;
-        loop {
-            if !self.memcg_aware || at.is_root() {
-                let view = self.root_view(nid);
-                let guard = ListGuard {
-                    _lock: lock(&view.list.lock),
-                    view,
-                };
-                return Some((f.take().expect("called once"))(guard, at));
-            }
-            let done = self.memcg.with(at.id().into(), |mlru| {
-                let list = &ListLruMemcg::of(mlru, at)?.lists[nid];
-                let held = lock(&list.lock);
-                // Relaxed: the list lock orders it against the reparent that
-                // stores the dead mark under the same lock.
-                if list.nr_items.load(Ordering::Relaxed) == DEAD {
-                    return None;
-                }
-                let guard = ListGuard {
-                    _lock: held,
-                    view: ListView {
-                        list,
-                        links: &self.links,
-                    },
-                };
-                Some((f.take().expect("called once"))(guard, at))
-            });
-            if done.is_some() || mode == Locate::SkipEmpty {
-                return done;
-            }
-            if !at.is_dying() {
-                // A live cgroup made before this list_lru: lists on first use.
-                match mode {
-                    Locate::Allocate => {
-                        self.memcg_alloc(at);
-                        continue;
-                    }
-                    _ => return None,
-                }
-            }
-            at = at.parent().expect("only the root has no parent");
-        }
-    }
-
-    fn with_list_legacy<R>(
-        &self,
-        nid: usize,
-        cg: &MemCgroup,
-        mode: Locate,
-        f: impl FnOnce(ListGuard<'_>, &MemCgroup) -> R,
-    ) -> Option<R> {
-        let mut held = Some(lock(&self.nodes[nid].legacy_lock));
-        let mut f = Some(f);
-        let mut at = cg;
-        loop {
-            let idx = at.kmemcg_id();
-            // Follow the (possibly redirected) index to its owner in this
-            // cgroup's own ancestry, and use the lists there only if they are
-            // that owner's (an ancestor that died after this cgroup did may
-            // have had its id reused by an unrelated cgroup). A dying owner's
-            // lists are still used until reparenting erases them, as the
-            // legacy kernel does.
-            let owner = if self.memcg_aware && idx >= 0 {
-                Some(owner_with_id(at, idx))
-            } else {
-                None
-            };
-            let Some(owner) = owner else {
-                let guard = ListGuard {
-                    _lock: held.take().expect("node lock held"),
-                    view: self.root_view(nid),
-                };
-                return Some((f.take().expect("called once"))(guard, self.tree.root()));
-            };
-            if i32::from(owner.id()) == idx {
-                let done = self.memcg.with(idx as usize, |mlru| {
-                    let list = &ListLruMemcg::of(mlru, owner)?.lists[nid];
-                    // Relaxed: under the node lock, like the store of DEAD.
-                    if list.nr_items.load(Ordering::Relaxed) == DEAD {
-                        return None;
-                    }
-                    let guard = ListGuard {
-                        _lock: held.take().expect("node lock held"),
-                        view: ListView {
-                            list,
-                            links: &self.links,
-                        },
-                    };
-                    Some((f.take().expect("called once"))(guard, owner))
-                });
-                if done.is_some() {
-                    return done;
-                }
-            }
-            if mode == Locate::SkipEmpty {
-                return None;
-            }
-            if !owner.is_dying() && i32::from(owner.id()) == idx {
-                // A live cgroup made before this list_lru: lists on first use.
-                match mode {
-                    Locate::Allocate => {
-                        drop(held.take());
-                        self.memcg_alloc(owner);
-                        held = Some(lock(&self.nodes[nid].legacy_lock));
-                        continue;
-                    }
-                    _ => return None,
-                }
-            }
-            // The owner's lists are gone: its items were moved up.
-            at = match owner.parent() {
-                Some(parent) => parent,
-                None => self.tree.root(),
-            };
-        }
-    }
-
     fn add(&self, item: ItemId, nid: usize, cg: &MemCgroup) -> bool {
         let link = self
             .links
@@ -1052,92 +733,6 @@ impl Inner {
         }
     }
 
-    fn memcg_alloc_split(&self, cg: &MemCgroup) {
-        loop {
-            // The topmost ancestor (or cg itself) without lists.
-            let mut pos = cg;
-            while let Some(parent) = pos.parent() {
-                if self.has_lists(parent) {
-                    break;
-                }
-                pos = parent;
-            }
-            {
-                let _xa_lock = lock(&self.alloc_lock);
-                debug_assert!(
-                    self.memcg.with(pos.id().into(), |m| m
-                        .is_none_or(|m| m.owner_serial == pos.serial())),
-                    "{}'s slot holds a removed cgroup's lists",
-                    pos.path()
-                );
-                if !self.memcg.contains(pos.id().into()) && !pos.is_dying() {
-                    self.memcg.store(
-                        pos.id().into(),
-                        Some(Arc::new(ListLruMemcg::new(pos, self))),
-                    );
-                }
-            }
-            if std::ptr::eq(pos, cg) || pos.is_dying() {
-                return;
-            }
-        }
-    }
-
-    /// The pre-series allocation: collect the ancestors lacking lists into
-    /// an intermediate table, allocate, then store them topmost first.
-    fn memcg_alloc_legacy(&self, cg: &MemCgroup) {
-        let mut table = Vec::with_capacity(cg.level() as usize);
-        let mut at = Some(cg);
-        while let Some(c) = at {
-            if self.has_lists(c) {
-                break;
-            }
-            table.push((c, Arc::new(ListLruMemcg::new(c, self))));
-            at = c.parent().map(|p| &**p);
-        }
-        let _xa_lock = lock(&self.alloc_lock);
-        for (c, lists) in table.into_iter().rev() {
-            let idx = c.kmemcg_id();
-            if idx >= 0 && !self.memcg.contains(idx as usize) {
-                self.memcg.store(idx as usize, Some(lists));
-            }
-        }
-    }
-
-    fn reparent_split(&self, cg: &MemCgroup, parent: &MemCgroup) {
-        // The allocation lock is the barrier (the kernel's xa lock, "using
-        // the XArray lock as barrier"): `cg` is dying already, so an
-        // allocation that checked it under this lock before us has stored
-        // its lists (and we see them here), and one after us sees it dying
-        // and stores nothing. Reading the slot without the lock let a late
-        // store leave a dying cgroup with lists nobody would reparent.
-        let Some(mlru) = self.load_slot_locked(cg.id().into()) else {
-            return;
-        };
-        debug_assert_eq!(
-            mlru.owner_serial,
-            cg.serial(),
-            "an online cgroup's slot is its own"
-        );
-        for (nid, src_list) in mlru.lists.iter().enumerate() {
-            let _src_lock = lock(&src_list.lock);
-            let src = ListView {
-                list: src_list,
-                links: &self.links,
-            };
-            self.with_list(nid, parent, Locate::Allocate, |dst, owner| {
-                debug_assert!(src.nr_items() >= 0, "reparenting a dead list");
-                self.splice_into(nid, &src, &dst, owner);
-            });
-            // Relaxed: under the list lock, like every nr_items store.
-            src_list.nr_items.store(DEAD, Ordering::Relaxed);
-        }
-        // Only now erase the slot (the 2026 order); readers still holding
-        // the lists see them dead and move on to the parent.
-        let _xa_lock = lock(&self.alloc_lock);
-        self.memcg.store(cg.id().into(), None);
-    }
-
     /// The lists at `idx`, read under the allocation lock (see
     /// `reparent_split`).
     fn load_slot_locked(&self, idx: usize) -> Option<Arc<ListLruMemcg>> {
@@ -1157,35 +752,6 @@ impl Inner {
             }
         }
     }
-
-    fn reparent_legacy(&self, cg: &MemCgroup, parent: &MemCgroup) {
-        // The kmemcg_id redirect already happened (memcontrol's offline);
-        // the cgroup's own lists are still at its id.
-        let src_idx = usize::from(cg.id());
-        // Under the allocation lock, as in `reparent_split`: the redirect is
-        // stored, so an allocation that read the old index under the lock
-        // has stored its lists (seen here) and a later one finds the
-        // parent's index.
-        let Some(mlru) = self.load_slot_locked(src_idx) else {
-            return;
-        };
-        for (nid, src_list) in mlru.lists.iter().enumerate() {
-            let src = ListView {
-                list: src_list,
-                links: &self.links,
-            };
-            self.with_list_legacy(nid, parent, Locate::Allocate, |dst, owner| {
-                self.splice_into(nid, &src, &dst, owner);
-                // Dead, not just empty: a removed descendant whose
-                // kmemcg_id still names this cgroup (our tree unlinks dead
-                // children, so the redirect cannot reach them, unlike the
-                // kernel's) must not add to a list about to be erased.
-                src_list.nr_items.store(DEAD, Ordering::Relaxed);
-            });
-        }
-        let _xa_lock = lock(&self.alloc_lock);
-        self.memcg.store(src_idx, None);
-    }
 }
 
 impl MemcgLruHooks for Inner {
@@ -1199,19 +765,6 @@ impl MemcgLruHooks for Inner {
             LruDesign::Legacy => self.reparent_legacy(cg, parent),
         }
     }
-}
-
-/// The ancestor-or-self of `cg` whose id is `idx` (the owner of a legacy
-/// list reached through a redirected `kmemcg_id`).
-fn owner_with_id(cg: &MemCgroup, idx: i32) -> &MemCgroup {
-    let mut at = cg;
-    while i32::from(at.id()) != idx {
-        match at.parent() {
-            Some(parent) => at = parent,
-            None => break,
-        }
-    }
-    at
 }
 
 /// One pass over a locked list (`__list_lru_walk_one`'s loop).
