@@ -3,157 +3,237 @@
 //! against.
 //!
 //! One lock per node covers every cgroup's list on that node and the root
-//! list; a cgroup's lists live in the shared table at its `kmemcg_id`,
-//! which offline redirects to the parent's; allocation collects the
-//! ancestors lacking lists into an intermediate table, then stores them
-//! topmost first.
+//! list; a cgroup's lists live in the shared table at its list index
+//! (`kmemcg_id`), which offline redirects to the parent's; allocation
+//! collects the ancestors lacking lists into an intermediate table, then
+//! stores them topmost first.
+//!
+//! # Invariants
+//!
+//! - A cgroup's list index is its own id while it is online; a redirected
+//!   index names an ancestor, whose lists are used only if they are that
+//!   ancestor's (an ancestor that died after the cgroup did may have had
+//!   its id reused by an unrelated cgroup).
+//! - A reparented list is marked dead, not just emptied, so nothing adds to
+//!   a list about to be erased.
 //!
 //! # Locking
 //!
 //! - Every list operation holds the node lock for its whole duration,
 //!   including the walk up a chain of redirected indexes, and drops it only
-//!   to allocate lists.
+//!   to allocate lists. Links and counts of every list on the node, the
+//!   root's included, change only under it.
 //! - Stores to the table happen under the allocation lock; the reparent
 //!   reads the dying cgroup's slot under it after the redirect is in place,
 //!   so an allocation either stored its lists before (and the reparent
 //!   moves them) or reads the parent's index.
 
 use crate::memcontrol::MemCgroup;
-use crate::sync::{Arc, Ordering, lock};
+use crate::sync::{Mutex, MutexGuard, Ordering, lock};
 
-use super::list::{ListLruMemcg, ListView};
-use super::{DEAD, Inner, ListGuard, Locate};
+use super::list::ListLruMemcg;
+use super::{DEAD, Design, ListGuard, Locate, LruDesign, Shared};
 
-impl Inner {
-    pub(super) fn with_list_legacy<R>(
+/// Where a cgroup's lists are found (the kernel's `kmemcg_id`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ListIndex {
+    /// The node's root lists (the kernel's -1).
+    Root,
+    /// The lists stored at this id in the shared table.
+    Slot(u16),
+}
+
+/// The legacy design's own state.
+pub(super) struct LegacyState {
+    /// Per node, the one lock over the root list and every cgroup's list on
+    /// that node.
+    node_locks: Box<[Mutex<()>]>,
+}
+
+impl LegacyState {
+    pub(super) fn new(nr_nodes: usize) -> Self {
+        Self {
+            node_locks: (0..nr_nodes).map(|_| Mutex::new(())).collect(),
+        }
+    }
+
+    /// Where `cg`'s lists are found now.
+    fn list_index(&self, cg: &MemCgroup) -> ListIndex {
+        match u16::try_from(cg.kmemcg_id()) {
+            Ok(id) => ListIndex::Slot(id),
+            Err(_) => ListIndex::Root,
+        }
+    }
+
+    /// The cgroup whose lists `cg` uses, with their index: `cg`'s (possibly
+    /// redirected) index followed to its owner in `cg`'s own ancestry.
+    /// `None`: the root lists. A dying owner's lists are still used until
+    /// reparenting erases them, as the legacy kernel does.
+    fn resolve_owner<'a>(
         &self,
+        shared: &Shared,
+        cg: &'a MemCgroup,
+    ) -> Option<(&'a MemCgroup, u16)> {
+        match self.list_index(cg) {
+            ListIndex::Slot(idx) if shared.memcg_aware => Some((owner_with_id(cg, idx), idx)),
+            _ => None,
+        }
+    }
+}
+
+impl Design for LegacyState {
+    fn design(&self) -> LruDesign {
+        LruDesign::Legacy
+    }
+
+    fn has_memcg_lists(&self, shared: &Shared, cg: &MemCgroup) -> bool {
+        match self.list_index(cg) {
+            ListIndex::Root => true,
+            ListIndex::Slot(idx) => shared.memcg.contains(idx.into()),
+        }
+    }
+
+    fn count_memcg(&self, shared: &Shared, nid: usize, cg: &MemCgroup) -> usize {
+        match self.list_index(cg) {
+            ListIndex::Root => shared.nodes[nid].root.count(),
+            ListIndex::Slot(idx) => shared
+                .memcg
+                .with(idx.into(), |m| m.map_or(0, |m| m.lists[nid].count())),
+        }
+    }
+
+    fn with_list<R>(
+        &self,
+        shared: &Shared,
         nid: usize,
         cg: &MemCgroup,
         mode: Locate,
-        f: impl FnOnce(ListGuard<'_>, &MemCgroup) -> R,
+        mut f: impl FnOnce(ListGuard<'_>, &MemCgroup) -> R,
     ) -> Option<R> {
-        let mut held = Some(lock(&self.nodes[nid].legacy_lock));
-        let mut f = Some(f);
+        let mut node_lock = lock(&self.node_locks[nid]);
         let mut at = cg;
         loop {
-            let idx = at.kmemcg_id();
-            // Follow the (possibly redirected) index to its owner in this
-            // cgroup's own ancestry, and use the lists there only if they are
-            // that owner's (an ancestor that died after this cgroup did may
-            // have had its id reused by an unrelated cgroup). A dying owner's
-            // lists are still used until reparenting erases them, as the
-            // legacy kernel does.
-            let owner = if self.memcg_aware && idx >= 0 {
-                Some(owner_with_id(at, idx))
-            } else {
-                None
-            };
-            let Some(owner) = owner else {
+            let Some((owner, idx)) = self.resolve_owner(shared, at) else {
                 let guard = ListGuard {
-                    _lock: held.take().expect("node lock held"),
-                    view: self.root_view(nid),
+                    _lock: node_lock,
+                    view: shared.root_view(nid),
                 };
-                return Some((f.take().expect("called once"))(guard, self.tree.root()));
+                return Some(f(guard, shared.tree.root()));
             };
-            if i32::from(owner.id()) == idx {
-                let done = self.memcg.with(idx as usize, |mlru| {
-                    let list = &ListLruMemcg::of(mlru, owner)?.lists[nid];
-                    // Relaxed: under the node lock, like the store of DEAD.
-                    if list.nr_items.load(Ordering::Relaxed) == DEAD {
-                        return None;
-                    }
-                    let guard = ListGuard {
-                        _lock: held.take().expect("node lock held"),
-                        view: ListView {
-                            list,
-                            links: &self.links,
-                        },
-                    };
-                    Some((f.take().expect("called once"))(guard, owner))
-                });
-                if done.is_some() {
-                    return done;
-                }
-            }
+            (node_lock, f) = match with_owner_list(shared, nid, owner, idx, node_lock, f) {
+                Ok(done) => return Some(done),
+                Err(unused) => unused,
+            };
             if mode == Locate::SkipEmpty {
                 return None;
             }
-            if !owner.is_dying() && i32::from(owner.id()) == idx {
+            if !owner.is_dying() && owner.id() == idx {
                 // A live cgroup made before this list_lru: lists on first use.
-                match mode {
-                    Locate::Allocate => {
-                        drop(held.take());
-                        self.memcg_alloc(owner);
-                        held = Some(lock(&self.nodes[nid].legacy_lock));
-                        continue;
-                    }
-                    _ => return None,
+                if mode != Locate::Allocate {
+                    return None;
                 }
+                drop(node_lock);
+                self.memcg_alloc(shared, owner);
+                node_lock = lock(&self.node_locks[nid]);
+                continue;
             }
             // The owner's lists are gone: its items were moved up.
             at = match owner.parent() {
                 Some(parent) => parent,
-                None => self.tree.root(),
+                None => shared.tree.root(),
             };
         }
     }
 
     /// The pre-series allocation: collect the ancestors lacking lists into
     /// an intermediate table, allocate, then store them topmost first.
-    pub(super) fn memcg_alloc_legacy(&self, cg: &MemCgroup) {
+    fn alloc_lists(&self, shared: &Shared, cg: &MemCgroup) {
         let mut table = Vec::with_capacity(cg.level() as usize);
         let mut at = Some(cg);
         while let Some(c) = at {
-            if self.has_lists(c) {
+            if self.has_lists(shared, c) {
                 break;
             }
-            table.push((c, Arc::new(ListLruMemcg::new(c, self))));
+            table.push((c, shared.new_lists(c)));
             at = c.parent().map(|p| &**p);
         }
-        let _xa_lock = lock(&self.alloc_lock);
+        let _xa_lock = lock(&shared.alloc_lock);
         for (c, lists) in table.into_iter().rev() {
-            let idx = c.kmemcg_id();
-            if idx >= 0 && !self.memcg.contains(idx as usize) {
-                self.memcg.store(idx as usize, Some(lists));
+            if let ListIndex::Slot(idx) = self.list_index(c)
+                && !shared.memcg.contains(idx.into())
+            {
+                shared.memcg.store(idx.into(), Some(lists));
             }
         }
     }
 
-    pub(super) fn reparent_legacy(&self, cg: &MemCgroup, parent: &MemCgroup) {
+    fn reparent(&self, shared: &Shared, cg: &MemCgroup, parent: &MemCgroup) {
         // The kmemcg_id redirect already happened (memcontrol's offline);
         // the cgroup's own lists are still at its id.
         let src_idx = usize::from(cg.id());
-        // Under the allocation lock, as in `reparent_split`: the redirect is
+        // Under the allocation lock, as in the split design: the redirect is
         // stored, so an allocation that read the old index under the lock
         // has stored its lists (seen here) and a later one finds the
         // parent's index.
-        let Some(mlru) = self.load_slot_locked(src_idx) else {
+        let Some(mlru) = shared.load_slot_locked(src_idx) else {
             return;
         };
         for (nid, src_list) in mlru.lists.iter().enumerate() {
-            let src = ListView {
-                list: src_list,
-                links: &self.links,
-            };
-            self.with_list_legacy(nid, parent, Locate::Allocate, |dst, owner| {
-                self.splice_into(nid, &src, &dst, owner);
-                // Dead, not just empty: a removed descendant whose
-                // kmemcg_id still names this cgroup (our tree unlinks dead
-                // children, so the redirect cannot reach them, unlike the
-                // kernel's) must not add to a list about to be erased.
+            let src = shared.view(src_list);
+            self.with_list(shared, nid, parent, Locate::Allocate, |dst, owner| {
+                shared.splice_into(nid, &src, &dst, owner);
+                // Dead, not just empty: a removed descendant whose index
+                // still names this cgroup (our tree unlinks dead children,
+                // so the redirect cannot reach them, unlike the kernel's)
+                // must not add to a list about to be erased.
+                // Relaxed: under the node lock, like every nr_items store of
+                // this design.
                 src_list.nr_items.store(DEAD, Ordering::Relaxed);
             });
         }
-        let _xa_lock = lock(&self.alloc_lock);
-        self.memcg.store(src_idx, None);
+        shared.erase_slot(src_idx);
     }
 }
 
+/// Calls `f` with `owner`'s list on `nid` under the node lock, or hands the
+/// lock and `f` back when the lists at `idx` are not `owner`'s (none there,
+/// another cgroup's, or `idx` names no ancestor) or its list is dead.
+fn with_owner_list<'l, R, F>(
+    shared: &Shared,
+    nid: usize,
+    owner: &MemCgroup,
+    idx: u16,
+    node_lock: MutexGuard<'l, ()>,
+    f: F,
+) -> Result<R, (MutexGuard<'l, ()>, F)>
+where
+    F: FnOnce(ListGuard<'_>, &MemCgroup) -> R,
+{
+    if owner.id() != idx {
+        return Err((node_lock, f));
+    }
+    shared.memcg.with(idx.into(), |mlru| {
+        let Some(lists) = ListLruMemcg::of(mlru, owner) else {
+            return Err((node_lock, f));
+        };
+        let list = &lists.lists[nid];
+        // Relaxed: under the node lock, like the store of DEAD.
+        if list.nr_items.load(Ordering::Relaxed) == DEAD {
+            return Err((node_lock, f));
+        }
+        let guard = ListGuard {
+            _lock: node_lock,
+            view: shared.view(list),
+        };
+        Ok(f(guard, owner))
+    })
+}
+
 /// The ancestor-or-self of `cg` whose id is `idx` (the owner of a legacy
-/// list reached through a redirected `kmemcg_id`).
-fn owner_with_id(cg: &MemCgroup, idx: i32) -> &MemCgroup {
+/// list reached through a redirected index), or the root if none is.
+fn owner_with_id(cg: &MemCgroup, idx: u16) -> &MemCgroup {
     let mut at = cg;
-    while i32::from(at.id()) != idx {
+    while at.id() != idx {
         match at.parent() {
             Some(parent) => at = parent,
             None => break,

@@ -25,7 +25,7 @@ use crate::idr::{ChunkedTable, IdAllocator};
 use crate::memcontrol::MemCgroup;
 use crate::sync::{Arc, AtomicBool, AtomicI64, AtomicU32, Mutex, Ordering, lock};
 
-use super::{Inner, ItemId};
+use super::ItemId;
 
 /// "No item": the end of a list.
 pub(super) const NONE: u32 = u32::MAX;
@@ -48,9 +48,14 @@ impl Default for Link {
 }
 
 /// Sentinel link ids, one per list, allocated after the item ids.
-pub(super) struct Sentinels(pub(super) Mutex<IdAllocator>);
+pub(super) struct Sentinels(Mutex<IdAllocator>);
 
 impl Sentinels {
+    /// Sentinel ids `first..=last`, all free.
+    pub(super) fn new(first: u32, last: u32) -> Self {
+        Self(Mutex::new(IdAllocator::new(first, last)))
+    }
+
     pub(super) fn alloc(&self) -> u32 {
         lock(&self.0)
             .alloc()
@@ -105,13 +110,18 @@ pub(super) struct ListLruMemcg {
 }
 
 impl ListLruMemcg {
-    pub(super) fn new(owner: &MemCgroup, inner: &Inner) -> Self {
+    pub(super) fn new(
+        owner: &MemCgroup,
+        nr_nodes: usize,
+        sentinels: &Arc<Sentinels>,
+        links: &ChunkedTable<Link>,
+    ) -> Self {
         Self {
             owner_serial: owner.serial(),
-            lists: (0..inner.nodes.len())
-                .map(|_| ListOne::new(inner.sentinels.alloc(), &inner.links))
+            lists: (0..nr_nodes)
+                .map(|_| ListOne::new(sentinels.alloc(), links))
                 .collect(),
-            sentinels: Arc::clone(&inner.sentinels),
+            sentinels: Arc::clone(sentinels),
         }
     }
 

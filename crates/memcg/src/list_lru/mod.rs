@@ -21,7 +21,10 @@
 //! One file per part: this one is the public surface and what both designs
 //! share (adding, deleting, counting, walking); `list.rs` the index-linked
 //! lists; `split.rs` and `legacy.rs` one design each (locating a cgroup's
-//! list, allocating lists, reparenting).
+//! list, allocating lists, reparenting), both implementing the private
+//! `Design` trait. [`ListLru::new`] picks the design once (`Locator`), and
+//! every operation dispatches to it once, through the one `match` in
+//! `dispatch!`.
 //!
 //! # Locating a list (split)
 //!
@@ -86,11 +89,13 @@ mod list;
 mod split;
 
 use crate::errno::Errno;
-use crate::idr::{ChunkedTable, IdAllocator, IdTable};
+use crate::idr::{ChunkedTable, IdTable};
 use crate::memcontrol::{CgroupTree, MemCgroup, MemcgLruHooks, ShrinkerId};
 use crate::sync::{Arc, AtomicI64, Mutex, MutexGuard, Ordering, lock};
 
+use legacy::LegacyState;
 use list::{Link, ListLruMemcg, ListOne, ListView, NONE, Sentinels};
+use split::SplitState;
 
 /// The user's name for an object on a list_lru: an index below
 /// [`ListLruConfig::max_items`].
@@ -98,6 +103,11 @@ pub type ItemId = u32;
 
 /// `nr_items` of a list whose cgroup was reparented (`LONG_MIN`).
 const DEAD: i64 = i64::MIN;
+
+/// The longest list on which `del` checks, in debug builds, that the list
+/// it located holds the item: the check walks the list (O(n)), and stress
+/// tests build lists long enough to make that quadratic.
+const DEL_CHECK_MAX_ITEMS: i64 = 4096;
 
 /// Which list_lru implementation to use.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -211,11 +221,10 @@ impl Default for ListLruConfig {
     }
 }
 
-/// Per node: the root list, the item total, and (legacy) the node lock.
+/// Per node: the root list and the item total of every list on the node.
 struct LruNode {
     root: ListOne,
     nr_items: AtomicI64,
-    legacy_lock: Mutex<()>,
 }
 
 /// A locked list handed to a walk callback, with no current item (after the
@@ -321,19 +330,112 @@ enum WalkEnd {
     Restart,
 }
 
+/// What a design provides, one file each (`split.rs`, `legacy.rs`): how a
+/// cgroup's list is found and locked, how lists are allocated, how they are
+/// reparented. Every method gets the parts both designs share.
+trait Design {
+    /// Which design this is.
+    fn design(&self) -> LruDesign;
+
+    /// Whether `cg`, not the root, has lists in a memcg-aware list_lru.
+    fn has_memcg_lists(&self, shared: &Shared, cg: &MemCgroup) -> bool;
+
+    /// Items on the list `cg`, not the root, uses on node `nid` of a
+    /// memcg-aware list_lru, read without locking.
+    fn count_memcg(&self, shared: &Shared, nid: usize, cg: &MemCgroup) -> usize;
+
+    /// Calls `f` with `cg`'s list on `nid` locked and the cgroup that owns
+    /// the list (`lock_list_lru_of_memcg`). A dying cgroup whose lists are
+    /// gone or dead falls back to its parent; `mode` says what happens
+    /// instead for walks (`skip_empty`) and for live cgroups without lists.
+    fn with_list<R>(
+        &self,
+        shared: &Shared,
+        nid: usize,
+        cg: &MemCgroup,
+        mode: Locate,
+        f: impl FnOnce(ListGuard<'_>, &MemCgroup) -> R,
+    ) -> Option<R>;
+
+    /// Allocates lists for `cg`, which lacks them, and for every ancestor
+    /// lacking them, topmost first.
+    fn alloc_lists(&self, shared: &Shared, cg: &MemCgroup);
+
+    /// `cg` is going offline: moves its items to `parent`'s lists and drops
+    /// its own.
+    fn reparent(&self, shared: &Shared, cg: &MemCgroup, parent: &MemCgroup);
+
+    /// Whether `cg` has lists (the root always does).
+    fn has_lists(&self, shared: &Shared, cg: &MemCgroup) -> bool {
+        !shared.memcg_aware || cg.is_root() || self.has_memcg_lists(shared, cg)
+    }
+
+    /// Items on the list `cg` uses on node `nid`, read without locking.
+    fn count_one(&self, shared: &Shared, nid: usize, cg: &MemCgroup) -> usize {
+        if !shared.memcg_aware || cg.is_root() {
+            return shared.nodes[nid].root.count();
+        }
+        self.count_memcg(shared, nid, cg)
+    }
+
+    /// Gives `cg` lists if it lacks them (`memcg_list_lru_alloc`).
+    fn memcg_alloc(&self, shared: &Shared, cg: &MemCgroup) {
+        if !self.has_lists(shared, cg) {
+            self.alloc_lists(shared, cg);
+        }
+    }
+}
+
+/// The design a list_lru uses, with that design's own state; built once in
+/// [`ListLru::new`].
+enum Locator {
+    Split(SplitState),
+    Legacy(LegacyState),
+}
+
+impl Locator {
+    fn new(design: LruDesign, nr_nodes: usize) -> Self {
+        match design {
+            LruDesign::Split => Locator::Split(SplitState),
+            LruDesign::Legacy => Locator::Legacy(LegacyState::new(nr_nodes)),
+        }
+    }
+}
+
+/// Runs `$body` with `$design` bound to the [`Locator`]'s design: the one
+/// place a design is chosen. A `match` rather than `dyn Design`, because
+/// `with_list` is generic and each arm can then be inlined (as
+/// swap_cgroup's `dispatch!`).
+macro_rules! dispatch {
+    ($locator:expr, $design:ident => $body:expr) => {
+        match $locator {
+            Locator::Split($design) => $body,
+            Locator::Legacy($design) => $body,
+        }
+    };
+}
+
 /// Per-cgroup, per-node LRU lists; see the module docs.
 pub struct ListLru {
     inner: Arc<Inner>,
 }
 
+/// A list_lru as the cgroup tree holds it (registered for allocation and
+/// reparenting): the shared parts and the design.
 struct Inner {
-    design: LruDesign,
+    shared: Shared,
+    locator: Locator,
+}
+
+/// What both designs share: the root lists, the item links, the table of
+/// per-cgroup lists and the lock its stores take.
+struct Shared {
     memcg_aware: bool,
     max_items: u32,
     tree: CgroupTree,
     nodes: Box<[LruNode]>,
     links: ChunkedTable<Link>,
-    /// Split: by cgroup id. Legacy: by kmemcg_id.
+    /// Split: by cgroup id. Legacy: by the cgroup's list index.
     memcg: IdTable<ListLruMemcg>,
     /// Serialises stores to `memcg` (the xarray lock).
     alloc_lock: Mutex<()>,
@@ -354,43 +456,9 @@ impl ListLru {
         } else {
             None
         };
-        let nr_nodes = tree.nr_nodes();
-        // One sentinel per list: the root lists, plus every cgroup's lists,
-        // with room for lists of removed cgroups that in-flight readers
-        // still hold.
-        let max_lists = nr_nodes * (1 + 4 * (tree.max_ids() as usize + 1));
-        let max_items = config.max_items as usize;
-        let sentinel_base = u32::try_from(max_items).expect("max_items is a u32");
-        let sentinel_last = u32::try_from(max_items + max_lists - 1)
-            .ok()
-            .filter(|&last| last < NONE)
-            .ok_or(ListLruError::TooManyItems {
-                max_items: config.max_items,
-            })?;
-        let links = ChunkedTable::new(max_items + max_lists);
-        let sentinels = Arc::new(Sentinels(Mutex::new(IdAllocator::new(
-            sentinel_base,
-            sentinel_last,
-        ))));
-        let nodes = (0..nr_nodes)
-            .map(|_| LruNode {
-                root: ListOne::new(sentinels.alloc(), &links),
-                nr_items: AtomicI64::new(0),
-                legacy_lock: Mutex::new(()),
-            })
-            .collect();
-        let inner = Arc::new(Inner {
-            design: config.design,
-            memcg_aware: config.memcg_aware,
-            max_items: config.max_items,
-            tree: tree.clone(),
-            nodes,
-            links,
-            memcg: IdTable::new(tree.max_ids() as usize + 1),
-            alloc_lock: Mutex::new(()),
-            sentinels,
-            shrinker,
-        });
+        let shared = Shared::new(tree, &config, shrinker)?;
+        let locator = Locator::new(config.design, tree.nr_nodes());
+        let inner = Arc::new(Inner { shared, locator });
         if config.memcg_aware {
             tree.register_list_lru(Arc::clone(&inner) as Arc<dyn MemcgLruHooks>);
         }
@@ -399,18 +467,18 @@ impl ListLru {
 
     /// The design in use.
     pub fn design(&self) -> LruDesign {
-        self.inner.design
+        self.inner.design()
     }
 
     /// The shrinker id whose per-cgroup bits this list_lru sets.
     pub fn shrinker_id(&self) -> Option<ShrinkerId> {
-        self.inner.shrinker
+        self.inner.shared.shrinker
     }
 
     /// Adds `item` to the tail of `cg`'s list on node `nid`
     /// (`list_lru_add`); `false` if it already was on a list.
     pub fn add(&self, item: ItemId, nid: usize, cg: &MemCgroup) -> Result<bool, ListLruError> {
-        self.inner.check(item, nid, cg)?;
+        self.inner.shared.check(item, nid, cg)?;
         Ok(self.inner.add(item, nid, cg))
     }
 
@@ -418,21 +486,23 @@ impl ListLru {
     /// if it was on no list. `cg` is the cgroup the item was added to, or an
     /// ancestor it was reparented to.
     pub fn del(&self, item: ItemId, nid: usize, cg: &MemCgroup) -> Result<bool, ListLruError> {
-        self.inner.check(item, nid, cg)?;
+        self.inner.shared.check(item, nid, cg)?;
         Ok(self.inner.del(item, nid, cg))
     }
 
     /// Items on `cg`'s list on node `nid`, without locking
     /// (`list_lru_count_one`); 0 for a cgroup without (live) lists.
     pub fn count_one(&self, nid: usize, cg: &MemCgroup) -> Result<usize, ListLruError> {
-        self.inner.check(0, nid, cg)?;
+        self.inner.shared.check(0, nid, cg)?;
         Ok(self.inner.count_one(nid, cg))
     }
 
     /// Items on node `nid` in every list (`list_lru_count_node`).
     pub fn count_node(&self, nid: usize) -> Result<usize, ListLruError> {
-        self.inner.check_nid(nid)?;
-        Ok(usize::try_from(self.inner.nodes[nid].nr_items.load(Ordering::Relaxed)).unwrap_or(0))
+        let shared = &self.inner.shared;
+        shared.check_nid(nid)?;
+        // Relaxed: a statistic, read without ordering.
+        Ok(usize::try_from(shared.nodes[nid].nr_items.load(Ordering::Relaxed)).unwrap_or(0))
     }
 
     /// Walks `cg`'s list on node `nid` from the oldest item
@@ -448,7 +518,7 @@ impl ListLru {
     where
         F: for<'g> FnMut(ItemId, ItemGuard<'g>) -> Walked<'g>,
     {
-        self.inner.check(0, nid, cg)?;
+        self.inner.shared.check(0, nid, cg)?;
         Ok(self.inner.walk_one(nid, cg, nr_to_walk, &mut isolate))
     }
 
@@ -464,18 +534,18 @@ impl ListLru {
     where
         F: for<'g> FnMut(ItemId, ItemGuard<'g>) -> Walked<'g>,
     {
-        self.inner.check_nid(nid)?;
-        let inner = &self.inner;
-        let mut isolated = inner.walk_one(nid, inner.tree.root(), nr_to_walk, &mut isolate);
-        if !inner.memcg_aware {
+        let (inner, shared) = (&self.inner, &self.inner.shared);
+        shared.check_nid(nid)?;
+        let mut isolated = inner.walk_one(nid, shared.tree.root(), nr_to_walk, &mut isolate);
+        if !shared.memcg_aware {
             return Ok(isolated);
         }
-        let ids: Vec<usize> = inner.memcg.entries().map(|(id, _)| id).collect();
+        let ids: Vec<usize> = shared.memcg.entries().map(|(id, _)| id).collect();
         for id in ids {
             if *nr_to_walk == 0 {
                 break;
             }
-            let Some(cg) = u16::try_from(id).ok().and_then(|id| inner.tree.lookup(id)) else {
+            let Some(cg) = u16::try_from(id).ok().and_then(|id| shared.tree.lookup(id)) else {
                 continue;
             };
             isolated += inner.walk_one(nid, &cg, nr_to_walk, &mut isolate);
@@ -486,7 +556,7 @@ impl ListLru {
     /// The items on `cg`'s own list on node `nid`, oldest first (O(n), for
     /// tests and tools); empty for a cgroup without live lists.
     pub fn items(&self, nid: usize, cg: &MemCgroup) -> Result<Vec<ItemId>, ListLruError> {
-        self.inner.check(0, nid, cg)?;
+        self.inner.shared.check(0, nid, cg)?;
         let mut out = Vec::new();
         let mut nr = usize::MAX;
         self.inner.walk_one(nid, cg, &mut nr, &mut |item, guard| {
@@ -504,15 +574,16 @@ impl ListLru {
     /// How many cgroups hold lists in this list_lru (every cgroup that had
     /// lists and was removed has given them up).
     pub fn nr_memcg_lists(&self) -> usize {
-        self.inner.memcg.entries().count()
+        self.inner.shared.memcg.entries().count()
     }
 
     /// Bytes of the per-cgroup lists and their table (not item links).
     pub fn memcg_memory_bytes(&self) -> usize {
+        let shared = &self.inner.shared;
         let per_cgroup = size_of::<ListLruMemcg>()
             + 2 * size_of::<usize>()
-            + self.inner.nodes.len() * size_of::<ListOne>();
-        self.inner.memcg.entries().count() * per_cgroup + self.inner.memcg.memory_bytes()
+            + shared.nodes.len() * size_of::<ListOne>();
+        shared.memcg.entries().count() * per_cgroup + shared.memcg.memory_bytes()
     }
 
     /// Bytes one cgroup's lists cost in this list_lru (the `Arc`ed
@@ -520,19 +591,20 @@ impl ListLru {
     pub fn bytes_per_cgroup(&self) -> usize {
         size_of::<ListLruMemcg>()
             + 2 * size_of::<usize>()
-            + self.inner.nodes.len() * size_of::<ListOne>()
+            + self.inner.shared.nodes.len() * size_of::<ListOne>()
             + size_of::<crate::sync::ArcSlot<ListLruMemcg>>()
     }
 }
 
 impl Drop for ListLru {
     fn drop(&mut self) {
-        if self.inner.memcg_aware {
+        let shared = &self.inner.shared;
+        if shared.memcg_aware {
             let hooks = Arc::clone(&self.inner) as Arc<dyn MemcgLruHooks>;
-            self.inner.tree.unregister_list_lru(&hooks);
+            shared.tree.unregister_list_lru(&hooks);
         }
-        if let Some(id) = self.inner.shrinker {
-            self.inner.tree.free_shrinker_id(id);
+        if let Some(id) = shared.shrinker {
+            shared.tree.free_shrinker_id(id);
         }
     }
 }
@@ -540,14 +612,195 @@ impl Drop for ListLru {
 impl fmt::Debug for ListLru {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ListLru")
-            .field("design", &self.inner.design)
-            .field("memcg_aware", &self.inner.memcg_aware)
-            .field("nr_nodes", &self.inner.nodes.len())
+            .field("design", &self.design())
+            .field("memcg_aware", &self.inner.shared.memcg_aware)
+            .field("nr_nodes", &self.inner.shared.nodes.len())
             .finish_non_exhaustive()
     }
 }
 
+/// The operations that depend on the design: each dispatches once.
 impl Inner {
+    fn design(&self) -> LruDesign {
+        dispatch!(&self.locator, d => d.design())
+    }
+
+    fn has_lists(&self, cg: &MemCgroup) -> bool {
+        let shared = &self.shared;
+        dispatch!(&self.locator, d => d.has_lists(shared, cg))
+    }
+
+    fn count_one(&self, nid: usize, cg: &MemCgroup) -> usize {
+        let shared = &self.shared;
+        dispatch!(&self.locator, d => d.count_one(shared, nid, cg))
+    }
+
+    /// The design's [`Design::with_list`].
+    fn with_list<R>(
+        &self,
+        nid: usize,
+        cg: &MemCgroup,
+        mode: Locate,
+        f: impl FnOnce(ListGuard<'_>, &MemCgroup) -> R,
+    ) -> Option<R> {
+        let shared = &self.shared;
+        dispatch!(&self.locator, d => d.with_list(shared, nid, cg, mode, f))
+    }
+}
+
+/// The operations both designs share, on the list [`Inner::with_list`]
+/// locates.
+impl Inner {
+    fn add(&self, item: ItemId, nid: usize, cg: &MemCgroup) -> bool {
+        let shared = &self.shared;
+        let link = shared
+            .links
+            .get_or_alloc(item as usize)
+            .expect("checked against max_items");
+        let added = self
+            .with_list(nid, cg, Locate::Allocate, |guard, owner| {
+                // AcqRel: claims the item (only one adder can win); Acquire
+                // pairs with the Release in `del`/`isolate` of its last owner.
+                if link
+                    .on_list
+                    .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_err()
+                {
+                    return false;
+                }
+                guard.view.push_tail(item);
+                let was = guard.view.nr_items();
+                guard.view.add_nr(1);
+                if was == 0
+                    && let Some(shrinker) = shared.shrinker
+                {
+                    owner.set_shrinker_bit(nid, shrinker);
+                }
+                true
+            })
+            .expect("falls back to the root, never empty");
+        if added {
+            // Relaxed: a statistic, read without ordering (count_node).
+            shared.nodes[nid].nr_items.fetch_add(1, Ordering::Relaxed);
+        }
+        added
+    }
+
+    fn del(&self, item: ItemId, nid: usize, cg: &MemCgroup) -> bool {
+        let shared = &self.shared;
+        let Some(link) = shared.links.get(item as usize) else {
+            return false;
+        };
+        // Split: the located list is the item's (the fixed reparent order
+        // guarantees it). Legacy: a del racing an offline may locate the
+        // parent's list before the splice; the unlink still takes the item
+        // off its real list, as in the kernel.
+        let check_list = cfg!(debug_assertions) && self.design() == LruDesign::Split;
+        let removed = self
+            .with_list(nid, cg, Locate::Existing, |guard, _| {
+                // Acquire: pairs with the claim in `add`, so the links the
+                // adder wrote are visible (the list lock orders them too).
+                if !link.on_list.load(Ordering::Acquire) {
+                    return false;
+                }
+                debug_assert!(
+                    !check_list
+                        || guard.view.nr_items() > DEL_CHECK_MAX_ITEMS
+                        || guard.view.contains(item),
+                    "list_lru_del: item {item} is not on {}'s list (caller contract)",
+                    cg.path()
+                );
+                guard.view.unlink(item);
+                guard.view.add_nr(-1);
+                // Release: pairs with the Acquire of the claim in `add`.
+                link.on_list.store(false, Ordering::Release);
+                true
+            })
+            // None: a live cgroup that never had lists cannot hold the item.
+            .unwrap_or(false);
+        if removed {
+            // Relaxed: a statistic, read without ordering (count_node).
+            shared.nodes[nid].nr_items.fetch_sub(1, Ordering::Relaxed);
+        }
+        removed
+    }
+
+    fn walk_one<F>(
+        &self,
+        nid: usize,
+        cg: &MemCgroup,
+        nr_to_walk: &mut usize,
+        isolate: &mut F,
+    ) -> usize
+    where
+        F: for<'g> FnMut(ItemId, ItemGuard<'g>) -> Walked<'g>,
+    {
+        let node_total = &self.shared.nodes[nid].nr_items;
+        let mut isolated = 0;
+        loop {
+            let end = self.with_list(nid, cg, Locate::SkipEmpty, |guard, _| {
+                walk_list(guard, nr_to_walk, isolate, &mut isolated, node_total)
+            });
+            match end {
+                None | Some(WalkEnd::Done) => return isolated,
+                Some(WalkEnd::Restart) => continue,
+            }
+        }
+    }
+}
+
+impl MemcgLruHooks for Inner {
+    fn memcg_alloc(&self, cg: &MemCgroup) {
+        let shared = &self.shared;
+        dispatch!(&self.locator, d => d.memcg_alloc(shared, cg));
+    }
+
+    fn reparent(&self, cg: &MemCgroup, parent: &MemCgroup) {
+        let shared = &self.shared;
+        dispatch!(&self.locator, d => d.reparent(shared, cg, parent));
+    }
+}
+
+impl Shared {
+    fn new(
+        tree: &CgroupTree,
+        config: &ListLruConfig,
+        shrinker: Option<ShrinkerId>,
+    ) -> Result<Self, ListLruError> {
+        let nr_nodes = tree.nr_nodes();
+        // One sentinel per list: the root lists, plus every cgroup's lists,
+        // with room for lists of removed cgroups that in-flight readers
+        // still hold.
+        let max_lists = nr_nodes * (1 + 4 * (tree.max_ids() as usize + 1));
+        let max_items = config.max_items as usize;
+        let sentinel_base = u32::try_from(max_items).expect("max_items is a u32");
+        let sentinel_last = u32::try_from(max_items + max_lists - 1)
+            .ok()
+            .filter(|&last| last < NONE)
+            .ok_or(ListLruError::TooManyItems {
+                max_items: config.max_items,
+            })?;
+        let links = ChunkedTable::new(max_items + max_lists);
+        let sentinels = Arc::new(Sentinels::new(sentinel_base, sentinel_last));
+        let nodes = (0..nr_nodes)
+            .map(|_| LruNode {
+                root: ListOne::new(sentinels.alloc(), &links),
+                nr_items: AtomicI64::new(0),
+            })
+            .collect();
+        Ok(Self {
+            memcg_aware: config.memcg_aware,
+            max_items: config.max_items,
+            tree: tree.clone(),
+            nodes,
+            links,
+            memcg: IdTable::new(tree.max_ids() as usize + 1),
+            alloc_lock: Mutex::new(()),
+            sentinels,
+            shrinker,
+        })
+    }
+
     fn check_nid(&self, nid: usize) -> Result<(), ListLruError> {
         if nid >= self.nodes.len() {
             return Err(ListLruError::NoSuchNode {
@@ -572,172 +825,42 @@ impl Inner {
         Ok(())
     }
 
-    /// The root list view of node `nid`.
-    fn root_view(&self, nid: usize) -> ListView<'_> {
+    /// The operations on `list`, whose lock the caller holds or takes.
+    fn view<'a>(&'a self, list: &'a ListOne) -> ListView<'a> {
         ListView {
-            list: &self.nodes[nid].root,
+            list,
             links: &self.links,
         }
     }
 
-    /// Whether `cg` has lists (the root always does).
-    fn has_lists(&self, cg: &MemCgroup) -> bool {
-        if !self.memcg_aware || cg.is_root() {
-            return true;
-        }
-        match self.design {
-            LruDesign::Split => self
-                .memcg
-                .with(cg.id().into(), |m| ListLruMemcg::of(m, cg).is_some()),
-            LruDesign::Legacy => {
-                let idx = cg.kmemcg_id();
-                idx < 0 || self.memcg.contains(idx as usize)
-            }
-        }
+    /// The root list of node `nid`.
+    fn root_view(&self, nid: usize) -> ListView<'_> {
+        self.view(&self.nodes[nid].root)
     }
 
-    /// Calls `f` with `cg`'s list on `nid` locked and the cgroup that owns
-    /// the list (`lock_list_lru_of_memcg`). A dying cgroup whose slot is
-    /// empty or dead falls back to its parent; `mode` says what happens
-    /// instead for walks (`skip_empty`) and for live cgroups without lists.
-    fn with_list<R>(
-        &self,
-        nid: usize,
-        cg: &MemCgroup,
-        mode: Locate,
-        f: impl FnOnce(ListGuard<'_>, &MemCgroup) -> R,
-    ) -> Option<R> {
-        match self.design {
-            LruDesign::Split => self.with_list_split(nid, cg, mode, f),
-            LruDesign::Legacy => self.with_list_legacy(nid, cg, mode, f),
-        }
+    /// New lists for `owner`, one per node (not yet stored).
+    fn new_lists(&self, owner: &MemCgroup) -> Arc<ListLruMemcg> {
+        Arc::new(ListLruMemcg::new(
+            owner,
+            self.nodes.len(),
+            &self.sentinels,
+            &self.links,
+        ))
     }
 
-    fn add(&self, item: ItemId, nid: usize, cg: &MemCgroup) -> bool {
-        let link = self
-            .links
-            .get_or_alloc(item as usize)
-            .expect("checked against max_items");
-        let added = self
-            .with_list(nid, cg, Locate::Allocate, |guard, owner| {
-                // AcqRel: claims the item (only one adder can win); Acquire
-                // pairs with the Release in `del`/`isolate` of its last owner.
-                if link
-                    .on_list
-                    .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_err()
-                {
-                    return false;
-                }
-                guard.view.push_tail(item);
-                let was = guard.view.nr_items();
-                guard.view.add_nr(1);
-                if was == 0
-                    && let Some(shrinker) = self.shrinker
-                {
-                    owner.set_shrinker_bit(nid, shrinker);
-                }
-                true
-            })
-            .expect("falls back to the root, never empty");
-        if added {
-            // Relaxed: a statistic, read without ordering (count_node).
-            self.nodes[nid].nr_items.fetch_add(1, Ordering::Relaxed);
-        }
-        added
-    }
-
-    fn del(&self, item: ItemId, nid: usize, cg: &MemCgroup) -> bool {
-        let Some(link) = self.links.get(item as usize) else {
-            return false;
-        };
-        let removed = self
-            .with_list(nid, cg, Locate::Existing, |guard, _| {
-                // Acquire: pairs with the claim in `add`, so the links the
-                // adder wrote are visible (the list lock orders them too).
-                if !link.on_list.load(Ordering::Acquire) {
-                    return false;
-                }
-                // Split: the located list is the item's (the fixed reparent
-                // order guarantees it). Legacy: a del racing an offline may
-                // locate the parent's list before the splice; the unlink
-                // still takes the item off its real list, as in the kernel.
-                debug_assert!(
-                    self.design == LruDesign::Legacy
-                        || guard.view.nr_items() > 4096
-                        || guard.view.contains(item),
-                    "list_lru_del: item {item} is not on {}'s list (caller contract)",
-                    cg.path()
-                );
-                guard.view.unlink(item);
-                guard.view.add_nr(-1);
-                // Release: pairs with the Acquire of the claim in `add`.
-                link.on_list.store(false, Ordering::Release);
-                true
-            })
-            // None: a live cgroup that never had lists cannot hold the item.
-            .unwrap_or(false);
-        if removed {
-            self.nodes[nid].nr_items.fetch_sub(1, Ordering::Relaxed);
-        }
-        removed
-    }
-
-    fn count_one(&self, nid: usize, cg: &MemCgroup) -> usize {
-        if !self.memcg_aware || cg.is_root() {
-            return self.nodes[nid].root.count();
-        }
-        let idx = match self.design {
-            LruDesign::Split => usize::from(cg.id()),
-            LruDesign::Legacy => match cg.kmemcg_id() {
-                idx if idx < 0 => return self.nodes[nid].root.count(),
-                idx => idx as usize,
-            },
-        };
-        self.memcg
-            .with(idx, |mlru| mlru.map_or(0, |m| m.lists[nid].count()))
-    }
-
-    fn walk_one<F>(
-        &self,
-        nid: usize,
-        cg: &MemCgroup,
-        nr_to_walk: &mut usize,
-        isolate: &mut F,
-    ) -> usize
-    where
-        F: for<'g> FnMut(ItemId, ItemGuard<'g>) -> Walked<'g>,
-    {
-        let node_total = &self.nodes[nid].nr_items;
-        let mut isolated = 0;
-        loop {
-            let end = self.with_list(nid, cg, Locate::SkipEmpty, |guard, _| {
-                walk_list(guard, nr_to_walk, isolate, &mut isolated, node_total)
-            });
-            match end {
-                None | Some(WalkEnd::Done) => return isolated,
-                Some(WalkEnd::Restart) => continue,
-            }
-        }
-    }
-
-    /// Allocates lists for `cg` and every ancestor lacking them, topmost
-    /// first; never for a dying cgroup (`memcg_list_lru_alloc`).
-    fn memcg_alloc(&self, cg: &MemCgroup) {
-        if !self.memcg_aware || self.has_lists(cg) {
-            return;
-        }
-        match self.design {
-            LruDesign::Split => self.memcg_alloc_split(cg),
-            LruDesign::Legacy => self.memcg_alloc_legacy(cg),
-        }
-    }
-
-    /// The lists at `idx`, read under the allocation lock (see
-    /// `reparent_split`).
+    /// The lists at `idx`, read under the allocation lock: the barrier
+    /// between a reparent and a racing lazy allocation (see the module
+    /// docs).
     fn load_slot_locked(&self, idx: usize) -> Option<Arc<ListLruMemcg>> {
         let _xa_lock = lock(&self.alloc_lock);
         self.memcg.get(idx)
+    }
+
+    /// Erases the lists at `idx` (reparent's last step); readers that still
+    /// hold them keep them alive.
+    fn erase_slot(&self, idx: usize) {
+        let _xa_lock = lock(&self.alloc_lock);
+        self.memcg.store(idx, None);
     }
 
     /// Moves every item of `src` (locked by the caller) to the head of
@@ -750,19 +873,6 @@ impl Inner {
             if let Some(shrinker) = self.shrinker {
                 owner.set_shrinker_bit(nid, shrinker);
             }
-        }
-    }
-}
-
-impl MemcgLruHooks for Inner {
-    fn memcg_alloc(&self, cg: &MemCgroup) {
-        Inner::memcg_alloc(self, cg);
-    }
-
-    fn reparent(&self, cg: &MemCgroup, parent: &MemCgroup) {
-        match self.design {
-            LruDesign::Split => self.reparent_split(cg, parent),
-            LruDesign::Legacy => self.reparent_legacy(cg, parent),
         }
     }
 }
