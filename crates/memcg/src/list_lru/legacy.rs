@@ -3,17 +3,29 @@
 //! against.
 //!
 //! One lock per node covers every cgroup's list on that node and the root
-//! list; a cgroup's lists live in the shared table at its list index
-//! (`kmemcg_id`), which offline redirects to the parent's; allocation
-//! collects the ancestors lacking lists into an intermediate table, then
-//! stores them topmost first.
+//! list; a cgroup's lists live in the shared table at its list index (the
+//! kernel's `kmemcg_id`), which offline redirects to the parent's;
+//! allocation collects the ancestors lacking lists into an intermediate
+//! table, then stores them topmost first.
+//!
+//! The redirects are this design's own table, cgroup id → list index,
+//! written when the design reparents a cgroup (the kernel's
+//! `memcg_reparent_list_lrus` redirecting the dying cgroup's `kmemcg_id` to
+//! its parent's): the cgroups themselves carry no trace of this baseline.
 //!
 //! # Invariants
 //!
-//! - A cgroup's list index is its own id while it is online; a redirected
-//!   index names an ancestor, whose lists are used only if they are that
-//!   ancestor's (an ancestor that died after the cgroup did may have had
-//!   its id reused by an unrelated cgroup).
+//! - A cgroup's list index is its own id until this list_lru reparents it,
+//!   then its parent's index at that moment; the root's is the root lists.
+//!   A redirect names an ancestor, whose lists are used only if they are
+//!   that ancestor's (an ancestor that died after the cgroup did may have
+//!   had its id reused by an unrelated cgroup).
+//! - A redirect applies only to the cgroup that wrote it (checked by serial:
+//!   ids are reused once released, serials never). A newer cgroup with the
+//!   same id overwrites it only when it is reparented in turn. A dying
+//!   cgroup without one of its own (not yet reparented here, or dead before
+//!   this list_lru existed) keeps its own id, where it finds no lists of its
+//!   own, so locating its list moves on to the parent.
 //! - A reparented list is marked dead, not just emptied, so nothing adds to
 //!   a list about to be erased.
 //!
@@ -24,12 +36,17 @@
 //!   to allocate lists. Links and counts of every list on the node, the
 //!   root's included, change only under it.
 //! - Stores to the table happen under the allocation lock; the reparent
-//!   reads the dying cgroup's slot under it after the redirect is in place,
-//!   so an allocation either stored its lists before (and the reparent
-//!   moves them) or reads the parent's index.
+//!   stores the redirect first, then reads the dying cgroup's slot under
+//!   that lock, so an allocation either stored its lists before (and the
+//!   reparent moves them) or reads the parent's index.
+//! - The redirect is stored before the reparent takes any node lock, so a
+//!   list operation that takes a node lock after the reparent's sees it.
+//!   Readers load it lock-free (an `IdTable` guard); writers are the
+//!   reparents, serialised by `cgroup_mutex`.
 
+use crate::idr::IdTable;
 use crate::memcontrol::MemCgroup;
-use crate::sync::{Mutex, MutexGuard, Ordering, lock};
+use crate::sync::{Arc, Mutex, MutexGuard, Ordering, lock};
 
 use super::list::ListLruMemcg;
 use super::{DEAD, Design, ListGuard, Locate, LruDesign, Shared};
@@ -43,26 +60,58 @@ enum ListIndex {
     Slot(u16),
 }
 
+/// A reparented cgroup's list index: its parent's at the offline.
+struct Redirect {
+    /// The reparented cgroup's serial (see the module docs).
+    owner_serial: u64,
+    /// The parent's list index when the cgroup was reparented.
+    to: ListIndex,
+}
+
 /// The legacy design's own state.
 pub(super) struct LegacyState {
     /// Per node, the one lock over the root list and every cgroup's list on
     /// that node.
     node_locks: Box<[Mutex<()>]>,
+    /// By cgroup id: where the lists of a cgroup this list_lru reparented
+    /// went.
+    redirects: IdTable<Redirect>,
 }
 
 impl LegacyState {
-    pub(super) fn new(nr_nodes: usize) -> Self {
+    pub(super) fn new(nr_nodes: usize, max_ids: usize) -> Self {
         Self {
             node_locks: (0..nr_nodes).map(|_| Mutex::new(())).collect(),
+            redirects: IdTable::new(max_ids + 1),
         }
     }
 
-    /// Where `cg`'s lists are found now.
+    /// Where `cg`'s lists are found now (its `kmemcg_id`).
     fn list_index(&self, cg: &MemCgroup) -> ListIndex {
-        match u16::try_from(cg.kmemcg_id()) {
-            Ok(id) => ListIndex::Slot(id),
-            Err(_) => ListIndex::Root,
+        if cg.is_root() {
+            return ListIndex::Root;
         }
+        // Only a dying cgroup can have a redirect (the reparent stores it
+        // after the cgroup is marked dying), so live cgroups, nearly every
+        // call, skip the table.
+        if !cg.is_dying() {
+            return ListIndex::Slot(cg.id());
+        }
+        self.redirects
+            .with(cg.id().into(), |redirect| match redirect {
+                Some(r) if r.owner_serial == cg.serial() => r.to,
+                _ => ListIndex::Slot(cg.id()),
+            })
+    }
+
+    /// Points `cg`'s index at `parent`'s (the offline's redirect).
+    fn redirect(&self, cg: &MemCgroup, parent: &MemCgroup) {
+        let redirect = Redirect {
+            owner_serial: cg.serial(),
+            to: self.list_index(parent),
+        };
+        self.redirects
+            .store(cg.id().into(), Some(Arc::new(redirect)));
     }
 
     /// The cgroup whose lists `cg` uses, with their index: `cg`'s (possibly
@@ -168,8 +217,9 @@ impl Design for LegacyState {
     }
 
     fn reparent(&self, shared: &Shared, cg: &MemCgroup, parent: &MemCgroup) {
-        // The kmemcg_id redirect already happened (memcontrol's offline);
-        // the cgroup's own lists are still at its id.
+        // Redirect first, before the allocation lock and any node lock (see
+        // the module docs); the cgroup's own lists are still at its id.
+        self.redirect(cg, parent);
         let src_idx = usize::from(cg.id());
         // Under the allocation lock, as in the split design: the redirect is
         // stored, so an allocation that read the old index under the lock
@@ -240,4 +290,37 @@ fn owner_with_id(cg: &MemCgroup, idx: u16) -> &MemCgroup {
         }
     }
     at
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::list_lru::{ListLru, ListLruConfig, Locator};
+    use crate::memcontrol::CgroupTree;
+
+    /// memcontrol's `kmemcg_id_redirects_to_the_parent_at_offline`, now
+    /// that the index lives here.
+    #[test]
+    fn list_index_redirects_to_the_parent_at_offline() {
+        let t = CgroupTree::default();
+        let lru = ListLru::new(
+            &t,
+            ListLruConfig {
+                design: LruDesign::Legacy,
+                ..ListLruConfig::default()
+            },
+        )
+        .unwrap();
+        let Locator::Legacy(legacy) = &lru.inner.locator else {
+            panic!("a legacy list_lru has the legacy locator");
+        };
+        let a = t.mkdir("/a").unwrap();
+        let b = t.mkdir("/a/b").unwrap();
+        assert_eq!(legacy.list_index(t.root()), ListIndex::Root);
+        assert_eq!(legacy.list_index(&b), ListIndex::Slot(b.id()));
+        t.rmdir("/a/b").unwrap();
+        assert_eq!(legacy.list_index(&b), ListIndex::Slot(a.id()));
+        t.rmdir("/a").unwrap();
+        assert_eq!(legacy.list_index(&a), ListIndex::Root);
+    }
 }

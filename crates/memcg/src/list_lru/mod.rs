@@ -78,7 +78,7 @@
 //!
 //! `add`/`del` are O(1), reparenting is O(1) per list (one splice), counting
 //! is lock-free. Memory per cgroup per list_lru: one `Arc` of one
-//! [`ListOne`] per node (32 bytes each) plus the slot; item links cost 12
+//! `ListOne` per node (32 bytes each) plus the slot; item links cost 12
 //! bytes per item id, allocated 256 ids at a time.
 
 use std::fmt;
@@ -105,8 +105,8 @@ pub type ItemId = u32;
 const DEAD: i64 = i64::MIN;
 
 /// The longest list on which `del` checks, in debug builds, that the list
-/// it located holds the item: the check walks the list (O(n)), and stress
-/// tests build lists long enough to make that quadratic.
+/// it located holds the item: the check walks the list (O(n)), which on
+/// longer lists would make deleting every item quadratic.
 const DEL_CHECK_MAX_ITEMS: i64 = 4096;
 
 /// Which list_lru implementation to use.
@@ -394,10 +394,10 @@ enum Locator {
 }
 
 impl Locator {
-    fn new(design: LruDesign, nr_nodes: usize) -> Self {
+    fn new(design: LruDesign, nr_nodes: usize, max_ids: usize) -> Self {
         match design {
             LruDesign::Split => Locator::Split(SplitState),
-            LruDesign::Legacy => Locator::Legacy(LegacyState::new(nr_nodes)),
+            LruDesign::Legacy => Locator::Legacy(LegacyState::new(nr_nodes, max_ids)),
         }
     }
 }
@@ -457,7 +457,7 @@ impl ListLru {
             None
         };
         let shared = Shared::new(tree, &config, shrinker)?;
-        let locator = Locator::new(config.design, tree.nr_nodes());
+        let locator = Locator::new(config.design, tree.nr_nodes(), tree.max_ids() as usize);
         let inner = Arc::new(Inner { shared, locator });
         if config.memcg_aware {
             tree.register_list_lru(Arc::clone(&inner) as Arc<dyn MemcgLruHooks>);
