@@ -43,9 +43,6 @@
 //!   memory cgroup never comes back online (`+memory` makes a new one).
 //! - A memory cgroup's parent is its cgroup's parent's memory cgroup (the
 //!   controller is enabled top-down).
-//! - `kmemcg_id` (the index the pre-series list_lru design uses) is the
-//!   memory cgroup's own id while online; at offline it is redirected to
-//!   the parent's, as the legacy kernel did. The root's is -1.
 //!
 //! # Locking
 //!
@@ -73,9 +70,7 @@ pub use stat::{MemcgEvent, MemcgStat, StatUnit, VmEvent};
 
 use crate::errno::Errno;
 use crate::idr::{IdAllocator, IdTable};
-use crate::sync::{
-    Arc, AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering, lock,
-};
+use crate::sync::{Arc, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering, lock};
 
 /// The largest memory cgroup id (`MEM_CGROUP_ID_MAX`).
 pub const MEM_CGROUP_ID_MAX: u32 = 65535;
@@ -498,7 +493,6 @@ pub struct MemCgroup {
     dying: AtomicBool,
     /// Id pins; the id resolves while this is non-zero.
     id_refs: AtomicUsize,
-    kmemcg_id: AtomicI32,
     shrinker_bits: Box<[ShrinkerBits]>,
     ids: Arc<IdSpace>,
     options: Arc<Options>,
@@ -653,13 +647,6 @@ impl MemCgroup {
     /// Whether this memory cgroup is one of `tree`'s.
     pub(crate) fn belongs_to(&self, tree: &CgroupTree) -> bool {
         Arc::ptr_eq(&self.ids, &tree.shared.ids)
-    }
-
-    /// The pre-series list_lru index (see the module docs).
-    pub(crate) fn kmemcg_id(&self) -> i32 {
-        // Relaxed: read under the legacy node lock, which orders it against
-        // the redirect (stored before the reparent takes that lock).
-        self.kmemcg_id.load(Ordering::Relaxed)
     }
 
     /// Marks that `shrinker` may find objects of this memory cgroup on node
@@ -1204,10 +1191,6 @@ impl CgroupTree {
         memcg.dying.store(true, Ordering::Release);
         memcg.memory().set_min(0);
         memcg.memory().set_low(0);
-        // Legacy list_lru index redirect.
-        // Relaxed: list_lru reads it under the node lock that the reparent
-        // below takes after this store.
-        memcg.kmemcg_id.store(parent.kmemcg_id(), Ordering::Relaxed);
         for lru in lock(&self.shared.list_lrus).iter() {
             lru.reparent(&memcg, parent);
         }
@@ -1414,7 +1397,6 @@ fn new_memcg(
         parent: parent.cloned(),
         dying: AtomicBool::new(false),
         id_refs: AtomicUsize::new(1),
-        kmemcg_id: AtomicI32::new(if parent.is_some() { id as i32 } else { -1 }),
         shrinker_bits: (0..nr_nodes).map(|_| ShrinkerBits::new()).collect(),
         ids: Arc::clone(ids),
         options: Arc::clone(options),
@@ -1698,19 +1680,6 @@ mod tests {
         assert_eq!(order, ["/", "/a", "/a/b", "/a/b/c", "/a/d", "/e"]);
         assert_eq!(t.root_cgroup().nr_descendants(), 5);
         assert_eq!(t.root_cgroup().nr_subsys_memory(), 6);
-    }
-
-    #[test]
-    fn kmemcg_id_redirects_to_the_parent_at_offline() {
-        let t = CgroupTree::default();
-        let a = t.mkdir("/a").unwrap();
-        let b = t.mkdir("/a/b").unwrap();
-        assert_eq!(t.root().kmemcg_id(), -1);
-        assert_eq!(b.kmemcg_id(), i32::from(b.id()));
-        t.rmdir("/a/b").unwrap();
-        assert_eq!(b.kmemcg_id(), i32::from(a.id()));
-        t.rmdir("/a").unwrap();
-        assert_eq!(a.kmemcg_id(), -1);
     }
 
     #[test]

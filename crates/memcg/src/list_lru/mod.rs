@@ -18,6 +18,14 @@
 //! `kmemcg_id`, which offline redirects to the parent's, and allocation goes
 //! through an intermediate table of the ancestors lacking lists.
 //!
+//! One file per part: this one is the public surface and what both designs
+//! share (adding, deleting, counting, walking); `list.rs` the index-linked
+//! lists; `split.rs` and `legacy.rs` one design each (locating a cgroup's
+//! list, allocating lists, reparenting), both implementing the private
+//! `Design` trait. [`ListLru::new`] picks the design once (`Locator`), and
+//! every operation dispatches to it once, through the one `match` in
+//! `dispatch!`.
+//!
 //! # Locating a list (split)
 //!
 //! Load the cgroup's slot (lock-free; the loaded value stays alive while the
@@ -70,26 +78,36 @@
 //!
 //! `add`/`del` are O(1), reparenting is O(1) per list (one splice), counting
 //! is lock-free. Memory per cgroup per list_lru: one `Arc` of one
-//! [`ListOne`] per node (32 bytes each) plus the slot; item links cost 12
+//! `ListOne` per node (32 bytes each) plus the slot; item links cost 12
 //! bytes per item id, allocated 256 ids at a time.
 
 use std::fmt;
 use std::str::FromStr;
 
+mod legacy;
+mod list;
+mod split;
+
 use crate::errno::Errno;
-use crate::idr::{ChunkedTable, IdAllocator, IdTable};
+use crate::idr::{ChunkedTable, IdTable};
 use crate::memcontrol::{CgroupTree, MemCgroup, MemcgLruHooks, ShrinkerId};
-use crate::sync::{Arc, AtomicBool, AtomicI64, AtomicU32, Mutex, MutexGuard, Ordering, lock};
+use crate::sync::{Arc, AtomicI64, Mutex, MutexGuard, Ordering, lock};
+
+use legacy::LegacyState;
+use list::{Link, ListLruMemcg, ListOne, ListView, NONE, Sentinels};
+use split::SplitState;
 
 /// The user's name for an object on a list_lru: an index below
 /// [`ListLruConfig::max_items`].
 pub type ItemId = u32;
 
-/// "No item": the end of a list.
-const NONE: u32 = u32::MAX;
-
 /// `nr_items` of a list whose cgroup was reparented (`LONG_MIN`).
 const DEAD: i64 = i64::MIN;
+
+/// The longest list on which `del` checks, in debug builds, that the list
+/// it located holds the item: the check walks the list (O(n)), which on
+/// longer lists would make deleting every item quadratic.
+const DEL_CHECK_MAX_ITEMS: i64 = 4096;
 
 /// Which list_lru implementation to use.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -203,213 +221,10 @@ impl Default for ListLruConfig {
     }
 }
 
-/// One item's links.
-struct Link {
-    prev: AtomicU32,
-    next: AtomicU32,
-    on_list: AtomicBool,
-}
-
-impl Default for Link {
-    fn default() -> Self {
-        Self {
-            prev: AtomicU32::new(NONE),
-            next: AtomicU32::new(NONE),
-            on_list: AtomicBool::new(false),
-        }
-    }
-}
-
-/// Sentinel link ids, one per list, allocated after the item ids.
-struct Sentinels(Mutex<IdAllocator>);
-
-impl Sentinels {
-    fn alloc(&self) -> u32 {
-        lock(&self.0)
-            .alloc()
-            .expect("sentinels are sized for every list that can exist at once")
-    }
-}
-
-/// One list (`list_lru_one`): a circular doubly linked list of item ids
-/// threaded through the item links around the list's own sentinel link (as
-/// the kernel's `list_head`), its count, and (split design) its lock.
-/// Unlinking an item needs only its neighbours, never the list, which is
-/// what lets a legacy `del` that raced an offline unlink the item from the
-/// list it is really on, exactly as the kernel's `list_del_init` does.
-pub(crate) struct ListOne {
-    lock: Mutex<()>,
-    sentinel: u32,
-    nr_items: AtomicI64,
-}
-
-impl ListOne {
-    fn new(sentinel: u32, links: &ChunkedTable<Link>) -> Self {
-        let link = links
-            .get_or_alloc(sentinel as usize)
-            .expect("sentinel ids are inside the link table");
-        // Relaxed: the list is published (table store or owner's creation)
-        // after this, which orders these stores for every later user.
-        link.prev.store(sentinel, Ordering::Relaxed);
-        link.next.store(sentinel, Ordering::Relaxed);
-        Self {
-            lock: Mutex::new(()),
-            sentinel,
-            nr_items: AtomicI64::new(0),
-        }
-    }
-
-    /// Items on the list, read without its lock (`count_one`): a dead list
-    /// and transiently negative counts read as 0.
-    fn count(&self) -> usize {
-        // Relaxed: a lockless snapshot, like READ_ONCE in the kernel.
-        usize::try_from(self.nr_items.load(Ordering::Relaxed)).unwrap_or(0)
-    }
-}
-
-/// A cgroup's lists, one per node (`list_lru_memcg`).
-struct ListLruMemcg {
-    /// The owner's serial: ids are reused once released, serials never, so
-    /// a dead cgroup whose id now names another cgroup cannot mistake that
-    /// cgroup's lists for its own.
-    owner_serial: u64,
-    lists: Box<[ListOne]>,
-    sentinels: Arc<Sentinels>,
-}
-
-impl ListLruMemcg {
-    fn new(owner: &MemCgroup, inner: &Inner) -> Self {
-        Self {
-            owner_serial: owner.serial(),
-            lists: (0..inner.nodes.len())
-                .map(|_| ListOne::new(inner.sentinels.alloc(), &inner.links))
-                .collect(),
-            sentinels: Arc::clone(&inner.sentinels),
-        }
-    }
-
-    /// These lists if they belong to `cg`.
-    fn of<'a>(this: Option<&'a Self>, cg: &MemCgroup) -> Option<&'a Self> {
-        this.filter(|m| m.owner_serial == cg.serial())
-    }
-}
-
-impl Drop for ListLruMemcg {
-    fn drop(&mut self) {
-        // The last reader is gone: nothing can reach these sentinels.
-        let mut alloc = lock(&self.sentinels.0);
-        for list in self.lists.iter() {
-            alloc.free(list.sentinel);
-        }
-    }
-}
-
-/// Per node: the root list, the item total, and (legacy) the node lock.
+/// Per node: the root list and the item total of every list on the node.
 struct LruNode {
     root: ListOne,
     nr_items: AtomicI64,
-    legacy_lock: Mutex<()>,
-}
-
-/// The operations on a list whose lock (list or node) the holder has.
-/// Every field access is `Relaxed`: the lock orders them.
-#[derive(Clone, Copy)]
-struct ListView<'a> {
-    list: &'a ListOne,
-    links: &'a ChunkedTable<Link>,
-}
-
-impl<'a> ListView<'a> {
-    fn link(&self, id: u32) -> &'a Link {
-        self.links
-            .get(id as usize)
-            .expect("a linked id has allocated links")
-    }
-
-    /// The sentinel: where iteration ends.
-    fn end(&self) -> u32 {
-        self.list.sentinel
-    }
-
-    fn next(&self, id: u32) -> u32 {
-        self.link(id).next.load(Ordering::Relaxed)
-    }
-
-    fn prev(&self, id: u32) -> u32 {
-        self.link(id).prev.load(Ordering::Relaxed)
-    }
-
-    /// The oldest item (the sentinel when empty).
-    fn first(&self) -> u32 {
-        self.next(self.end())
-    }
-
-    /// The newest item (the sentinel when empty).
-    fn last(&self) -> u32 {
-        self.prev(self.end())
-    }
-
-    fn nr_items(&self) -> i64 {
-        self.list.nr_items.load(Ordering::Relaxed)
-    }
-
-    fn add_nr(&self, delta: i64) {
-        self.list
-            .nr_items
-            .store(self.nr_items() + delta, Ordering::Relaxed);
-    }
-
-    fn push_tail(&self, item: ItemId) {
-        let end = self.end();
-        let last = self.last();
-        let link = self.link(item);
-        link.prev.store(last, Ordering::Relaxed);
-        link.next.store(end, Ordering::Relaxed);
-        self.link(last).next.store(item, Ordering::Relaxed);
-        self.link(end).prev.store(item, Ordering::Relaxed);
-    }
-
-    /// Unlinks `item` from whatever list it is on (`list_del_init`): only
-    /// its neighbours are touched.
-    fn unlink(&self, item: ItemId) {
-        let link = self.link(item);
-        let (prev, next) = (
-            link.prev.load(Ordering::Relaxed),
-            link.next.load(Ordering::Relaxed),
-        );
-        self.link(prev).next.store(next, Ordering::Relaxed);
-        self.link(next).prev.store(prev, Ordering::Relaxed);
-        link.prev.store(NONE, Ordering::Relaxed);
-        link.next.store(NONE, Ordering::Relaxed);
-    }
-
-    /// Moves every item of `self` to the head of `dst` (`list_splice_init`).
-    fn splice_to_head(&self, dst: &ListView<'_>) {
-        let (src_end, dst_end) = (self.end(), dst.end());
-        let (first, last) = (self.first(), self.last());
-        if first == src_end {
-            return;
-        }
-        let dst_first = dst.first();
-        self.link(dst_end).next.store(first, Ordering::Relaxed);
-        self.link(first).prev.store(dst_end, Ordering::Relaxed);
-        self.link(last).next.store(dst_first, Ordering::Relaxed);
-        self.link(dst_first).prev.store(last, Ordering::Relaxed);
-        self.link(src_end).next.store(src_end, Ordering::Relaxed);
-        self.link(src_end).prev.store(src_end, Ordering::Relaxed);
-    }
-
-    /// Whether `item` is on this list (O(n); debug checks only).
-    fn contains(&self, item: ItemId) -> bool {
-        let mut at = self.first();
-        while at != self.end() {
-            if at == item {
-                return true;
-            }
-            at = self.next(at);
-        }
-        false
-    }
 }
 
 /// A locked list handed to a walk callback, with no current item (after the
@@ -515,19 +330,112 @@ enum WalkEnd {
     Restart,
 }
 
+/// What a design provides, one file each (`split.rs`, `legacy.rs`): how a
+/// cgroup's list is found and locked, how lists are allocated, how they are
+/// reparented. Every method gets the parts both designs share.
+trait Design {
+    /// Which design this is.
+    fn design(&self) -> LruDesign;
+
+    /// Whether `cg`, not the root, has lists in a memcg-aware list_lru.
+    fn has_memcg_lists(&self, shared: &Shared, cg: &MemCgroup) -> bool;
+
+    /// Items on the list `cg`, not the root, uses on node `nid` of a
+    /// memcg-aware list_lru, read without locking.
+    fn count_memcg(&self, shared: &Shared, nid: usize, cg: &MemCgroup) -> usize;
+
+    /// Calls `f` with `cg`'s list on `nid` locked and the cgroup that owns
+    /// the list (`lock_list_lru_of_memcg`). A dying cgroup whose lists are
+    /// gone or dead falls back to its parent; `mode` says what happens
+    /// instead for walks (`skip_empty`) and for live cgroups without lists.
+    fn with_list<R>(
+        &self,
+        shared: &Shared,
+        nid: usize,
+        cg: &MemCgroup,
+        mode: Locate,
+        f: impl FnOnce(ListGuard<'_>, &MemCgroup) -> R,
+    ) -> Option<R>;
+
+    /// Allocates lists for `cg`, which lacks them, and for every ancestor
+    /// lacking them, topmost first.
+    fn alloc_lists(&self, shared: &Shared, cg: &MemCgroup);
+
+    /// `cg` is going offline: moves its items to `parent`'s lists and drops
+    /// its own.
+    fn reparent(&self, shared: &Shared, cg: &MemCgroup, parent: &MemCgroup);
+
+    /// Whether `cg` has lists (the root always does).
+    fn has_lists(&self, shared: &Shared, cg: &MemCgroup) -> bool {
+        !shared.memcg_aware || cg.is_root() || self.has_memcg_lists(shared, cg)
+    }
+
+    /// Items on the list `cg` uses on node `nid`, read without locking.
+    fn count_one(&self, shared: &Shared, nid: usize, cg: &MemCgroup) -> usize {
+        if !shared.memcg_aware || cg.is_root() {
+            return shared.nodes[nid].root.count();
+        }
+        self.count_memcg(shared, nid, cg)
+    }
+
+    /// Gives `cg` lists if it lacks them (`memcg_list_lru_alloc`).
+    fn memcg_alloc(&self, shared: &Shared, cg: &MemCgroup) {
+        if !self.has_lists(shared, cg) {
+            self.alloc_lists(shared, cg);
+        }
+    }
+}
+
+/// The design a list_lru uses, with that design's own state; built once in
+/// [`ListLru::new`].
+enum Locator {
+    Split(SplitState),
+    Legacy(LegacyState),
+}
+
+impl Locator {
+    fn new(design: LruDesign, nr_nodes: usize, max_ids: usize) -> Self {
+        match design {
+            LruDesign::Split => Locator::Split(SplitState),
+            LruDesign::Legacy => Locator::Legacy(LegacyState::new(nr_nodes, max_ids)),
+        }
+    }
+}
+
+/// Runs `$body` with `$design` bound to the [`Locator`]'s design: the one
+/// place a design is chosen. A `match` rather than `dyn Design`, because
+/// `with_list` is generic and each arm can then be inlined (as
+/// swap_cgroup's `dispatch!`).
+macro_rules! dispatch {
+    ($locator:expr, $design:ident => $body:expr) => {
+        match $locator {
+            Locator::Split($design) => $body,
+            Locator::Legacy($design) => $body,
+        }
+    };
+}
+
 /// Per-cgroup, per-node LRU lists; see the module docs.
 pub struct ListLru {
     inner: Arc<Inner>,
 }
 
+/// A list_lru as the cgroup tree holds it (registered for allocation and
+/// reparenting): the shared parts and the design.
 struct Inner {
-    design: LruDesign,
+    shared: Shared,
+    locator: Locator,
+}
+
+/// What both designs share: the root lists, the item links, the table of
+/// per-cgroup lists and the lock its stores take.
+struct Shared {
     memcg_aware: bool,
     max_items: u32,
     tree: CgroupTree,
     nodes: Box<[LruNode]>,
     links: ChunkedTable<Link>,
-    /// Split: by cgroup id. Legacy: by kmemcg_id.
+    /// Split: by cgroup id. Legacy: by the cgroup's list index.
     memcg: IdTable<ListLruMemcg>,
     /// Serialises stores to `memcg` (the xarray lock).
     alloc_lock: Mutex<()>,
@@ -548,43 +456,9 @@ impl ListLru {
         } else {
             None
         };
-        let nr_nodes = tree.nr_nodes();
-        // One sentinel per list: the root lists, plus every cgroup's lists,
-        // with room for lists of removed cgroups that in-flight readers
-        // still hold.
-        let max_lists = nr_nodes * (1 + 4 * (tree.max_ids() as usize + 1));
-        let max_items = config.max_items as usize;
-        let sentinel_base = u32::try_from(max_items).expect("max_items is a u32");
-        let sentinel_last = u32::try_from(max_items + max_lists - 1)
-            .ok()
-            .filter(|&last| last < NONE)
-            .ok_or(ListLruError::TooManyItems {
-                max_items: config.max_items,
-            })?;
-        let links = ChunkedTable::new(max_items + max_lists);
-        let sentinels = Arc::new(Sentinels(Mutex::new(IdAllocator::new(
-            sentinel_base,
-            sentinel_last,
-        ))));
-        let nodes = (0..nr_nodes)
-            .map(|_| LruNode {
-                root: ListOne::new(sentinels.alloc(), &links),
-                nr_items: AtomicI64::new(0),
-                legacy_lock: Mutex::new(()),
-            })
-            .collect();
-        let inner = Arc::new(Inner {
-            design: config.design,
-            memcg_aware: config.memcg_aware,
-            max_items: config.max_items,
-            tree: tree.clone(),
-            nodes,
-            links,
-            memcg: IdTable::new(tree.max_ids() as usize + 1),
-            alloc_lock: Mutex::new(()),
-            sentinels,
-            shrinker,
-        });
+        let shared = Shared::new(tree, &config, shrinker)?;
+        let locator = Locator::new(config.design, tree.nr_nodes(), tree.max_ids() as usize);
+        let inner = Arc::new(Inner { shared, locator });
         if config.memcg_aware {
             tree.register_list_lru(Arc::clone(&inner) as Arc<dyn MemcgLruHooks>);
         }
@@ -593,18 +467,18 @@ impl ListLru {
 
     /// The design in use.
     pub fn design(&self) -> LruDesign {
-        self.inner.design
+        self.inner.design()
     }
 
     /// The shrinker id whose per-cgroup bits this list_lru sets.
     pub fn shrinker_id(&self) -> Option<ShrinkerId> {
-        self.inner.shrinker
+        self.inner.shared.shrinker
     }
 
     /// Adds `item` to the tail of `cg`'s list on node `nid`
     /// (`list_lru_add`); `false` if it already was on a list.
     pub fn add(&self, item: ItemId, nid: usize, cg: &MemCgroup) -> Result<bool, ListLruError> {
-        self.inner.check(item, nid, cg)?;
+        self.inner.shared.check(item, nid, cg)?;
         Ok(self.inner.add(item, nid, cg))
     }
 
@@ -612,21 +486,23 @@ impl ListLru {
     /// if it was on no list. `cg` is the cgroup the item was added to, or an
     /// ancestor it was reparented to.
     pub fn del(&self, item: ItemId, nid: usize, cg: &MemCgroup) -> Result<bool, ListLruError> {
-        self.inner.check(item, nid, cg)?;
+        self.inner.shared.check(item, nid, cg)?;
         Ok(self.inner.del(item, nid, cg))
     }
 
     /// Items on `cg`'s list on node `nid`, without locking
     /// (`list_lru_count_one`); 0 for a cgroup without (live) lists.
     pub fn count_one(&self, nid: usize, cg: &MemCgroup) -> Result<usize, ListLruError> {
-        self.inner.check(0, nid, cg)?;
+        self.inner.shared.check(0, nid, cg)?;
         Ok(self.inner.count_one(nid, cg))
     }
 
     /// Items on node `nid` in every list (`list_lru_count_node`).
     pub fn count_node(&self, nid: usize) -> Result<usize, ListLruError> {
-        self.inner.check_nid(nid)?;
-        Ok(usize::try_from(self.inner.nodes[nid].nr_items.load(Ordering::Relaxed)).unwrap_or(0))
+        let shared = &self.inner.shared;
+        shared.check_nid(nid)?;
+        // Relaxed: a statistic, read without ordering.
+        Ok(usize::try_from(shared.nodes[nid].nr_items.load(Ordering::Relaxed)).unwrap_or(0))
     }
 
     /// Walks `cg`'s list on node `nid` from the oldest item
@@ -642,7 +518,7 @@ impl ListLru {
     where
         F: for<'g> FnMut(ItemId, ItemGuard<'g>) -> Walked<'g>,
     {
-        self.inner.check(0, nid, cg)?;
+        self.inner.shared.check(0, nid, cg)?;
         Ok(self.inner.walk_one(nid, cg, nr_to_walk, &mut isolate))
     }
 
@@ -658,18 +534,18 @@ impl ListLru {
     where
         F: for<'g> FnMut(ItemId, ItemGuard<'g>) -> Walked<'g>,
     {
-        self.inner.check_nid(nid)?;
-        let inner = &self.inner;
-        let mut isolated = inner.walk_one(nid, inner.tree.root(), nr_to_walk, &mut isolate);
-        if !inner.memcg_aware {
+        let (inner, shared) = (&self.inner, &self.inner.shared);
+        shared.check_nid(nid)?;
+        let mut isolated = inner.walk_one(nid, shared.tree.root(), nr_to_walk, &mut isolate);
+        if !shared.memcg_aware {
             return Ok(isolated);
         }
-        let ids: Vec<usize> = inner.memcg.entries().map(|(id, _)| id).collect();
+        let ids: Vec<usize> = shared.memcg.entries().map(|(id, _)| id).collect();
         for id in ids {
             if *nr_to_walk == 0 {
                 break;
             }
-            let Some(cg) = u16::try_from(id).ok().and_then(|id| inner.tree.lookup(id)) else {
+            let Some(cg) = u16::try_from(id).ok().and_then(|id| shared.tree.lookup(id)) else {
                 continue;
             };
             isolated += inner.walk_one(nid, &cg, nr_to_walk, &mut isolate);
@@ -680,7 +556,7 @@ impl ListLru {
     /// The items on `cg`'s own list on node `nid`, oldest first (O(n), for
     /// tests and tools); empty for a cgroup without live lists.
     pub fn items(&self, nid: usize, cg: &MemCgroup) -> Result<Vec<ItemId>, ListLruError> {
-        self.inner.check(0, nid, cg)?;
+        self.inner.shared.check(0, nid, cg)?;
         let mut out = Vec::new();
         let mut nr = usize::MAX;
         self.inner.walk_one(nid, cg, &mut nr, &mut |item, guard| {
@@ -698,15 +574,16 @@ impl ListLru {
     /// How many cgroups hold lists in this list_lru (every cgroup that had
     /// lists and was removed has given them up).
     pub fn nr_memcg_lists(&self) -> usize {
-        self.inner.memcg.entries().count()
+        self.inner.shared.memcg.entries().count()
     }
 
     /// Bytes of the per-cgroup lists and their table (not item links).
     pub fn memcg_memory_bytes(&self) -> usize {
+        let shared = &self.inner.shared;
         let per_cgroup = size_of::<ListLruMemcg>()
             + 2 * size_of::<usize>()
-            + self.inner.nodes.len() * size_of::<ListOne>();
-        self.inner.memcg.entries().count() * per_cgroup + self.inner.memcg.memory_bytes()
+            + shared.nodes.len() * size_of::<ListOne>();
+        shared.memcg.entries().count() * per_cgroup + shared.memcg.memory_bytes()
     }
 
     /// Bytes one cgroup's lists cost in this list_lru (the `Arc`ed
@@ -714,19 +591,20 @@ impl ListLru {
     pub fn bytes_per_cgroup(&self) -> usize {
         size_of::<ListLruMemcg>()
             + 2 * size_of::<usize>()
-            + self.inner.nodes.len() * size_of::<ListOne>()
+            + self.inner.shared.nodes.len() * size_of::<ListOne>()
             + size_of::<crate::sync::ArcSlot<ListLruMemcg>>()
     }
 }
 
 impl Drop for ListLru {
     fn drop(&mut self) {
-        if self.inner.memcg_aware {
+        let shared = &self.inner.shared;
+        if shared.memcg_aware {
             let hooks = Arc::clone(&self.inner) as Arc<dyn MemcgLruHooks>;
-            self.inner.tree.unregister_list_lru(&hooks);
+            shared.tree.unregister_list_lru(&hooks);
         }
-        if let Some(id) = self.inner.shrinker {
-            self.inner.tree.free_shrinker_id(id);
+        if let Some(id) = shared.shrinker {
+            shared.tree.free_shrinker_id(id);
         }
     }
 }
@@ -734,14 +612,195 @@ impl Drop for ListLru {
 impl fmt::Debug for ListLru {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ListLru")
-            .field("design", &self.inner.design)
-            .field("memcg_aware", &self.inner.memcg_aware)
-            .field("nr_nodes", &self.inner.nodes.len())
+            .field("design", &self.design())
+            .field("memcg_aware", &self.inner.shared.memcg_aware)
+            .field("nr_nodes", &self.inner.shared.nodes.len())
             .finish_non_exhaustive()
     }
 }
 
+/// The operations that depend on the design: each dispatches once.
 impl Inner {
+    fn design(&self) -> LruDesign {
+        dispatch!(&self.locator, d => d.design())
+    }
+
+    fn has_lists(&self, cg: &MemCgroup) -> bool {
+        let shared = &self.shared;
+        dispatch!(&self.locator, d => d.has_lists(shared, cg))
+    }
+
+    fn count_one(&self, nid: usize, cg: &MemCgroup) -> usize {
+        let shared = &self.shared;
+        dispatch!(&self.locator, d => d.count_one(shared, nid, cg))
+    }
+
+    /// The design's [`Design::with_list`].
+    fn with_list<R>(
+        &self,
+        nid: usize,
+        cg: &MemCgroup,
+        mode: Locate,
+        f: impl FnOnce(ListGuard<'_>, &MemCgroup) -> R,
+    ) -> Option<R> {
+        let shared = &self.shared;
+        dispatch!(&self.locator, d => d.with_list(shared, nid, cg, mode, f))
+    }
+}
+
+/// The operations both designs share, on the list [`Inner::with_list`]
+/// locates.
+impl Inner {
+    fn add(&self, item: ItemId, nid: usize, cg: &MemCgroup) -> bool {
+        let shared = &self.shared;
+        let link = shared
+            .links
+            .get_or_alloc(item as usize)
+            .expect("checked against max_items");
+        let added = self
+            .with_list(nid, cg, Locate::Allocate, |guard, owner| {
+                // AcqRel: claims the item (only one adder can win); Acquire
+                // pairs with the Release in `del`/`isolate` of its last owner.
+                if link
+                    .on_list
+                    .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_err()
+                {
+                    return false;
+                }
+                guard.view.push_tail(item);
+                let was = guard.view.nr_items();
+                guard.view.add_nr(1);
+                if was == 0
+                    && let Some(shrinker) = shared.shrinker
+                {
+                    owner.set_shrinker_bit(nid, shrinker);
+                }
+                true
+            })
+            .expect("falls back to the root, never empty");
+        if added {
+            // Relaxed: a statistic, read without ordering (count_node).
+            shared.nodes[nid].nr_items.fetch_add(1, Ordering::Relaxed);
+        }
+        added
+    }
+
+    fn del(&self, item: ItemId, nid: usize, cg: &MemCgroup) -> bool {
+        let shared = &self.shared;
+        let Some(link) = shared.links.get(item as usize) else {
+            return false;
+        };
+        // Split: the located list is the item's (the fixed reparent order
+        // guarantees it). Legacy: a del racing an offline may locate the
+        // parent's list before the splice; the unlink still takes the item
+        // off its real list, as in the kernel.
+        let check_list = cfg!(debug_assertions) && self.design() == LruDesign::Split;
+        let removed = self
+            .with_list(nid, cg, Locate::Existing, |guard, _| {
+                // Acquire: pairs with the claim in `add`, so the links the
+                // adder wrote are visible (the list lock orders them too).
+                if !link.on_list.load(Ordering::Acquire) {
+                    return false;
+                }
+                debug_assert!(
+                    !check_list
+                        || guard.view.nr_items() > DEL_CHECK_MAX_ITEMS
+                        || guard.view.contains(item),
+                    "list_lru_del: item {item} is not on {}'s list (caller contract)",
+                    cg.path()
+                );
+                guard.view.unlink(item);
+                guard.view.add_nr(-1);
+                // Release: pairs with the Acquire of the claim in `add`.
+                link.on_list.store(false, Ordering::Release);
+                true
+            })
+            // None: a live cgroup that never had lists cannot hold the item.
+            .unwrap_or(false);
+        if removed {
+            // Relaxed: a statistic, read without ordering (count_node).
+            shared.nodes[nid].nr_items.fetch_sub(1, Ordering::Relaxed);
+        }
+        removed
+    }
+
+    fn walk_one<F>(
+        &self,
+        nid: usize,
+        cg: &MemCgroup,
+        nr_to_walk: &mut usize,
+        isolate: &mut F,
+    ) -> usize
+    where
+        F: for<'g> FnMut(ItemId, ItemGuard<'g>) -> Walked<'g>,
+    {
+        let node_total = &self.shared.nodes[nid].nr_items;
+        let mut isolated = 0;
+        loop {
+            let end = self.with_list(nid, cg, Locate::SkipEmpty, |guard, _| {
+                walk_list(guard, nr_to_walk, isolate, &mut isolated, node_total)
+            });
+            match end {
+                None | Some(WalkEnd::Done) => return isolated,
+                Some(WalkEnd::Restart) => continue,
+            }
+        }
+    }
+}
+
+impl MemcgLruHooks for Inner {
+    fn memcg_alloc(&self, cg: &MemCgroup) {
+        let shared = &self.shared;
+        dispatch!(&self.locator, d => d.memcg_alloc(shared, cg));
+    }
+
+    fn reparent(&self, cg: &MemCgroup, parent: &MemCgroup) {
+        let shared = &self.shared;
+        dispatch!(&self.locator, d => d.reparent(shared, cg, parent));
+    }
+}
+
+impl Shared {
+    fn new(
+        tree: &CgroupTree,
+        config: &ListLruConfig,
+        shrinker: Option<ShrinkerId>,
+    ) -> Result<Self, ListLruError> {
+        let nr_nodes = tree.nr_nodes();
+        // One sentinel per list: the root lists, plus every cgroup's lists,
+        // with room for lists of removed cgroups that in-flight readers
+        // still hold.
+        let max_lists = nr_nodes * (1 + 4 * (tree.max_ids() as usize + 1));
+        let max_items = config.max_items as usize;
+        let sentinel_base = u32::try_from(max_items).expect("max_items is a u32");
+        let sentinel_last = u32::try_from(max_items + max_lists - 1)
+            .ok()
+            .filter(|&last| last < NONE)
+            .ok_or(ListLruError::TooManyItems {
+                max_items: config.max_items,
+            })?;
+        let links = ChunkedTable::new(max_items + max_lists);
+        let sentinels = Arc::new(Sentinels::new(sentinel_base, sentinel_last));
+        let nodes = (0..nr_nodes)
+            .map(|_| LruNode {
+                root: ListOne::new(sentinels.alloc(), &links),
+                nr_items: AtomicI64::new(0),
+            })
+            .collect();
+        Ok(Self {
+            memcg_aware: config.memcg_aware,
+            max_items: config.max_items,
+            tree: tree.clone(),
+            nodes,
+            links,
+            memcg: IdTable::new(tree.max_ids() as usize + 1),
+            alloc_lock: Mutex::new(()),
+            sentinels,
+            shrinker,
+        })
+    }
+
     fn check_nid(&self, nid: usize) -> Result<(), ListLruError> {
         if nid >= self.nodes.len() {
             return Err(ListLruError::NoSuchNode {
@@ -766,383 +825,42 @@ impl Inner {
         Ok(())
     }
 
-    /// The root list view of node `nid`.
-    fn root_view(&self, nid: usize) -> ListView<'_> {
+    /// The operations on `list`, whose lock the caller holds or takes.
+    fn view<'a>(&'a self, list: &'a ListOne) -> ListView<'a> {
         ListView {
-            list: &self.nodes[nid].root,
+            list,
             links: &self.links,
         }
     }
 
-    /// Whether `cg` has lists (the root always does).
-    fn has_lists(&self, cg: &MemCgroup) -> bool {
-        if !self.memcg_aware || cg.is_root() {
-            return true;
-        }
-        match self.design {
-            LruDesign::Split => self
-                .memcg
-                .with(cg.id().into(), |m| ListLruMemcg::of(m, cg).is_some()),
-            LruDesign::Legacy => {
-                let idx = cg.kmemcg_id();
-                idx < 0 || self.memcg.contains(idx as usize)
-            }
-        }
+    /// The root list of node `nid`.
+    fn root_view(&self, nid: usize) -> ListView<'_> {
+        self.view(&self.nodes[nid].root)
     }
 
-    /// Calls `f` with `cg`'s list on `nid` locked and the cgroup that owns
-    /// the list (`lock_list_lru_of_memcg`). A dying cgroup whose slot is
-    /// empty or dead falls back to its parent; `mode` says what happens
-    /// instead for walks (`skip_empty`) and for live cgroups without lists.
-    fn with_list<R>(
-        &self,
-        nid: usize,
-        cg: &MemCgroup,
-        mode: Locate,
-        f: impl FnOnce(ListGuard<'_>, &MemCgroup) -> R,
-    ) -> Option<R> {
-        match self.design {
-            LruDesign::Split => self.with_list_split(nid, cg, mode, f),
-            LruDesign::Legacy => self.with_list_legacy(nid, cg, mode, f),
-        }
+    /// New lists for `owner`, one per node (not yet stored).
+    fn new_lists(&self, owner: &MemCgroup) -> Arc<ListLruMemcg> {
+        Arc::new(ListLruMemcg::new(
+            owner,
+            self.nodes.len(),
+            &self.sentinels,
+            &self.links,
+        ))
     }
 
-    fn with_list_split<R>(
-        &self,
-        nid: usize,
-        cg: &MemCgroup,
-        mode: Locate,
-        f: impl FnOnce(ListGuard<'_>, &MemCgroup) -> R,
-    ) -> Option<R> {
-        let mut f = Some(f);
-        let mut at = cg;
-        loop {
-            if !self.memcg_aware || at.is_root() {
-                let view = self.root_view(nid);
-                let guard = ListGuard {
-                    _lock: lock(&view.list.lock),
-                    view,
-                };
-                return Some((f.take().expect("called once"))(guard, at));
-            }
-            let done = self.memcg.with(at.id().into(), |mlru| {
-                let list = &ListLruMemcg::of(mlru, at)?.lists[nid];
-                let held = lock(&list.lock);
-                // Relaxed: the list lock orders it against the reparent that
-                // stores the dead mark under the same lock.
-                if list.nr_items.load(Ordering::Relaxed) == DEAD {
-                    return None;
-                }
-                let guard = ListGuard {
-                    _lock: held,
-                    view: ListView {
-                        list,
-                        links: &self.links,
-                    },
-                };
-                Some((f.take().expect("called once"))(guard, at))
-            });
-            if done.is_some() || mode == Locate::SkipEmpty {
-                return done;
-            }
-            if !at.is_dying() {
-                // A live cgroup made before this list_lru: lists on first use.
-                match mode {
-                    Locate::Allocate => {
-                        self.memcg_alloc(at);
-                        continue;
-                    }
-                    _ => return None,
-                }
-            }
-            at = at.parent().expect("only the root has no parent");
-        }
-    }
-
-    fn with_list_legacy<R>(
-        &self,
-        nid: usize,
-        cg: &MemCgroup,
-        mode: Locate,
-        f: impl FnOnce(ListGuard<'_>, &MemCgroup) -> R,
-    ) -> Option<R> {
-        let mut held = Some(lock(&self.nodes[nid].legacy_lock));
-        let mut f = Some(f);
-        let mut at = cg;
-        loop {
-            let idx = at.kmemcg_id();
-            // Follow the (possibly redirected) index to its owner in this
-            // cgroup's own ancestry, and use the lists there only if they are
-            // that owner's (an ancestor that died after this cgroup did may
-            // have had its id reused by an unrelated cgroup). A dying owner's
-            // lists are still used until reparenting erases them, as the
-            // legacy kernel does.
-            let owner = if self.memcg_aware && idx >= 0 {
-                Some(owner_with_id(at, idx))
-            } else {
-                None
-            };
-            let Some(owner) = owner else {
-                let guard = ListGuard {
-                    _lock: held.take().expect("node lock held"),
-                    view: self.root_view(nid),
-                };
-                return Some((f.take().expect("called once"))(guard, self.tree.root()));
-            };
-            if i32::from(owner.id()) == idx {
-                let done = self.memcg.with(idx as usize, |mlru| {
-                    let list = &ListLruMemcg::of(mlru, owner)?.lists[nid];
-                    // Relaxed: under the node lock, like the store of DEAD.
-                    if list.nr_items.load(Ordering::Relaxed) == DEAD {
-                        return None;
-                    }
-                    let guard = ListGuard {
-                        _lock: held.take().expect("node lock held"),
-                        view: ListView {
-                            list,
-                            links: &self.links,
-                        },
-                    };
-                    Some((f.take().expect("called once"))(guard, owner))
-                });
-                if done.is_some() {
-                    return done;
-                }
-            }
-            if mode == Locate::SkipEmpty {
-                return None;
-            }
-            if !owner.is_dying() && i32::from(owner.id()) == idx {
-                // A live cgroup made before this list_lru: lists on first use.
-                match mode {
-                    Locate::Allocate => {
-                        drop(held.take());
-                        self.memcg_alloc(owner);
-                        held = Some(lock(&self.nodes[nid].legacy_lock));
-                        continue;
-                    }
-                    _ => return None,
-                }
-            }
-            // The owner's lists are gone: its items were moved up.
-            at = match owner.parent() {
-                Some(parent) => parent,
-                None => self.tree.root(),
-            };
-        }
-    }
-
-    fn add(&self, item: ItemId, nid: usize, cg: &MemCgroup) -> bool {
-        let link = self
-            .links
-            .get_or_alloc(item as usize)
-            .expect("checked against max_items");
-        let added = self
-            .with_list(nid, cg, Locate::Allocate, |guard, owner| {
-                // AcqRel: claims the item (only one adder can win); Acquire
-                // pairs with the Release in `del`/`isolate` of its last owner.
-                if link
-                    .on_list
-                    .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_err()
-                {
-                    return false;
-                }
-                guard.view.push_tail(item);
-                let was = guard.view.nr_items();
-                guard.view.add_nr(1);
-                if was == 0
-                    && let Some(shrinker) = self.shrinker
-                {
-                    owner.set_shrinker_bit(nid, shrinker);
-                }
-                true
-            })
-            .expect("falls back to the root, never empty");
-        if added {
-            // Relaxed: a statistic, read without ordering (count_node).
-            self.nodes[nid].nr_items.fetch_add(1, Ordering::Relaxed);
-        }
-        added
-    }
-
-    fn del(&self, item: ItemId, nid: usize, cg: &MemCgroup) -> bool {
-        let Some(link) = self.links.get(item as usize) else {
-            return false;
-        };
-        let removed = self
-            .with_list(nid, cg, Locate::Existing, |guard, _| {
-                // Acquire: pairs with the claim in `add`, so the links the
-                // adder wrote are visible (the list lock orders them too).
-                if !link.on_list.load(Ordering::Acquire) {
-                    return false;
-                }
-                // Split: the located list is the item's (the fixed reparent
-                // order guarantees it). Legacy: a del racing an offline may
-                // locate the parent's list before the splice; the unlink
-                // still takes the item off its real list, as in the kernel.
-                debug_assert!(
-                    self.design == LruDesign::Legacy
-                        || guard.view.nr_items() > 4096
-                        || guard.view.contains(item),
-                    "list_lru_del: item {item} is not on {}'s list (caller contract)",
-                    cg.path()
-                );
-                guard.view.unlink(item);
-                guard.view.add_nr(-1);
-                // Release: pairs with the Acquire of the claim in `add`.
-                link.on_list.store(false, Ordering::Release);
-                true
-            })
-            // None: a live cgroup that never had lists cannot hold the item.
-            .unwrap_or(false);
-        if removed {
-            self.nodes[nid].nr_items.fetch_sub(1, Ordering::Relaxed);
-        }
-        removed
-    }
-
-    fn count_one(&self, nid: usize, cg: &MemCgroup) -> usize {
-        if !self.memcg_aware || cg.is_root() {
-            return self.nodes[nid].root.count();
-        }
-        let idx = match self.design {
-            LruDesign::Split => usize::from(cg.id()),
-            LruDesign::Legacy => match cg.kmemcg_id() {
-                idx if idx < 0 => return self.nodes[nid].root.count(),
-                idx => idx as usize,
-            },
-        };
-        self.memcg
-            .with(idx, |mlru| mlru.map_or(0, |m| m.lists[nid].count()))
-    }
-
-    fn walk_one<F>(
-        &self,
-        nid: usize,
-        cg: &MemCgroup,
-        nr_to_walk: &mut usize,
-        isolate: &mut F,
-    ) -> usize
-    where
-        F: for<'g> FnMut(ItemId, ItemGuard<'g>) -> Walked<'g>,
-    {
-        let node_total = &self.nodes[nid].nr_items;
-        let mut isolated = 0;
-        loop {
-            let end = self.with_list(nid, cg, Locate::SkipEmpty, |guard, _| {
-                walk_list(guard, nr_to_walk, isolate, &mut isolated, node_total)
-            });
-            match end {
-                None | Some(WalkEnd::Done) => return isolated,
-                Some(WalkEnd::Restart) => continue,
-            }
-        }
-    }
-
-    /// Allocates lists for `cg` and every ancestor lacking them, topmost
-    /// first; never for a dying cgroup (`memcg_list_lru_alloc`).
-    fn memcg_alloc(&self, cg: &MemCgroup) {
-        if !self.memcg_aware || self.has_lists(cg) {
-            return;
-        }
-        match self.design {
-            LruDesign::Split => self.memcg_alloc_split(cg),
-            LruDesign::Legacy => self.memcg_alloc_legacy(cg),
-        }
-    }
-
-    fn memcg_alloc_split(&self, cg: &MemCgroup) {
-        loop {
-            // The topmost ancestor (or cg itself) without lists.
-            let mut pos = cg;
-            while let Some(parent) = pos.parent() {
-                if self.has_lists(parent) {
-                    break;
-                }
-                pos = parent;
-            }
-            {
-                let _xa_lock = lock(&self.alloc_lock);
-                debug_assert!(
-                    self.memcg.with(pos.id().into(), |m| m
-                        .is_none_or(|m| m.owner_serial == pos.serial())),
-                    "{}'s slot holds a removed cgroup's lists",
-                    pos.path()
-                );
-                if !self.memcg.contains(pos.id().into()) && !pos.is_dying() {
-                    self.memcg.store(
-                        pos.id().into(),
-                        Some(Arc::new(ListLruMemcg::new(pos, self))),
-                    );
-                }
-            }
-            if std::ptr::eq(pos, cg) || pos.is_dying() {
-                return;
-            }
-        }
-    }
-
-    /// The pre-series allocation: collect the ancestors lacking lists into
-    /// an intermediate table, allocate, then store them topmost first.
-    fn memcg_alloc_legacy(&self, cg: &MemCgroup) {
-        let mut table = Vec::with_capacity(cg.level() as usize);
-        let mut at = Some(cg);
-        while let Some(c) = at {
-            if self.has_lists(c) {
-                break;
-            }
-            table.push((c, Arc::new(ListLruMemcg::new(c, self))));
-            at = c.parent().map(|p| &**p);
-        }
-        let _xa_lock = lock(&self.alloc_lock);
-        for (c, lists) in table.into_iter().rev() {
-            let idx = c.kmemcg_id();
-            if idx >= 0 && !self.memcg.contains(idx as usize) {
-                self.memcg.store(idx as usize, Some(lists));
-            }
-        }
-    }
-
-    fn reparent_split(&self, cg: &MemCgroup, parent: &MemCgroup) {
-        // The allocation lock is the barrier (the kernel's xa lock, "using
-        // the XArray lock as barrier"): `cg` is dying already, so an
-        // allocation that checked it under this lock before us has stored
-        // its lists (and we see them here), and one after us sees it dying
-        // and stores nothing. Reading the slot without the lock let a late
-        // store leave a dying cgroup with lists nobody would reparent.
-        let Some(mlru) = self.load_slot_locked(cg.id().into()) else {
-            return;
-        };
-        debug_assert_eq!(
-            mlru.owner_serial,
-            cg.serial(),
-            "an online cgroup's slot is its own"
-        );
-        for (nid, src_list) in mlru.lists.iter().enumerate() {
-            let _src_lock = lock(&src_list.lock);
-            let src = ListView {
-                list: src_list,
-                links: &self.links,
-            };
-            self.with_list(nid, parent, Locate::Allocate, |dst, owner| {
-                debug_assert!(src.nr_items() >= 0, "reparenting a dead list");
-                self.splice_into(nid, &src, &dst, owner);
-            });
-            // Relaxed: under the list lock, like every nr_items store.
-            src_list.nr_items.store(DEAD, Ordering::Relaxed);
-        }
-        // Only now erase the slot (the 2026 order); readers still holding
-        // the lists see them dead and move on to the parent.
-        let _xa_lock = lock(&self.alloc_lock);
-        self.memcg.store(cg.id().into(), None);
-    }
-
-    /// The lists at `idx`, read under the allocation lock (see
-    /// `reparent_split`).
+    /// The lists at `idx`, read under the allocation lock: the barrier
+    /// between a reparent and a racing lazy allocation (see the module
+    /// docs).
     fn load_slot_locked(&self, idx: usize) -> Option<Arc<ListLruMemcg>> {
         let _xa_lock = lock(&self.alloc_lock);
         self.memcg.get(idx)
+    }
+
+    /// Erases the lists at `idx` (reparent's last step); readers that still
+    /// hold them keep them alive.
+    fn erase_slot(&self, idx: usize) {
+        let _xa_lock = lock(&self.alloc_lock);
+        self.memcg.store(idx, None);
     }
 
     /// Moves every item of `src` (locked by the caller) to the head of
@@ -1157,61 +875,6 @@ impl Inner {
             }
         }
     }
-
-    fn reparent_legacy(&self, cg: &MemCgroup, parent: &MemCgroup) {
-        // The kmemcg_id redirect already happened (memcontrol's offline);
-        // the cgroup's own lists are still at its id.
-        let src_idx = usize::from(cg.id());
-        // Under the allocation lock, as in `reparent_split`: the redirect is
-        // stored, so an allocation that read the old index under the lock
-        // has stored its lists (seen here) and a later one finds the
-        // parent's index.
-        let Some(mlru) = self.load_slot_locked(src_idx) else {
-            return;
-        };
-        for (nid, src_list) in mlru.lists.iter().enumerate() {
-            let src = ListView {
-                list: src_list,
-                links: &self.links,
-            };
-            self.with_list_legacy(nid, parent, Locate::Allocate, |dst, owner| {
-                self.splice_into(nid, &src, &dst, owner);
-                // Dead, not just empty: a removed descendant whose
-                // kmemcg_id still names this cgroup (our tree unlinks dead
-                // children, so the redirect cannot reach them, unlike the
-                // kernel's) must not add to a list about to be erased.
-                src_list.nr_items.store(DEAD, Ordering::Relaxed);
-            });
-        }
-        let _xa_lock = lock(&self.alloc_lock);
-        self.memcg.store(src_idx, None);
-    }
-}
-
-impl MemcgLruHooks for Inner {
-    fn memcg_alloc(&self, cg: &MemCgroup) {
-        Inner::memcg_alloc(self, cg);
-    }
-
-    fn reparent(&self, cg: &MemCgroup, parent: &MemCgroup) {
-        match self.design {
-            LruDesign::Split => self.reparent_split(cg, parent),
-            LruDesign::Legacy => self.reparent_legacy(cg, parent),
-        }
-    }
-}
-
-/// The ancestor-or-self of `cg` whose id is `idx` (the owner of a legacy
-/// list reached through a redirected `kmemcg_id`).
-fn owner_with_id(cg: &MemCgroup, idx: i32) -> &MemCgroup {
-    let mut at = cg;
-    while i32::from(at.id()) != idx {
-        match at.parent() {
-            Some(parent) => at = parent,
-            None => break,
-        }
-    }
-    at
 }
 
 /// One pass over a locked list (`__list_lru_walk_one`'s loop).
