@@ -6,32 +6,18 @@
 //! interesting interleaving, so a loom exploration gap fails loudly.
 #![cfg(loom)]
 
-use std::collections::BTreeSet;
-use std::fmt::Debug;
+mod common;
 
+use std::collections::BTreeSet;
+
+use common::explore;
 use loom::sync::Arc;
 use loom::thread;
 use memcg::list_lru::{ItemId, ListLru, ListLruConfig, LruDesign};
-use memcg::memcontrol::{CgroupTree, MemCgroup, TreeConfig};
-
-fn explore<T: Ord + Debug + Send + 'static>(
-    model: impl Fn() -> T + Send + Sync + 'static,
-) -> BTreeSet<T> {
-    let seen = std::sync::Arc::new(std::sync::Mutex::new(BTreeSet::new()));
-    let sink = std::sync::Arc::clone(&seen);
-    loom::model(move || {
-        let outcome = model();
-        sink.lock().unwrap().insert(outcome);
-    });
-    std::mem::take(&mut *seen.lock().unwrap())
-}
+use memcg::memcontrol::{CgroupTree, MemCgroup};
 
 fn setup(design: LruDesign) -> (CgroupTree, Arc<ListLru>) {
-    let tree = CgroupTree::new(TreeConfig {
-        nr_nodes: 1,
-        max_ids: 4,
-        ..TreeConfig::default()
-    });
+    let tree = common::small_tree(1, 4);
     let lru = ListLru::new(
         &tree,
         ListLruConfig {
@@ -182,11 +168,7 @@ fn removed_grandchild_races_its_parents_offline() {
 fn lazy_allocation_races_offline() {
     for design in LruDesign::ALL {
         let outcomes = explore(move || {
-            let tree = CgroupTree::new(TreeConfig {
-                nr_nodes: 1,
-                max_ids: 4,
-                ..TreeConfig::default()
-            });
+            let tree = common::small_tree(1, 4);
             let a = tree.mkdir("/a").unwrap();
             let b = tree.mkdir("/a/b").unwrap();
             let lru = Arc::new(

@@ -4,10 +4,12 @@
 //! step every live list, count, node total and shrinker bit must match.
 #![cfg(not(loom))]
 
+mod common;
+
 use std::collections::{HashMap, HashSet};
 
 use memcg::list_lru::{ItemId, ListLru, ListLruConfig, LruDesign, Walked};
-use memcg::memcontrol::{CgroupTree, MemCgroup, TreeConfig};
+use memcg::memcontrol::{CgroupTree, MemCgroup};
 use proptest::prelude::*;
 use std::sync::Arc;
 
@@ -258,11 +260,7 @@ fn check(
 }
 
 fn run(design: LruDesign, ops: &[Op]) -> Result<(), TestCaseError> {
-    let tree = CgroupTree::new(TreeConfig {
-        nr_nodes: NODES,
-        max_ids: 64,
-        ..TreeConfig::default()
-    });
+    let tree = common::small_tree(NODES, 64);
     let lru = ListLru::new(
         &tree,
         ListLruConfig {

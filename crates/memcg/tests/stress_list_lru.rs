@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use memcg::list_lru::{ItemId, ListLru, ListLruConfig, LruDesign, Walked};
-use memcg::memcontrol::{CgroupTree, MemCgroup, TreeConfig};
+use memcg::memcontrol::MemCgroup;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -24,11 +24,7 @@ const ITEMS_PER_WORKER: u32 = 400;
 const MIN_OPS: usize = 20_000;
 
 fn stress(design: LruDesign, seed: u64) {
-    let tree = CgroupTree::new(TreeConfig {
-        nr_nodes: NODES,
-        max_ids: 2048,
-        ..TreeConfig::default()
-    });
+    let tree = common::small_tree(NODES, 2048);
     let lru = ListLru::new(
         &tree,
         ListLruConfig {

@@ -14,7 +14,6 @@ use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use memcg::list_lru::{ListLru, ListLruConfig, LruDesign};
-use memcg::memcontrol::{CgroupTree, TreeConfig};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -25,11 +24,7 @@ const ROUNDS: usize = 3000;
 const ADD_DEADLINE: Duration = Duration::from_secs(3);
 
 fn round(design: LruDesign, spin: u32, seed: u64, i: usize) {
-    let tree = CgroupTree::new(TreeConfig {
-        nr_nodes: 1,
-        max_ids: 8,
-        ..TreeConfig::default()
-    });
+    let tree = common::small_tree(1, 8);
     let a = tree.mkdir("/a").unwrap();
     let b = tree.mkdir("/a/b").unwrap();
     let lru = Arc::new(

@@ -456,7 +456,13 @@ impl ListLru {
         } else {
             None
         };
-        let shared = Shared::new(tree, &config, shrinker)?;
+        let shared = Shared::new(tree, &config, shrinker).inspect_err(|_| {
+            // Refused: the id goes back, as the kernel's
+            // `list_lru_init_memcg` unwinds `register_shrinker`.
+            if let Some(id) = shrinker {
+                tree.free_shrinker_id(id);
+            }
+        })?;
         let locator = Locator::new(config.design, tree.nr_nodes(), tree.max_ids() as usize);
         let inner = Arc::new(Inner { shared, locator });
         if config.memcg_aware {
@@ -961,6 +967,36 @@ mod tests {
         )
         .unwrap();
         (tree, lru)
+    }
+
+    #[test]
+    fn a_refused_list_lru_gives_its_shrinker_id_back() {
+        let (tree, lru) = setup(LruDesign::Split, 1);
+        let taken = lru.shrinker_id().unwrap();
+        let too_big = ListLruConfig {
+            memcg_aware: true,
+            max_items: u32::MAX,
+            design: LruDesign::Split,
+        };
+        for _ in 0..3 {
+            assert!(matches!(
+                ListLru::new(&tree, too_big),
+                Err(ListLruError::TooManyItems { .. })
+            ));
+        }
+        let next = ListLru::new(
+            &tree,
+            ListLruConfig {
+                max_items: 16,
+                ..too_big
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            next.shrinker_id().unwrap().get(),
+            taken.get() + 1,
+            "the refused ones took no id"
+        );
     }
 
     fn skip_all(lru: &ListLru, nid: usize, cg: &MemCgroup) -> Vec<ItemId> {
