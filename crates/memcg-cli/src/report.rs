@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use serde::Serialize;
 
@@ -69,6 +70,29 @@ impl Tool {
             generated_unix: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
+        }
+    }
+}
+
+/// The fields every report starts with: which benchmark, which build of
+/// the tool made it, and on what machine.
+#[derive(Debug, Serialize)]
+pub struct ReportHead {
+    /// The benchmark's name (`swap-cgroup`, ...).
+    pub bench: &'static str,
+    /// The build, and when the report was made.
+    pub tool: Tool,
+    /// Where it ran.
+    pub machine: Machine,
+}
+
+impl ReportHead {
+    /// The head of a report of `bench` made now, by this build.
+    pub fn new(bench: &'static str, machine: Machine) -> Self {
+        Self {
+            bench,
+            tool: Tool::current(),
+            machine,
         }
     }
 }
@@ -173,8 +197,9 @@ impl Stats {
     }
 }
 
-/// A table with a header, printed with comfy-table.
-pub fn table(header: &[&str], rows: Vec<Vec<String>>) -> comfy_table::Table {
+/// Prints a table with a header (comfy-table, markdown style, every column
+/// but the first right-aligned) and a blank line.
+pub fn print_table(header: &[&str], rows: impl IntoIterator<Item = Vec<String>>) {
     let mut t = comfy_table::Table::new();
     t.load_style(comfy_table::presets::ASCII_MARKDOWN)
         .set_header(header.to_vec());
@@ -186,7 +211,7 @@ pub fn table(header: &[&str], rows: Vec<Vec<String>>) -> comfy_table::Table {
             col.set_cell_alignment(comfy_table::CellAlignment::Right);
         }
     }
-    t
+    println!("{t}\n");
 }
 
 /// Where a benchmark writes its results: `--json` and `--svg`.
@@ -267,6 +292,24 @@ pub struct Series {
     pub errors: Vec<f64>,
 }
 
+impl Series {
+    /// A line of `(threads, value, stdev)` points.
+    pub fn by_threads(
+        name: impl Into<String>,
+        points: impl IntoIterator<Item = (usize, f64, f64)>,
+    ) -> Self {
+        let (points, errors) = points
+            .into_iter()
+            .map(|(threads, value, stdev)| ((threads as f64, value), stdev))
+            .unzip();
+        Self {
+            name: name.into(),
+            points,
+            errors,
+        }
+    }
+}
+
 /// One chart panel.
 pub struct Panel {
     /// Panel title.
@@ -285,6 +328,21 @@ pub struct Chart<'a> {
     pub y_label: &'a str,
     /// Panels, laid out two per row.
     pub panels: Vec<Panel>,
+}
+
+/// A chart of values against thread counts: `panels` of
+/// [`Series::by_threads`] lines.
+pub fn chart_by_threads<'a>(
+    title: &'a str,
+    y_label: &'a str,
+    panels: impl IntoIterator<Item = Panel>,
+) -> Chart<'a> {
+    Chart {
+        title,
+        x_label: "threads",
+        y_label,
+        panels: panels.into_iter().collect(),
+    }
 }
 
 const PALETTE: [RGBColor; 8] = [
@@ -322,35 +380,14 @@ fn draw_panel<DB: DrawingBackend>(
 where
     DB::ErrorType: 'static,
 {
-    let points = || panel.series.iter().flat_map(|s| s.points.iter());
-    let x_min = points().map(|p| p.0).fold(f64::INFINITY, f64::min);
-    let x_max = points().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
-    let y_max = panel
-        .series
-        .iter()
-        .flat_map(|s| {
-            s.points
-                .iter()
-                .enumerate()
-                .map(|(i, p)| p.1 + s.errors.get(i).copied().unwrap_or(0.0))
-        })
-        .fold(0.0, f64::max);
-    // Keep the band the legend takes at the top free of data: the plot is
-    // about 290 px high and each legend row about 20 px.
-    let legend_share = ((20 * panel.series.len() + 16) as f64 / 290.0).min(0.6);
-    let y_top = (y_max * 1.05 / (1.0 - legend_share)).max(1e-9);
-    let (x_min, x_max) = if x_min.is_finite() {
-        (x_min, x_max)
-    } else {
-        (0.0, 1.0)
-    };
+    let (x_min, x_max) = x_range(panel);
     let pad = ((x_max - x_min) * 0.05).max(0.25);
     let mut ctx = ChartBuilder::on(area)
         .caption(&panel.title, ("sans-serif", 18))
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(56)
-        .build_cartesian_2d(x_min - pad..x_max + pad, 0.0..y_top)?;
+        .build_cartesian_2d(x_min - pad..x_max + pad, 0.0..y_top(panel))?;
     // X values are counts (threads): label whole numbers only.
     let whole = |x: &f64| {
         if x.fract().abs() < 1e-9 {
@@ -366,32 +403,82 @@ where
         .x_label_formatter(&whole)
         .draw()?;
     for (i, series) in panel.series.iter().enumerate() {
-        let color = PALETTE[i % PALETTE.len()];
-        let style = ShapeStyle::from(&color).stroke_width(2);
-        ctx.draw_series(LineSeries::new(series.points.iter().copied(), style))?
-            .label(series.name.as_str())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
-        ctx.draw_series(
-            series
-                .points
-                .iter()
-                .map(|&p| Circle::new(p, 3, color.filled())),
-        )?;
-        ctx.draw_series(
-            series
-                .points
-                .iter()
-                .zip(&series.errors)
-                .map(|(&(x, y), &e)| {
-                    ErrorBar::new_vertical(x, (y - e).max(0.0), y, y + e, color.stroke_width(1), 8)
-                }),
-        )?;
+        draw_series(&mut ctx, series, PALETTE[i % PALETTE.len()])?;
     }
     ctx.configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()?;
+    Ok(())
+}
+
+/// The smallest and largest x of a panel's points (0 and 1 when it has
+/// none).
+fn x_range(panel: &Panel) -> (f64, f64) {
+    let xs = || {
+        panel
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.0))
+    };
+    let x_min = xs().fold(f64::INFINITY, f64::min);
+    let x_max = xs().fold(f64::NEG_INFINITY, f64::max);
+    if x_min.is_finite() {
+        (x_min, x_max)
+    } else {
+        (0.0, 1.0)
+    }
+}
+
+/// The top of a panel's y axis: room for every point and error bar, and
+/// for the legend above them.
+fn y_top(panel: &Panel) -> f64 {
+    let y_max = panel
+        .series
+        .iter()
+        .flat_map(|s| {
+            s.points
+                .iter()
+                .enumerate()
+                .map(|(i, p)| p.1 + s.errors.get(i).copied().unwrap_or(0.0))
+        })
+        .fold(0.0, f64::max);
+    // Keep the band the legend takes at the top free of data: the plot is
+    // about 290 px high and each legend row about 20 px.
+    let legend_share = ((20 * panel.series.len() + 16) as f64 / 290.0).min(0.6);
+    (y_max * 1.05 / (1.0 - legend_share)).max(1e-9)
+}
+
+/// Draws one series: its line (with a legend entry), its points and their
+/// error bars.
+fn draw_series<DB: DrawingBackend>(
+    ctx: &mut ChartContext<'_, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    series: &Series,
+    color: RGBColor,
+) -> Result<(), Box<dyn std::error::Error>>
+where
+    DB::ErrorType: 'static,
+{
+    let style = ShapeStyle::from(&color).stroke_width(2);
+    ctx.draw_series(LineSeries::new(series.points.iter().copied(), style))?
+        .label(series.name.as_str())
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
+    ctx.draw_series(
+        series
+            .points
+            .iter()
+            .map(|&p| Circle::new(p, 3, color.filled())),
+    )?;
+    ctx.draw_series(
+        series
+            .points
+            .iter()
+            .zip(&series.errors)
+            .map(|(&(x, y), &e)| {
+                ErrorBar::new_vertical(x, (y - e).max(0.0), y, y + e, color.stroke_width(1), 8)
+            }),
+    )?;
     Ok(())
 }
 

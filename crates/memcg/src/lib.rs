@@ -11,6 +11,7 @@
 //! | [`swapops`]     | include/linux/swapops.h     | swap entries: `(type, offset)` packing     |
 //! | [`swap_cgroup`] | mm/swap_cgroup.c            | swap slot → owning cgroup id              |
 //! | [`errno`]       | include/uapi/asm-generic/errno-base.h | errno values errors map onto   |
+//! | `named`         | (none)                      | [`named_enum!`]: an enum's names, parsed and printed |
 //!
 //! Every atomic and lock comes from one shim (`sync`), which `--cfg loom`
 //! swaps for loom's model-checked types; the loom models live in
@@ -24,6 +25,7 @@ pub(crate) mod lazy_zeroed;
 pub mod list_lru;
 pub mod memcontrol;
 pub mod mm_types;
+pub(crate) mod named;
 pub mod page_counter;
 pub mod swap_cgroup;
 pub mod swap_state;

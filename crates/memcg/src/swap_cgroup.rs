@@ -99,7 +99,6 @@
 //! never disturbs users of another.
 
 use std::fmt;
-use std::str::FromStr;
 
 use crate::errno::Errno;
 use crate::lazy_zeroed::LazyZeroedU16;
@@ -126,44 +125,14 @@ pub enum Design {
     Memcg,
 }
 
-impl Design {
-    /// Every design, baselines first.
-    pub const ALL: [Design; 5] = [
-        Design::Locked,
-        Design::Packed,
-        Design::AtomicU16,
-        Design::Cluster,
-        Design::Memcg,
-    ];
-
-    /// The name used on command lines and in reports.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Design::Locked => "locked",
-            Design::Packed => "packed",
-            Design::AtomicU16 => "atomic-u16",
-            Design::Cluster => "cluster",
-            Design::Memcg => "memcg",
-        }
-    }
-}
-
-impl fmt::Display for Design {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Design {
-    type Err = UnknownDesign;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Design::ALL
-            .into_iter()
-            .find(|d| d.name() == s)
-            .ok_or_else(|| UnknownDesign(s.to_owned()))
-    }
-}
+// Baselines first: reports and charts list the designs in this order.
+crate::named_enum!(Design {
+    Locked => "locked",
+    Packed => "packed",
+    AtomicU16 => "atomic-u16",
+    Cluster => "cluster",
+    Memcg => "memcg",
+}, unknown: UnknownDesign = UnknownDesign);
 
 /// A design name that is not one of [`Design::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -21,8 +21,8 @@
 //! A second measurement removes cgroups holding 1 and 1000 objects each to
 //! show that reparenting costs the same whatever a cgroup holds.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use anyhow::{Context, ensure};
@@ -31,11 +31,12 @@ use memcg::list_lru::{ListLru, ListLruConfig, LruDesign, Walked};
 use memcg::memcontrol::{CgroupTree, MemCgroup, TreeConfig};
 use serde::Serialize;
 
-use super::timed_threads;
-use crate::report::{self, Chart, Machine, Panel, Progress, ReportFiles, Series, Stats, Tool};
+use super::{Benchmark, CommonArgs, run_plan, timed_threads};
+use crate::report::{self, Chart, Panel, Progress, ReportHead, Series, Stats};
 
 /// Flags of `memcg bench list-lru`.
 #[derive(Debug, Clone, Args)]
+#[command(mut_arg("threads", |a| a.default_value("1,2,4")))]
 pub struct ListLruArgs {
     /// Cgroups to create [default: 10000; --quick 2000].
     #[arg(long)]
@@ -43,24 +44,15 @@ pub struct ListLruArgs {
     /// Objects per cgroup per list_lru.
     #[arg(long, default_value_t = 8)]
     pub objects: u32,
-    /// Thread counts to run, comma separated.
-    #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
-    pub threads: Vec<usize>,
     /// NUMA nodes.
     #[arg(long, default_value_t = 1)]
     pub nodes: usize,
-    /// Repetitions of every configuration [default: 5; --quick 3].
-    #[arg(long)]
-    pub reps: Option<usize>,
-    /// Smaller defaults for a quick look.
-    #[arg(long)]
-    pub quick: bool,
     /// Designs to run, comma separated.
     #[arg(long, value_delimiter = ',', default_value = "legacy,split")]
     pub designs: Vec<LruDesign>,
-    /// `--json` and `--svg`.
+    /// `--threads`, `--reps`, `--quick`, `--json` and `--svg`.
     #[command(flatten)]
-    pub files: ReportFiles,
+    pub common: CommonArgs,
 }
 
 impl ListLruArgs {
@@ -69,14 +61,16 @@ impl ListLruArgs {
         Self {
             cgroups: smoke.then_some(100),
             objects: 8,
-            threads: vec![1, 2],
             nodes: 1,
-            reps: smoke.then_some(1),
-            quick: true,
             designs: LruDesign::ALL.to_vec(),
-            files: ReportFiles::default(),
+            common: CommonArgs::for_suite(smoke),
         }
     }
+}
+
+/// Runs the benchmark, prints its tables, writes JSON/SVG if asked.
+pub fn run(args: &ListLruArgs) -> anyhow::Result<()> {
+    run_plan(&Plan::of(args)?, &args.common.files)
 }
 
 const PHASES: [&str; 5] = ["mkdir+alloc", "add", "walk", "rmdir", "total"];
@@ -137,6 +131,7 @@ fn object(i: usize, k: u32, objects: u32) -> u32 {
     i as u32 * objects + k
 }
 
+/// One run of the four phases on a fresh tree.
 fn run_once(
     design: LruDesign,
     threads: usize,
@@ -146,174 +141,233 @@ fn run_once(
 ) -> anyhow::Result<RunTimes> {
     let Setup { tree, lrus } = setup(design, cgroups, objects, nodes)?;
     let parent = tree.find("/bench/test/1")?;
+    let run = Run {
+        tree,
+        lrus,
+        parent,
+        threads,
+        cgroups,
+        objects,
+        nodes,
+    };
+    let (cgs, mkdir) = run.phase_mkdir()?;
+    let add = run.phase_add(&cgs)?;
+    let walk = run.phase_walk(&cgs)?;
+    let (rmdir, churn_ops) = run.phase_rmdir_under_churn(&cgs)?;
+    run.check_nothing_lost()?;
+    Ok(RunTimes {
+        secs: [mkdir, add, walk, rmdir, mkdir + add + walk + rmdir],
+        adds: 2 * cgroups as u64 * u64::from(objects),
+        churn_ops,
+    })
+}
 
-    // mkdir+alloc
-    let cgs: Vec<std::sync::Mutex<Option<Arc<MemCgroup>>>> =
-        (0..cgroups).map(|_| std::sync::Mutex::new(None)).collect();
-    let mkdir = timed_threads(threads, |t| {
-        for i in share(t, threads, cgroups) {
-            let cg = tree.mkdir_in(&parent, &i.to_string())?;
-            *cgs[i].lock().expect("no panics while held") = Some(cg);
-        }
-        Ok(())
-    })?;
-    let cgs: Vec<Arc<MemCgroup>> = cgs
-        .into_iter()
-        .map(|c| {
-            c.into_inner()
-                .expect("no panics while held")
-                .expect("created")
+/// One run: its tree and list_lrus, and its sizes.
+struct Run {
+    tree: CgroupTree,
+    lrus: [ListLru; 2],
+    /// `/bench/test/1`, where the cgroups are made.
+    parent: Arc<MemCgroup>,
+    threads: usize,
+    cgroups: usize,
+    objects: u32,
+    nodes: usize,
+}
+
+/// How the removal and the churn threads of the rmdir phase meet.
+struct ChurnSync {
+    /// The removal is still running: keep churning.
+    removing: AtomicBool,
+    /// The removal is being timed: count the churn.
+    timing: AtomicBool,
+    /// Churn threads that have started churning (or found nothing to).
+    churning: AtomicU64,
+}
+
+impl Run {
+    /// mkdir+alloc: T threads create the cgroups, each its own share.
+    fn phase_mkdir(&self) -> anyhow::Result<(Vec<Arc<MemCgroup>>, f64)> {
+        let cgs: Vec<Mutex<Option<Arc<MemCgroup>>>> =
+            (0..self.cgroups).map(|_| Mutex::new(None)).collect();
+        let secs = timed_threads(self.threads, |t| {
+            for i in share(t, self.threads, self.cgroups) {
+                let cg = self.tree.mkdir_in(&self.parent, &i.to_string())?;
+                *cgs[i].lock().expect("no panics while held") = Some(cg);
+            }
+            Ok(())
+        })?;
+        let cgs = cgs
+            .into_iter()
+            .map(|c| {
+                c.into_inner()
+                    .expect("no panics while held")
+                    .expect("created")
+            })
+            .collect();
+        Ok((cgs, secs))
+    }
+
+    /// add: each thread on its own contiguous run of cgroups (neighbouring
+    /// cgroups' lists and objects share cache lines).
+    fn phase_add(&self, cgs: &[Arc<MemCgroup>]) -> anyhow::Result<f64> {
+        timed_threads(self.threads, |t| {
+            for i in share(t, self.threads, self.cgroups) {
+                for k in 0..self.objects {
+                    let nid = (k as usize) % self.nodes;
+                    for lru in &self.lrus {
+                        ensure!(
+                            lru.add(object(i, k, self.objects), nid, &cgs[i])?,
+                            "object added twice"
+                        );
+                    }
+                }
+            }
+            Ok(())
         })
-        .collect();
+    }
 
-    // add: each thread on its own contiguous run of cgroups (neighbouring
-    // cgroups' lists and objects share cache lines).
-    let add = timed_threads(threads, |t| {
-        for i in share(t, threads, cgroups) {
-            for k in 0..objects {
-                let nid = (k as usize) % nodes;
-                for lru in &lrus {
-                    ensure!(
-                        lru.add(object(i, k, objects), nid, &cgs[i])?,
-                        "object added twice"
-                    );
+    /// walk: one shrinker pass, cgroup by cgroup as reclaim does (each with
+    /// its own count as nr_to_scan), isolating odd objects, rotating even.
+    fn phase_walk(&self, cgs: &[Arc<MemCgroup>]) -> anyhow::Result<f64> {
+        let start = Instant::now();
+        let mut isolated = 0;
+        for lru in &self.lrus {
+            for nid in 0..self.nodes {
+                for cg in std::iter::once(self.tree.root()).chain(cgs) {
+                    let mut budget = lru.count_one(nid, cg)?;
+                    isolated += lru.walk_one(nid, cg, &mut budget, |item, guard| {
+                        if item % 2 == 1 {
+                            let (list, token) = guard.isolate();
+                            Walked::Removed(list, token)
+                        } else {
+                            Walked::Rotate(guard)
+                        }
+                    })?;
                 }
             }
         }
-        Ok(())
-    })?;
-    let adds = 2 * cgroups as u64 * u64::from(objects);
+        let secs = start.elapsed().as_secs_f64();
+        let odd = self.odd_objects();
+        ensure!(
+            isolated == 2 * odd,
+            "walk isolated {isolated}, expected {}",
+            2 * odd
+        );
+        Ok(secs)
+    }
 
-    // walk: one shrinker pass, cgroup by cgroup as reclaim does (each with
-    // its own count as nr_to_scan), isolating odd objects, rotating even.
-    let start = Instant::now();
-    let mut isolated = 0;
-    for lru in &lrus {
-        for nid in 0..nodes {
-            for cg in std::iter::once(tree.root()).chain(&cgs) {
-                let mut budget = lru.count_one(nid, cg)?;
-                isolated += lru.walk_one(nid, cg, &mut budget, |item, guard| {
-                    if item % 2 == 1 {
-                        let (list, token) = guard.isolate();
-                        Walked::Removed(list, token)
-                    } else {
-                        Walked::Rotate(guard)
-                    }
-                })?;
+    /// rmdir while T threads churn the even objects of live cgroups. The
+    /// removal starts only once every churner is churning, and each churner
+    /// counts only what it does while the removal runs, so the phase always
+    /// measures rmdir under churn and the churn rate is the phase's own.
+    /// Returns the seconds and the churn operations.
+    fn phase_rmdir_under_churn(&self, cgs: &[Arc<MemCgroup>]) -> anyhow::Result<(f64, u64)> {
+        let sync = ChurnSync {
+            removing: AtomicBool::new(true),
+            timing: AtomicBool::new(false),
+            churning: AtomicU64::new(0),
+        };
+        std::thread::scope(|s| {
+            let churners: Vec<_> = (0..self.threads)
+                .map(|t| {
+                    let sync = &sync;
+                    s.spawn(move || self.churn(t, cgs, sync))
+                })
+                .collect();
+            // Acquire: pairs with each churner's Release once it is running.
+            while sync.churning.load(Ordering::Acquire) < self.threads as u64 {
+                std::thread::yield_now();
+            }
+            sync.timing.store(true, Ordering::Relaxed);
+            let start = Instant::now();
+            let removed = cgs.iter().try_for_each(|cg| self.tree.rmdir_cgroup(cg));
+            let secs = start.elapsed().as_secs_f64();
+            sync.removing.store(false, Ordering::Relaxed);
+            let mut churn_ops = 0;
+            for c in churners {
+                churn_ops += c
+                    .join()
+                    .map_err(|_| anyhow::anyhow!("churn thread panicked"))??;
+            }
+            removed?;
+            Ok((secs, churn_ops))
+        })
+    }
+
+    /// Churn thread `t`: deletes and re-adds the surviving objects of its
+    /// share of cgroups, round and round, while the removal runs; returns
+    /// the operations done while it was timed.
+    fn churn(&self, t: usize, cgs: &[Arc<MemCgroup>], sync: &ChurnSync) -> anyhow::Result<u64> {
+        let mine = share(t, self.threads, self.cgroups);
+        let mut i = mine.start;
+        let (mut ops, mut announced, mut idle) = (0, false, 0);
+        while sync.removing.load(Ordering::Relaxed) && !mine.is_empty() {
+            i = if i + 1 >= mine.end { mine.start } else { i + 1 };
+            let Some((item, nid)) = surviving_object(i, self.objects, self.nodes) else {
+                idle += 1;
+                if idle >= mine.len() && !announced {
+                    // A whole sweep found nothing to churn.
+                    announced = true;
+                    sync.churning.fetch_add(1, Ordering::Release);
+                }
+                continue;
+            };
+            for lru in &self.lrus {
+                ensure!(lru.del(item, nid, &cgs[i])?, "churn: object {item} lost");
+                ensure!(lru.add(item, nid, &cgs[i])?, "churn: object {item} doubled");
+            }
+            if !announced {
+                announced = true;
+                sync.churning.fetch_add(1, Ordering::Release);
+            }
+            if sync.timing.load(Ordering::Relaxed) {
+                ops += 4;
             }
         }
+        if !announced {
+            // No object to churn (every cgroup of its share is empty): do
+            // not hold the removal back.
+            sync.churning.fetch_add(1, Ordering::Release);
+        }
+        Ok(ops)
     }
-    let walk = start.elapsed().as_secs_f64();
-    let odd = (0..cgroups)
-        .flat_map(|i| (0..objects).map(move |k| object(i, k, objects)))
-        .filter(|o| o % 2 == 1)
-        .count();
-    ensure!(
-        isolated == 2 * odd,
-        "walk isolated {isolated}, expected {}",
-        2 * odd
-    );
 
-    // rmdir while T threads churn the even objects of live cgroups. The
-    // removal starts only once every churner is churning, and each churner
-    // counts only what it does while the removal runs, so the phase always
-    // measures rmdir under churn and the churn rate is the phase's own.
-    let removing = AtomicBool::new(true);
-    let timing = AtomicBool::new(false);
-    let churning = AtomicU64::new(0);
-    let churn_ops = AtomicU64::new(0);
-    let rmdir = std::thread::scope(|s| -> anyhow::Result<f64> {
-        let churners: Vec<_> = (0..threads)
-            .map(|t| {
-                let (lrus, cgs, removing, timing, churning, churn_ops) =
-                    (&lrus, &cgs, &removing, &timing, &churning, &churn_ops);
-                s.spawn(move || -> anyhow::Result<()> {
-                    let mine = share(t, threads, cgroups);
-                    let mut i = mine.start;
-                    let (mut ops, mut announced, mut idle) = (0, false, 0);
-                    while removing.load(Ordering::Relaxed) && !mine.is_empty() {
-                        i = if i + 1 >= mine.end { mine.start } else { i + 1 };
-                        let Some((item, nid)) = surviving_object(i, objects, nodes) else {
-                            idle += 1;
-                            if idle >= mine.len() && !announced {
-                                // A whole sweep found nothing to churn.
-                                announced = true;
-                                churning.fetch_add(1, Ordering::Release);
-                            }
-                            continue;
-                        };
-                        for lru in lrus {
-                            ensure!(lru.del(item, nid, &cgs[i])?, "churn: object {item} lost");
-                            ensure!(lru.add(item, nid, &cgs[i])?, "churn: object {item} doubled");
-                        }
-                        if !announced {
-                            announced = true;
-                            churning.fetch_add(1, Ordering::Release);
-                        }
-                        if timing.load(Ordering::Relaxed) {
-                            ops += 4;
-                        }
-                    }
-                    if !announced {
-                        // No object to churn (every cgroup of its share is
-                        // empty): do not hold the removal back.
-                        churning.fetch_add(1, Ordering::Release);
-                    }
-                    churn_ops.fetch_add(ops, Ordering::Relaxed);
-                    Ok(())
-                })
+    /// Nothing lost: every even object is on the parent's lists.
+    fn check_nothing_lost(&self) -> anyhow::Result<()> {
+        let even = 2 * (self.cgroups * self.objects as usize - self.odd_objects());
+        let left = self.count_on_every_node(|lru, nid| lru.count_node(nid));
+        ensure!(
+            left == even,
+            "{left} objects left after reparenting, expected {even}"
+        );
+        let on_parent = self.count_on_every_node(|lru, nid| lru.count_one(nid, &self.parent));
+        ensure!(
+            on_parent == even,
+            "{on_parent} objects on /bench/test/1, expected {even}"
+        );
+        Ok(())
+    }
+
+    /// Objects with odd ids, which the walk isolates.
+    fn odd_objects(&self) -> usize {
+        (0..self.cgroups)
+            .flat_map(|i| (0..self.objects).map(move |k| object(i, k, self.objects)))
+            .filter(|o| o % 2 == 1)
+            .count()
+    }
+
+    /// `count(lru, nid)` summed over both list_lrus and every node (a
+    /// refused count counts 0).
+    fn count_on_every_node<E>(&self, count: impl Fn(&ListLru, usize) -> Result<usize, E>) -> usize {
+        self.lrus
+            .iter()
+            .map(|l| {
+                (0..self.nodes)
+                    .map(|n| count(l, n).unwrap_or(0))
+                    .sum::<usize>()
             })
-            .collect();
-        // Acquire: pairs with each churner's Release once it is running.
-        while churning.load(Ordering::Acquire) < threads as u64 {
-            std::thread::yield_now();
-        }
-        timing.store(true, Ordering::Relaxed);
-        let start = Instant::now();
-        let removed = cgs.iter().try_for_each(|cg| tree.rmdir_cgroup(cg));
-        let secs = start.elapsed().as_secs_f64();
-        removing.store(false, Ordering::Relaxed);
-        for c in churners {
-            c.join()
-                .map_err(|_| anyhow::anyhow!("churn thread panicked"))??;
-        }
-        removed?;
-        Ok(secs)
-    })?;
-
-    // Nothing lost: every even object is on the parent's lists.
-    let even = 2 * (cgroups * objects as usize - odd);
-    let left: usize = lrus
-        .iter()
-        .map(|l| {
-            (0..nodes)
-                .map(|n| l.count_node(n).unwrap_or(0))
-                .sum::<usize>()
-        })
-        .sum();
-    ensure!(
-        left == even,
-        "{left} objects left after reparenting, expected {even}"
-    );
-    let on_parent: usize = lrus
-        .iter()
-        .map(|l| {
-            (0..nodes)
-                .map(|n| l.count_one(n, &parent).unwrap_or(0))
-                .sum::<usize>()
-        })
-        .sum();
-    ensure!(
-        on_parent == even,
-        "{on_parent} objects on /bench/test/1, expected {even}"
-    );
-
-    let total = mkdir + add + walk + rmdir;
-    Ok(RunTimes {
-        secs: [mkdir, add, walk, rmdir, total],
-        adds,
-        churn_ops: churn_ops.into_inner(),
-    })
+            .sum()
+    }
 }
 
 /// Nanoseconds per rmdir of cgroups holding `objects` objects each.
@@ -382,249 +436,332 @@ struct Config {
 
 #[derive(Debug, Serialize)]
 struct Report {
-    bench: &'static str,
-    tool: Tool,
-    machine: Machine,
+    #[serde(flatten)]
+    head: ReportHead,
     config: Config,
     results: Vec<PhaseRow>,
     reparent: Vec<ReparentRow>,
     memory: Vec<MemoryRow>,
 }
 
-/// Runs the benchmark, prints its tables, writes JSON/SVG if asked.
-pub fn run(args: &ListLruArgs) -> anyhow::Result<()> {
-    let cgroups = args
-        .cgroups
-        .unwrap_or(if args.quick { 2000 } else { 10_000 });
-    let reps = args.reps.unwrap_or(if args.quick { 3 } else { 5 });
-    ensure!(
-        cgroups >= 1 && args.objects >= 1 && reps >= 1,
-        "--cgroups, --objects and --reps must be at least 1"
-    );
-    ensure!(
-        !args.threads.is_empty() && !args.threads.contains(&0),
-        "--threads needs counts of at least 1"
-    );
-    ensure!(args.nodes >= 1, "--nodes must be at least 1");
-    ensure!(!args.designs.is_empty(), "nothing to run");
-    args.files.validate()?;
+/// Validated settings of one invocation.
+struct Plan {
+    cgroups: usize,
+    objects: u32,
+    nodes: usize,
+    reps: usize,
+    threads: Vec<usize>,
+    designs: Vec<LruDesign>,
+}
 
-    let machine = Machine::current();
-    println!("## list-lru on {machine}");
-    println!(
-        "{cgroups} cgroups under /bench/test/1, {} objects each in 2 list_lrus, {} node(s), {reps} reps, median ms\n",
-        args.objects, args.nodes
-    );
-    let total = (reps * args.threads.len() * args.designs.len()) as u64;
-    let mut progress = Progress::new("list-lru", total);
-    let mut samples = vec![vec![Vec::<RunTimes>::new(); args.threads.len()]; args.designs.len()];
-    for rep in 0..reps {
-        for (ti, &threads) in args.threads.iter().enumerate() {
-            for (di, &design) in args.designs.iter().enumerate() {
-                let run = run_once(design, threads, cgroups, args.objects, args.nodes)
-                    .with_context(|| format!("{design} with {threads} threads"))?;
-                samples[di][ti].push(run);
-                progress.step(1, &format!("rep {} {design} x{threads}", rep + 1));
-            }
-        }
-    }
-    progress.finish();
-
-    let median_ms = |runs: &[RunTimes], phase: usize| {
-        let ms: Vec<f64> = runs.iter().map(|r| r.secs[phase] * 1e3).collect();
-        Stats::of(&ms)
-    };
-    let legacy = args.designs.iter().position(|&d| d == LruDesign::Legacy);
-    let mut results = Vec::new();
-    for (di, &design) in args.designs.iter().enumerate() {
-        for (ti, &threads) in args.threads.iter().enumerate() {
-            let runs = &samples[di][ti];
-            for (phase, name) in PHASES.iter().enumerate() {
-                let st = median_ms(runs, phase);
-                let ops = match *name {
-                    "add" => Some(
-                        runs.iter()
-                            .map(|r| r.adds as f64 / r.secs[1])
-                            .collect::<Vec<_>>(),
-                    ),
-                    "rmdir" => Some(
-                        runs.iter()
-                            .map(|r| r.churn_ops as f64 / r.secs[3])
-                            .collect::<Vec<_>>(),
-                    ),
-                    _ => None,
-                };
-                let ops = ops.map(|o| Stats::of(&o));
-                results.push(PhaseRow {
-                    design: design.name().to_owned(),
-                    threads,
-                    phase: name,
-                    ms: st.median,
-                    stdev_ms: st.stdev,
-                    mops: ops.map(|o| o.median / 1e6),
-                    mops_stdev: ops.map(|o| o.stdev / 1e6),
-                    runs_without_churn: (*name == "rmdir")
-                        .then(|| runs.iter().filter(|r| r.churn_ops == 0).count()),
-                    speedup_vs_legacy: legacy
-                        .map(|li| median_ms(&samples[li][ti], phase).median / st.median),
-                });
-            }
-        }
-    }
-
-    let mut reparent = Vec::new();
-    let reparent_cgroups = (cgroups / 10).clamp(10, 500);
-    for &design in &args.designs {
-        for objects in [1, 1000] {
-            let runs: Vec<f64> = (0..reps)
-                .map(|_| reparent_ns(design, reparent_cgroups, objects))
-                .collect::<anyhow::Result<_>>()?;
-            reparent.push(ReparentRow {
-                design: design.name().to_owned(),
-                objects_per_cgroup: objects,
-                ns_per_rmdir: Stats::of(&runs).median,
-            });
-        }
-    }
-    let memory = args
-        .designs
-        .iter()
-        .map(|&design| -> anyhow::Result<MemoryRow> {
-            let Setup { lrus, .. } = setup(design, 1, 1, args.nodes)?;
-            Ok(MemoryRow {
-                design: design.name().to_owned(),
-                bytes_per_cgroup_per_list_lru: lrus[0].bytes_per_cgroup(),
-            })
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
-
-    print_tables(&results, &reparent, &memory, reps);
-    let quiet: usize = results.iter().filter_map(|r| r.runs_without_churn).sum();
-    if quiet > 0 {
-        println!(
-            "note: in {quiet} of {} rmdir runs no churn operation completed while the removals ran (more threads than CPUs)\n",
-            reps * args.threads.len() * args.designs.len()
-        );
-    }
-    let report = Report {
-        bench: "list-lru",
-        tool: Tool::current(),
-        machine,
-        config: Config {
+impl Plan {
+    fn of(args: &ListLruArgs) -> anyhow::Result<Self> {
+        let common = &args.common;
+        let cgroups = common.scaled(args.cgroups, 2000, 10_000);
+        common.validate(&[
+            ("--cgroups", cgroups as u64),
+            ("--objects", u64::from(args.objects)),
+        ])?;
+        ensure!(args.nodes >= 1, "--nodes must be at least 1");
+        ensure!(!args.designs.is_empty(), "nothing to run");
+        Ok(Self {
             cgroups,
             objects: args.objects,
             nodes: args.nodes,
-            reps,
-            threads: args.threads.clone(),
-        },
-        results,
-        reparent,
-        memory,
-    };
-    args.files.write(&report, || chart(&report, &args.designs))
+            reps: common.reps(),
+            threads: common.threads.clone(),
+            designs: args.designs.clone(),
+        })
+    }
+
+    /// Cgroups per reparenting run: a tenth of the main runs', within
+    /// 10..=500.
+    fn reparent_cgroups(&self) -> usize {
+        (self.cgroups / 10).clamp(10, 500)
+    }
 }
 
-fn print_tables(results: &[PhaseRow], reparent: &[ReparentRow], memory: &[MemoryRow], reps: usize) {
-    let rows = results
-        .iter()
-        .map(|r| {
-            vec![
-                r.phase.to_owned(),
-                r.threads.to_string(),
-                r.design.clone(),
-                format!("{:.2}", r.ms),
-                report::fmt_stdev(r.stdev_ms, reps, 2),
-                r.mops.map_or("-".into(), |m| format!("{m:.2}")),
-                r.speedup_vs_legacy
-                    .map_or("-".into(), |x| format!("{x:.2}x")),
-            ]
-        })
-        .collect();
-    println!(
-        "{}\n",
-        report::table(
-            &[
-                "phase",
-                "threads",
-                "design",
-                "ms",
-                "stdev",
-                "Mops/s (add; rmdir: churn)",
-                "vs legacy"
-            ],
-            rows
+/// Objects per cgroup of the reparenting runs: rmdir costs the same
+/// whatever a cgroup holds.
+const REPARENT_OBJECTS: [u32; 2] = [1, 1000];
+
+/// What [`Benchmark::measure`] found.
+struct Samples {
+    /// Every run, `[design][threads]` in plan order.
+    runs: Vec<Vec<Vec<RunTimes>>>,
+    /// ns per rmdir of every reparenting run, `[design][objects]` with
+    /// objects in [`REPARENT_OBJECTS`] order.
+    reparent_ns: Vec<Vec<Vec<f64>>>,
+    /// Bytes per cgroup per list_lru, per design.
+    memory_bytes: Vec<usize>,
+}
+
+impl Benchmark for Plan {
+    const NAME: &'static str = "list-lru";
+    type Samples = Samples;
+    type Report = Report;
+
+    fn describe(&self) -> String {
+        format!(
+            "{} cgroups under /bench/test/1, {} objects each in 2 list_lrus, {} node(s), {} reps, median ms",
+            self.cgroups, self.objects, self.nodes, self.reps
         )
-    );
-    let rows = reparent
-        .iter()
-        .map(|r| {
-            vec![
-                r.design.clone(),
-                r.objects_per_cgroup.to_string(),
-                format!("{:.0}", r.ns_per_rmdir),
-            ]
+    }
+
+    /// Every timed run, then the reparenting runs and the memory per cgroup.
+    fn measure(&self) -> anyhow::Result<Samples> {
+        let total = (self.reps * self.threads.len() * self.designs.len()) as u64;
+        let mut progress = Progress::new(Self::NAME, total);
+        let mut runs = vec![vec![Vec::new(); self.threads.len()]; self.designs.len()];
+        for rep in 0..self.reps {
+            for (ti, &threads) in self.threads.iter().enumerate() {
+                for (di, &design) in self.designs.iter().enumerate() {
+                    let run = run_once(design, threads, self.cgroups, self.objects, self.nodes)
+                        .with_context(|| format!("{design} with {threads} threads"))?;
+                    runs[di][ti].push(run);
+                    progress.step(1, &format!("rep {} {design} x{threads}", rep + 1));
+                }
+            }
+        }
+        progress.finish();
+        Ok(Samples {
+            runs,
+            reparent_ns: self.measure_reparent()?,
+            memory_bytes: self.measure_memory()?,
         })
-        .collect();
-    println!(
-        "{}\n",
-        report::table(&["design", "objects/cgroup", "ns per rmdir"], rows)
-    );
-    let rows = memory
-        .iter()
-        .map(|m| {
-            vec![
-                m.design.clone(),
-                m.bytes_per_cgroup_per_list_lru.to_string(),
-            ]
-        })
-        .collect();
-    println!(
-        "{}\n",
-        report::table(&["design", "bytes/cgroup/list_lru"], rows)
+    }
+
+    fn summarise(&self, head: ReportHead, samples: Samples) -> Report {
+        let reparent = self
+            .designs
+            .iter()
+            .zip(&samples.reparent_ns)
+            .flat_map(|(design, by_objects)| {
+                REPARENT_OBJECTS
+                    .into_iter()
+                    .zip(by_objects)
+                    .map(|(objects, ns)| ReparentRow {
+                        design: design.name().to_owned(),
+                        objects_per_cgroup: objects,
+                        ns_per_rmdir: Stats::of(ns).median,
+                    })
+            })
+            .collect();
+        let memory = self
+            .designs
+            .iter()
+            .zip(samples.memory_bytes)
+            .map(|(design, bytes)| MemoryRow {
+                design: design.name().to_owned(),
+                bytes_per_cgroup_per_list_lru: bytes,
+            })
+            .collect();
+        Report {
+            head,
+            config: Config {
+                cgroups: self.cgroups,
+                objects: self.objects,
+                nodes: self.nodes,
+                reps: self.reps,
+                threads: self.threads.clone(),
+            },
+            results: phase_rows(self, &samples.runs),
+            reparent,
+            memory,
+        }
+    }
+
+    fn print_tables(report: &Report) {
+        print_phase_table(report);
+        print_reparent_table(&report.reparent);
+        print_memory_table(&report.memory);
+        print_churn_note(report);
+    }
+
+    /// ms of every phase against threads (add: Mops/s), one panel per phase.
+    fn chart(&self, report: &Report) -> Chart<'static> {
+        let panels = PHASES.iter().map(|&phase| {
+            // The add phase is charted as a rate, the others as times.
+            let value = |r: &PhaseRow| {
+                if phase == "add" {
+                    (r.mops.unwrap_or(0.0), r.mops_stdev.unwrap_or(0.0))
+                } else {
+                    (r.ms, r.stdev_ms)
+                }
+            };
+            Panel {
+                title: if phase == "add" {
+                    "add (Mops/s)".to_owned()
+                } else {
+                    format!("{phase} (ms)")
+                },
+                series: self
+                    .designs
+                    .iter()
+                    .map(|d| {
+                        let rows = report.results.iter();
+                        let rows = rows.filter(|r| r.phase == phase && r.design == d.name());
+                        let points = rows.map(|r| (r.threads, value(r).0, value(r).1));
+                        Series::by_threads(d.name(), points)
+                    })
+                    .collect(),
+            }
+        });
+        report::chart_by_threads(
+            "list_lru: seed 002 experiment by phase",
+            "ms (add: Mops/s)",
+            panels,
+        )
+    }
+}
+
+impl Plan {
+    /// ns per rmdir of every reparenting run, `[design][objects]`.
+    fn measure_reparent(&self) -> anyhow::Result<Vec<Vec<Vec<f64>>>> {
+        let cgroups = self.reparent_cgroups();
+        self.designs
+            .iter()
+            .map(|&design| {
+                REPARENT_OBJECTS
+                    .iter()
+                    .map(|&objects| {
+                        (0..self.reps)
+                            .map(|_| reparent_ns(design, cgroups, objects))
+                            .collect()
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Bytes per cgroup per list_lru, per design.
+    fn measure_memory(&self) -> anyhow::Result<Vec<usize>> {
+        self.designs
+            .iter()
+            .map(|&design| {
+                let Setup { lrus, .. } = setup(design, 1, 1, self.nodes)?;
+                Ok(lrus[0].bytes_per_cgroup())
+            })
+            .collect()
+    }
+}
+
+/// A row per design, thread count and phase.
+fn phase_rows(plan: &Plan, runs: &[Vec<Vec<RunTimes>>]) -> Vec<PhaseRow> {
+    let legacy = plan.designs.iter().position(|&d| d == LruDesign::Legacy);
+    let mut results = Vec::new();
+    for (di, &design) in plan.designs.iter().enumerate() {
+        for (ti, &threads) in plan.threads.iter().enumerate() {
+            let legacy = legacy.map(|li| &runs[li][ti][..]);
+            for phase in 0..PHASES.len() {
+                results.push(phase_row(design, threads, phase, &runs[di][ti], legacy));
+            }
+        }
+    }
+    results
+}
+
+/// One phase of one design at one thread count; `legacy` holds the
+/// `legacy` design's runs of the same thread count, if it ran.
+fn phase_row(
+    design: LruDesign,
+    threads: usize,
+    phase: usize,
+    runs: &[RunTimes],
+    legacy: Option<&[RunTimes]>,
+) -> PhaseRow {
+    let ms = |runs: &[RunTimes]| {
+        let ms: Vec<f64> = runs.iter().map(|r| r.secs[phase] * 1e3).collect();
+        Stats::of(&ms)
+    };
+    let st = ms(runs);
+    let name = PHASES[phase];
+    let ops = match name {
+        "add" => Some(Stats::of(
+            &runs
+                .iter()
+                .map(|r| r.adds as f64 / r.secs[1])
+                .collect::<Vec<_>>(),
+        )),
+        "rmdir" => Some(Stats::of(
+            &runs
+                .iter()
+                .map(|r| r.churn_ops as f64 / r.secs[3])
+                .collect::<Vec<_>>(),
+        )),
+        _ => None,
+    };
+    PhaseRow {
+        design: design.name().to_owned(),
+        threads,
+        phase: name,
+        ms: st.median,
+        stdev_ms: st.stdev,
+        mops: ops.map(|o| o.median / 1e6),
+        mops_stdev: ops.map(|o| o.stdev / 1e6),
+        runs_without_churn: (name == "rmdir")
+            .then(|| runs.iter().filter(|r| r.churn_ops == 0).count()),
+        speedup_vs_legacy: legacy.map(|l| ms(l).median / st.median),
+    }
+}
+
+fn print_phase_table(report: &Report) {
+    let rows = report.results.iter().map(|r| {
+        vec![
+            r.phase.to_owned(),
+            r.threads.to_string(),
+            r.design.clone(),
+            format!("{:.2}", r.ms),
+            report::fmt_stdev(r.stdev_ms, report.config.reps, 2),
+            r.mops.map_or("-".into(), |m| format!("{m:.2}")),
+            r.speedup_vs_legacy
+                .map_or("-".into(), |x| format!("{x:.2}x")),
+        ]
+    });
+    report::print_table(
+        &[
+            "phase",
+            "threads",
+            "design",
+            "ms",
+            "stdev",
+            "Mops/s (add; rmdir: churn)",
+            "vs legacy",
+        ],
+        rows,
     );
 }
 
-fn chart<'a>(report: &Report, designs: &[LruDesign]) -> Chart<'a> {
-    let panels = PHASES
-        .iter()
-        .map(|&phase| Panel {
-            title: if phase == "add" {
-                "add (Mops/s)".to_owned()
-            } else {
-                format!("{phase} (ms)")
-            },
-            series: designs
-                .iter()
-                .map(|d| {
-                    let rows: Vec<&PhaseRow> = report
-                        .results
-                        .iter()
-                        .filter(|r| r.phase == phase && r.design == d.name())
-                        .collect();
-                    let value = |r: &PhaseRow| {
-                        if phase == "add" {
-                            (r.mops.unwrap_or(0.0), r.mops_stdev.unwrap_or(0.0))
-                        } else {
-                            (r.ms, r.stdev_ms)
-                        }
-                    };
-                    Series {
-                        name: d.name().to_owned(),
-                        points: rows
-                            .iter()
-                            .map(|r| (r.threads as f64, value(r).0))
-                            .collect(),
-                        errors: rows.iter().map(|r| value(r).1).collect(),
-                    }
-                })
-                .collect(),
-        })
-        .collect();
-    Chart {
-        title: "list_lru: seed 002 experiment by phase",
-        x_label: "threads",
-        y_label: "ms (add: Mops/s)",
-        panels,
+fn print_reparent_table(reparent: &[ReparentRow]) {
+    let rows = reparent.iter().map(|r| {
+        vec![
+            r.design.clone(),
+            r.objects_per_cgroup.to_string(),
+            format!("{:.0}", r.ns_per_rmdir),
+        ]
+    });
+    report::print_table(&["design", "objects/cgroup", "ns per rmdir"], rows);
+}
+
+fn print_memory_table(memory: &[MemoryRow]) {
+    let rows = memory.iter().map(|m| {
+        vec![
+            m.design.clone(),
+            m.bytes_per_cgroup_per_list_lru.to_string(),
+        ]
+    });
+    report::print_table(&["design", "bytes/cgroup/list_lru"], rows);
+}
+
+/// Says in how many rmdir runs no churn operation completed, if any.
+fn print_churn_note(report: &Report) {
+    let rmdir_rows = report.results.iter().filter_map(|r| r.runs_without_churn);
+    let (configs, quiet) = rmdir_rows.fold((0, 0), |(c, q), n| (c + 1, q + n));
+    if quiet > 0 {
+        println!(
+            "note: in {quiet} of {} rmdir runs no churn operation completed while the removals ran (more threads than CPUs)\n",
+            report.config.reps * configs
+        );
     }
 }
 

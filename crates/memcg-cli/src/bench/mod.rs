@@ -1,6 +1,12 @@
 //! `memcg bench`: the benchmarks, each comparing our design with the ones it
 //! replaces in one run. Without a subcommand every benchmark runs at quick
 //! scale (or tiny with `--smoke`).
+//!
+//! Every benchmark has the same skeleton, [`run_plan`]: its `Plan::of(args)`
+//! checks the flags and settles the defaults, and the plan's [`Benchmark`]
+//! steps measure (showing only progress, on stderr), summarise the samples
+//! into the report, and show it (tables on stdout, JSON and SVG files where
+//! asked). The flags every benchmark takes are [`CommonArgs`].
 
 pub mod list_lru;
 pub mod page_counter;
@@ -11,9 +17,11 @@ use std::path::PathBuf;
 use std::sync::Barrier;
 use std::time::Instant;
 
+use anyhow::{bail, ensure};
 use clap::{Args, Subcommand};
+use serde::Serialize;
 
-use crate::report::ReportFiles;
+use crate::report::{Chart, Machine, ReportFiles, ReportHead};
 
 /// Flags of `memcg bench`.
 #[derive(Debug, Args)]
@@ -45,7 +53,7 @@ pub enum BenchCommand {
 /// Runs `memcg bench`.
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if args.which.is_some() && (args.smoke || args.out_dir.is_some()) {
-        anyhow::bail!(
+        bail!(
             "--smoke and --out-dir belong to the whole suite (`memcg bench --smoke`); \
              a named benchmark takes its own flags: --quick, --json, --svg"
         );
@@ -58,19 +66,125 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         None => {
             let dir = args.out_dir.as_deref();
             let mut sc = swap_cgroup::SwapCgroupArgs::for_suite(args.smoke);
-            sc.files = ReportFiles::in_dir(dir, "swap-cgroup")?;
+            sc.common.files = ReportFiles::in_dir(dir, "swap-cgroup")?;
             swap_cgroup::run(&sc)?;
             let mut ll = list_lru::ListLruArgs::for_suite(args.smoke);
-            ll.files = ReportFiles::in_dir(dir, "list-lru")?;
+            ll.common.files = ReportFiles::in_dir(dir, "list-lru")?;
             list_lru::run(&ll)?;
             let mut pc = page_counter::PageCounterArgs::for_suite(args.smoke);
-            pc.files = ReportFiles::in_dir(dir, "page-counter")?;
+            pc.common.files = ReportFiles::in_dir(dir, "page-counter")?;
             page_counter::run(&pc)?;
             let mut sw = swap::SwapArgs::for_suite(args.smoke);
-            sw.files = ReportFiles::in_dir(dir, "swap")?;
+            sw.common.files = ReportFiles::in_dir(dir, "swap")?;
             swap::run(&sw)
         }
     }
+}
+
+/// The flags every benchmark takes. A benchmark whose default or help
+/// differs says so with `#[command(mut_arg(...))]` on its own flags.
+#[derive(Debug, Clone, Args)]
+pub struct CommonArgs {
+    /// Thread counts to run, comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    pub threads: Vec<usize>,
+    /// Repetitions of every configuration [default: 5; --quick 3].
+    #[arg(long)]
+    pub reps: Option<usize>,
+    /// Smaller defaults for a quick look.
+    #[arg(long)]
+    pub quick: bool,
+    /// `--json` and `--svg`.
+    #[command(flatten)]
+    pub files: ReportFiles,
+}
+
+impl CommonArgs {
+    /// What `memcg bench` passes every benchmark: quick scale, one
+    /// repetition with `--smoke`, no files (the suite names them).
+    pub fn for_suite(smoke: bool) -> Self {
+        Self {
+            threads: vec![1, 2],
+            reps: smoke.then_some(1),
+            quick: true,
+            files: ReportFiles::default(),
+        }
+    }
+
+    /// `--reps`, or 3 with `--quick` and 5 without.
+    pub fn reps(&self) -> usize {
+        self.scaled(self.reps, 3, 5)
+    }
+
+    /// A size flag's `value`, or its default at this scale: `quick` with
+    /// `--quick`, `full` without.
+    pub fn scaled<T>(&self, value: Option<T>, quick: T, full: T) -> T {
+        value.unwrap_or(if self.quick { quick } else { full })
+    }
+
+    /// Refuses counts of 0: first the benchmark's own `counts` (flag and
+    /// value) together with `--reps`, in one message that names them all,
+    /// then `--threads`.
+    pub fn validate(&self, counts: &[(&str, u64)]) -> anyhow::Result<()> {
+        if self.reps() == 0 || counts.iter().any(|&(_, n)| n == 0) {
+            let flags: Vec<&str> = counts.iter().map(|&(flag, _)| flag).collect();
+            bail!("{} must be at least 1", and_list(&flags, "--reps"));
+        }
+        ensure!(
+            !self.threads.is_empty() && !self.threads.contains(&0),
+            "--threads needs counts of at least 1"
+        );
+        Ok(())
+    }
+}
+
+/// `a, b and last`.
+fn and_list(first: &[&str], last: &str) -> String {
+    if first.is_empty() {
+        last.to_owned()
+    } else {
+        format!("{} and {last}", first.join(", "))
+    }
+}
+
+/// One benchmark's steps, which [`run_plan`] takes in order. `Self` is the
+/// benchmark's plan: its flags, checked, with the defaults settled.
+pub(crate) trait Benchmark {
+    /// The name in the heading, on progress lines and in the report.
+    const NAME: &'static str;
+    /// What [`Benchmark::measure`] found.
+    type Samples;
+    /// What is printed and written.
+    type Report: Serialize;
+
+    /// The line under the heading: the scale of the run and the statistic
+    /// its tables show.
+    fn describe(&self) -> String;
+
+    /// Runs every measurement, showing progress on stderr only.
+    fn measure(&self) -> anyhow::Result<Self::Samples>;
+
+    /// The report of `samples` (no measuring, no output).
+    fn summarise(&self, head: ReportHead, samples: Self::Samples) -> Self::Report;
+
+    /// Prints the report's tables on stdout.
+    fn print_tables(report: &Self::Report);
+
+    /// The report as a chart.
+    fn chart(&self, report: &Self::Report) -> Chart<'static>;
+}
+
+/// Runs the benchmark `plan`: checks that `files` can be written, prints the
+/// heading, measures, prints the tables and writes `files`.
+pub(crate) fn run_plan<B: Benchmark>(plan: &B, files: &ReportFiles) -> anyhow::Result<()> {
+    files.validate()?;
+    let machine = Machine::current();
+    println!("## {} on {machine}", B::NAME);
+    println!("{}\n", plan.describe());
+    let samples = plan.measure()?;
+    let report = plan.summarise(ReportHead::new(B::NAME, machine), samples);
+    B::print_tables(&report);
+    files.write(&report, || plan.chart(&report))
 }
 
 /// Runs `body(thread)` on `threads` threads released together; returns the

@@ -33,8 +33,8 @@ use memcg::swap_cgroup::Design;
 use memcg_sim::{Fill, Sim, SimConfig};
 use serde::Serialize;
 
-use super::timed_threads;
-use crate::report::{self, Chart, Machine, Panel, Progress, ReportFiles, Series, Stats, Tool};
+use super::{Benchmark, CommonArgs, run_plan, timed_threads};
+use crate::report::{self, Chart, Panel, Progress, ReportHead, Series, Stats};
 
 const PAGE_BYTES: u64 = 4096;
 /// The largest folio any experiment uses (64 KiB): sizes are multiples of
@@ -46,14 +46,17 @@ const DEVICE_SLACK_BYTES: u64 = 4 << 20;
 
 /// Flags of `memcg bench swap`.
 #[derive(Debug, Clone, Args)]
+#[command(
+    mut_arg("threads", |a| a.help(
+        "Thread counts (tasks on distinct mappings in parallel), comma separated"
+    )),
+    mut_arg("reps", |a| a.help("Repetitions [default: 5; --quick 3]")),
+)]
 pub struct SwapArgs {
     /// Bytes swapped per run, split over the threads (K/M/G suffixes;
     /// `8G` is the seed's size) [default: 1G; --quick 64M].
     #[arg(long, value_parser = parse_size)]
     pub size: Option<u64>,
-    /// Thread counts (tasks on distinct mappings in parallel), comma separated.
-    #[arg(long, value_delimiter = ',', default_value = "1,2")]
-    pub threads: Vec<usize>,
     /// swap_cgroup designs, comma separated [default: all five].
     #[arg(long, value_delimiter = ',')]
     pub designs: Vec<Design>,
@@ -62,42 +65,46 @@ pub struct SwapArgs {
     /// swapout-64k-random-file, swapin-4k-random-file.
     #[arg(long, value_delimiter = ',')]
     pub experiments: Vec<Experiment>,
-    /// Repetitions [default: 5; --quick 3].
-    #[arg(long)]
-    pub reps: Option<usize>,
     /// Seed of the random page contents.
     #[arg(long, default_value_t = 0x5eed)]
     pub seed: u64,
     /// Directory for the file swap device [default: a temporary directory].
     #[arg(long)]
     pub swap_dir: Option<PathBuf>,
-    /// Smaller defaults for a quick look.
-    #[arg(long)]
-    pub quick: bool,
-    /// `--json` and `--svg`.
+    /// `--threads`, `--reps`, `--quick`, `--json` and `--svg`.
     #[command(flatten)]
-    pub files: ReportFiles,
+    pub common: CommonArgs,
 }
 
 impl SwapArgs {
     /// The arguments `memcg bench` uses: quick scale, or tiny for `--smoke`.
     pub fn for_suite(smoke: bool) -> Self {
+        let common = CommonArgs::for_suite(smoke);
         Self {
             size: smoke.then_some(4 << 20),
-            threads: if smoke { vec![1] } else { vec![1, 2] },
             designs: if smoke {
                 vec![Design::Locked, Design::Memcg]
             } else {
                 Vec::new()
             },
             experiments: Vec::new(),
-            reps: smoke.then_some(1),
             seed: 0x5eed,
             swap_dir: None,
-            quick: true,
-            files: ReportFiles::default(),
+            common: CommonArgs {
+                threads: if smoke {
+                    vec![1]
+                } else {
+                    common.threads.clone()
+                },
+                ..common
+            },
         }
     }
+}
+
+/// Runs the benchmark, prints its tables, writes JSON/SVG if asked.
+pub fn run(args: &SwapArgs) -> anyhow::Result<()> {
+    run_plan(&Plan::of(args)?, &args.common.files)
 }
 
 fn parse_size(text: &str) -> Result<u64, String> {
@@ -114,6 +121,11 @@ pub enum Op {
     SwapIn,
 }
 
+memcg::named_enum!(Op {
+    SwapOut => "swapout",
+    SwapIn => "swapin",
+});
+
 /// The swap device an experiment uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -123,6 +135,11 @@ pub enum Device {
     /// A preallocated file.
     File,
 }
+
+memcg::named_enum!(Device {
+    Ram => "ram",
+    File => "file",
+});
 
 /// One experiment: what is timed, on which folios, contents and device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,18 +172,12 @@ impl Experiment {
 
     /// The name used on the command line and in reports.
     pub fn name(self) -> String {
-        let op = match self.op {
-            Op::SwapOut => "swapout",
-            Op::SwapIn => "swapin",
-        };
-        let device = match self.device {
-            Device::Ram => "ram",
-            Device::File => "file",
-        };
         format!(
-            "{op}-{}k-{}-{device}",
+            "{}-{}k-{}-{}",
+            self.op,
             u64::from(self.folio_pages) * PAGE_BYTES / 1024,
-            self.fill.name()
+            self.fill.name(),
+            self.device
         )
     }
 
@@ -204,16 +215,10 @@ enum Limit {
     Memcpy,
 }
 
-impl Limit {
-    const ALL: [Limit; 2] = [Limit::Memset, Limit::Memcpy];
-
-    fn name(self) -> &'static str {
-        match self {
-            Limit::Memset => "memset",
-            Limit::Memcpy => "memcpy",
-        }
-    }
-}
+memcg::named_enum!(Limit {
+    Memset => "memset",
+    Memcpy => "memcpy",
+});
 
 /// Where the file device lives for the whole run.
 enum SwapDir {
@@ -274,16 +279,8 @@ fn run_once(
     });
     sim.fs().write("/cgroup.subtree_control", "+memory")?;
     sim.fs().mkdir("/bench")?;
-    let bench = sim.fs().memcg("/bench")?;
     let device_bytes = size_bytes + DEVICE_SLACK_BYTES * (threads as u64 + 1);
-    let device = match exp.device {
-        Device::Ram => sim.swapon_ram(device_bytes, None)?,
-        // One file per size: a reused swap file must be large enough.
-        Device::File => {
-            let path = swap_dir.join(format!("memcg-bench-{}M.swap", device_bytes >> 20));
-            sim.swapon_file(&path, device_bytes, None)?
-        }
-    };
+    let device = swapon(&sim, exp.device, device_bytes, swap_dir)?;
     let per_task_bytes = size_bytes / threads as u64;
     let per_task_pages = per_task_bytes / PAGE_BYTES;
     let names: Vec<String> = (0..threads).map(|t| format!("task{t}")).collect();
@@ -318,22 +315,43 @@ fn run_once(
     for name in &names {
         sim.free(name)?;
     }
+    check_all_released(&sim, &device, || format!("{} with {design}", exp.name()))?;
+    sim.swapoff(&device)?;
+    Ok(secs)
+}
+
+/// Turns on a swap device of `device_bytes` of kind `device`; returns its
+/// name.
+fn swapon(sim: &Sim, device: Device, device_bytes: u64, swap_dir: &Path) -> anyhow::Result<String> {
+    Ok(match device {
+        Device::Ram => sim.swapon_ram(device_bytes, None)?,
+        // One file per size: a reused swap file must be large enough.
+        Device::File => {
+            let path = swap_dir.join(format!("memcg-bench-{}M.swap", device_bytes >> 20));
+            sim.swapon_file(&path, device_bytes, None)?
+        }
+    })
+}
+
+/// Checks that `/bench` is charged nothing and `device` holds no slot once
+/// every task freed its mapping; `run` names the run in the error.
+fn check_all_released(sim: &Sim, device: &str, run: impl Fn() -> String) -> anyhow::Result<()> {
+    let bench = sim.fs().memcg("/bench")?;
     let inuse = sim
         .swap()
         .swapfiles()
-        .by_name(&device)
+        .by_name(device)
         .context("the device is still on")?
         .inuse_pages();
     ensure!(
         (bench.memory().usage(), bench.swap().usage(), inuse) == (0, 0, 0),
-        "{} with {design}: memory {} swap {} slots {} left after free",
-        exp.name(),
+        "{}: memory {} swap {} slots {} left after free",
+        run(),
         bench.memory().usage(),
         bench.swap().usage(),
         inuse
     );
-    sim.swapoff(&device)?;
-    Ok(secs)
+    Ok(())
 }
 
 /// Runs `body` for each name on its own thread.
@@ -442,9 +460,8 @@ struct Config {
 
 #[derive(Debug, Serialize)]
 struct Report {
-    bench: &'static str,
-    tool: Tool,
-    machine: Machine,
+    #[serde(flatten)]
+    head: ReportHead,
     config: Config,
     limits: Vec<LimitRow>,
     results: Vec<ResultRow>,
@@ -457,25 +474,22 @@ struct Plan {
     threads: Vec<usize>,
     designs: Vec<Design>,
     experiments: Vec<Experiment>,
+    seed: u64,
+    swap_dir: Option<PathBuf>,
 }
 
 impl Plan {
     fn of(args: &SwapArgs) -> anyhow::Result<Self> {
-        let size_bytes = args
-            .size
-            .unwrap_or(if args.quick { 64 << 20 } else { 1 << 30 });
-        let reps = args.reps.unwrap_or(if args.quick { 3 } else { 5 });
-        ensure!(reps > 0, "--reps must be at least 1");
-        ensure!(
-            !args.threads.is_empty() && !args.threads.contains(&0),
-            "--threads needs counts of at least 1"
-        );
-        for &t in &args.threads {
+        let common = &args.common;
+        let size_bytes = common.scaled(args.size, 64 << 20, 1 << 30);
+        common.validate(&[])?;
+        for &t in &common.threads {
             ensure!(
                 size_bytes > 0 && size_bytes.is_multiple_of(t as u64 * MAX_FOLIO_BYTES),
                 "--size {size_bytes} does not split into {t} equal shares of whole 64 KiB folios"
             );
         }
+        check_host_fits(size_bytes, &common.threads)?;
         let designs = if args.designs.is_empty() {
             Design::ALL.to_vec()
         } else {
@@ -488,213 +502,191 @@ impl Plan {
         };
         Ok(Self {
             size_bytes,
-            reps,
-            threads: args.threads.clone(),
+            reps: common.reps(),
+            threads: common.threads.clone(),
             designs,
             experiments,
+            seed: args.seed,
+            swap_dir: args.swap_dir.clone(),
         })
     }
-}
 
-/// Runs the benchmark, prints its tables, writes JSON/SVG if asked.
-pub fn run(args: &SwapArgs) -> anyhow::Result<()> {
-    let plan = Plan::of(args)?;
-    check_host_fits(plan.size_bytes, &plan.threads)?;
-    args.files.validate()?;
-    let swap_dir = match &args.swap_dir {
-        Some(dir) => SwapDir::Given(dir.clone()),
-        None => {
-            SwapDir::Temp(tempfile::tempdir().context("creating a directory for the swap file")?)
-        }
-    };
-    let machine = Machine::current();
-    println!("## swap on {machine}");
-    println!(
-        "{} MiB per run split over the threads, {} reps, mean ± stdev of the timed phase (pageout or fault-in)\n",
-        plan.size_bytes >> 20,
-        plan.reps
-    );
-
-    // samples[threads][experiment][design] and limit_samples[threads][limit],
-    // in µs. Repetitions interleave every configuration so drift spreads
-    // evenly, and the design order rotates each repetition so none always
-    // runs first (right after another experiment).
-    let (nt, ne, nd) = (
-        plan.threads.len(),
-        plan.experiments.len(),
-        plan.designs.len(),
-    );
-    let mut samples = vec![vec![vec![Vec::new(); nd]; ne]; nt];
-    let mut limit_samples = vec![vec![Vec::new(); Limit::ALL.len()]; nt];
-    let mut progress = Progress::new("swap", ((plan.reps + 1) * nt * (ne * nd + 2)) as u64);
-    let run = |exp: Experiment, design: Design, threads: usize| {
+    /// One timed run, with what reproduces it in any error.
+    fn run(
+        &self,
+        swap_dir: &SwapDir,
+        exp: Experiment,
+        design: Design,
+        threads: usize,
+    ) -> anyhow::Result<f64> {
         run_once(
             exp,
             design,
             threads,
-            plan.size_bytes,
-            args.seed,
+            self.size_bytes,
+            self.seed,
             swap_dir.path(),
         )
         .with_context(|| {
             format!(
                 "{} with {design} on {threads} threads (--seed {})",
                 exp.name(),
-                args.seed
+                self.seed
             )
         })
-    };
-    // One untimed pass first: it creates the swap files and brings the
-    // allocator and page cache to the state every later run sees.
-    for &threads in &plan.threads {
-        for &limit in &Limit::ALL {
-            measure_limit(limit, threads, plan.size_bytes)?;
-            progress.step(1, &format!("warm-up {} x{threads}", limit.name()));
-        }
-        for &exp in &plan.experiments {
-            run(exp, plan.designs[0], threads)?;
-            progress.step(nd as u64, &format!("warm-up {} x{threads}", exp.name()));
-        }
     }
-    for rep in 0..plan.reps {
-        for (ti, &threads) in plan.threads.iter().enumerate() {
-            for (li, &limit) in Limit::ALL.iter().enumerate() {
-                let secs = measure_limit(limit, threads, plan.size_bytes)?;
-                limit_samples[ti][li].push(secs * 1e6);
-                progress.step(1, &format!("rep {} {} x{threads}", rep + 1, limit.name()));
-            }
-            for (ei, &exp) in plan.experiments.iter().enumerate() {
-                for di in (0..nd).map(|k| (k + rep) % nd) {
-                    let secs = run(exp, plan.designs[di], threads)?;
-                    samples[ti][ei][di].push(secs * 1e6);
-                    progress.step(
-                        1,
-                        &format!(
-                            "rep {} {} {} x{threads}",
-                            rep + 1,
-                            exp.name(),
-                            plan.designs[di]
-                        ),
-                    );
+}
+
+/// What [`Benchmark::measure`] found, in µs: `designs[threads][experiment][design]`
+/// and `limits[threads][limit]`, in plan and [`Limit::ALL`] order.
+struct Samples {
+    designs: Vec<Vec<Vec<Vec<f64>>>>,
+    limits: Vec<Vec<Vec<f64>>>,
+}
+
+impl Benchmark for Plan {
+    const NAME: &'static str = "swap";
+    type Samples = Samples;
+    type Report = Report;
+
+    fn describe(&self) -> String {
+        format!(
+            "{} MiB per run split over the threads, {} reps, mean ± stdev of the timed phase (pageout or fault-in)",
+            self.size_bytes >> 20,
+            self.reps
+        )
+    }
+
+    /// A warm-up pass, then every repetition. Repetitions interleave every
+    /// configuration so drift spreads evenly, and the design order rotates
+    /// each repetition so none always runs first (right after another
+    /// experiment).
+    fn measure(&self) -> anyhow::Result<Samples> {
+        let swap_dir = match &self.swap_dir {
+            Some(dir) => SwapDir::Given(dir.clone()),
+            None => SwapDir::Temp(
+                tempfile::tempdir().context("creating a directory for the swap file")?,
+            ),
+        };
+        let (nt, ne, nd) = (
+            self.threads.len(),
+            self.experiments.len(),
+            self.designs.len(),
+        );
+        let mut progress = Progress::new(Self::NAME, ((self.reps + 1) * nt * (ne * nd + 2)) as u64);
+        warm_up(self, &swap_dir, &mut progress)?;
+        let mut samples = Samples {
+            designs: vec![vec![vec![Vec::new(); nd]; ne]; nt],
+            limits: vec![vec![Vec::new(); Limit::ALL.len()]; nt],
+        };
+        for rep in 0..self.reps {
+            for (ti, &threads) in self.threads.iter().enumerate() {
+                for (li, &limit) in Limit::ALL.iter().enumerate() {
+                    let secs = measure_limit(limit, threads, self.size_bytes)?;
+                    samples.limits[ti][li].push(secs * 1e6);
+                    progress.step(1, &format!("rep {} {} x{threads}", rep + 1, limit.name()));
+                }
+                for (ei, &exp) in self.experiments.iter().enumerate() {
+                    for di in (0..nd).map(|k| (k + rep) % nd) {
+                        let design = self.designs[di];
+                        let secs = self.run(&swap_dir, exp, design, threads)?;
+                        samples.designs[ti][ei][di].push(secs * 1e6);
+                        let what = format!("rep {} {} {design} x{threads}", rep + 1, exp.name());
+                        progress.step(1, &what);
+                    }
                 }
             }
         }
+        progress.finish();
+        Ok(samples)
     }
-    progress.finish();
 
-    let report = summarise(&plan, &machine, args.seed, &samples, &limit_samples);
-    print_tables(&report);
-    args.files.write(&report, || chart(&plan, &report))
-}
-
-fn summarise(
-    plan: &Plan,
-    machine: &Machine,
-    seed: u64,
-    samples: &[Vec<Vec<Vec<f64>>>],
-    limit_samples: &[Vec<Vec<f64>>],
-) -> Report {
-    let mut limits = Vec::new();
-    let mut results = Vec::new();
-    for (ti, &threads) in plan.threads.iter().enumerate() {
-        let limit_gib = |limit: Limit| {
-            let li = Limit::ALL.iter().position(|&l| l == limit).expect("listed");
-            gib_per_s(
-                plan.size_bytes,
-                Stats::of(&limit_samples[ti][li]).mean / 1e6,
-            )
-        };
-        for (li, &limit) in Limit::ALL.iter().enumerate() {
-            let st = Stats::of(&limit_samples[ti][li]);
-            limits.push(LimitRow {
-                limit,
-                threads,
-                mean_us: st.mean,
-                stdev_us: st.stdev,
-                gib_per_s: gib_per_s(plan.size_bytes, st.mean / 1e6),
-                samples_us: limit_samples[ti][li].clone(),
-            });
-        }
-        for (ei, &exp) in plan.experiments.iter().enumerate() {
-            let locked = plan
-                .designs
-                .iter()
-                .position(|&d| d == Design::Locked)
-                .map(|di| Stats::of(&samples[ti][ei][di]).mean);
-            for (di, &design) in plan.designs.iter().enumerate() {
-                let st = Stats::of(&samples[ti][ei][di]);
-                let gib = gib_per_s(plan.size_bytes, st.mean / 1e6);
-                results.push(ResultRow {
-                    experiment: exp.name(),
+    fn summarise(&self, head: ReportHead, samples: Samples) -> Report {
+        let mut limits = Vec::new();
+        let mut results = Vec::new();
+        for (ti, &threads) in self.threads.iter().enumerate() {
+            let limit_samples = &samples.limits[ti];
+            for (&limit, samples_us) in Limit::ALL.iter().zip(limit_samples) {
+                let st = Stats::of(samples_us);
+                limits.push(LimitRow {
+                    limit,
                     threads,
-                    design: design.name(),
                     mean_us: st.mean,
                     stdev_us: st.stdev,
-                    gib_per_s: gib,
-                    speedup_vs_locked: locked.map(|l| l / st.mean),
-                    limit: exp.limit(),
-                    fraction_of_limit: gib / limit_gib(exp.limit()),
-                    samples_us: samples[ti][ei][di].clone(),
+                    gib_per_s: gib_per_s(self.size_bytes, st.mean / 1e6),
+                    samples_us: samples_us.clone(),
                 });
             }
+            let limit_gib = |limit: Limit| {
+                let li = Limit::ALL.iter().position(|&l| l == limit).expect("listed");
+                gib_per_s(self.size_bytes, Stats::of(&limit_samples[li]).mean / 1e6)
+            };
+            for (&exp, by_design) in self.experiments.iter().zip(&samples.designs[ti]) {
+                let locked = self
+                    .designs
+                    .iter()
+                    .position(|&d| d == Design::Locked)
+                    .map(|di| Stats::of(&by_design[di]).mean);
+                for (&design, samples_us) in self.designs.iter().zip(by_design) {
+                    let st = Stats::of(samples_us);
+                    let gib = gib_per_s(self.size_bytes, st.mean / 1e6);
+                    results.push(ResultRow {
+                        experiment: exp.name(),
+                        threads,
+                        design: design.name(),
+                        mean_us: st.mean,
+                        stdev_us: st.stdev,
+                        gib_per_s: gib,
+                        speedup_vs_locked: locked.map(|l| l / st.mean),
+                        limit: exp.limit(),
+                        fraction_of_limit: gib / limit_gib(exp.limit()),
+                        samples_us: samples_us.clone(),
+                    });
+                }
+            }
+        }
+        Report {
+            head,
+            config: Config {
+                size_bytes: self.size_bytes,
+                reps: self.reps,
+                seed: self.seed,
+                threads: self.threads.clone(),
+            },
+            limits,
+            results,
         }
     }
-    Report {
-        bench: "swap",
-        tool: Tool::current(),
-        machine: machine.clone(),
-        config: Config {
-            size_bytes: plan.size_bytes,
-            reps: plan.reps,
-            seed,
-            threads: plan.threads.clone(),
-        },
-        limits,
-        results,
-    }
-}
 
-fn print_tables(report: &Report) {
-    let limit_rows = report
-        .limits
-        .iter()
-        .map(|l| {
+    fn print_tables(report: &Report) {
+        let reps = report.config.reps;
+        let limit_rows = report.limits.iter().map(|l| {
             vec![
                 l.limit.name().to_owned(),
                 l.threads.to_string(),
                 format!("{:.0}", l.mean_us),
-                report::fmt_stdev(l.stdev_us, report.config.reps, 0),
+                report::fmt_stdev(l.stdev_us, reps, 0),
                 format!("{:.2}", l.gib_per_s),
             ]
-        })
-        .collect();
-    println!(
-        "{}\n",
-        report::table(
+        });
+        report::print_table(
             &["limit", "threads", "mean µs", "stdev µs", "GiB/s"],
-            limit_rows
-        )
-    );
-    let rows = report
-        .results
-        .iter()
-        .map(|r| {
+            limit_rows,
+        );
+        let rows = report.results.iter().map(|r| {
             vec![
                 r.experiment.clone(),
                 r.threads.to_string(),
                 r.design.to_owned(),
                 format!("{:.0}", r.mean_us),
-                report::fmt_stdev(r.stdev_us, report.config.reps, 0),
+                report::fmt_stdev(r.stdev_us, reps, 0),
                 format!("{:.2}", r.gib_per_s),
                 r.speedup_vs_locked
                     .map_or_else(|| "-".to_owned(), |s| format!("{s:.3}x")),
                 format!("{:.1}% {}", r.fraction_of_limit * 100.0, r.limit.name()),
             ]
-        })
-        .collect();
-    println!(
-        "{}\n",
-        report::table(
+        });
+        report::print_table(
             &[
                 "experiment",
                 "threads",
@@ -705,67 +697,59 @@ fn print_tables(report: &Report) {
                 "vs locked",
                 "of limit",
             ],
-            rows
-        )
-    );
-}
+            rows,
+        );
+    }
 
-fn chart(plan: &Plan, report: &Report) -> Chart<'static> {
-    let panels = plan
-        .experiments
-        .iter()
-        .map(|exp| {
+    /// GiB/s against threads, one panel per experiment: every design and
+    /// the experiment's limit.
+    fn chart(&self, report: &Report) -> Chart<'static> {
+        let panels = self.experiments.iter().map(|exp| {
             let name = exp.name();
-            let mut series: Vec<Series> = plan
-                .designs
-                .iter()
-                .map(|d| {
-                    let rows: Vec<&ResultRow> = report
-                        .results
-                        .iter()
-                        .filter(|r| r.experiment == name && r.design == d.name())
-                        .collect();
-                    Series {
-                        name: d.name().to_owned(),
-                        points: rows
-                            .iter()
-                            .map(|r| (r.threads as f64, r.gib_per_s))
-                            .collect(),
-                        errors: rows
-                            .iter()
-                            .map(|r| rate_stdev(r.gib_per_s, r.mean_us, r.stdev_us))
-                            .collect(),
-                    }
-                })
-                .collect();
-            let limits: Vec<&LimitRow> = report
-                .limits
-                .iter()
-                .filter(|l| l.limit == exp.limit())
-                .collect();
-            series.push(Series {
-                name: format!("{} (limit)", exp.limit().name()),
-                points: limits
-                    .iter()
-                    .map(|l| (l.threads as f64, l.gib_per_s))
-                    .collect(),
-                errors: limits
-                    .iter()
-                    .map(|l| rate_stdev(l.gib_per_s, l.mean_us, l.stdev_us))
-                    .collect(),
+            let designs = self.designs.iter().map(|d| {
+                let rows = report.results.iter();
+                let rows = rows.filter(|r| r.experiment == name && r.design == d.name());
+                let points = rows.map(|r| {
+                    let error = rate_stdev(r.gib_per_s, r.mean_us, r.stdev_us);
+                    (r.threads, r.gib_per_s, error)
+                });
+                Series::by_threads(d.name(), points)
             });
+            let limits = report.limits.iter().filter(|l| l.limit == exp.limit());
+            let limit_points = limits.map(|l| {
+                let error = rate_stdev(l.gib_per_s, l.mean_us, l.stdev_us);
+                (l.threads, l.gib_per_s, error)
+            });
+            let limit = Series::by_threads(format!("{} (limit)", exp.limit().name()), limit_points);
+            let series = designs.chain([limit]).collect();
             Panel {
                 title: name,
                 series,
             }
-        })
-        .collect();
-    Chart {
-        title: "swap-out / swap-in GiB/s by swap_cgroup design",
-        x_label: "threads",
-        y_label: "GiB/s",
-        panels,
+        });
+        report::chart_by_threads(
+            "swap-out / swap-in GiB/s by swap_cgroup design",
+            "GiB/s",
+            panels,
+        )
     }
+}
+
+/// One untimed pass first: it creates the swap files and brings the
+/// allocator and page cache to the state every later run sees.
+fn warm_up(plan: &Plan, swap_dir: &SwapDir, progress: &mut Progress) -> anyhow::Result<()> {
+    for &threads in &plan.threads {
+        for &limit in &Limit::ALL {
+            measure_limit(limit, threads, plan.size_bytes)?;
+            progress.step(1, &format!("warm-up {} x{threads}", limit.name()));
+        }
+        for &exp in &plan.experiments {
+            plan.run(swap_dir, exp, plan.designs[0], threads)?;
+            let what = format!("warm-up {} x{threads}", exp.name());
+            progress.step(plan.designs.len() as u64, &what);
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -803,9 +787,9 @@ mod tests {
     #[test]
     fn sizes_must_split_into_whole_folios() {
         let mut args = SwapArgs::for_suite(true);
-        args.threads = vec![3];
+        args.common.threads = vec![3];
         assert!(Plan::of(&args).is_err());
-        args.threads = vec![2];
+        args.common.threads = vec![2];
         args.size = Some((1 << 20) + 4096);
         assert!(Plan::of(&args).is_err());
         args.size = Some(1 << 20);

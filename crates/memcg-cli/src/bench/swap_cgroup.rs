@@ -27,27 +27,18 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use super::timed_threads;
-use crate::report::{self, Chart, Machine, Panel, Progress, ReportFiles, Series, Stats, Tool};
+use super::{Benchmark, CommonArgs, run_plan, timed_threads};
+use crate::report::{self, Chart, Panel, Progress, ReportHead, Series, Stats};
 
 /// Flags of `memcg bench swap-cgroup`.
 #[derive(Debug, Clone, Args)]
 pub struct SwapCgroupArgs {
-    /// Thread counts to run, comma separated.
-    #[arg(long, value_delimiter = ',', default_value = "1,2")]
-    pub threads: Vec<usize>,
     /// Slots on the benchmark device [default: 1048576; --quick 262144].
     #[arg(long)]
     pub slots: Option<u64>,
     /// Iterations per thread per run [default: 2000000; --quick 200000].
     #[arg(long)]
     pub ops: Option<u64>,
-    /// Repetitions of every configuration [default: 5; --quick 3].
-    #[arg(long)]
-    pub reps: Option<usize>,
-    /// Smaller defaults for a quick look.
-    #[arg(long)]
-    pub quick: bool,
     /// Designs to run, comma separated.
     #[arg(
         long,
@@ -65,26 +56,28 @@ pub struct SwapCgroupArgs {
     /// Seed for the random offsets.
     #[arg(long, default_value_t = 0x5eed)]
     pub seed: u64,
-    /// `--json` and `--svg`.
+    /// `--threads`, `--reps`, `--quick`, `--json` and `--svg`.
     #[command(flatten)]
-    pub files: ReportFiles,
+    pub common: CommonArgs,
 }
 
 impl SwapCgroupArgs {
     /// The arguments `memcg bench` uses: quick scale, or tiny for `--smoke`.
     pub fn for_suite(smoke: bool) -> Self {
         Self {
-            threads: vec![1, 2],
             slots: smoke.then_some(16 * SWAPFILE_CLUSTER as u64),
             ops: smoke.then_some(2_000),
-            reps: smoke.then_some(1),
-            quick: true,
             designs: Design::ALL.to_vec(),
             workloads: Workload::value_variants().to_vec(),
             seed: 0x5eed,
-            files: ReportFiles::default(),
+            common: CommonArgs::for_suite(smoke),
         }
     }
+}
+
+/// Runs the benchmark, prints its tables, writes JSON/SVG if asked.
+pub fn run(args: &SwapCgroupArgs) -> anyhow::Result<()> {
+    run_plan(&Plan::of(args)?, &args.common.files)
 }
 
 /// A benchmark workload.
@@ -133,12 +126,12 @@ const NEIGHBOUR_WINDOW: u64 = 128;
 const OFFSETS_PER_THREAD: usize = 1 << 16;
 
 /// What one thread does in one run: its offsets (cycled) and its id.
-struct Plan {
+struct ThreadPlan {
     offsets: Vec<u64>,
     id: u16,
 }
 
-fn plans(workload: Workload, threads: usize, slots: u64, seed: u64) -> Vec<Plan> {
+fn plans(workload: Workload, threads: usize, slots: u64, seed: u64) -> Vec<ThreadPlan> {
     let cluster = SWAPFILE_CLUSTER as u64;
     let clusters = slots / cluster;
     (0..threads)
@@ -163,7 +156,7 @@ fn plans(workload: Workload, threads: usize, slots: u64, seed: u64) -> Vec<Plan>
                     .collect(),
                 Workload::Neighbour => (t as u64..NEIGHBOUR_WINDOW).step_by(threads).collect(),
             };
-            Plan {
+            ThreadPlan {
                 offsets,
                 id: t as u16 + 1,
             }
@@ -199,7 +192,7 @@ fn prepare(map: &SwapCgroupMap, workload: Workload, slots: u64) -> anyhow::Resul
 }
 
 /// The timed loop on one design. Returns a checksum of every returned id.
-fn run_map(map: &SwapCgroupMap, workload: Workload, plan: &Plan, iterations: u64) -> u64 {
+fn run_map(map: &SwapCgroupMap, workload: Workload, plan: &ThreadPlan, iterations: u64) -> u64 {
     let nr = workload.folio_pages();
     let offsets = &plan.offsets;
     let mut sum = 0u64;
@@ -224,7 +217,7 @@ fn run_map(map: &SwapCgroupMap, workload: Workload, plan: &Plan, iterations: u64
 /// The same loop on a plain `u16` slice: the hardware limit. `black_box`
 /// between calls keeps the compiler from merging one call's stores into the
 /// next, so every load and store really happens.
-fn run_limit(ids: &mut [u16], workload: Workload, plan: &Plan, iterations: u64) -> u64 {
+fn run_limit(ids: &mut [u16], workload: Workload, plan: &ThreadPlan, iterations: u64) -> u64 {
     let nr = workload.folio_pages() as usize;
     let offsets = &plan.offsets;
     let mut sum = 0u64;
@@ -248,7 +241,7 @@ fn run_limit(ids: &mut [u16], workload: Workload, plan: &Plan, iterations: u64) 
 }
 
 /// The checksum a correct run of `iterations` must produce.
-fn expected_sum(workload: Workload, plan: &Plan, iterations: u64) -> u64 {
+fn expected_sum(workload: Workload, plan: &ThreadPlan, iterations: u64) -> u64 {
     let per_cycle = |offsets: &[u64]| -> u64 {
         offsets
             .iter()
@@ -266,7 +259,7 @@ fn expected_sum(workload: Workload, plan: &Plan, iterations: u64) -> u64 {
 fn measure_design(
     design: Design,
     workload: Workload,
-    plans: &[Plan],
+    plans: &[ThreadPlan],
     slots: u64,
     iterations: u64,
 ) -> anyhow::Result<f64> {
@@ -287,7 +280,7 @@ fn measure_design(
 
 fn measure_limit(
     workload: Workload,
-    plan: &Plan,
+    plan: &ThreadPlan,
     slots: u64,
     iterations: u64,
 ) -> anyhow::Result<f64> {
@@ -371,170 +364,244 @@ struct Config {
 
 #[derive(Debug, Serialize)]
 struct Report {
-    bench: &'static str,
-    tool: Tool,
-    machine: Machine,
+    #[serde(flatten)]
+    head: ReportHead,
     config: Config,
     results: Vec<ResultRow>,
     limit: Vec<LimitRow>,
     memory: Vec<MemoryRow>,
 }
 
-/// Runs the benchmark, prints its tables, writes JSON/SVG if asked.
-pub fn run(args: &SwapCgroupArgs) -> anyhow::Result<()> {
-    let slots = args
-        .slots
-        .unwrap_or(if args.quick { 1 << 18 } else { 1 << 20 });
-    let iterations = args
-        .ops
-        .unwrap_or(if args.quick { 200_000 } else { 2_000_000 });
-    let reps = args.reps.unwrap_or(if args.quick { 3 } else { 5 });
-    let max_threads = args.threads.iter().copied().max().unwrap_or(0);
-    ensure!(
-        !args.threads.is_empty() && !args.threads.contains(&0),
-        "--threads needs counts of at least 1"
-    );
-    ensure!(
-        iterations > 0 && reps > 0,
-        "--ops and --reps must be at least 1"
-    );
-    ensure!(
-        !args.designs.is_empty() && !args.workloads.is_empty(),
-        "nothing to run"
-    );
-    let cluster = SWAPFILE_CLUSTER as u64;
-    if !slots.is_multiple_of(cluster) || slots < cluster * max_threads as u64 {
-        bail!(
-            "--slots must be a multiple of {cluster} with at least one cluster per thread ({max_threads} threads)"
-        );
-    }
-    if args.workloads.contains(&Workload::Neighbour) {
+/// Validated settings of one invocation.
+struct Plan {
+    slots: u64,
+    iterations: u64,
+    reps: usize,
+    threads: Vec<usize>,
+    designs: Vec<Design>,
+    workloads: Vec<Workload>,
+    seed: u64,
+}
+
+impl Plan {
+    fn of(args: &SwapCgroupArgs) -> anyhow::Result<Self> {
+        let common = &args.common;
+        let slots = common.scaled(args.slots, 1 << 18, 1 << 20);
+        let iterations = common.scaled(args.ops, 200_000, 2_000_000);
+        common.validate(&[("--ops", iterations)])?;
         ensure!(
-            max_threads as u64 <= NEIGHBOUR_WINDOW,
-            "neighbour runs at most {NEIGHBOUR_WINDOW} threads"
+            !args.designs.is_empty() && !args.workloads.is_empty(),
+            "nothing to run"
         );
+        let max_threads = common.threads.iter().copied().max().unwrap_or(0);
+        let cluster = SWAPFILE_CLUSTER as u64;
+        if !slots.is_multiple_of(cluster) || slots < cluster * max_threads as u64 {
+            bail!(
+                "--slots must be a multiple of {cluster} with at least one cluster per thread ({max_threads} threads)"
+            );
+        }
+        if args.workloads.contains(&Workload::Neighbour) {
+            ensure!(
+                max_threads as u64 <= NEIGHBOUR_WINDOW,
+                "neighbour runs at most {NEIGHBOUR_WINDOW} threads"
+            );
+        }
+        Ok(Self {
+            slots,
+            iterations,
+            reps: common.reps(),
+            threads: common.threads.clone(),
+            designs: args.designs.clone(),
+            workloads: args.workloads.clone(),
+            seed: args.seed,
+        })
+    }
+}
+
+/// What [`Benchmark::measure`] found.
+struct Samples {
+    /// Mops/s of every run, `[workload][threads][design]` in plan order.
+    designs: Vec<Vec<Vec<Vec<f64>>>>,
+    /// Mops/s of the plain `u16` limit, per workload.
+    limit: Vec<Vec<f64>>,
+    memory: Vec<MemoryRow>,
+}
+
+impl Benchmark for Plan {
+    const NAME: &'static str = "swap-cgroup";
+    type Samples = Samples;
+    type Report = Report;
+
+    fn describe(&self) -> String {
+        format!(
+            "slots {}, {} iterations per thread, {} reps, median Mops/s (calls: record, lookup and clear each count one)",
+            self.slots, self.iterations, self.reps
+        )
     }
 
-    args.files.validate()?;
-    let machine = Machine::current();
-    println!("## swap-cgroup on {machine}");
-    println!(
-        "slots {slots}, {iterations} iterations per thread, {reps} reps, median Mops/s (calls: record, lookup and clear each count one)\n"
-    );
-
-    let total =
-        (reps * args.workloads.len() * (args.threads.len() * args.designs.len() + 1)) as u64;
-    let mut progress = Progress::new("swap-cgroup", total);
-    let mut samples: Vec<Vec<f64>> = Vec::new();
-    let mut limit_samples: Vec<Vec<f64>> = vec![Vec::new(); args.workloads.len()];
-    let key = |w: usize, t: usize, d: usize| (w * args.threads.len() + t) * args.designs.len() + d;
-    samples.resize(
-        args.workloads.len() * args.threads.len() * args.designs.len(),
-        Vec::new(),
-    );
-    // Repetitions outermost, designs innermost: drift on the machine spreads
-    // over every design instead of favouring whichever ran first.
-    for rep in 0..reps {
-        for (wi, &workload) in args.workloads.iter().enumerate() {
-            let single = plans(workload, 1, slots, args.seed);
-            limit_samples[wi].push(measure_limit(workload, &single[0], slots, iterations)?);
-            progress.step(1, &format!("rep {} {} limit", rep + 1, workload.name()));
-            for (ti, &threads) in args.threads.iter().enumerate() {
-                let plans = plans(workload, threads, slots, args.seed);
-                for (di, &design) in args.designs.iter().enumerate() {
-                    let m = measure_design(design, workload, &plans, slots, iterations)
-                        .with_context(|| {
-                            format!("{design} on {} with {threads} threads", workload.name())
-                        })?;
-                    samples[key(wi, ti, di)].push(m);
-                    progress.step(
-                        1,
-                        &format!("rep {} {} {design} x{threads}", rep + 1, workload.name()),
-                    );
-                }
+    /// Every timed run, then the memory each design takes.
+    fn measure(&self) -> anyhow::Result<Samples> {
+        let (nw, nt, nd) = (self.workloads.len(), self.threads.len(), self.designs.len());
+        let mut progress = Progress::new(Self::NAME, (self.reps * nw * (nt * nd + 1)) as u64);
+        let mut designs = vec![vec![vec![Vec::new(); nd]; nt]; nw];
+        let mut limit = vec![Vec::new(); nw];
+        // Repetitions outermost, designs innermost: drift on the machine
+        // spreads over every design instead of favouring whichever ran first.
+        for rep in 0..self.reps {
+            for (wi, &workload) in self.workloads.iter().enumerate() {
+                let (designs, limit) = (&mut designs[wi], &mut limit[wi]);
+                self.measure_workload(workload, rep, designs, limit, &mut progress)?;
             }
         }
-    }
-    progress.finish();
-
-    let limit: Vec<LimitRow> = args
-        .workloads
-        .iter()
-        .zip(&limit_samples)
-        .map(|(&workload, s)| {
-            let st = Stats::of(s);
-            LimitRow {
-                workload,
-                threads: 1,
-                mops: st.median,
-                stdev: st.stdev,
-            }
+        progress.finish();
+        Ok(Samples {
+            designs,
+            limit,
+            memory: self.memory_rows()?,
         })
-        .collect();
-    let mut results = Vec::new();
-    for (wi, &workload) in args.workloads.iter().enumerate() {
-        for (ti, &threads) in args.threads.iter().enumerate() {
-            let locked = args
-                .designs
-                .iter()
-                .position(|&d| d == Design::Locked)
-                .map(|di| Stats::of(&samples[key(wi, ti, di)]).median);
-            for (di, &design) in args.designs.iter().enumerate() {
-                let s = &samples[key(wi, ti, di)];
+    }
+
+    fn summarise(&self, head: ReportHead, samples: Samples) -> Report {
+        let limit: Vec<LimitRow> = self
+            .workloads
+            .iter()
+            .zip(&samples.limit)
+            .map(|(&workload, s)| {
                 let st = Stats::of(s);
-                results.push(ResultRow {
-                    design: design.name().to_owned(),
+                LimitRow {
                     workload,
-                    threads,
+                    threads: 1,
                     mops: st.median,
                     stdev: st.stdev,
-                    ratio_locked: locked.map(|l| st.median / l),
-                    ratio_limit: st.median / limit[wi].mops,
-                    samples: s.clone(),
+                }
+            })
+            .collect();
+        let results = self.result_rows(&samples.designs, &limit);
+        Report {
+            head,
+            config: Config {
+                slots: self.slots,
+                ops_per_thread: self.iterations,
+                reps: self.reps,
+                threads: self.threads.clone(),
+                seed: self.seed,
+                slots_per_cluster: SWAPFILE_CLUSTER,
+            },
+            results,
+            limit,
+            memory: samples.memory,
+        }
+    }
+
+    fn print_tables(report: &Report) {
+        print_speed_table(report);
+        print_memory_table(&report.memory);
+        print_targets(&report.results);
+    }
+
+    /// Mops/s against threads, one panel per workload.
+    fn chart(&self, report: &Report) -> Chart<'static> {
+        let panels = self.workloads.iter().map(|&w| Panel {
+            title: w.name().to_owned(),
+            series: self
+                .designs
+                .iter()
+                .map(|d| {
+                    let rows = report.results.iter();
+                    let rows = rows.filter(|r| r.workload == w && r.design == d.name());
+                    Series::by_threads(d.name(), rows.map(|r| (r.threads, r.mops, r.stdev)))
+                })
+                .collect(),
+        });
+        report::chart_by_threads("swap_cgroup: Mops/s by threads", "Mops/s", panels)
+    }
+}
+
+impl Plan {
+    /// Repetition `rep` of `workload`: the limit, then every thread count
+    /// and design; adds the Mops/s to `limit` and `designs[threads][design]`.
+    fn measure_workload(
+        &self,
+        workload: Workload,
+        rep: usize,
+        designs: &mut [Vec<Vec<f64>>],
+        limit: &mut Vec<f64>,
+        progress: &mut Progress,
+    ) -> anyhow::Result<()> {
+        let single = plans(workload, 1, self.slots, self.seed);
+        limit.push(measure_limit(
+            workload,
+            &single[0],
+            self.slots,
+            self.iterations,
+        )?);
+        progress.step(1, &format!("rep {} {} limit", rep + 1, workload.name()));
+        for (ti, &threads) in self.threads.iter().enumerate() {
+            let plans = plans(workload, threads, self.slots, self.seed);
+            for (di, &design) in self.designs.iter().enumerate() {
+                let mops = measure_design(design, workload, &plans, self.slots, self.iterations)
+                    .with_context(|| {
+                        format!("{design} on {} with {threads} threads", workload.name())
+                    })?;
+                designs[ti][di].push(mops);
+                let what = format!("rep {} {} {design} x{threads}", rep + 1, workload.name());
+                progress.step(1, &what);
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes per slot of every design, dense and sparse, against `packed`.
+    fn memory_rows(&self) -> anyhow::Result<Vec<MemoryRow>> {
+        let mut memory = Vec::new();
+        for (layout, dense) in [("dense", true), ("sparse", false)] {
+            let packed = memory_per_slot(Design::Packed, self.slots, dense)?;
+            for &design in &self.designs {
+                let b = memory_per_slot(design, self.slots, dense)?;
+                memory.push(MemoryRow {
+                    design: design.name().to_owned(),
+                    layout,
+                    bytes_per_slot: b,
+                    ratio_packed: Some(b / packed),
                 });
             }
         }
+        Ok(memory)
     }
 
-    let mut memory = Vec::new();
-    for (layout, dense) in [("dense", true), ("sparse", false)] {
-        let packed = memory_per_slot(Design::Packed, slots, dense)?;
-        for &design in &args.designs {
-            let b = memory_per_slot(design, slots, dense)?;
-            memory.push(MemoryRow {
-                design: design.name().to_owned(),
-                layout,
-                bytes_per_slot: b,
-                ratio_packed: Some(b / packed),
-            });
+    /// A row per workload, thread count and design, against `locked` and
+    /// the workload's `limit`.
+    fn result_rows(&self, designs: &[Vec<Vec<Vec<f64>>>], limit: &[LimitRow]) -> Vec<ResultRow> {
+        let locked = self.designs.iter().position(|&d| d == Design::Locked);
+        let mut results = Vec::new();
+        for (wi, &workload) in self.workloads.iter().enumerate() {
+            for (ti, &threads) in self.threads.iter().enumerate() {
+                let runs = &designs[wi][ti];
+                let locked = locked.map(|di| Stats::of(&runs[di]).median);
+                for (&design, s) in self.designs.iter().zip(runs) {
+                    let st = Stats::of(s);
+                    results.push(ResultRow {
+                        design: design.name().to_owned(),
+                        workload,
+                        threads,
+                        mops: st.median,
+                        stdev: st.stdev,
+                        ratio_locked: locked.map(|l| st.median / l),
+                        ratio_limit: st.median / limit[wi].mops,
+                        samples: s.clone(),
+                    });
+                }
+            }
         }
+        results
     }
-
-    print_tables(&results, &limit, &memory, reps);
-    print_targets(&results);
-
-    let report = Report {
-        bench: "swap-cgroup",
-        tool: Tool::current(),
-        machine,
-        config: Config {
-            slots,
-            ops_per_thread: iterations,
-            reps,
-            threads: args.threads.clone(),
-            seed: args.seed,
-            slots_per_cluster: SWAPFILE_CLUSTER,
-        },
-        results,
-        limit,
-        memory,
-    };
-    args.files
-        .write(&report, || chart(&report, &args.workloads, &args.designs))
 }
 
-fn print_tables(results: &[ResultRow], limit: &[LimitRow], memory: &[MemoryRow], reps: usize) {
-    let rows = results
+/// Mops/s of every design, then of the limit.
+fn print_speed_table(report: &Report) {
+    let reps = report.config.reps;
+    let rows = report
+        .results
         .iter()
         .map(|r| {
             vec![
@@ -547,7 +614,7 @@ fn print_tables(results: &[ResultRow], limit: &[LimitRow], memory: &[MemoryRow],
                 format!("{:.2}x", r.ratio_limit),
             ]
         })
-        .chain(limit.iter().map(|l| {
+        .chain(report.limit.iter().map(|l| {
             vec![
                 l.workload.name().to_owned(),
                 "1".into(),
@@ -557,39 +624,32 @@ fn print_tables(results: &[ResultRow], limit: &[LimitRow], memory: &[MemoryRow],
                 "-".into(),
                 "1.00x".into(),
             ]
-        }))
-        .collect();
-    println!(
-        "{}\n",
-        report::table(
-            &[
-                "workload",
-                "threads",
-                "design",
-                "Mops/s",
-                "stdev",
-                "vs locked",
-                "vs limit"
-            ],
-            rows
-        )
+        }));
+    report::print_table(
+        &[
+            "workload",
+            "threads",
+            "design",
+            "Mops/s",
+            "stdev",
+            "vs locked",
+            "vs limit",
+        ],
+        rows,
     );
-    let rows = memory
-        .iter()
-        .map(|m| {
-            vec![
-                m.layout.to_owned(),
-                m.design.clone(),
-                format!("{:.4}", m.bytes_per_slot),
-                m.ratio_packed
-                    .map_or("-".into(), |x| format!("{:.1}%", x * 100.0)),
-            ]
-        })
-        .collect();
-    println!(
-        "{}\n",
-        report::table(&["layout", "design", "bytes/slot", "of packed"], rows)
-    );
+}
+
+fn print_memory_table(memory: &[MemoryRow]) {
+    let rows = memory.iter().map(|m| {
+        vec![
+            m.layout.to_owned(),
+            m.design.clone(),
+            format!("{:.4}", m.bytes_per_slot),
+            m.ratio_packed
+                .map_or("-".into(), |x| format!("{:.1}%", x * 100.0)),
+        ]
+    });
+    report::print_table(&["layout", "design", "bytes/slot", "of packed"], rows);
 }
 
 /// Prints how `memcg` fares against every other design at every point.
@@ -616,36 +676,6 @@ fn print_targets(results: &[ResultRow]) {
     }
     if let Some((ratio, against)) = worst {
         println!("memcg's smallest lead: {ratio:.2}x over {against}");
-    }
-}
-
-fn chart<'a>(report: &Report, workloads: &[Workload], designs: &[Design]) -> Chart<'a> {
-    let panels = workloads
-        .iter()
-        .map(|&w| Panel {
-            title: w.name().to_owned(),
-            series: designs
-                .iter()
-                .map(|d| {
-                    let rows: Vec<&ResultRow> = report
-                        .results
-                        .iter()
-                        .filter(|r| r.workload == w && r.design == d.name())
-                        .collect();
-                    Series {
-                        name: d.name().to_owned(),
-                        points: rows.iter().map(|r| (r.threads as f64, r.mops)).collect(),
-                        errors: rows.iter().map(|r| r.stdev).collect(),
-                    }
-                })
-                .collect(),
-        })
-        .collect();
-    Chart {
-        title: "swap_cgroup: Mops/s by threads",
-        x_label: "threads",
-        y_label: "Mops/s",
-        panels,
     }
 }
 

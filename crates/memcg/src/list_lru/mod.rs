@@ -82,7 +82,6 @@
 //! bytes per item id, allocated 256 ids at a time.
 
 use std::fmt;
-use std::str::FromStr;
 
 mod legacy;
 mod list;
@@ -121,35 +120,11 @@ pub enum LruDesign {
     Legacy,
 }
 
-impl LruDesign {
-    /// Both designs, baseline first.
-    pub const ALL: [LruDesign; 2] = [LruDesign::Legacy, LruDesign::Split];
-
-    /// The name used on command lines and in reports.
-    pub const fn name(self) -> &'static str {
-        match self {
-            LruDesign::Split => "split",
-            LruDesign::Legacy => "legacy",
-        }
-    }
-}
-
-impl fmt::Display for LruDesign {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for LruDesign {
-    type Err = ListLruError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        LruDesign::ALL
-            .into_iter()
-            .find(|d| d.name() == s)
-            .ok_or_else(|| ListLruError::UnknownDesign(s.to_owned()))
-    }
-}
+// The baseline first: reports and charts list the designs in this order.
+crate::named_enum!(LruDesign {
+    Legacy => "legacy",
+    Split => "split",
+}, unknown: ListLruError = ListLruError::UnknownDesign);
 
 /// Why a list_lru call was refused. Nothing changed when one is returned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
