@@ -7,10 +7,10 @@ use memcg::SwapEntry;
 use memcg::cgroupfs::{Access, CgroupFs};
 use memcg::errno::Errno;
 use memcg::memcontrol::{ChargeKind, MemcgEvent};
+use memcg::mm_types::PAGE_SIZE;
 use memcg::swap_cgroup::{Design, SwapCgroup};
 
 const MB: u64 = 1 << 20;
-const PAGE: u64 = 4096;
 
 fn fs_with_memory() -> CgroupFs {
     let fs = CgroupFs::default();
@@ -75,9 +75,9 @@ fn test_memcg_current_peak() {
     let t = fs.tree();
     // cg_run(alloc_anon_50M_check) / cg_run(alloc_pagecache_50M_check).
     let run_50m = |kind| {
-        t.try_charge(&cg, 50 * MB / PAGE, kind).unwrap();
+        t.try_charge(&cg, 50 * MB / PAGE_SIZE, kind).unwrap();
         assert!(read_u64(&fs, "/memcg_test/memory.current") >= 50 * MB);
-        t.uncharge(&cg, 50 * MB / PAGE, kind);
+        t.uncharge(&cg, 50 * MB / PAGE_SIZE, kind);
     };
     assert_eq!(read_u64(&fs, "/memcg_test/memory.current"), 0);
     assert_eq!(read_u64(&fs, "/memcg_test/memory.peak"), 0);
@@ -123,11 +123,11 @@ fn charge_past_max_raises_max_and_oom_up_the_hierarchy() {
     let child = fs.memcg("/parent/child").unwrap();
     fs.write("/parent/child/memory.max", "30M").unwrap();
     fs.tree()
-        .try_charge(&child, 20 * MB / PAGE, ChargeKind::Anon)
+        .try_charge(&child, 20 * MB / PAGE_SIZE, ChargeKind::Anon)
         .unwrap();
     let err = fs
         .tree()
-        .try_charge(&child, 20 * MB / PAGE, ChargeKind::Anon)
+        .try_charge(&child, 20 * MB / PAGE_SIZE, ChargeKind::Anon)
         .unwrap_err();
     assert_eq!(err.errno(), Errno::ENOMEM);
     assert_eq!(
@@ -141,7 +141,7 @@ fn charge_past_max_raises_max_and_oom_up_the_hierarchy() {
     // mem_cgroup_oom returns before MEMCG_OOM); a 4K charge then does.
     assert_eq!(key(&fs, "/parent/child/memory.events", "oom"), 0);
     fs.tree()
-        .try_charge(&child, 10 * MB / PAGE, ChargeKind::Anon)
+        .try_charge(&child, 10 * MB / PAGE_SIZE, ChargeKind::Anon)
         .unwrap();
     assert_eq!(
         fs.tree()
@@ -174,10 +174,13 @@ fn memory_max_below_usage_is_accepted() {
     fs.mkdir("/memcg_test").unwrap();
     let cg = fs.memcg("/memcg_test").unwrap();
     fs.tree()
-        .try_charge(&cg, 40 * MB / PAGE, ChargeKind::File)
+        .try_charge(&cg, 40 * MB / PAGE_SIZE, ChargeKind::File)
         .unwrap();
     assert_eq!(
-        cg.memory().set_max(30 * MB / PAGE).unwrap_err().errno(),
+        cg.memory()
+            .set_max(30 * MB / PAGE_SIZE)
+            .unwrap_err()
+            .errno(),
         Errno::EBUSY
     );
     fs.write("/memcg_test/memory.max", "30M").unwrap();
@@ -190,7 +193,8 @@ fn memory_max_below_usage_is_accepted() {
     assert_eq!(key(&fs, "/memcg_test/memory.events", "oom"), 1);
     // Further charges fail until usage drops below the limit.
     assert!(fs.tree().try_charge(&cg, 1, ChargeKind::File).is_err());
-    fs.tree().uncharge(&cg, 40 * MB / PAGE, ChargeKind::File);
+    fs.tree()
+        .uncharge(&cg, 40 * MB / PAGE_SIZE, ChargeKind::File);
     fs.tree().try_charge(&cg, 1, ChargeKind::File).unwrap();
 }
 

@@ -29,6 +29,7 @@ use std::str::FromStr;
 use anyhow::{Context, ensure};
 use clap::Args;
 use memcg::cgroupfs::memparse;
+use memcg::mm_types::PAGE_SIZE;
 use memcg::swap_cgroup::Design;
 use memcg_sim::{Fill, Sim, SimConfig};
 use serde::Serialize;
@@ -36,10 +37,9 @@ use serde::Serialize;
 use super::{Benchmark, CommonArgs, run_plan, timed_threads};
 use crate::report::{self, Chart, Panel, Progress, ReportHead, Series, Stats};
 
-const PAGE_BYTES: u64 = 4096;
 /// The largest folio any experiment uses (64 KiB): sizes are multiples of
 /// it per thread.
-const MAX_FOLIO_BYTES: u64 = 16 * PAGE_BYTES;
+const MAX_FOLIO_BYTES: u64 = 16 * PAGE_SIZE;
 /// Swap space beyond the data: the header page and partly used clusters
 /// (2 MiB each) per thread.
 const DEVICE_SLACK_BYTES: u64 = 4 << 20;
@@ -175,7 +175,7 @@ impl Experiment {
         format!(
             "{}-{}k-{}-{}",
             self.op,
-            u64::from(self.folio_pages) * PAGE_BYTES / 1024,
+            u64::from(self.folio_pages) * PAGE_SIZE / 1024,
             self.fill.name(),
             self.device
         )
@@ -241,7 +241,7 @@ impl SwapDir {
 /// hold it ([`check_host_fits`]).
 fn machine_bytes_for(size_bytes: u64, threads: usize) -> u64 {
     let device_bytes = size_bytes + DEVICE_SLACK_BYTES * (threads as u64 + 1);
-    let tables = memcg::swap_state::swap_tables_pages(device_bytes / PAGE_BYTES) * PAGE_BYTES;
+    let tables = memcg::swap_state::swap_tables_pages(device_bytes / PAGE_SIZE) * PAGE_SIZE;
     size_bytes + device_bytes + tables + (64 << 20)
 }
 
@@ -282,7 +282,7 @@ fn run_once(
     let device_bytes = size_bytes + DEVICE_SLACK_BYTES * (threads as u64 + 1);
     let device = swapon(&sim, exp.device, device_bytes, swap_dir)?;
     let per_task_bytes = size_bytes / threads as u64;
-    let per_task_pages = per_task_bytes / PAGE_BYTES;
+    let per_task_pages = per_task_bytes / PAGE_SIZE;
     let names: Vec<String> = (0..threads).map(|t| format!("task{t}")).collect();
 
     // Untimed set-up: populate (and for swap-in, page out) every mapping.
