@@ -6,12 +6,26 @@
 //! each module's docs say which kernel behaviour it mirrors, its invariants
 //! and its locking rules.
 //!
-//! | module          | kernel file                 | what it does                              |
-//! |-----------------|-----------------------------|-------------------------------------------|
-//! | [`swapops`]     | include/linux/swapops.h     | swap entries: `(type, offset)` packing     |
-//! | [`swap_cgroup`] | mm/swap_cgroup.c            | swap slot → owning cgroup id              |
-//! | [`errno`]       | include/uapi/asm-generic/errno-base.h | errno values errors map onto   |
-//! | `named`         | (none)                      | [`named_enum!`]: an enum's names, parsed and printed |
+//! Layered bottom-up: vocabulary first, then the mechanisms, then the
+//! interface files. A module imports only modules above it in this table.
+//!
+//! | module           | kernel file                            | what it does                                   |
+//! |------------------|----------------------------------------|------------------------------------------------|
+//! | [`errno`]        | include/uapi/asm-generic/errno-base.h  | errno values every typed error maps onto       |
+//! | [`mm_types`]     | include/linux/mm_types.h, asm/page.h   | `PAGE_SIZE`, `PAGE_BYTES`, `SWAPFILE_CLUSTER`  |
+//! | [`swapops`]      | include/linux/swapops.h                | swap entries: `(type, offset)` packing         |
+//! | `sync`           | (none)                                 | the std ↔ loom shim every atomic and lock uses |
+//! | `named`          | (none)                                 | [`named_enum!`]: an enum's names, parsed and printed |
+//! | `idr`            | lib/idr.c                              | lazy two-level id tables, lowest-free ids      |
+//! | `lazy_zeroed`    | (vmalloc'd zeroed arrays)              | flat zeroed arrays committed page by page      |
+//! | [`page_counter`] | mm/page_counter.c (+ the old res_counter) | hierarchical counters, limits, protection   |
+//! | [`swap_cgroup`]  | mm/swap_cgroup.c                       | swap slot → owning cgroup id (five designs)    |
+//! | [`swapfile`]     | mm/swapfile.c, drivers/block/brd.c     | swap devices, clusters, slot counts, backends  |
+//! | [`memcontrol`]   | mm/memcontrol.c, kernel/cgroup/cgroup.c | cgroups, memory cgroups, charges, swap accounting, events, hooks |
+//! | [`folio`]        | include/linux/mm_types.h (`struct folio`) | pages of real bytes that carry their charge |
+//! | [`list_lru`]     | mm/list_lru.c                          | per-cgroup per-node LRUs (split, legacy)       |
+//! | [`swap_state`]   | mm/swap_state.c, mm/page_io.c, mm/vmscan.c (split on swap-out) | swap cache, swap-out/in |
+//! | [`cgroupfs`]     | mm/memcontrol.c, kernel/cgroup/cgroup.c (cftypes) | the cgroup v2 interface files |
 //!
 //! Every atomic and lock comes from one shim (`sync`), which `--cfg loom`
 //! swaps for loom's model-checked types; the loom models live in
