@@ -8,7 +8,13 @@
 //! do). Swap charges take real single-page slots of the simulator's swap
 //! devices, so the `swap_cgroup` design records them and `/proc/swaps`
 //! counts them, and they fail as a swap-out does (`ENOSPC` with no device,
-//! `ENOMEM` over `memory.swap.max`).
+//! `ENOMEM` over `memory.swap.max`, with one charge of all the pages so a
+//! refusal moves no watermark).
+//!
+//! Locking: the ledger's mutex is held across a whole charge or uncharge,
+//! so two uncharges of one path cannot both take the same record. Under
+//! it the tree's counters and the swap system's locks are taken, never the
+//! other way round (neither calls back into the simulator).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -77,7 +83,7 @@ impl Sim {
                 Held::Memory { memcg, pages }
             }
             ChargeTarget::Swap => Held::Swap {
-                slots: self.reserve_slots(&memcg, pages)?,
+                slots: self.swap().reserve_slots(&memcg, pages)?,
             },
         };
         lock(&self.inner.ledger)
@@ -93,16 +99,21 @@ impl Sim {
     pub fn uncharge(&self, cgroup: &str, pages: u64, what: ChargeTarget) -> Result<(), SimError> {
         let mut ledger = lock(&self.inner.ledger);
         let key = (cgroup.to_owned(), what);
-        let records = ledger.charges.entry(key).or_default();
-        let held: u64 = records.iter().map(Held::pages).sum();
-        if held < pages {
-            return Err(LedgerError::NotHeld {
-                path: cgroup.to_owned(),
-                held,
-                asked: pages,
+        let records = ledger.charges.get_mut(&key);
+        let held: u64 = records
+            .as_ref()
+            .map_or(0, |r| r.iter().map(Held::pages).sum());
+        let records = match records {
+            Some(records) if held >= pages => records,
+            _ => {
+                return Err(LedgerError::NotHeld {
+                    path: cgroup.to_owned(),
+                    held,
+                    asked: pages,
+                }
+                .into());
             }
-            .into());
-        }
+        };
         let mut left = pages;
         while left > 0 {
             let last = records.last_mut().expect("enough pages are held");
@@ -113,12 +124,12 @@ impl Sim {
                     *pages -= take;
                 }
                 Held::Swap { slots } => {
-                    for entry in slots
-                        .split_off(slots.len() - take as usize)
-                        .into_iter()
-                        .rev()
-                    {
+                    // Newest slot first; a slot leaves the ledger only once
+                    // it is freed.
+                    for _ in 0..take {
+                        let &entry = slots.last().expect("take <= slots held");
                         self.swap().swap_free(entry, 1)?;
+                        slots.pop();
                     }
                 }
             }
@@ -127,28 +138,10 @@ impl Sim {
             }
             left -= take;
         }
-        Ok(())
-    }
-
-    /// `pages` single-page slots charged to `memcg`, or none.
-    fn reserve_slots(
-        &self,
-        memcg: &Arc<MemCgroup>,
-        pages: u64,
-    ) -> Result<Vec<SwapEntry>, SimError> {
-        let mut slots = Vec::new();
-        for _ in 0..pages {
-            match self.swap().reserve_slot(memcg) {
-                Ok(entry) => slots.push(entry),
-                Err(e) => {
-                    for entry in slots {
-                        self.swap().swap_free(entry, 1)?;
-                    }
-                    return Err(e.into());
-                }
-            }
+        if records.is_empty() {
+            ledger.charges.remove(&key);
         }
-        Ok(slots)
+        Ok(())
     }
 
     /// Gives every direct charge back (the simulator is going away).
@@ -204,6 +197,52 @@ mod tests {
         sim.uncharge("/a", 10, ChargeTarget::Memory(ChargeKind::File))
             .unwrap();
         assert_eq!(a.memory().usage(), 0);
+    }
+
+    #[test]
+    fn uncharges_take_the_newest_charge_first() {
+        let sim = sim();
+        sim.swapon_ram(1 << 20, None).unwrap();
+        let old = sim.fs().memcg("/a").unwrap();
+        for what in [ChargeTarget::Memory(ChargeKind::Anon), ChargeTarget::Swap] {
+            sim.charge("/a", 2, what).unwrap();
+        }
+        // The path gets a new memory cgroup; the old one keeps its charges.
+        sim.fs().rmdir("/a").unwrap();
+        sim.fs().mkdir("/a").unwrap();
+        let new = sim.fs().memcg("/a").unwrap();
+        for what in [ChargeTarget::Memory(ChargeKind::Anon), ChargeTarget::Swap] {
+            sim.charge("/a", 1, what).unwrap();
+            sim.uncharge("/a", 2, what).unwrap();
+        }
+        assert_eq!((new.memory().usage(), new.swap().usage()), (0, 0));
+        assert_eq!((old.memory().usage(), old.swap().usage()), (1, 1));
+        for what in [ChargeTarget::Memory(ChargeKind::Anon), ChargeTarget::Swap] {
+            sim.uncharge("/a", 1, what).unwrap();
+        }
+        assert_eq!((old.memory().usage(), old.swap().usage()), (0, 0));
+    }
+
+    #[test]
+    fn a_refused_swap_charge_moves_no_watermark() {
+        let sim = sim();
+        sim.swapon_ram(1 << 20, None).unwrap();
+        sim.fs().write("/a/memory.swap.max", "8K").unwrap();
+        let err = sim.charge("/a", 3, ChargeTarget::Swap).unwrap_err();
+        assert_eq!(err.errno(), Errno::ENOMEM);
+        let a = sim.fs().memcg("/a").unwrap();
+        assert_eq!((a.swap().usage(), a.swap().watermark()), (0, 0));
+        assert_eq!(
+            sim.fs().read("/a/memory.swap.events").unwrap(),
+            "high 0\nmax 1\nfail 1\n"
+        );
+        assert_eq!(
+            sim.uncharge("/a", 1, ChargeTarget::Swap)
+                .unwrap_err()
+                .errno(),
+            Errno::EINVAL,
+            "nothing was recorded"
+        );
     }
 
     #[test]

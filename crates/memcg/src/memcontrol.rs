@@ -622,6 +622,8 @@ impl MemCgroup {
     /// Takes `n` id pins (`mem_cgroup_id_get_many`); the caller already
     /// holds one, so the count cannot be zero.
     pub(crate) fn id_get_many(&self, n: u64) {
+        // Relaxed: like `try_id_get`, taking pins only needs atomicity; the
+        // AcqRel `fetch_sub` in `id_put` orders their release.
         let was = self.id_refs.fetch_add(n as usize, Ordering::Relaxed);
         debug_assert!(was > 0, "pinning a released id");
     }

@@ -5,13 +5,19 @@
 //! `swap_cgroup` map (in any [`Design`]) together:
 //!
 //! - [`SwapSystem::swap_out`] allocates slots for a folio (a naturally
-//!   aligned run for a large folio, or fails so the caller can split it),
-//!   charges swap to the folio's cgroup and pins its id once per page
-//!   (recording it in `swap_cgroup`), puts the folio in the swap cache while
-//!   its pages are written (zero pages are only marked), and counts
-//!   `pswpout` (`swpout_zero` for a wholly zero folio, as v6.12+ does). The caller then drops the folio, which uncharges its memory.
-//!   A write error rolls everything back: the folio stays resident, nothing
-//!   is charged or recorded, the slots are free.
+//!   aligned run for a large folio, or fails with `NoContiguous`), charges
+//!   swap to the folio's cgroup and pins its id once per page (recording it
+//!   in `swap_cgroup`), puts the folio in the swap cache while its pages are
+//!   written (zero pages are only marked), and counts `pswpout`
+//!   (`swpout_zero` for a wholly zero folio, as v6.12+ does). The caller
+//!   then drops the folio, which uncharges its memory. A write error rolls
+//!   everything back: the folio stays resident, nothing is charged or
+//!   recorded, the slots are free.
+//! - [`SwapSystem::swap_out_or_split`] is reclaim's policy on top: a large
+//!   folio that finds no contiguous run is split into pages, each swapped
+//!   on its own (vmscan and the simulator's `pageout` share it).
+//! - [`SwapSystem::reserve_slots`] takes charged single slots with no folio
+//!   behind them (direct swap charges).
 //! - [`SwapSystem::swap_in`] looks the entry up in the swap cache; the first
 //!   fault reads it into a new folio charged per the swap-in rule (the
 //!   recorded cgroup if online, else the faulting one) while later faults
@@ -24,6 +30,14 @@
 //! - [`SwapSystem::swapoff`] stops allocation on a device and asks the
 //!   caller, who knows the mappings, to fault every slot back in; if one
 //!   cannot be (its cgroup is full) the device stays on.
+//!
+//! Invariants: a slot holds one reference per mapping that still points
+//! at it, plus the swap cache bit while a folio for it is in the cache or
+//! being read or written; while either holds, its cgroup is charged one
+//! swap page (below the root), pinned once, and recorded in `swap_cgroup`
+//! (unless that is disabled). Those three go
+//! exactly when the last of them does, before the slot can be handed out
+//! again. A folio is in the swap cache under its first entry only.
 //!
 //! Locking: a swap cache shard lock covers looking up, adding and removing
 //! an entry together with dropping references to it, so "the last
@@ -39,8 +53,8 @@ use crate::memcontrol::{CgroupTree, ChargeError, ChargeKind, Gfp, MemCgroup, Mem
 use crate::mm_types::{PAGE_BYTES, SWAPFILE_CLUSTER};
 use crate::swap_cgroup::{Design, SwapCgroup, SwapCgroupError};
 use crate::swapfile::{
-    FileBackend, MAX_SWAP_PAGES, RamBackend, Stored, SwapBackend, SwapDevice, SwapError, Swapfiles,
-    check_size, is_zero,
+    FileBackend, MAX_SWAP_PAGES, RamBackend, SWAP_MAP_BAD, Stored, SwapBackend, SwapDevice,
+    SwapError, Swapfiles, check_size, is_zero,
 };
 use crate::swapops::SwapEntry;
 use crate::sync::{Arc, Condvar, Mutex, MutexGuard, lock};
@@ -308,16 +322,49 @@ impl SwapSystem {
         Ok(device)
     }
 
-    /// Takes one swap slot charged to `memcg` as a swapped-out page would
-    /// be (swap charge, id pin, `swap_cgroup` record), holding a zero page:
-    /// swap usage without a folio behind it, for tools that drive the
-    /// counters directly. [`SwapSystem::swap_free`] gives it back. Fails as
-    /// a swap-out does: no slot (`ENOSPC`, a swap `fail` event) or over
-    /// `memory.swap.max`.
-    pub fn reserve_slot(&self, memcg: &Arc<MemCgroup>) -> Result<SwapEntry, SwapOutError> {
-        let entry = self.alloc_charged(memcg, 1)?;
-        self.swapfiles.mark_zero(entry, 1)?;
-        Ok(entry)
+    /// Takes `nr_pages` single swap slots charged to `memcg` as swapped-out
+    /// pages would be (swap charge, id pins, `swap_cgroup` records), each
+    /// holding a zero page: swap usage without folios behind it, for tools
+    /// that drive the counters directly. [`SwapSystem::swap_free`] gives a
+    /// slot back. All or nothing, and failing as a swap-out does: too few
+    /// slots (`ENOSPC`, one swap `fail` event) or over `memory.swap.max`
+    /// (one charge of all the pages, so a refusal moves no watermark).
+    pub fn reserve_slots(
+        &self,
+        memcg: &Arc<MemCgroup>,
+        nr_pages: u64,
+    ) -> Result<Vec<SwapEntry>, SwapOutError> {
+        if nr_pages == 0 {
+            return Ok(Vec::new());
+        }
+        let mut entries = Vec::new();
+        while (entries.len() as u64) < nr_pages {
+            let Some(entry) = self.swapfiles.alloc(0) else {
+                self.put_fresh(&entries);
+                self.tree.swapout_failed(memcg);
+                return Err(SwapOutError::Full);
+            };
+            self.swapfiles
+                .mark_zero(entry, 1)
+                .expect("slot just allocated");
+            entries.push(entry);
+        }
+        let runs: Vec<(SwapEntry, u32)> = entries.iter().map(|&e| (e, 1)).collect();
+        if let Err(e) = self
+            .tree
+            .swapout_charge_runs(memcg, &self.swap_cgroup, &runs)
+        {
+            self.put_fresh(&entries);
+            return Err(e.into());
+        }
+        Ok(entries)
+    }
+
+    /// Gives back single slots just allocated and not yet charged.
+    fn put_fresh(&self, entries: &[SwapEntry]) {
+        for &entry in entries {
+            self.swapfiles.put(entry, 1).expect("slot just allocated");
+        }
     }
 
     /// `folio_alloc_swap`: a naturally aligned run of `nr` slots, charged
@@ -509,9 +556,7 @@ impl SwapSystem {
                 Some(slot) => (Arc::clone(slot), false),
                 None => {
                     // Check the entry is live before claiming it.
-                    if self.swapfiles.count(entry)? == 0 {
-                        return Err(SwapError::BadEntry(entry).into());
-                    }
+                    self.live_count(entry)?;
                     self.swapfiles.set_cache(entry, nr, true)?;
                     let slot = CacheSlot::loading();
                     shard.insert(entry, Arc::clone(&slot));
@@ -579,8 +624,13 @@ impl SwapSystem {
     /// the folio out of the swap cache.
     fn drop_reference(&self, entry: SwapEntry, nr: u32) -> Result<(), SwapError> {
         let mut shard = self.cache.shard(entry);
-        if self.swapfiles.count(entry)? > 1 {
+        // A free slot is refused before anything changes (a second free of
+        // one entry must not mark a free slot as cached).
+        if self.live_count(entry)? > 1 {
             self.swapfiles.put(entry, nr)?;
+            // Others' references drop under this shard lock too: ours
+            // was not the last, so the slot is still referenced.
+            debug_assert!(self.live_count(entry).is_ok());
             return Ok(());
         }
         // The last reference. Keep the slots held (by the swap cache bit)
@@ -592,6 +642,9 @@ impl SwapSystem {
             self.swapfiles.set_cache(entry, nr, true)?;
         }
         self.swapfiles.put(entry, nr)?;
+        // No reference left, but the cache bit keeps the slot from the
+        // allocator until the accounting below is undone.
+        debug_assert!(matches!(self.swapfiles.count(entry), Ok(0)));
         self.uncharge_freed(entry, nr);
         if let Some(Ok(folio)) = cached.map(|slot| slot.wait()) {
             folio
@@ -600,6 +653,16 @@ impl SwapSystem {
         }
         self.swapfiles.set_cache(entry, nr, false)?;
         Ok(())
+    }
+
+    /// The reference count of a slot in use at `entry`; a free slot, or
+    /// one never handed out, is a bad entry (the kernel's
+    /// `__swap_duplicate` on a `SWAP_MAP_BAD` or zero count).
+    fn live_count(&self, entry: SwapEntry) -> Result<u8, SwapError> {
+        match self.swapfiles.count(entry)? {
+            0 | SWAP_MAP_BAD => Err(SwapError::BadEntry(entry)),
+            count => Ok(count),
+        }
     }
 
     fn uncharge_freed(&self, entry: SwapEntry, nr: u32) {
@@ -687,6 +750,8 @@ impl SwapSystem {
                 }
             }
         }
+        // Swapped off: no slot in use, so nothing is charged or recorded.
+        debug_assert_eq!(device.inuse_pages(), 0);
         self.tree
             .uncharge_kernel(swap_tables_pages(device.nr_pages()));
         self.swap_cgroup.swapoff(ty)?;
@@ -949,6 +1014,27 @@ mod tests {
             (0, 1, 0)
         );
         assert_eq!(cg.vm_event(VmEvent::Pgmajfault), 1);
+    }
+
+    #[test]
+    fn a_freed_entry_is_refused_without_a_trace() {
+        let (tree, sys, cg) = system();
+        sys.swapon_ram("ram0", 4 << 20, None).unwrap();
+        let entry = sys.swap_out(&filled(&tree, &cg, 1, 7)).unwrap();
+        sys.swap_free(entry, 1).unwrap();
+        for _ in 0..2 {
+            assert!(matches!(
+                sys.swap_free(entry, 1),
+                Err(SwapError::BadEntry(_))
+            ));
+            assert!(matches!(
+                sys.do_swap_page(entry, 1, &cg),
+                Err(SwapInError::Swap(SwapError::BadEntry(_)))
+            ));
+        }
+        sys.swapfiles().validate();
+        assert_eq!(sys.swapfiles().count(entry).unwrap(), 0);
+        assert_eq!((cg.swap().usage(), sys.cache_len()), (0, 0));
     }
 
     #[test]

@@ -35,9 +35,14 @@
 //!
 //! # Locking
 //!
-//! Device list lock, then a cluster lock; never the other way round. Reads
-//! and writes of page contents take no device lock: a slot's contents are
-//! only touched by whoever holds a reference to it.
+//! Device list lock, then a cluster lock; never the other way round. Every
+//! change to a slot's count or cache bit, to the cluster lists and to
+//! `inuse_pages` happens under the list lock, which is what lets
+//! [`SwapDevice::validate`] run while others work. Reads and writes of
+//! page contents take no device lock: a slot's contents are only touched
+//! by whoever holds a reference to it. The swap table's `swapon_mutex`
+//! serialises swapon, swapoff and priority renumbering; allocation takes
+//! no table lock (the round-robin rotor is a relaxed atomic hint).
 
 use std::fmt;
 use std::io;
@@ -658,7 +663,8 @@ impl SwapDevice {
         Ok(Stored::Device)
     }
 
-    /// Checks every invariant of the device and panics naming the first
+    /// For tests and debugging: checks every invariant of the device and
+    /// panics naming the first
     /// one broken: each cluster is consistent and on the list its use says
     /// (the free list holding each free cluster once, a nonfull list each
     /// of its order once), and `inuse_pages` counts every slot in use but

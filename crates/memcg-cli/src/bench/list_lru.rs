@@ -278,10 +278,13 @@ impl Run {
             while sync.churning.load(Ordering::Acquire) < self.threads as u64 {
                 std::thread::yield_now();
             }
+            // Relaxed: flags that only start and stop counting; no data is
+            // published through them (the joins below order the results).
             sync.timing.store(true, Ordering::Relaxed);
             let start = Instant::now();
             let removed = cgs.iter().try_for_each(|cg| self.tree.rmdir_cgroup(cg));
             let secs = start.elapsed().as_secs_f64();
+            // Relaxed: a stop flag; pairs with nothing, the join orders.
             sync.removing.store(false, Ordering::Relaxed);
             let mut churn_ops = 0;
             for c in churners {
@@ -301,6 +304,7 @@ impl Run {
         let mine = share(t, self.threads, self.cgroups);
         let mut i = mine.start;
         let (mut ops, mut announced, mut idle) = (0, false, 0);
+        // Relaxed: the stop flag (see `phase_rmdir_under_churn`), read each round.
         while sync.removing.load(Ordering::Relaxed) && !mine.is_empty() {
             i = if i + 1 >= mine.end { mine.start } else { i + 1 };
             let Some((item, nid)) = surviving_object(i, self.objects, self.nodes) else {
@@ -320,6 +324,7 @@ impl Run {
                 announced = true;
                 sync.churning.fetch_add(1, Ordering::Release);
             }
+            // Relaxed: the timing flag only decides what is counted.
             if sync.timing.load(Ordering::Relaxed) {
                 ops += 4;
             }

@@ -6,9 +6,12 @@
 //! `/sys/fs/cgroup` is accepted. Errors are reported as bash and coreutils
 //! report them and set the exit status; `set -e` stops at the first one.
 //!
-//! Commands live in one table ([`COMMANDS`]); each gets its arguments and
-//! an optional output redirection, so later verbs (tasks, swapon,
-//! workloads) slot in as new rows.
+//! Commands live in one table ([`COMMANDS`]) whose rows point at the verbs
+//! in `verbs.rs`; each gets its arguments and an optional output
+//! redirection, so a new verb is a new row. [`Shell`] holds interpreter
+//! state only (cwd, `set -e`, `$?`, where output goes); everything a verb
+//! changes lives in the simulator ([`Sim`]), including direct charges and
+//! the swap slots they take.
 
 mod parse;
 mod verbs;
@@ -93,7 +96,7 @@ const COMMANDS: &[Command] = &[
     },
     Command {
         name: "charge",
-        usage: "charge CGROUP SIZE [anon|file|swap]",
+        usage: "charge CGROUP SIZE [anon|file|swap]  (swap: after swapon)",
         run: |sh, args| cmd_charge(sh, args, true),
     },
     Command {

@@ -36,10 +36,24 @@ impl CgroupTree {
         entry: SwapEntry,
         nr: u32,
     ) -> Result<Arc<MemCgroup>, ChargeError> {
+        self.swapout_charge_runs(cg, swap_cgroup, &[(entry, nr)])
+    }
+
+    /// [`CgroupTree::swapout_charge`] for several runs of slots charged as
+    /// one: a single try of the swap counters for all their pages (so a
+    /// refusal moves no watermark and raises each event once), then one
+    /// record per run. All or nothing.
+    pub fn swapout_charge_runs(
+        &self,
+        cg: &Arc<MemCgroup>,
+        swap_cgroup: &SwapCgroup,
+        runs: &[(SwapEntry, u32)],
+    ) -> Result<Arc<MemCgroup>, ChargeError> {
+        let nr_pages: u64 = runs.iter().map(|&(_, nr)| u64::from(nr)).sum();
+        assert!(nr_pages > 0, "a swap-out charges at least one page");
         let owner = cg.id_get_online();
-        let nr64 = u64::from(nr);
         if !owner.is_root()
-            && let Err(counter) = owner.swap().try_charge(nr64)
+            && let Err(counter) = owner.swap().try_charge(nr_pages)
         {
             // Both events on the charging memory cgroup (and up), whichever
             // level refused.
@@ -51,17 +65,22 @@ impl CgroupTree {
                 path: refused.path(),
             });
         }
-        if let Err(e) = swap_cgroup.record(entry, owner.id(), nr) {
-            if !owner.is_root() {
-                owner.swap().uncharge(nr64);
+        for (done, &(entry, nr)) in runs.iter().enumerate() {
+            if let Err(e) = swap_cgroup.record(entry, owner.id(), nr) {
+                for &(entry, nr) in &runs[..done] {
+                    swap_cgroup.clear(entry, nr).expect("recorded just above");
+                }
+                if !owner.is_root() {
+                    owner.swap().uncharge(nr_pages);
+                }
+                owner.id_put_many(1);
+                return Err(e.into());
             }
-            owner.id_put_many(1);
-            return Err(e.into());
         }
-        if nr > 1 {
-            owner.id_get_many(nr64 - 1);
+        if nr_pages > 1 {
+            owner.id_get_many(nr_pages - 1);
         }
-        owner.mod_stat(MemcgStat::Swap, nr64 as i64);
+        owner.mod_stat(MemcgStat::Swap, nr_pages as i64);
         Ok(owner)
     }
 
