@@ -96,7 +96,7 @@ fn churn_across_cgroups_and_two_devices_keeps_every_byte() {
         .map(|p| sim.fs().memcg(p).unwrap())
         .collect();
     assert_balanced(&sim, &cgs, seed);
-    sim.swap().swapfiles().validate();
+    sim.swap().swapfiles().validate_idle();
     let a = &cgs[0];
     assert!(a.vm_event(VmEvent::Pswpout) > 0 && a.vm_event(VmEvent::Pswpin) > 0);
 }

@@ -53,8 +53,8 @@ use crate::memcontrol::{CgroupTree, ChargeError, ChargeKind, Gfp, MemCgroup, Mem
 use crate::mm_types::{PAGE_BYTES, SWAPFILE_CLUSTER};
 use crate::swap_cgroup::{Design, SwapCgroup, SwapCgroupError};
 use crate::swapfile::{
-    FileBackend, MAX_SWAP_PAGES, RamBackend, SWAP_MAP_BAD, Stored, SwapBackend, SwapDevice,
-    SwapError, Swapfiles, check_size, is_zero,
+    FileBackend, MAX_SWAP_PAGES, RamBackend, SwapBackend, SwapDevice, SwapError, Swapfiles,
+    check_size, is_zero,
 };
 use crate::swapops::SwapEntry;
 use crate::sync::{Arc, Condvar, Mutex, MutexGuard, lock};
@@ -131,38 +131,57 @@ impl SwapInError {
 /// A folio in the swap cache: being read (waiters block on `ready`), or
 /// read and shared.
 struct CacheSlot {
-    state: Mutex<Option<Result<Arc<Folio>, Errno>>>,
+    state: Mutex<SlotState>,
     ready: Condvar,
 }
 
+/// What a [`CacheSlot`] holds, under its lock.
+struct SlotState {
+    /// The read's outcome, once there is one.
+    result: Option<Result<Arc<Folio>, Errno>>,
+    /// Faults blocked in [`CacheSlot::wait`]: `resolve` wakes them only
+    /// when there are some (the kernel's `PG_waiters`), since a wake-up is
+    /// a system call even with nobody to wake.
+    waiters: u32,
+}
+
 impl CacheSlot {
-    fn loading() -> Arc<Self> {
+    fn new(result: Option<Result<Arc<Folio>, Errno>>) -> Arc<Self> {
         Arc::new(Self {
-            state: Mutex::new(None),
+            state: Mutex::new(SlotState { result, waiters: 0 }),
             ready: Condvar::new(),
         })
     }
 
+    fn loading() -> Arc<Self> {
+        Self::new(None)
+    }
+
     fn resolved(folio: &Arc<Folio>) -> Arc<Self> {
-        Arc::new(Self {
-            state: Mutex::new(Some(Ok(Arc::clone(folio)))),
-            ready: Condvar::new(),
-        })
+        Self::new(Some(Ok(Arc::clone(folio))))
     }
 
     fn wait(&self) -> Result<Arc<Folio>, Errno> {
         let mut state = lock(&self.state);
         loop {
-            if let Some(result) = state.as_ref() {
+            if let Some(result) = state.result.as_ref() {
                 return result.clone();
             }
+            // Counted under the lock `resolve` takes, so it cannot miss us.
+            state.waiters += 1;
             state = self.ready.wait(state).unwrap_or_else(|p| p.into_inner());
+            state.waiters -= 1;
         }
     }
 
     fn resolve(&self, result: Result<Arc<Folio>, Errno>) {
-        *lock(&self.state) = Some(result);
-        self.ready.notify_all();
+        let mut state = lock(&self.state);
+        state.result = Some(result);
+        let waiters = state.waiters;
+        drop(state);
+        if waiters > 0 {
+            self.ready.notify_all();
+        }
     }
 }
 
@@ -367,12 +386,19 @@ impl SwapSystem {
         }
     }
 
-    /// `folio_alloc_swap`: a naturally aligned run of `nr` slots, charged
-    /// to `memcg` and recorded in `swap_cgroup`. No slot raises swap `fail`
-    /// on `memcg` (for a large folio too: vmscan then splits it); a refused
-    /// charge leaves nothing allocated.
-    fn alloc_charged(&self, memcg: &Arc<MemCgroup>, nr: u32) -> Result<SwapEntry, SwapOutError> {
-        let Some(entry) = self.swapfiles.alloc(nr.trailing_zeros() as usize) else {
+    /// `folio_alloc_swap`: a naturally aligned run of `nr` slots, held by
+    /// the swap cache (for the folio about to be written), charged to
+    /// `memcg` and recorded in `swap_cgroup`; returns the entry and its
+    /// device. No slot raises swap `fail` on `memcg` (for a large folio
+    /// too: vmscan then splits it); a refused charge leaves nothing
+    /// allocated.
+    fn alloc_charged(
+        &self,
+        memcg: &Arc<MemCgroup>,
+        nr: u32,
+    ) -> Result<(SwapEntry, Arc<SwapDevice>), SwapOutError> {
+        let Some((entry, device)) = self.swapfiles.alloc_cached(nr.trailing_zeros() as usize)
+        else {
             self.tree.swapout_failed(memcg);
             if nr > 1 {
                 return Err(SwapOutError::NoContiguous(nr));
@@ -380,12 +406,12 @@ impl SwapSystem {
             return Err(SwapOutError::Full);
         };
         // Nobody else knows the entry yet: its slots hold our reference.
-        debug_assert!(matches!(self.swapfiles.count(entry), Ok(1)));
+        debug_assert!(matches!(device.count(entry), Ok(1)));
         if let Err(e) = self
             .tree
             .swapout_charge(memcg, &self.swap_cgroup, entry, nr)
         {
-            self.swapfiles.put(entry, nr).expect("slots just allocated");
+            device.put_last(entry, nr).expect("slots just allocated");
             return Err(e.into());
         }
         debug_assert!(
@@ -393,26 +419,25 @@ impl SwapSystem {
                 || matches!(self.swap_cgroup.lookup(entry), Ok(id) if id != 0),
             "a charged entry has an owner record"
         );
-        Ok(entry)
+        Ok((entry, device))
     }
 
     /// Swaps `folio` out (see the module docs); returns its first entry.
     pub fn swap_out(&self, folio: &Arc<Folio>) -> Result<SwapEntry, SwapOutError> {
         let nr = folio.nr();
-        let entry = self.alloc_charged(folio.memcg(), nr)?;
-        self.swapfiles.set_cache(entry, nr, true)?;
+        let (entry, device) = self.alloc_charged(folio.memcg(), nr)?;
         self.cache
             .shard(entry)
             .insert(entry, CacheSlot::resolved(folio));
         folio.memcg().mod_stat(MemcgStat::Swapcached, i64::from(nr));
 
-        let written = self.write_folio(folio, entry);
+        let written = write_folio(&device, folio, entry);
 
         self.cache.shard(entry).remove(&entry);
         folio
             .memcg()
             .mod_stat(MemcgStat::Swapcached, -i64::from(nr));
-        self.swapfiles.set_cache(entry, nr, false)?;
+        device.uncache(entry, nr)?;
         let all_zero = match written {
             Ok(all_zero) => all_zero,
             Err(e) => {
@@ -421,9 +446,7 @@ impl SwapSystem {
                 self.tree
                     .swap_uncharge(&self.swap_cgroup, entry, nr)
                     .expect("the record was made above");
-                self.swapfiles
-                    .put(entry, nr)
-                    .expect("slots allocated above");
+                device.put(entry, nr).expect("slots allocated above");
                 return Err(e.into());
             }
         };
@@ -437,7 +460,7 @@ impl SwapSystem {
         folio.memcg().count_vm_event(event, u64::from(nr));
         // Written and out of the swap cache; its mapping's reference stays.
         debug_assert!(!self.cache.shard(entry).contains_key(&entry));
-        debug_assert!(matches!(self.swapfiles.count(entry), Ok(1)));
+        debug_assert!(matches!(device.count(entry), Ok(1)));
         Ok(entry)
     }
 
@@ -479,23 +502,6 @@ impl SwapSystem {
             first_page += nr;
         }
         out
-    }
-
-    /// Writes the folio's pages, or only marks them in the zero bitmap when
-    /// the folio is zero as a whole (`swap_writepage`); returns which.
-    fn write_folio(&self, folio: &Folio, entry: SwapEntry) -> Result<bool, SwapError> {
-        let bytes = folio.bytes();
-        if is_zero(&bytes) {
-            self.swapfiles.mark_zero(entry, folio.nr())?;
-            return Ok(true);
-        }
-        for (i, page) in bytes.chunks_exact(PAGE_BYTES).enumerate() {
-            let e = entry
-                .add(i as u64)
-                .map_err(|_| SwapError::BadEntry(entry))?;
-            self.swapfiles.write_page(e, page)?;
-        }
-        Ok(false)
     }
 
     /// A page fault on the swapped `nr`-page folio at `entry` by a task in
@@ -550,45 +556,56 @@ impl SwapSystem {
         faulting: &Arc<MemCgroup>,
         gfp: Gfp,
     ) -> Result<(Arc<Folio>, bool), SwapInError> {
-        let (slot, first) = {
+        // `get_swap_device`: once per fault.
+        let device = self.swapfiles.device(entry)?;
+        let (slot, claimed) = {
             let mut shard = self.cache.shard(entry);
             match shard.get(&entry) {
-                Some(slot) => (Arc::clone(slot), false),
+                Some(slot) => (Arc::clone(slot), None),
                 None => {
-                    // Check the entry is live before claiming it.
-                    self.live_count(entry)?;
-                    self.swapfiles.set_cache(entry, nr, true)?;
+                    // Claim the slots for the read (checking that mappings
+                    // still reference them) before others can find it.
+                    let all_zero = device.claim_for_read(entry, nr)?;
                     let slot = CacheSlot::loading();
                     shard.insert(entry, Arc::clone(&slot));
-                    (slot, true)
+                    (slot, Some(all_zero))
                 }
             }
         };
-        if first {
-            let result = self.read_folio(entry, nr, faulting, gfp);
-            let shared = result.as_ref().map(Arc::clone).map_err(SwapInError::errno);
-            slot.resolve(shared);
-            if let Err(e) = result {
+        let Some(all_zero) = claimed else {
+            let folio = slot.wait().map_err(SwapInError::Shared)?;
+            self.drop_reference(&device, entry, nr)?;
+            return Ok((folio, false));
+        };
+        let result = self.read_folio(&device, entry, nr, faulting, gfp, all_zero);
+        slot.resolve(result.as_ref().map(Arc::clone).map_err(SwapInError::errno));
+        match result {
+            Ok(folio) => {
+                // The reader keeps its own folio: no second look-up.
+                self.drop_reference(&device, entry, nr)?;
+                Ok((folio, true))
+            }
+            Err(e) => {
                 // Leave the slot and its data for a retry.
                 let mut shard = self.cache.shard(entry);
                 shard.remove(&entry);
-                self.swapfiles.set_cache(entry, nr, false)?;
-                return Err(e);
+                device.uncache(entry, nr)?;
+                Err(e)
             }
         }
-        let folio = slot.wait().map_err(SwapInError::Shared)?;
-        self.drop_reference(entry, nr)?;
-        Ok((folio, first))
     }
 
     /// Reads the folio at `entry` into a new folio charged per the swap-in
-    /// rule; counts `pswpin` (or `swpin_zero`) where it is charged.
+    /// rule; counts `pswpin` (or `swpin_zero`) where it is charged. A folio
+    /// whose slots all hold zero pages is not read: a new folio is zeroed.
     fn read_folio(
         &self,
+        device: &SwapDevice,
         entry: SwapEntry,
         nr: u32,
         faulting: &Arc<MemCgroup>,
         gfp: Gfp,
+        all_zero: bool,
     ) -> Result<Arc<Folio>, SwapInError> {
         let charged = self.tree.swapin_charge_gfp(
             &self.swap_cgroup,
@@ -599,14 +616,13 @@ impl SwapSystem {
             gfp,
         )?;
         let folio = Folio::adopt(&self.tree, &charged, nr);
-        let mut all_zero = true;
-        {
+        if !all_zero {
             let mut bytes = folio.bytes();
             for (i, page) in bytes.chunks_exact_mut(PAGE_BYTES).enumerate() {
                 let e = entry
                     .add(i as u64)
                     .map_err(|_| SwapError::BadEntry(entry))?;
-                all_zero &= self.swapfiles.read_page(e, page)? == Stored::ZeroBit;
+                device.read(e, page)?;
             }
         }
         let event = if all_zero {
@@ -622,47 +638,32 @@ impl SwapSystem {
     /// Drops one mapping's reference to the folio at `entry`; the last one
     /// frees the slots (uncharging swap and unpinning the owner) and takes
     /// the folio out of the swap cache.
-    fn drop_reference(&self, entry: SwapEntry, nr: u32) -> Result<(), SwapError> {
+    fn drop_reference(
+        &self,
+        device: &SwapDevice,
+        entry: SwapEntry,
+        nr: u32,
+    ) -> Result<(), SwapError> {
         let mut shard = self.cache.shard(entry);
-        // A free slot is refused before anything changes (a second free of
-        // one entry must not mark a free slot as cached).
-        if self.live_count(entry)? > 1 {
-            self.swapfiles.put(entry, nr)?;
-            // Others' references drop under this shard lock too: ours
-            // was not the last, so the slot is still referenced.
-            debug_assert!(self.live_count(entry).is_ok());
+        // Not the last reference: one cluster operation. A free slot is
+        // refused before anything changes.
+        if device.put_unless_last(entry, nr)? {
             return Ok(());
         }
-        // The last reference. Keep the slots held (by the swap cache bit)
-        // until their accounting is undone: once free, the allocator may
-        // hand them to another folio whose owner record a late clear would
-        // wipe (the kernel too uncharges before `swap_range_free`).
+        // The last reference. Undo the accounting while it still holds the
+        // slots: once free, the allocator may hand them to another folio
+        // whose owner record a late clear would wipe (the kernel too
+        // uncharges before `swap_range_free`). Faults on the entry wait on
+        // the shard lock we hold; nobody else can take a reference.
+        debug_assert!(matches!(device.count(entry), Ok(1)));
         let cached = shard.remove(&entry);
-        if cached.is_none() {
-            self.swapfiles.set_cache(entry, nr, true)?;
-        }
-        self.swapfiles.put(entry, nr)?;
-        // No reference left, but the cache bit keeps the slot from the
-        // allocator until the accounting below is undone.
-        debug_assert!(matches!(self.swapfiles.count(entry), Ok(0)));
         self.uncharge_freed(entry, nr);
         if let Some(Ok(folio)) = cached.map(|slot| slot.wait()) {
             folio
                 .memcg()
                 .mod_stat(MemcgStat::Swapcached, -i64::from(nr));
         }
-        self.swapfiles.set_cache(entry, nr, false)?;
-        Ok(())
-    }
-
-    /// The reference count of a slot in use at `entry`; a free slot, or
-    /// one never handed out, is a bad entry (the kernel's
-    /// `__swap_duplicate` on a `SWAP_MAP_BAD` or zero count).
-    fn live_count(&self, entry: SwapEntry) -> Result<u8, SwapError> {
-        match self.swapfiles.count(entry)? {
-            0 | SWAP_MAP_BAD => Err(SwapError::BadEntry(entry)),
-            count => Ok(count),
-        }
+        device.put_last(entry, nr)
     }
 
     fn uncharge_freed(&self, entry: SwapEntry, nr: u32) {
@@ -676,7 +677,8 @@ impl SwapSystem {
     /// Drops a mapping's reference to the folio at `entry` without faulting
     /// it in (the mapping is freed).
     pub fn swap_free(&self, entry: SwapEntry, nr: u32) -> Result<(), SwapError> {
-        self.drop_reference(entry, nr)
+        let device = self.swapfiles.device(entry)?;
+        self.drop_reference(&device, entry, nr)
     }
 
     /// Adds a reference for a second mapping of the same swapped folio.
@@ -757,6 +759,24 @@ impl SwapSystem {
         self.swap_cgroup.swapoff(ty)?;
         Ok(())
     }
+}
+
+/// Writes the folio's pages to `device`, or only marks them in the zero
+/// bitmap when the folio is zero as a whole (`swap_writepage`); returns
+/// which.
+fn write_folio(device: &SwapDevice, folio: &Folio, entry: SwapEntry) -> Result<bool, SwapError> {
+    let bytes = folio.bytes();
+    if is_zero(&bytes) {
+        device.mark_zero(entry, folio.nr())?;
+        return Ok(true);
+    }
+    for (i, page) in bytes.chunks_exact(PAGE_BYTES).enumerate() {
+        let e = entry
+            .add(i as u64)
+            .map_err(|_| SwapError::BadEntry(entry))?;
+        device.write(e, page)?;
+    }
+    Ok(false)
 }
 
 /// Machine memory taken for a swap area's tables, given back on drop
@@ -1032,7 +1052,7 @@ mod tests {
                 Err(SwapInError::Swap(SwapError::BadEntry(_)))
             ));
         }
-        sys.swapfiles().validate();
+        sys.swapfiles().validate_idle();
         assert_eq!(sys.swapfiles().count(entry).unwrap(), 0);
         assert_eq!((cg.swap().usage(), sys.cache_len()), (0, 0));
     }

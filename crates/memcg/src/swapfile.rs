@@ -46,6 +46,7 @@
 
 use std::fmt;
 use std::io;
+use std::ops::Range;
 use std::path::PathBuf;
 
 mod backend;
@@ -193,6 +194,10 @@ struct Cluster {
     used: u16,
     /// The folio order this cluster serves while nonfull.
     order: u8,
+    /// The list it is on (a copy of `Lists::on`, written under both locks),
+    /// so an operation holding only this lock knows whether it would move
+    /// the cluster to another list.
+    listed: OnList,
 }
 
 impl Default for Cluster {
@@ -203,6 +208,7 @@ impl Default for Cluster {
             cache: [0; SWAPFILE_CLUSTER.div_ceil(64)],
             used: 0,
             order: 0,
+            listed: OnList::Free,
         }
     }
 }
@@ -243,6 +249,16 @@ impl Cluster {
     fn release(&mut self, i: usize) {
         set_bit(&mut self.zero, i, false);
         self.used -= 1;
+    }
+
+    /// Whether freeing `freed` slots moves the cluster to another list
+    /// (emptied, or no longer full); only then is the list lock needed.
+    fn free_moves_list(&self, freed: u32) -> bool {
+        if freed == 0 {
+            return false;
+        }
+        let left = u32::from(self.used) - freed;
+        left == 0 || self.listed != OnList::Nonfull(self.order)
     }
 
     /// The list a cluster belongs on after slots were freed.
@@ -401,6 +417,7 @@ impl SwapDevice {
                 let mut c = device.cluster(ci);
                 c.counts[slot as usize % SWAPFILE_CLUSTER] = SWAP_MAP_BAD;
                 c.used += 1;
+                c.listed = OnList::Nonfull(0);
                 drop(c);
                 l.move_to(ci as u32, OnList::Nonfull(0));
             }
@@ -481,16 +498,55 @@ impl SwapDevice {
         Ok((cluster, start))
     }
 
-    /// Accounts `freed` slots just released from `entry`'s cluster, which
-    /// now belongs on `to`. Runs under the list lock.
-    fn account_freed(&self, lists: &mut Lists, entry: SwapEntry, freed: u32, to: OnList) {
-        if freed == 0 {
-            return;
+    /// Changes the `nr` slots from `entry` in their cluster: `check` says,
+    /// before anything changes, whether the change is allowed and how many
+    /// slots it frees; `apply` makes it (freeing exactly those). The
+    /// cluster lock alone suffices when the cluster stays on its list,
+    /// which is nearly always; otherwise the list lock is taken first (the
+    /// lock order) and `check` runs again on what is there by then.
+    fn update<R>(
+        &self,
+        entry: SwapEntry,
+        nr: u32,
+        check: impl Fn(&Cluster, Range<usize>) -> Result<u32, SwapError>,
+        apply: impl FnOnce(&mut Cluster, Range<usize>) -> R,
+    ) -> Result<R, SwapError> {
+        let (cell, start) = self.cluster_range(entry, nr)?;
+        let slots = start..start + nr as usize;
+        {
+            let mut c = lock(cell);
+            debug_assert!(c.is_consistent());
+            let freed = check(&c, slots.clone())?;
+            if !c.free_moves_list(freed) {
+                let out = apply(&mut c, slots);
+                debug_assert!(c.is_consistent() && c.fits_list(c.listed));
+                drop(c);
+                self.uncount_inuse(freed);
+                return Ok(out);
+            }
         }
-        let ci = (entry.swp_offset() as usize / SWAPFILE_CLUSTER) as u32;
-        lists.move_to(ci, to);
-        self.inuse_pages
-            .fetch_sub(u64::from(freed), Ordering::Relaxed);
+        let mut lists = lock(&self.lists);
+        let mut c = lock(cell);
+        let freed = check(&c, slots.clone())?;
+        let out = apply(&mut c, slots);
+        if freed > 0 {
+            let to = c.list_after_free();
+            c.listed = to;
+            lists.move_to((entry.swp_offset() as usize / SWAPFILE_CLUSTER) as u32, to);
+        }
+        debug_assert!(c.is_consistent() && c.fits_list(c.listed));
+        drop(c);
+        self.uncount_inuse(freed);
+        Ok(out)
+    }
+
+    fn uncount_inuse(&self, freed: u32) {
+        if freed > 0 {
+            // Relaxed: a count read by /proc/swaps and swapoff; the slots'
+            // own state is under the cluster lock.
+            self.inuse_pages
+                .fetch_sub(u64::from(freed), Ordering::Relaxed);
+        }
     }
 
     fn cluster_of(&self, entry: SwapEntry) -> Result<(&Mutex<Cluster>, usize), SwapError> {
@@ -505,37 +561,66 @@ impl SwapDevice {
     }
 
     /// Allocates a naturally aligned run of `1 << order` slots, each with a
-    /// count of 1; `None` when no run is free.
-    fn alloc(&self, order: usize) -> Option<SwapEntry> {
+    /// count of 1 and, if `cached`, the swap cache bit (a swap-out's folio
+    /// goes into the swap cache at once); `None` when no run is free.
+    fn alloc(&self, order: usize, cached: bool) -> Option<SwapEntry> {
         if !self.writable.load(Ordering::Acquire) || order >= NR_ORDERS {
             return None;
         }
         let mut lists = lock(&self.lists);
-        let candidates: Vec<u32> = lists.nonfull[order]
-            .iter()
-            .copied()
-            .chain(lists.free_front())
-            .chain(if order == 0 {
-                (1..NR_ORDERS)
-                    .flat_map(|o| lists.nonfull[o].clone())
-                    .collect()
-            } else {
-                Vec::new()
-            })
-            .collect();
-        for ci in candidates {
+        // Nonfull clusters of this order, then the free list's head, then
+        // (single pages only) nonfull clusters of any order. Indexed, not
+        // collected: `try_cluster` may move the one it fills.
+        let mut tried = 0;
+        while let Some(&ci) = lists.nonfull[order].get(tried) {
+            if let Some(entry) = self.try_cluster(&mut lists, ci, order, cached) {
+                return Some(entry);
+            }
+            tried += 1;
+        }
+        if let Some(ci) = lists.free_front()
+            && let Some(entry) = self.try_cluster(&mut lists, ci, order, cached)
+        {
+            return Some(entry);
+        }
+        if order > 0 {
+            return None;
+        }
+        for other in 1..NR_ORDERS {
+            let mut tried = 0;
+            while let Some(&ci) = lists.nonfull[other].get(tried) {
+                if let Some(entry) = self.try_cluster(&mut lists, ci, order, cached) {
+                    return Some(entry);
+                }
+                tried += 1;
+            }
+        }
+        None
+    }
+
+    /// Takes a run of `1 << order` slots in cluster `ci`, if it has one.
+    fn try_cluster(
+        &self,
+        lists: &mut Lists,
+        ci: u32,
+        order: usize,
+        cached: bool,
+    ) -> Option<SwapEntry> {
+        {
             let mut c = self.cluster(ci as usize);
             debug_assert!(c.is_consistent() && c.fits_list(lists.on[ci as usize]));
+            debug_assert_eq!(c.listed, lists.on[ci as usize]);
             let was_free = lists.on[ci as usize] == OnList::Free;
             if was_free {
                 c.order = order as u8;
             }
-            let Some(start) = c.find_run(order) else {
-                continue;
-            };
+            let start = c.find_run(order)?;
             let n = 1usize << order;
             for i in start..start + n {
+                // Freed slots lost their zero bit (`release`).
+                debug_assert!(!bit(&c.zero, i));
                 c.counts[i] = 1;
+                set_bit(&mut c.cache, i, cached);
             }
             c.used += n as u16;
             let to = if usize::from(c.used) == SWAPFILE_CLUSTER {
@@ -545,53 +630,107 @@ impl SwapDevice {
             } else {
                 lists.on[ci as usize]
             };
+            c.listed = to;
             debug_assert!(c.is_consistent() && c.fits_list(to));
             drop(c);
             lists.move_to(ci, to);
+            // Relaxed: a count (see `uncount_inuse`).
             self.inuse_pages.fetch_add(n as u64, Ordering::Relaxed);
             let offset = ci as u64 * SWAPFILE_CLUSTER as u64 + start as u64;
-            return SwapEntry::new(self.ty, offset).ok();
+            SwapEntry::new(self.ty, offset).ok()
         }
-        None
     }
 
     /// Adds a reference to `nr` slots from `entry`, all or none.
-    fn dup(&self, entry: SwapEntry, nr: u32) -> Result<(), SwapError> {
+    pub(crate) fn dup(&self, entry: SwapEntry, nr: u32) -> Result<(), SwapError> {
         self.change_refs(entry, nr, RefChange::Dup).map(drop)
     }
 
     /// Drops a reference to `nr` slots from `entry`, all or none, freeing
     /// slots that reach zero outside the swap cache. Returns how many
     /// slots became free.
-    fn put(&self, entry: SwapEntry, nr: u32) -> Result<u32, SwapError> {
+    pub(crate) fn put(&self, entry: SwapEntry, nr: u32) -> Result<u32, SwapError> {
         self.change_refs(entry, nr, RefChange::Put)
     }
 
     fn change_refs(&self, entry: SwapEntry, nr: u32, change: RefChange) -> Result<u32, SwapError> {
-        let mut lists = lock(&self.lists);
-        let (cluster, start) = self.cluster_range(entry, nr)?;
-        let mut c = lock(cluster);
-        debug_assert!(c.is_consistent());
-        // Check every slot first: all or nothing.
-        if let Some(&count) = c.counts[start..start + nr as usize]
-            .iter()
-            .find(|&&count| !change.allowed(count))
-        {
-            return Err(change.refusal(entry, count));
-        }
-        let mut freed = 0;
-        for i in start..start + nr as usize {
-            c.counts[i] = change.apply(c.counts[i]);
-            if change == RefChange::Put && c.slot_free(i) {
-                c.release(i);
-                freed += 1;
-            }
-        }
-        let to = c.list_after_free();
-        debug_assert!(c.is_consistent());
-        drop(c);
-        self.account_freed(&mut lists, entry, freed, to);
-        Ok(freed)
+        self.update(
+            entry,
+            nr,
+            |c, slots| {
+                // Check every slot first: all or nothing.
+                if let Some(&count) = c.counts[slots.clone()]
+                    .iter()
+                    .find(|&&count| !change.allowed(count))
+                {
+                    return Err(change.refusal(entry, count));
+                }
+                Ok(match change {
+                    RefChange::Dup => 0,
+                    RefChange::Put => slots
+                        .filter(|&i| c.counts[i] == 1 && !bit(&c.cache, i))
+                        .count() as u32,
+                })
+            },
+            |c, slots| {
+                let mut freed = 0;
+                for i in slots {
+                    c.counts[i] = change.apply(c.counts[i]);
+                    if change == RefChange::Put && c.slot_free(i) {
+                        c.release(i);
+                        freed += 1;
+                    }
+                }
+                freed
+            },
+        )
+    }
+
+    /// Drops one reference to each of the `nr` slots from `entry` unless it
+    /// is their last (`true`: dropped); the last is for
+    /// [`SwapDevice::put_last`], once the caller has undone the slots'
+    /// accounting while the reference still holds them.
+    pub(crate) fn put_unless_last(&self, entry: SwapEntry, nr: u32) -> Result<bool, SwapError> {
+        self.update(
+            entry,
+            nr,
+            |c, slots| {
+                live_slots(c, slots, entry)?;
+                Ok(0)
+            },
+            |c, slots| {
+                if c.counts[slots.start] == 1 {
+                    return false;
+                }
+                for i in slots {
+                    c.counts[i] -= 1;
+                }
+                true
+            },
+        )
+    }
+
+    /// Drops the last reference to the `nr` slots from `entry` and the swap
+    /// cache's hold on them, freeing them (one cluster operation for the
+    /// kernel's put, swap-cache delete and `swap_range_free`).
+    pub(crate) fn put_last(&self, entry: SwapEntry, nr: u32) -> Result<(), SwapError> {
+        self.update(
+            entry,
+            nr,
+            |c, slots| {
+                if slots.clone().any(|i| c.counts[i] != 1) {
+                    return Err(SwapError::BadEntry(entry));
+                }
+                Ok(nr)
+            },
+            |c, slots| {
+                for i in slots {
+                    c.counts[i] = 0;
+                    set_bit(&mut c.cache, i, false);
+                    c.release(i);
+                }
+            },
+        )
     }
 
     /// The reference count of one slot.
@@ -600,48 +739,70 @@ impl SwapDevice {
         Ok(lock(cluster).counts[i])
     }
 
-    /// Marks `nr` slots as held (or released) by the swap cache; releasing
-    /// frees slots whose count is already zero. Returns how many were freed.
-    fn set_cache(&self, entry: SwapEntry, nr: u32, held: bool) -> Result<u32, SwapError> {
-        let mut lists = lock(&self.lists);
-        let (cluster, start) = self.cluster_range(entry, nr)?;
-        let mut c = lock(cluster);
-        debug_assert!(c.is_consistent());
-        // The cache only takes slots a reference keeps in use, and only
-        // gives back slots it holds.
-        debug_assert!((start..start + nr as usize).all(|i| if held {
-            !bit(&c.cache, i) && c.counts[i] != 0 && c.counts[i] != SWAP_MAP_BAD
-        } else {
-            bit(&c.cache, i)
-        }));
-        let mut freed = 0;
-        for i in start..start + nr as usize {
-            set_bit(&mut c.cache, i, held);
-            if !held && c.counts[i] == 0 {
-                c.release(i);
-                freed += 1;
-            }
-        }
-        let to = c.list_after_free();
-        debug_assert!(c.is_consistent());
-        drop(c);
-        self.account_freed(&mut lists, entry, freed, to);
-        Ok(freed)
+    /// Claims the `nr` slots from `entry`, which mappings still reference,
+    /// for a read into the swap cache (sets their cache bit); returns
+    /// whether all of them hold zero pages (nothing to read).
+    pub(crate) fn claim_for_read(&self, entry: SwapEntry, nr: u32) -> Result<bool, SwapError> {
+        self.update(
+            entry,
+            nr,
+            |c, slots| {
+                live_slots(c, slots.clone(), entry)?;
+                if slots.clone().any(|i| bit(&c.cache, i)) {
+                    return Err(SwapError::BadEntry(entry));
+                }
+                Ok(0)
+            },
+            |c, slots| {
+                let mut all_zero = true;
+                for i in slots {
+                    set_bit(&mut c.cache, i, true);
+                    all_zero &= bit(&c.zero, i);
+                }
+                all_zero
+            },
+        )
     }
 
-    /// Writes one page (zero pages only set their bit).
-    fn write(&self, entry: SwapEntry, page: &[u8]) -> Result<(), SwapError> {
-        let (cluster, i) = self.cluster_of(entry)?;
+    /// Releases the swap cache's hold on `nr` slots it holds, freeing those
+    /// no mapping references any more. Returns how many were freed.
+    pub(crate) fn uncache(&self, entry: SwapEntry, nr: u32) -> Result<u32, SwapError> {
+        self.update(
+            entry,
+            nr,
+            |c, slots| {
+                if slots.clone().any(|i| !bit(&c.cache, i)) {
+                    return Err(SwapError::BadEntry(entry));
+                }
+                Ok(slots.filter(|&i| c.counts[i] == 0).count() as u32)
+            },
+            |c, slots| {
+                let mut freed = 0;
+                for i in slots {
+                    set_bit(&mut c.cache, i, false);
+                    if c.counts[i] == 0 {
+                        c.release(i);
+                        freed += 1;
+                    }
+                }
+                freed
+            },
+        )
+    }
+
+    /// Writes one page to a slot just allocated (whose zero bit is clear:
+    /// `release` cleared it when the slot was last freed).
+    pub(crate) fn write(&self, entry: SwapEntry, page: &[u8]) -> Result<(), SwapError> {
+        let (_cluster, _i) = self.cluster_of(entry)?;
+        debug_assert!(!bit(&lock(_cluster).zero, _i));
         self.backend
             .write_page(entry.swp_offset(), page)
-            .map_err(|source| SwapError::Io { entry, source })?;
-        set_bit(&mut lock(cluster).zero, i, false);
-        Ok(())
+            .map_err(|source| SwapError::Io { entry, source })
     }
 
     /// Marks the `nr` slots from `entry` as holding zero pages (nothing is
     /// written).
-    fn mark_zero(&self, entry: SwapEntry, nr: u32) -> Result<(), SwapError> {
+    pub(crate) fn mark_zero(&self, entry: SwapEntry, nr: u32) -> Result<(), SwapError> {
         let (cluster, start) = self.cluster_range(entry, nr)?;
         let mut c = lock(cluster);
         for i in start..start + nr as usize {
@@ -651,7 +812,7 @@ impl SwapDevice {
     }
 
     /// Reads one page (zero pages are filled, not read).
-    fn read(&self, entry: SwapEntry, page: &mut [u8]) -> Result<Stored, SwapError> {
+    pub(crate) fn read(&self, entry: SwapEntry, page: &mut [u8]) -> Result<Stored, SwapError> {
         let (cluster, i) = self.cluster_of(entry)?;
         if bit(&lock(cluster).zero, i) {
             page.fill(0);
@@ -663,15 +824,25 @@ impl SwapDevice {
         Ok(Stored::Device)
     }
 
-    /// For tests and debugging: checks every invariant of the device and
-    /// panics naming the first
-    /// one broken: each cluster is consistent and on the list its use says
-    /// (the free list holding each free cluster once, a nonfull list each
-    /// of its order once), and `inuse_pages` counts every slot in use but
-    /// the reserved ones. O(device). Safe while other operations run:
-    /// every change to counts, cache bits, lists and `inuse_pages` happens
-    /// under the list lock, which this holds throughout.
+    /// For tests and debugging: checks the device's invariants and panics
+    /// naming the first one broken: each cluster is consistent, knows the
+    /// list it is on, and is on the list its use says (the free list
+    /// holding each free cluster once, a nonfull list each of its order
+    /// once). O(device). Safe while other operations run: a change that
+    /// moves a cluster holds the list lock, which this holds throughout,
+    /// and one that does not keeps the cluster on a list that fits it.
     pub fn validate(&self) {
+        self.check_invariants(false);
+    }
+
+    /// [`SwapDevice::validate`], and `inuse_pages` counts every slot in use
+    /// but the reserved ones; call it with no operation in flight (the
+    /// count is updated after a cluster's lock is dropped).
+    pub fn validate_idle(&self) {
+        self.check_invariants(true);
+    }
+
+    fn check_invariants(&self, idle: bool) {
         let lists = lock(&self.lists);
         let (mut used_slots, mut bad_slots) = (0u64, 0u64);
         for (ci, cluster) in self.clusters.iter() {
@@ -687,6 +858,11 @@ impl SwapDevice {
                 "{}: cluster {ci} ({} used) is on {on:?}",
                 self.name,
                 c.used
+            );
+            assert_eq!(
+                c.listed, on,
+                "{}: cluster {ci}'s own idea of its list",
+                self.name
             );
             used_slots += u64::from(c.used);
             bad_slots += c.counts.iter().filter(|&&n| n == SWAP_MAP_BAD).count() as u64;
@@ -711,9 +887,8 @@ impl SwapDevice {
                 );
             }
         }
-        assert_eq!(
-            used_slots - bad_slots,
-            self.inuse_pages(),
+        assert!(
+            !idle || used_slots - bad_slots == self.inuse_pages(),
             "{}: inuse_pages against the clusters",
             self.name
         );
@@ -771,6 +946,15 @@ impl RefChange {
     }
 }
 
+/// Checks that every slot in `slots` is in use by a mapping (a count of
+/// 1..=[`SWAP_MAP_MAX`]); a free or never-handed-out slot is a bad entry.
+fn live_slots(c: &Cluster, mut slots: Range<usize>, entry: SwapEntry) -> Result<(), SwapError> {
+    if slots.any(|i| !(1..=SWAP_MAP_MAX).contains(&c.counts[i])) {
+        return Err(SwapError::BadEntry(entry));
+    }
+    Ok(())
+}
+
 /// Where a page's contents live on a swap device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stored {
@@ -821,6 +1005,10 @@ pub struct SwapsLine {
 /// The swap table (`swap_info[]`): every device, by type.
 pub struct Swapfiles {
     devices: Box<[ArcSlot<SwapDevice>]>,
+    /// Every device in allocation order, rebuilt under `swapon_mutex`
+    /// whenever a device comes, goes or changes priority, so allocation
+    /// reads one list and takes no table lock (`swap_avail_heads`).
+    avail: ArcSlot<AvailList>,
     swapon_mutex: Mutex<SwapTable>,
     /// Which equal-priority device to try first (round-robin). A hint
     /// only: allocation takes no lock for it.
@@ -832,10 +1020,66 @@ struct SwapTable {
     least_priority: i32,
 }
 
+/// The devices in allocation order: highest priority first, equal
+/// priorities in type order (the rotor picks where each group starts).
+struct AvailList {
+    /// Every device with its position in type order and its priority when
+    /// the list was built, sorted by priority (highest first), then type.
+    devices: Vec<AvailDevice>,
+}
+
+struct AvailDevice {
+    pos: usize,
+    prio: i32,
+    device: Arc<SwapDevice>,
+}
+
+impl AvailList {
+    fn of(devices: impl Iterator<Item = Arc<SwapDevice>>) -> Self {
+        let mut devices: Vec<AvailDevice> = devices
+            .enumerate()
+            .map(|(pos, device)| AvailDevice {
+                pos,
+                prio: device.prio(),
+                device,
+            })
+            .collect();
+        devices.sort_by_key(|d| (std::cmp::Reverse(d.prio), d.pos));
+        Self { devices }
+    }
+
+    /// Allocates on the first device with room, trying each group of
+    /// equal priority from the first device at or after `rotor` (in type
+    /// order, wrapping): devices of equal priority take turns.
+    fn alloc(
+        &self,
+        rotor: usize,
+        order: usize,
+        cached: bool,
+    ) -> Option<(SwapEntry, Arc<SwapDevice>)> {
+        let rotor = rotor % self.devices.len().max(1);
+        let mut rest = &self.devices[..];
+        while let Some(first) = rest.first() {
+            let len = rest.iter().take_while(|d| d.prio == first.prio).count();
+            let (group, tail) = rest.split_at(len);
+            let start = group.partition_point(|d| d.pos < rotor);
+            let found = (0..len)
+                .map(|k| &group[(start + k) % len].device)
+                .find_map(|d| Some((d.alloc(order, cached)?, Arc::clone(d))));
+            if found.is_some() {
+                return found;
+            }
+            rest = tail;
+        }
+        None
+    }
+}
+
 impl Default for Swapfiles {
     fn default() -> Self {
         Self {
             devices: (0..MAX_SWAPFILES).map(|_| ArcSlot::empty()).collect(),
+            avail: ArcSlot::empty(),
             swapon_mutex: Mutex::new(SwapTable { least_priority: -1 }),
             rotor: AtomicUsize::new(0),
         }
@@ -874,6 +1118,7 @@ impl Swapfiles {
         }
         let device = Arc::new(device);
         self.devices[ty].swap(Some(Arc::clone(&device)));
+        self.rebuild_avail(&table);
         Ok(device)
     }
 
@@ -895,20 +1140,31 @@ impl Swapfiles {
     /// Allocates `1 << order` slots on the highest-priority device with
     /// room (devices of equal priority take turns).
     pub fn alloc(&self, order: usize) -> Option<SwapEntry> {
-        let mut devices: Vec<Arc<SwapDevice>> = self.iter().collect();
-        if devices.is_empty() {
-            return None;
-        }
+        self.alloc_slots(order, false).map(|(entry, _)| entry)
+    }
+
+    /// [`Swapfiles::alloc`], the slots also held by the swap cache (a
+    /// swap-out: the folio is added to the swap cache as it is allocated).
+    pub(crate) fn alloc_cached(&self, order: usize) -> Option<(SwapEntry, Arc<SwapDevice>)> {
+        self.alloc_slots(order, true)
+    }
+
+    fn alloc_slots(&self, order: usize, cached: bool) -> Option<(SwapEntry, Arc<SwapDevice>)> {
         // Relaxed: the rotor only spreads allocations; no other memory is
         // published through it (pairs with nothing).
         let rotor = self.rotor.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
-        let n = devices.len();
-        devices.rotate_left(rotor % n);
-        devices.sort_by_key(|d| std::cmp::Reverse(d.prio())); // stable: rotation breaks ties
-        devices.iter().find_map(|d| d.alloc(order))
+        self.avail.with(|avail| avail?.alloc(rotor, order, cached))
     }
 
-    fn device(&self, entry: SwapEntry) -> Result<Arc<SwapDevice>, SwapError> {
+    /// Rebuilds the allocation order (under `swapon_mutex`, which `_table`
+    /// proves is held).
+    fn rebuild_avail(&self, _table: &MutexGuard<'_, SwapTable>) {
+        self.avail.swap(Some(Arc::new(AvailList::of(self.iter()))));
+    }
+
+    /// The device an entry is on (`get_swap_device`): resolve it once per
+    /// operation and call its methods.
+    pub(crate) fn device(&self, entry: SwapEntry) -> Result<Arc<SwapDevice>, SwapError> {
         self.get(entry.swp_type()).ok_or(SwapError::BadEntry(entry))
     }
 
@@ -916,6 +1172,13 @@ impl Swapfiles {
     pub fn validate(&self) {
         for device in self.iter() {
             device.validate();
+        }
+    }
+
+    /// [`SwapDevice::validate_idle`] on every device.
+    pub fn validate_idle(&self) {
+        for device in self.iter() {
+            device.validate_idle();
         }
     }
 
@@ -939,7 +1202,12 @@ impl Swapfiles {
     /// Marks `nr` slots as held by the swap cache or not; returns how many
     /// slots releasing freed.
     pub fn set_cache(&self, entry: SwapEntry, nr: u32, held: bool) -> Result<u32, SwapError> {
-        self.device(entry)?.set_cache(entry, nr, held)
+        let device = self.device(entry)?;
+        if held {
+            device.claim_for_read(entry, nr).map(|_| 0)
+        } else {
+            device.uncache(entry, nr)
+        }
     }
 
     /// Writes one page to the slot `entry` (clearing its zero bit).
@@ -979,6 +1247,7 @@ impl Swapfiles {
             }
             table.least_priority += 1;
         }
+        self.rebuild_avail(&table);
         Ok(device.used_entries())
     }
 
@@ -1017,6 +1286,7 @@ impl Swapfiles {
             });
         }
         self.devices[ty as usize].swap(None);
+        self.rebuild_avail(&_table);
         Ok(device)
     }
 
@@ -1102,7 +1372,7 @@ mod tests {
         assert_eq!(sf.put(small, 1).unwrap(), 1);
         assert_eq!(d.inuse_pages(), 0);
         assert!(sf.put(small, 1).is_err(), "double free refused");
-        sf.validate();
+        sf.validate_idle();
     }
 
     #[test]
@@ -1117,12 +1387,12 @@ mod tests {
         let order = SWAPFILE_CLUSTER.trailing_zeros() as usize;
         for _ in 0..3 {
             let e = sf.alloc(order).unwrap();
-            d.validate();
+            d.validate_idle();
             assert_eq!(
                 sf.put(e, SWAPFILE_CLUSTER as u32).unwrap(),
                 SWAPFILE_CLUSTER as u32
             );
-            d.validate();
+            d.validate_idle();
         }
         assert_eq!(d.inuse_pages(), 0);
     }
@@ -1143,7 +1413,7 @@ mod tests {
             sf.put(r, 16).unwrap();
         }
         assert!(sf.alloc(4).is_some());
-        sf.validate();
+        sf.validate_idle();
     }
 
     #[test]
@@ -1168,7 +1438,7 @@ mod tests {
             let _ = sf.dup(e, 1);
         }
         assert!(matches!(sf.dup(e, 1), Err(SwapError::TooManyRefs(_))));
-        sf.validate();
+        sf.validate_idle();
     }
 
     #[test]
@@ -1190,7 +1460,7 @@ mod tests {
         assert!(is_zero(&buf));
         sf.read_page(d, &mut buf).unwrap();
         assert!(buf.iter().all(|&b| b == 7));
-        sf.validate();
+        sf.validate_idle();
     }
 
     #[test]
@@ -1205,7 +1475,7 @@ mod tests {
         assert!(text.starts_with("Filename"));
         assert!(text.contains("high") && text.contains("-2"));
         assert_eq!(sf.swaps()[0].size_kb, 63 * 4);
-        sf.validate();
+        sf.validate_idle();
     }
 
     #[test]

@@ -85,7 +85,7 @@ fn two_faults_sharing_one_entry_race_the_last_swap_free() {
         assert_eq!(owner.memory().usage(), 1, "charged once, to the owner");
         drop((folio_a, folio_b));
         assert_eq!(owner.memory().usage(), 0);
-        swap.swapfiles().validate();
+        swap.swapfiles().validate_idle();
         // Who read the page in (a major fault on the faulting cgroup).
         let majors = (
             a.vm_event(VmEvent::Pgmajfault),
