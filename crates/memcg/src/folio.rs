@@ -15,12 +15,13 @@ use std::fmt;
 
 use crate::memcontrol::{CgroupTree, ChargeError, ChargeKind, Gfp, MemCgroup};
 use crate::mm_types::PAGE_BYTES;
+use crate::page_alloc::PageBuf;
 use crate::sync::{Arc, Mutex, MutexGuard, lock};
 
 /// A folio of anonymous memory: `nr` pages of real bytes, charged to a
 /// cgroup for as long as it lives (dropping it uncharges).
 pub struct Folio {
-    data: Mutex<Box<[u8]>>,
+    data: Mutex<PageBuf>,
     nr: u32,
     /// Pages this folio will uncharge when dropped (0 once split).
     charged: u32,
@@ -51,8 +52,18 @@ impl Folio {
     /// A zeroed folio whose charge was already made to `memcg` (a swap-in
     /// charged before it reads).
     pub(crate) fn adopt(tree: &CgroupTree, memcg: &Arc<MemCgroup>, nr: u32) -> Self {
+        Self::with_buffer(tree, memcg, nr, true)
+    }
+
+    /// [`Folio::adopt`] for a caller that fills every byte itself (a read
+    /// from swap): a reused buffer is not zeroed first.
+    pub(crate) fn adopt_to_fill(tree: &CgroupTree, memcg: &Arc<MemCgroup>, nr: u32) -> Self {
+        Self::with_buffer(tree, memcg, nr, false)
+    }
+
+    fn with_buffer(tree: &CgroupTree, memcg: &Arc<MemCgroup>, nr: u32, zeroed: bool) -> Self {
         Self {
-            data: Mutex::new(vec![0u8; nr as usize * PAGE_BYTES].into_boxed_slice()),
+            data: Mutex::new(tree.alloc_pages(nr, zeroed)),
             nr,
             charged: nr,
             memcg: Arc::clone(memcg),
@@ -65,12 +76,12 @@ impl Folio {
     /// `split_folio`). Fails, returning the folio, if it is shared.
     pub fn split(folio: Arc<Folio>) -> Result<Vec<Arc<Folio>>, Arc<Folio>> {
         let mut folio = Arc::try_unwrap(folio)?;
-        let bytes = std::mem::take(&mut *folio.bytes());
         folio.charged = 0;
+        let bytes = folio.bytes();
         Ok(bytes
             .chunks_exact(PAGE_BYTES)
             .map(|page| {
-                let piece = Folio::adopt(&folio.tree, &folio.memcg, 1);
+                let piece = Folio::adopt_to_fill(&folio.tree, &folio.memcg, 1);
                 piece.bytes().copy_from_slice(page);
                 Arc::new(piece)
             })
@@ -88,7 +99,7 @@ impl Folio {
     }
 
     /// Its bytes (`nr * 4096`), locked.
-    pub fn bytes(&self) -> MutexGuard<'_, Box<[u8]>> {
+    pub fn bytes(&self) -> MutexGuard<'_, PageBuf> {
         lock(&self.data)
     }
 }
@@ -99,6 +110,8 @@ impl Drop for Folio {
             self.tree
                 .uncharge(&self.memcg, u64::from(self.charged), ChargeKind::Anon);
         }
+        let buf = std::mem::replace(&mut *lock(&self.data), PageBuf::empty());
+        self.tree.free_pages(buf);
     }
 }
 

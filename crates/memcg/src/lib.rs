@@ -17,6 +17,7 @@
 //! | `sync`           | (none)                                 | the std ↔ loom shim every atomic and lock uses |
 //! | `named`          | (none)                                 | [`named_enum!`]: an enum's names, parsed and printed |
 //! | `idr`            | lib/idr.c                              | lazy two-level id tables, lowest-free ids      |
+//! | [`page_alloc`]   | mm/page_alloc.c                        | the machine's page frames: buddy lists, per-thread caches |
 //! | `lazy_zeroed`    | (vmalloc'd zeroed arrays)              | flat zeroed arrays committed page by page      |
 //! | [`page_counter`] | mm/page_counter.c (+ the old res_counter) | hierarchical counters, limits, protection   |
 //! | [`swap_cgroup`]  | mm/swap_cgroup.c                       | swap slot → owning cgroup id (five designs)    |
@@ -40,6 +41,7 @@ pub mod list_lru;
 pub mod memcontrol;
 pub mod mm_types;
 pub(crate) mod named;
+pub mod page_alloc;
 pub mod page_counter;
 pub mod swap_cgroup;
 pub mod swap_state;

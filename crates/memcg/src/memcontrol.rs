@@ -70,6 +70,7 @@ pub use stat::{MemcgEvent, MemcgStat, StatUnit, VmEvent};
 
 use crate::errno::Errno;
 use crate::idr::{IdAllocator, IdTable};
+use crate::page_alloc::PageAllocator;
 use crate::sync::{Arc, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering, lock};
 
 /// The largest memory cgroup id (`MEM_CGROUP_ID_MAX`).
@@ -852,6 +853,8 @@ struct TreeShared {
     shrinker_ids: Mutex<IdAllocator>,
     next_serial: AtomicU64,
     hooks: Mutex<Hooks>,
+    /// The machine's page frames (folios' and RAM disks' bytes).
+    pages: PageAllocator,
 }
 
 impl Drop for TreeShared {
@@ -930,6 +933,7 @@ impl CgroupTree {
                 shrinker_ids: Mutex::new(IdAllocator::new(0, MAX_SHRINKERS as u32 - 1)),
                 next_serial: AtomicU64::new(1),
                 hooks: Mutex::new(Hooks::default()),
+                pages: PageAllocator::default(),
             }),
         }
     }

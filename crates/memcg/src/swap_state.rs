@@ -615,7 +615,11 @@ impl SwapSystem {
             ChargeKind::Anon,
             gfp,
         )?;
-        let folio = Folio::adopt(&self.tree, &charged, nr);
+        let folio = if all_zero {
+            Folio::adopt(&self.tree, &charged, nr)
+        } else {
+            Folio::adopt_to_fill(&self.tree, &charged, nr)
+        };
         if !all_zero {
             let mut bytes = folio.bytes();
             for (i, page) in bytes.chunks_exact_mut(PAGE_BYTES).enumerate() {

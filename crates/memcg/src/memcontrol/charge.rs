@@ -31,6 +31,7 @@ use std::fmt;
 use super::stat::{Counts, MemcgEvent, MemcgStat};
 use super::{CgroupTree, MemCgroup};
 use crate::errno::Errno;
+use crate::page_alloc::PageBuf;
 use crate::page_counter::{PAGE_COUNTER_MAX, PageCounter};
 use crate::swap_cgroup::SwapCgroupError;
 use crate::swapfile::MachinePages;
@@ -229,6 +230,33 @@ impl CgroupTree {
     /// Gives back pages taken by [`CgroupTree::charge_kernel`].
     pub fn uncharge_kernel(&self, nr_pages: u64) {
         self.root().memory().uncharge(nr_pages);
+    }
+
+    /// The machine's size for its page frames: `u64::MAX` when unset.
+    fn frame_limit_pages(&self) -> u64 {
+        match self.machine_pages() {
+            pages if pages >= PAGE_COUNTER_MAX => u64::MAX,
+            pages => pages,
+        }
+    }
+
+    /// The bytes of `nr_pages` of a folio or RAM-disk page, from the
+    /// machine's frames (zeroed if `zeroed`; see `page_alloc`).
+    pub(crate) fn alloc_pages(&self, nr_pages: u32, zeroed: bool) -> PageBuf {
+        self.shared
+            .pages
+            .alloc(nr_pages, zeroed, self.frame_limit_pages())
+    }
+
+    /// Gives back what [`CgroupTree::alloc_pages`] gave.
+    pub(crate) fn free_pages(&self, buf: PageBuf) {
+        self.shared.pages.free(buf, self.frame_limit_pages());
+    }
+
+    /// Pages of the machine's frames taken from the host, and of those,
+    /// free for the next folio.
+    pub fn frame_pages(&self) -> (u64, u64) {
+        self.shared.pages.frame_pages()
     }
 
     fn try_charge_memcg(
@@ -445,14 +473,17 @@ fn calculate_overage(usage: u64, high: u64) -> u64 {
     u64::try_from(over / u128::from(high.max(1))).unwrap_or(u64::MAX)
 }
 
-/// The kernel's own pages come out of the machine: the root's counter.
+/// The kernel's own pages come out of the machine: the root's counter,
+/// and bytes from the machine's frames.
 impl MachinePages for CgroupTree {
-    fn try_take(&self, nr_pages: u64) -> bool {
-        self.charge_kernel(nr_pages).is_ok()
+    fn take_page(&self) -> Option<PageBuf> {
+        self.charge_kernel(1).ok()?;
+        Some(self.alloc_pages(1, false))
     }
 
-    fn give_back(&self, nr_pages: u64) {
-        self.uncharge_kernel(nr_pages);
+    fn give_back_page(&self, page: PageBuf) {
+        self.free_pages(page);
+        self.uncharge_kernel(1);
     }
 }
 

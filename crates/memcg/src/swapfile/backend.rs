@@ -19,6 +19,7 @@ use std::path::Path;
 use super::SwapError;
 use crate::idr::ChunkedTable;
 use crate::mm_types::{PAGE_SIZE, SWAPFILE_CLUSTER};
+use crate::page_alloc::PageBuf;
 use crate::sync::{Arc, AtomicU64, Mutex, Ordering, lock};
 
 /// Where a swap device keeps page contents.
@@ -42,14 +43,15 @@ pub trait SwapBackend: Send + Sync {
 /// kernel's `brd` takes them from the page allocator, outside any cgroup,
 /// so they count against the machine, not against a memory cgroup.
 pub trait MachinePages: Send + Sync {
-    /// Takes `nr_pages` pages; `false` when the machine has too few left.
-    fn try_take(&self, nr_pages: u64) -> bool;
-    /// Gives `nr_pages` pages back.
-    fn give_back(&self, nr_pages: u64);
+    /// Takes one page of the machine (its bytes unspecified: the caller
+    /// writes all of them); `None` when the machine has none left.
+    fn take_page(&self) -> Option<PageBuf>;
+    /// Gives a page back.
+    fn give_back_page(&self, page: PageBuf);
 }
 
 /// One page of a RAM disk, allocated on its first write.
-type RamPage = Option<Box<[u8]>>;
+type RamPage = Option<PageBuf>;
 
 /// A RAM disk: pages allocated on first write (`brd`). The table of page
 /// pointers is itself allocated a cluster (512 pages) at a time, on the
@@ -125,19 +127,16 @@ impl SwapBackend for RamBackend {
             .get_or_alloc(offset as usize)
             .ok_or(io::ErrorKind::InvalidInput)?;
         let mut slot = lock(page);
-        match &mut *slot {
-            Some(data) => data.copy_from_slice(buf),
-            None => {
-                if let Some(memory) = &self.memory
-                    && !memory.try_take(1)
-                {
-                    return Err(io::ErrorKind::OutOfMemory.into());
-                }
-                // Relaxed: a statistic; the page itself is under its lock.
-                self.allocated.fetch_add(1, Ordering::Relaxed);
-                *slot = Some(buf.into());
-            }
+        if slot.is_none() {
+            let page = match &self.memory {
+                Some(memory) => memory.take_page().ok_or(io::ErrorKind::OutOfMemory)?,
+                None => PageBuf::heap(1),
+            };
+            // Relaxed: a statistic; the page itself is under its lock.
+            self.allocated.fetch_add(1, Ordering::Relaxed);
+            *slot = Some(page);
         }
+        slot.as_mut().expect("allocated above").copy_from_slice(buf);
         Ok(())
     }
 
@@ -152,8 +151,11 @@ impl SwapBackend for RamBackend {
 
 impl Drop for RamBackend {
     fn drop(&mut self) {
-        if let Some(memory) = &self.memory {
-            memory.give_back(self.allocated.load(Ordering::Relaxed));
+        let Some(memory) = &self.memory else { return };
+        for (_, page) in self.pages.iter() {
+            if let Some(page) = lock(page).take() {
+                memory.give_back_page(page);
+            }
         }
     }
 }
