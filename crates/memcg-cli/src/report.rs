@@ -159,7 +159,18 @@ pub fn fmt_stdev(stdev: f64, samples: usize, decimals: usize) -> String {
     }
 }
 
-/// Median, mean and sample standard deviation of repeated measurements.
+/// A range of samples for a table, `min–max`: `-` when there was one
+/// sample.
+pub fn fmt_range(min: f64, max: f64, samples: usize, decimals: usize) -> String {
+    if samples < 2 {
+        "-".to_owned()
+    } else {
+        format!("{min:.decimals$}–{max:.decimals$}")
+    }
+}
+
+/// Median, mean, sample standard deviation and range of repeated
+/// measurements.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Stats {
     /// The median.
@@ -168,6 +179,10 @@ pub struct Stats {
     pub mean: f64,
     /// Sample standard deviation (0 for a single sample).
     pub stdev: f64,
+    /// The smallest sample.
+    pub min: f64,
+    /// The largest sample.
+    pub max: f64,
 }
 
 impl Stats {
@@ -193,8 +208,110 @@ impl Stats {
             median,
             mean,
             stdev: var.sqrt(),
+            min: sorted[0],
+            max: sorted[sorted.len() - 1],
         }
     }
+}
+
+/// Below this CPU share a timed thread was off its CPU for more than a
+/// tenth of a phase, and the phase's time is suspect.
+pub const LOW_CPU_SHARE: f64 = 0.9;
+
+/// Whether a CPU share is below [`LOW_CPU_SHARE`].
+pub fn cpu_share_is_low(share: f64) -> bool {
+    share < LOW_CPU_SHARE
+}
+
+/// A CPU share for a table: whole percent, rounded down so that a marked
+/// share never reads as 90%, and `*` when it is low (see
+/// [`print_method_note`]).
+pub fn fmt_cpu_share(share: f64) -> String {
+    let percent = (share * 100.0).floor();
+    let mark = if cpu_share_is_low(share) { "*" } else { "" };
+    format!("{percent:.0}%{mark}")
+}
+
+/// How the timed phases of one table row went, for its JSON: how long,
+/// and whether the timed threads had their CPUs.
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseFacts {
+    /// Times the measured work was repeated in each timed phase so that it
+    /// lasts the minimum phase (`config.min_phase_ms`); figures are per
+    /// operation or per run of the configured size, whatever the rounds.
+    pub rounds: u64,
+    /// The shortest timed phase among the repetitions, ms.
+    pub shortest_phase_ms: f64,
+    /// Per repetition (in the order of `samples`): the lowest share of the
+    /// phase's wall time that any timed thread spent on a CPU (its
+    /// `CLOCK_THREAD_CPUTIME_ID` time over the wall time).
+    pub cpu_shares: Vec<f64>,
+    /// The lowest of `cpu_shares`; below 0.9 the row is marked `*`.
+    pub min_cpu_share: f64,
+}
+
+impl PhaseFacts {
+    /// The facts of `rounds` rounds per phase over repetitions whose
+    /// phases took `phases` (wall seconds, CPU share).
+    pub fn of(rounds: u64, phases: impl IntoIterator<Item = (f64, f64)>) -> Self {
+        let (secs, cpu_shares): (Vec<f64>, Vec<f64>) = phases.into_iter().unzip();
+        Self {
+            rounds,
+            shortest_phase_ms: secs.iter().copied().fold(f64::INFINITY, f64::min) * 1e3,
+            min_cpu_share: cpu_shares.iter().copied().fold(f64::INFINITY, f64::min),
+            cpu_shares,
+        }
+    }
+
+    /// The table cell: [`fmt_cpu_share`] of the lowest share.
+    pub fn cpu_cell(&self) -> String {
+        fmt_cpu_share(self.min_cpu_share)
+    }
+}
+
+/// The lines under a benchmark's tables: how long its phases were against
+/// the minimum asked for, and what the `*` of the CPU column means when a
+/// row has one.
+pub fn method_note<'a>(
+    facts: impl IntoIterator<Item = &'a PhaseFacts>,
+    min_phase_ms: f64,
+) -> String {
+    let facts: Vec<&PhaseFacts> = facts.into_iter().collect();
+    let shortest = facts
+        .iter()
+        .map(|f| f.shortest_phase_ms)
+        .fold(f64::INFINITY, f64::min);
+    let most_rounds = facts.iter().map(|f| f.rounds).max().unwrap_or(1);
+    let mut note = if min_phase_ms > 0.0 {
+        format!(
+            "Timed phases: shortest {shortest:.0} ms (minimum {min_phase_ms:.0} ms; work repeated up to {most_rounds}x per phase to reach it)."
+        )
+    } else {
+        format!(
+            "Timed phases: shortest {shortest:.0} ms (no minimum, one round each, as with --quick: phases this short can flip a comparison between runs)."
+        )
+    };
+    if shortest < min_phase_ms {
+        note.push_str(
+            " Some are shorter than the minimum (shortest_phase_ms in the JSON says which).",
+        );
+    }
+    note.push_str(
+        "\nCPU: the lowest share of a phase's wall time any timed thread spent on a CPU, over the repetitions.",
+    );
+    if facts.iter().any(|f| cpu_share_is_low(f.min_cpu_share)) {
+        note.push_str(
+            "\n* below 90%: a timed thread was off its CPU for over a tenth of a phase \
+             (descheduled on a busy machine, or asleep on a lock), so that row's spread \
+             measures the scheduler as much as the code.",
+        );
+    }
+    note
+}
+
+/// Prints [`method_note`] and a blank line.
+pub fn print_method_note<'a>(facts: impl IntoIterator<Item = &'a PhaseFacts>, min_phase_ms: f64) {
+    println!("{}\n", method_note(facts, min_phase_ms));
 }
 
 /// Prints a table with a header (comfy-table, markdown style, every column
@@ -494,6 +611,48 @@ mod tests {
         let s = Stats::of(&[1.0, 2.0, 3.0, 10.0]);
         assert_eq!((s.median, s.mean), (2.5, 4.0));
         assert_eq!(Stats::of(&[5.0]).stdev, 0.0);
+        let s = Stats::of(&[3.0, 1.0, 2.0]);
+        assert_eq!((s.min, s.max), (1.0, 3.0));
+        assert_eq!(fmt_range(s.min, s.max, 3, 1), "1.0–3.0");
+        assert_eq!(fmt_range(s.min, s.max, 1, 1), "-");
+    }
+
+    #[test]
+    fn low_cpu_shares_are_marked() {
+        assert!(cpu_share_is_low(0.8999));
+        assert!(!cpu_share_is_low(0.9));
+        assert!(!cpu_share_is_low(1.02));
+        assert_eq!(fmt_cpu_share(0.97), "97%");
+        assert_eq!(fmt_cpu_share(0.9), "90%");
+        // Rounded down: a marked share never reads as 90%.
+        assert_eq!(fmt_cpu_share(0.8999), "89%*");
+        assert_eq!(fmt_cpu_share(0.45), "45%*");
+        assert_eq!(fmt_cpu_share(1.003), "100%");
+    }
+
+    #[test]
+    fn method_note_explains_the_marker_only_when_a_row_has_one() {
+        let busy = PhaseFacts::of(3, [(0.25, 0.99), (0.21, 0.95)]);
+        assert_eq!(busy.cpu_shares, vec![0.99, 0.95]);
+        assert_eq!((busy.rounds, busy.min_cpu_share), (3, 0.95));
+        assert!((busy.shortest_phase_ms - 210.0).abs() < 1e-9);
+        assert_eq!(busy.cpu_cell(), "95%");
+        let note = method_note([&busy], 200.0);
+        assert!(
+            note.contains("shortest 210 ms") && note.contains("up to 3x"),
+            "{note}"
+        );
+        assert!(
+            !note.contains('*') && !note.contains("shorter than"),
+            "{note}"
+        );
+        let starved = PhaseFacts::of(1, [(0.15, 0.5)]);
+        assert_eq!(starved.cpu_cell(), "50%*");
+        let note = method_note([&busy, &starved], 200.0);
+        assert!(
+            note.contains("* below 90%") && note.contains("shorter than"),
+            "{note}"
+        );
     }
 
     #[test]

@@ -16,6 +16,7 @@ fn swap_cgroup_bench_writes_the_documented_json_and_an_svg() {
             .args([
                 "bench",
                 "swap-cgroup",
+                "--quick",
                 "--threads",
                 "1,2",
                 "--slots",
@@ -76,8 +77,80 @@ fn bench_suite_smoke_writes_every_report() {
             .arg(dir.path()),
     );
     for name in ["swap-cgroup", "list-lru", "page-counter", "swap"] {
-        assert!(dir.path().join(format!("{name}.json")).exists(), "{name}");
+        let json = dir.path().join(format!("{name}.json"));
+        let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        check_cpu_shares(&report);
+        assert_eq!(
+            report["config"]["min_phase_ms"], 0,
+            "{name}: smoke stays quick"
+        );
         assert!(dir.path().join(format!("{name}.svg")).exists(), "{name}");
+    }
+}
+
+/// Every timed row of `report` (results, limits, reparenting) carries the
+/// CPU share of each repetition, in (0, 1] give or take clock
+/// granularity, and their minimum.
+fn check_cpu_shares(report: &Value) {
+    let mut rows = 0;
+    for key in ["results", "limit", "limits", "reparent"] {
+        for r in report[key].as_array().into_iter().flatten() {
+            let shares = r["cpu_shares"].as_array().expect("cpu_shares");
+            assert!(!shares.is_empty(), "{r}");
+            let shares: Vec<f64> = shares.iter().map(|s| s.as_f64().unwrap()).collect();
+            for &s in &shares {
+                assert!(s > 0.0 && s <= 1.05, "{key}: share {s} in {r}");
+            }
+            let min = shares.iter().copied().fold(f64::INFINITY, f64::min);
+            assert_eq!(r["min_cpu_share"].as_f64().unwrap(), min, "{r}");
+            assert!(r["rounds"].as_u64().unwrap() >= 1, "{r}");
+            assert!(r["shortest_phase_ms"].as_f64().unwrap() > 0.0, "{r}");
+            rows += 1;
+        }
+    }
+    assert!(rows > 0, "{}: no timed rows", report["bench"]);
+}
+
+#[test]
+fn phases_are_repeated_to_the_minimum_and_cpu_shares_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("pc.json");
+    // 1000 pairs take ~10-80 µs: reaching 20 ms takes hundreds of rounds.
+    let stdout = run_ok(
+        memcg()
+            .args([
+                "bench",
+                "page-counter",
+                "--ops",
+                "1000",
+                "--reps",
+                "3",
+                "--threads",
+                "1,2",
+                "--depths",
+                "1",
+                "--min-phase-ms",
+                "20",
+            ])
+            .arg("--json")
+            .arg(&json),
+    );
+    assert!(
+        stdout.contains(" CPU |") && stdout.contains("min–max"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("minimum 20 ms"), "{stdout}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["config"]["min_phase_ms"], 20);
+    check_cpu_shares(&report);
+    for r in report["results"].as_array().unwrap() {
+        assert!(r["rounds"].as_u64().unwrap() >= 10, "{r}");
+        // Calibration aims 25% past the minimum; a repetition faster than
+        // the calibration run still lasts well over half of it.
+        assert!(r["shortest_phase_ms"].as_f64().unwrap() >= 10.0, "{r}");
+        assert_eq!(r["cpu_shares"].as_array().unwrap().len(), 3);
+        assert!(r["mops_min"].as_f64().unwrap() <= r["mops"].as_f64().unwrap());
+        assert!(r["mops"].as_f64().unwrap() <= r["mops_max"].as_f64().unwrap());
     }
 }
 
@@ -108,6 +181,7 @@ fn reports_say_which_build_made_them_and_progress_goes_to_stderr() {
         .args([
             "bench",
             "page-counter",
+            "--quick",
             "--ops",
             "100",
             "--reps",
@@ -184,6 +258,7 @@ fn list_lru_bench_writes_phases_for_both_designs() {
             .args([
                 "bench",
                 "list-lru",
+                "--quick",
                 "--cgroups",
                 "60",
                 "--objects",
@@ -241,6 +316,7 @@ fn swap_bench_times_every_experiment_per_design_against_the_limits() {
             .args([
                 "bench",
                 "swap",
+                "--quick",
                 "--size",
                 "1M",
                 "--threads",
@@ -260,30 +336,50 @@ fn swap_bench_times_every_experiment_per_design_against_the_limits() {
             .arg(&svg),
     );
     assert!(
-        stdout.contains("memcpy") && stdout.contains("vs locked"),
+        stdout.contains("memcpy") && stdout.contains("vs locked") && stdout.contains("% read"),
         "{stdout}"
     );
 
     let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(report["bench"], "swap");
     assert_eq!(report["config"]["size_bytes"], 1 << 20);
-    // memset and memcpy at 2 thread counts.
-    assert_eq!(report["limits"].as_array().unwrap().len(), 4);
+    // memset, memcpy and read at 2 thread counts, measured like the
+    // experiments.
+    let limits = report["limits"].as_array().unwrap();
+    assert_eq!(limits.len(), 6);
+    for threads in [1, 2] {
+        let read = limits
+            .iter()
+            .find(|l| l["limit"] == "read" && l["threads"] == threads)
+            .expect("a read limit per thread count");
+        assert!(read["gib_per_s"].as_f64().unwrap() > 0.0, "{read}");
+        assert_eq!(read["samples_us"].as_array().unwrap().len(), 2);
+    }
     let results = report["results"].as_array().unwrap();
     // 6 experiments x 2 designs x 2 thread counts.
     assert_eq!(results.len(), 24);
     for r in results {
         assert_eq!(r["samples_us"].as_array().unwrap().len(), 2);
         assert!(r["mean_us"].as_f64().unwrap() > 0.0);
+        assert!(r["median_us"].as_f64().unwrap() > 0.0);
+        assert!(r["min_us"].as_f64().unwrap() <= r["max_us"].as_f64().unwrap());
         assert!(r["gib_per_s"].as_f64().unwrap() > 0.0);
         assert!(r["fraction_of_limit"].as_f64().unwrap() > 0.0);
-        let expected_limit = if r["experiment"].as_str().unwrap().contains("zero") {
-            "memset"
-        } else {
-            "memcpy"
+        assert_eq!(r["rounds"], 1, "--quick runs one round");
+        // Zero swap-out is bounded by reading the folio, zero swap-in by
+        // filling it, random contents by copying.
+        let experiment = r["experiment"].as_str().unwrap();
+        let expected_limit = match (
+            experiment.contains("zero"),
+            experiment.starts_with("swapout"),
+        ) {
+            (true, true) => "read",
+            (true, false) => "memset",
+            (false, _) => "memcpy",
         };
-        assert_eq!(r["limit"], expected_limit);
+        assert_eq!(r["limit"], expected_limit, "{experiment}");
     }
+    check_cpu_shares(&report);
     assert!(
         results
             .iter()

@@ -20,10 +20,13 @@
 //!
 //! A second measurement removes cgroups holding 1 and 1000 objects each to
 //! show that reparenting costs the same whatever a cgroup holds.
+//!
+//! Where a run's shortest phase is shorter than `--min-phase-ms`, a sample
+//! is that many whole runs (each on a fresh tree) with each phase's times
+//! summed, and figures are per run of `--cgroups` cgroups.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use anyhow::{Context, ensure};
 use clap::Args;
@@ -31,8 +34,11 @@ use memcg::list_lru::{ListLru, ListLruConfig, LruDesign, Walked};
 use memcg::memcontrol::{CgroupTree, MemCgroup, TreeConfig};
 use serde::Serialize;
 
-use super::{Benchmark, CommonArgs, run_plan, timed_threads};
-use crate::report::{self, Chart, Panel, Progress, ReportHead, Series, Stats};
+use super::{
+    Benchmark, CommonArgs, Interleaved, Phased, Runs, Sample, Timed, run_plan, timed_here,
+    timed_threads,
+};
+use crate::report::{self, Chart, Panel, PhaseFacts, Progress, ReportHead, Series, Stats};
 
 /// Flags of `memcg bench list-lru`.
 #[derive(Debug, Clone, Args)]
@@ -74,13 +80,77 @@ pub fn run(args: &ListLruArgs) -> anyhow::Result<()> {
 }
 
 const PHASES: [&str; 5] = ["mkdir+alloc", "add", "walk", "rmdir", "total"];
+/// The index of "total" in [`PHASES`]: the sum of the others.
+const TOTAL: usize = 4;
 
-/// One run's phase times in seconds, and the operations of the add phase.
-#[derive(Clone)]
+/// The timed phases of one or more runs, each summed over the runs.
+#[derive(Debug, Clone, Default)]
 struct RunTimes {
-    secs: [f64; 5],
+    /// mkdir+alloc, add, walk and rmdir, in [`PHASES`] order.
+    phases: [Timed; 4],
+    /// Runs summed.
+    runs: u64,
+    /// Adds of the add phase, per run.
     adds: u64,
+    /// Churn operations while the removals ran, summed.
     churn_ops: u64,
+}
+
+impl RunTimes {
+    /// Adds `other`'s runs.
+    fn add(&mut self, other: &RunTimes) {
+        for (mine, theirs) in self.phases.iter_mut().zip(&other.phases) {
+            mine.add(theirs);
+        }
+        self.runs += other.runs;
+        self.adds = other.adds;
+        self.churn_ops += other.churn_ops;
+    }
+
+    /// Wall seconds of phase `phase` over every run (the total: the sum).
+    fn secs(&self, phase: usize) -> f64 {
+        if phase == TOTAL {
+            self.phases.iter().map(|p| p.secs).sum()
+        } else {
+            self.phases[phase].secs
+        }
+    }
+
+    /// Phase `phase` as a sample of ms per run. The total's CPU share is
+    /// its worst phase's: the phases time different threads.
+    fn sample(&self, phase: usize) -> Sample {
+        let (cpu_share, busy_secs) = if phase == TOTAL {
+            let worst = self.phases.iter().map(Timed::min_cpu_share);
+            let busy = self.phases.iter().map(Timed::busy_secs).sum();
+            (worst.fold(f64::INFINITY, f64::min), busy)
+        } else {
+            let p = &self.phases[phase];
+            (p.min_cpu_share(), p.busy_secs())
+        };
+        Sample {
+            value: self.secs(phase) * 1e3 / self.runs as f64,
+            phase_secs: self.secs(phase),
+            cpu_share,
+            busy_secs,
+        }
+    }
+
+    /// Operations per second of phase `phase` where it has a count: the
+    /// adds, or for rmdir the churn that ran alongside.
+    fn ops_per_sec(&self, phase: usize) -> Option<f64> {
+        match PHASES[phase] {
+            "add" => Some((self.adds * self.runs) as f64 / self.secs(phase)),
+            "rmdir" => Some(self.churn_ops as f64 / self.secs(phase)),
+            _ => None,
+        }
+    }
+}
+
+impl Phased for RunTimes {
+    fn calibration_secs(&self) -> f64 {
+        let busy = self.phases.iter().map(Timed::busy_secs);
+        busy.fold(f64::INFINITY, f64::min)
+    }
 }
 
 /// Everything one run needs.
@@ -156,7 +226,8 @@ fn run_once(
     let (rmdir, churn_ops) = run.phase_rmdir_under_churn(&cgs)?;
     run.check_nothing_lost()?;
     Ok(RunTimes {
-        secs: [mkdir, add, walk, rmdir, mkdir + add + walk + rmdir],
+        phases: [mkdir, add, walk, rmdir],
+        runs: 1,
         adds: 2 * cgroups as u64 * u64::from(objects),
         churn_ops,
     })
@@ -186,10 +257,10 @@ struct ChurnSync {
 
 impl Run {
     /// mkdir+alloc: T threads create the cgroups, each its own share.
-    fn phase_mkdir(&self) -> anyhow::Result<(Vec<Arc<MemCgroup>>, f64)> {
+    fn phase_mkdir(&self) -> anyhow::Result<(Vec<Arc<MemCgroup>>, Timed)> {
         let cgs: Vec<Mutex<Option<Arc<MemCgroup>>>> =
             (0..self.cgroups).map(|_| Mutex::new(None)).collect();
-        let secs = timed_threads(self.threads, |t| {
+        let timed = timed_threads(self.threads, |t| {
             for i in share(t, self.threads, self.cgroups) {
                 let cg = self.tree.mkdir_in(&self.parent, &i.to_string())?;
                 *cgs[i].lock().expect("no panics while held") = Some(cg);
@@ -204,12 +275,12 @@ impl Run {
                     .expect("created")
             })
             .collect();
-        Ok((cgs, secs))
+        Ok((cgs, timed))
     }
 
     /// add: each thread on its own contiguous run of cgroups (neighbouring
     /// cgroups' lists and objects share cache lines).
-    fn phase_add(&self, cgs: &[Arc<MemCgroup>]) -> anyhow::Result<f64> {
+    fn phase_add(&self, cgs: &[Arc<MemCgroup>]) -> anyhow::Result<Timed> {
         timed_threads(self.threads, |t| {
             for i in share(t, self.threads, self.cgroups) {
                 for k in 0..self.objects {
@@ -228,40 +299,41 @@ impl Run {
 
     /// walk: one shrinker pass, cgroup by cgroup as reclaim does (each with
     /// its own count as nr_to_scan), isolating odd objects, rotating even.
-    fn phase_walk(&self, cgs: &[Arc<MemCgroup>]) -> anyhow::Result<f64> {
-        let start = Instant::now();
-        let mut isolated = 0;
-        for lru in &self.lrus {
-            for nid in 0..self.nodes {
-                for cg in std::iter::once(self.tree.root()).chain(cgs) {
-                    let mut budget = lru.count_one(nid, cg)?;
-                    isolated += lru.walk_one(nid, cg, &mut budget, |item, guard| {
-                        if item % 2 == 1 {
-                            let (list, token) = guard.isolate();
-                            Walked::Removed(list, token)
-                        } else {
-                            Walked::Rotate(guard)
-                        }
-                    })?;
+    fn phase_walk(&self, cgs: &[Arc<MemCgroup>]) -> anyhow::Result<Timed> {
+        let (isolated, timed) = timed_here(|| {
+            let mut isolated = 0;
+            for lru in &self.lrus {
+                for nid in 0..self.nodes {
+                    for cg in std::iter::once(self.tree.root()).chain(cgs) {
+                        let mut budget = lru.count_one(nid, cg)?;
+                        isolated += lru.walk_one(nid, cg, &mut budget, |item, guard| {
+                            if item % 2 == 1 {
+                                let (list, token) = guard.isolate();
+                                Walked::Removed(list, token)
+                            } else {
+                                Walked::Rotate(guard)
+                            }
+                        })?;
+                    }
                 }
             }
-        }
-        let secs = start.elapsed().as_secs_f64();
+            Ok(isolated)
+        })?;
         let odd = self.odd_objects();
         ensure!(
             isolated == 2 * odd,
             "walk isolated {isolated}, expected {}",
             2 * odd
         );
-        Ok(secs)
+        Ok(timed)
     }
 
     /// rmdir while T threads churn the even objects of live cgroups. The
     /// removal starts only once every churner is churning, and each churner
     /// counts only what it does while the removal runs, so the phase always
     /// measures rmdir under churn and the churn rate is the phase's own.
-    /// Returns the seconds and the churn operations.
-    fn phase_rmdir_under_churn(&self, cgs: &[Arc<MemCgroup>]) -> anyhow::Result<(f64, u64)> {
+    /// Returns the phase (the removing thread's) and the churn operations.
+    fn phase_rmdir_under_churn(&self, cgs: &[Arc<MemCgroup>]) -> anyhow::Result<(Timed, u64)> {
         let sync = ChurnSync {
             removing: AtomicBool::new(true),
             timing: AtomicBool::new(false),
@@ -281,9 +353,9 @@ impl Run {
             // Relaxed: flags that only start and stop counting; no data is
             // published through them (the joins below order the results).
             sync.timing.store(true, Ordering::Relaxed);
-            let start = Instant::now();
-            let removed = cgs.iter().try_for_each(|cg| self.tree.rmdir_cgroup(cg));
-            let secs = start.elapsed().as_secs_f64();
+            // Any error waits until the churners are stopped and joined.
+            let removal =
+                timed_here(|| Ok(cgs.iter().try_for_each(|cg| self.tree.rmdir_cgroup(cg))));
             // Relaxed: a stop flag; pairs with nothing, the join orders.
             sync.removing.store(false, Ordering::Relaxed);
             let mut churn_ops = 0;
@@ -292,8 +364,9 @@ impl Run {
                     .join()
                     .map_err(|_| anyhow::anyhow!("churn thread panicked"))??;
             }
+            let (removed, timed) = removal?;
             removed?;
-            Ok((secs, churn_ops))
+            Ok((timed, churn_ops))
         })
     }
 
@@ -375,8 +448,8 @@ impl Run {
     }
 }
 
-/// Nanoseconds per rmdir of cgroups holding `objects` objects each.
-fn reparent_ns(design: LruDesign, cgroups: usize, objects: u32) -> anyhow::Result<f64> {
+/// The removal of `cgroups` cgroups holding `objects` objects each.
+fn reparent(design: LruDesign, cgroups: usize, objects: u32) -> anyhow::Result<Timed> {
     let Setup { tree, lrus } = setup(design, cgroups, objects, 1)?;
     let parent = tree.find("/bench/test/1")?;
     let cgs: Vec<_> = (0..cgroups)
@@ -389,11 +462,13 @@ fn reparent_ns(design: LruDesign, cgroups: usize, objects: u32) -> anyhow::Resul
             }
         }
     }
-    let start = Instant::now();
-    for cg in &cgs {
-        tree.rmdir_cgroup(cg)?;
-    }
-    Ok(start.elapsed().as_secs_f64() * 1e9 / cgroups as f64)
+    let ((), timed) = timed_here(|| {
+        for cg in &cgs {
+            tree.rmdir_cgroup(cg)?;
+        }
+        Ok(())
+    })?;
+    Ok(timed)
 }
 
 #[derive(Debug, Serialize)]
@@ -401,9 +476,11 @@ struct PhaseRow {
     design: String,
     threads: usize,
     phase: &'static str,
-    /// Median over repetitions.
+    /// Median over repetitions, ms per run of `cgroups` cgroups.
     ms: f64,
     stdev_ms: f64,
+    min_ms: f64,
+    max_ms: f64,
     /// Operations per second of the phase where it has a count: the adds,
     /// or for rmdir the churn (del + add) that ran alongside the removals.
     mops: Option<f64>,
@@ -415,13 +492,22 @@ struct PhaseRow {
     runs_without_churn: Option<usize>,
     /// `legacy` time / this time (≥ 1 means faster than legacy).
     speedup_vs_legacy: Option<f64>,
+    /// The rmdir phase's CPU share is the removing thread's; mkdir+alloc
+    /// and add time every thread, walk its one thread, and the total takes
+    /// the lowest of its phases'.
+    #[serde(flatten)]
+    phases: PhaseFacts,
 }
 
 #[derive(Debug, Serialize)]
 struct ReparentRow {
     design: String,
     objects_per_cgroup: u32,
+    /// Median over repetitions.
     ns_per_rmdir: f64,
+    stdev_ns: f64,
+    #[serde(flatten)]
+    phases: PhaseFacts,
 }
 
 #[derive(Debug, Serialize)]
@@ -436,6 +522,7 @@ struct Config {
     objects: u32,
     nodes: usize,
     reps: usize,
+    min_phase_ms: u64,
     threads: Vec<usize>,
 }
 
@@ -455,8 +542,14 @@ struct Plan {
     objects: u32,
     nodes: usize,
     reps: usize,
+    min_phase_ms: u64,
     threads: Vec<usize>,
     designs: Vec<LruDesign>,
+    /// Arms of the main runs, one configuration per thread count.
+    run_arms: Vec<usize>,
+    /// Arms of the reparenting runs, one configuration per
+    /// [`REPARENT_OBJECTS`].
+    reparent_arms: Vec<usize>,
 }
 
 impl Plan {
@@ -469,13 +562,17 @@ impl Plan {
         ])?;
         ensure!(args.nodes >= 1, "--nodes must be at least 1");
         ensure!(!args.designs.is_empty(), "nothing to run");
+        let designs = args.designs.len();
         Ok(Self {
             cgroups,
             objects: args.objects,
             nodes: args.nodes,
             reps: common.reps(),
+            min_phase_ms: common.min_phase_ms(),
             threads: common.threads.clone(),
             designs: args.designs.clone(),
+            run_arms: vec![designs; common.threads.len()],
+            reparent_arms: vec![designs; REPARENT_OBJECTS.len()],
         })
     }
 
@@ -483,6 +580,36 @@ impl Plan {
     /// 10..=500.
     fn reparent_cgroups(&self) -> usize {
         (self.cgroups / 10).clamp(10, 500)
+    }
+
+    /// How the main runs, then the reparenting runs, are repeated.
+    fn interleaved(&self) -> [Interleaved<'_>; 2] {
+        let runs = Interleaved::new(self.reps, self.min_phase_ms, &self.run_arms, false);
+        let reparent = Interleaved::new(self.reps, self.min_phase_ms, &self.reparent_arms, false);
+        [runs, reparent]
+    }
+
+    /// `rounds` runs of `design` on `threads` threads, summed.
+    fn run(&self, design: LruDesign, threads: usize, rounds: u64) -> anyhow::Result<RunTimes> {
+        let mut total = RunTimes::default();
+        for _ in 0..rounds {
+            let run = run_once(design, threads, self.cgroups, self.objects, self.nodes)
+                .with_context(|| format!("{design} with {threads} threads"))?;
+            total.add(&run);
+        }
+        Ok(total)
+    }
+
+    /// `rounds` reparenting runs of `design` with `objects` per cgroup;
+    /// the value is ns per rmdir.
+    fn reparent(&self, design: LruDesign, objects: u32, rounds: u64) -> anyhow::Result<Sample> {
+        let cgroups = self.reparent_cgroups();
+        let mut total = Timed::default();
+        for _ in 0..rounds {
+            total.add(&reparent(design, cgroups, objects)?);
+        }
+        let ns = total.secs * 1e9 / (cgroups as u64 * rounds) as f64;
+        Ok(Sample::new(ns, &total))
     }
 }
 
@@ -492,11 +619,11 @@ const REPARENT_OBJECTS: [u32; 2] = [1, 1000];
 
 /// What [`Benchmark::measure`] found.
 struct Samples {
-    /// Every run, `[design][threads]` in plan order.
-    runs: Vec<Vec<Vec<RunTimes>>>,
-    /// ns per rmdir of every reparenting run, `[design][objects]` with
-    /// objects in [`REPARENT_OBJECTS`] order.
-    reparent_ns: Vec<Vec<Vec<f64>>>,
+    /// Every run, one configuration per thread count, one arm per design.
+    runs: Runs<RunTimes>,
+    /// ns per rmdir of every reparenting run, one configuration per
+    /// [`REPARENT_OBJECTS`], one arm per design.
+    reparent: Runs<Sample>,
     /// Bytes per cgroup per list_lru, per design.
     memory_bytes: Vec<usize>,
 }
@@ -508,50 +635,41 @@ impl Benchmark for Plan {
 
     fn describe(&self) -> String {
         format!(
-            "{} cgroups under /bench/test/1, {} objects each in 2 list_lrus, {} node(s), {} reps, median ms",
-            self.cgroups, self.objects, self.nodes, self.reps
+            "{} cgroups under /bench/test/1, {} objects each in 2 list_lrus, {} node(s), \
+             median of {} interleaved reps of phases >= {} ms, ms per run",
+            self.cgroups, self.objects, self.nodes, self.reps, self.min_phase_ms
         )
     }
 
-    /// Every timed run, then the reparenting runs and the memory per cgroup.
+    /// Every timed run, then the reparenting runs (each interleaved, see
+    /// [`super::schedule`]) and the memory per cgroup.
     fn measure(&self) -> anyhow::Result<Samples> {
-        let total = (self.reps * self.threads.len() * self.designs.len()) as u64;
-        let mut progress = Progress::new(Self::NAME, total);
-        let mut runs = vec![vec![Vec::new(); self.threads.len()]; self.designs.len()];
-        for rep in 0..self.reps {
-            for (ti, &threads) in self.threads.iter().enumerate() {
-                for (di, &design) in self.designs.iter().enumerate() {
-                    let run = run_once(design, threads, self.cgroups, self.objects, self.nodes)
-                        .with_context(|| format!("{design} with {threads} threads"))?;
-                    runs[di][ti].push(run);
-                    progress.step(1, &format!("rep {} {design} x{threads}", rep + 1));
-                }
-            }
-        }
+        let [runs, reparent] = self.interleaved();
+        let mut progress = Progress::new(Self::NAME, runs.steps() + reparent.steps());
+        let runs = runs.run(
+            &mut progress,
+            |t, d| format!("{} x{}", self.designs[d], self.threads[t]),
+            |t, d, rounds| self.run(self.designs[d], self.threads[t], rounds),
+        )?;
+        let reparent = reparent.run(
+            &mut progress,
+            |o, d| {
+                format!(
+                    "{} rmdir of {} objects",
+                    self.designs[d], REPARENT_OBJECTS[o]
+                )
+            },
+            |o, d, rounds| self.reparent(self.designs[d], REPARENT_OBJECTS[o], rounds),
+        )?;
         progress.finish();
         Ok(Samples {
             runs,
-            reparent_ns: self.measure_reparent()?,
+            reparent,
             memory_bytes: self.measure_memory()?,
         })
     }
 
     fn summarise(&self, head: ReportHead, samples: Samples) -> Report {
-        let reparent = self
-            .designs
-            .iter()
-            .zip(&samples.reparent_ns)
-            .flat_map(|(design, by_objects)| {
-                REPARENT_OBJECTS
-                    .into_iter()
-                    .zip(by_objects)
-                    .map(|(objects, ns)| ReparentRow {
-                        design: design.name().to_owned(),
-                        objects_per_cgroup: objects,
-                        ns_per_rmdir: Stats::of(ns).median,
-                    })
-            })
-            .collect();
         let memory = self
             .designs
             .iter()
@@ -568,18 +686,22 @@ impl Benchmark for Plan {
                 objects: self.objects,
                 nodes: self.nodes,
                 reps: self.reps,
+                min_phase_ms: self.min_phase_ms,
                 threads: self.threads.clone(),
             },
             results: phase_rows(self, &samples.runs),
-            reparent,
+            reparent: reparent_rows(self, &samples.reparent),
             memory,
         }
     }
 
     fn print_tables(report: &Report) {
         print_phase_table(report);
-        print_reparent_table(&report.reparent);
+        print_reparent_table(report);
         print_memory_table(&report.memory);
+        let facts = report.results.iter().map(|r| &r.phases);
+        let facts = facts.chain(report.reparent.iter().map(|r| &r.phases));
+        report::print_method_note(facts, report.config.min_phase_ms as f64);
         print_churn_note(report);
     }
 
@@ -621,24 +743,6 @@ impl Benchmark for Plan {
 }
 
 impl Plan {
-    /// ns per rmdir of every reparenting run, `[design][objects]`.
-    fn measure_reparent(&self) -> anyhow::Result<Vec<Vec<Vec<f64>>>> {
-        let cgroups = self.reparent_cgroups();
-        self.designs
-            .iter()
-            .map(|&design| {
-                REPARENT_OBJECTS
-                    .iter()
-                    .map(|&objects| {
-                        (0..self.reps)
-                            .map(|_| reparent_ns(design, cgroups, objects))
-                            .collect()
-                    })
-                    .collect()
-            })
-            .collect()
-    }
-
     /// Bytes per cgroup per list_lru, per design.
     fn measure_memory(&self) -> anyhow::Result<Vec<usize>> {
         self.designs
@@ -652,75 +756,89 @@ impl Plan {
 }
 
 /// A row per design, thread count and phase.
-fn phase_rows(plan: &Plan, runs: &[Vec<Vec<RunTimes>>]) -> Vec<PhaseRow> {
+fn phase_rows(plan: &Plan, runs: &Runs<RunTimes>) -> Vec<PhaseRow> {
     let legacy = plan.designs.iter().position(|&d| d == LruDesign::Legacy);
     let mut results = Vec::new();
     for (di, &design) in plan.designs.iter().enumerate() {
         for (ti, &threads) in plan.threads.iter().enumerate() {
-            let legacy = legacy.map(|li| &runs[li][ti][..]);
+            let legacy = legacy.map(|li| &runs.samples[ti][li][..]);
+            let mine = (&runs.samples[ti][di][..], runs.rounds[ti][di]);
             for phase in 0..PHASES.len() {
-                results.push(phase_row(design, threads, phase, &runs[di][ti], legacy));
+                results.push(phase_row(design, threads, phase, mine, legacy));
             }
         }
     }
     results
 }
 
-/// One phase of one design at one thread count; `legacy` holds the
-/// `legacy` design's runs of the same thread count, if it ran.
+/// One phase of one design at one thread count, from its `runs` and their
+/// rounds; `legacy` holds the `legacy` design's runs of the same thread
+/// count, if it ran.
 fn phase_row(
     design: LruDesign,
     threads: usize,
     phase: usize,
-    runs: &[RunTimes],
+    (runs, rounds): (&[RunTimes], u64),
     legacy: Option<&[RunTimes]>,
 ) -> PhaseRow {
+    let samples: Vec<Sample> = runs.iter().map(|r| r.sample(phase)).collect();
     let ms = |runs: &[RunTimes]| {
-        let ms: Vec<f64> = runs.iter().map(|r| r.secs[phase] * 1e3).collect();
+        let ms: Vec<f64> = runs.iter().map(|r| r.sample(phase).value).collect();
         Stats::of(&ms)
     };
     let st = ms(runs);
+    let ops: Option<Vec<f64>> = runs.iter().map(|r| r.ops_per_sec(phase)).collect();
+    let ops = ops.map(|o| Stats::of(&o));
     let name = PHASES[phase];
-    let ops = match name {
-        "add" => Some(Stats::of(
-            &runs
-                .iter()
-                .map(|r| r.adds as f64 / r.secs[1])
-                .collect::<Vec<_>>(),
-        )),
-        "rmdir" => Some(Stats::of(
-            &runs
-                .iter()
-                .map(|r| r.churn_ops as f64 / r.secs[3])
-                .collect::<Vec<_>>(),
-        )),
-        _ => None,
-    };
     PhaseRow {
         design: design.name().to_owned(),
         threads,
         phase: name,
         ms: st.median,
         stdev_ms: st.stdev,
+        min_ms: st.min,
+        max_ms: st.max,
         mops: ops.map(|o| o.median / 1e6),
         mops_stdev: ops.map(|o| o.stdev / 1e6),
         runs_without_churn: (name == "rmdir")
             .then(|| runs.iter().filter(|r| r.churn_ops == 0).count()),
         speedup_vs_legacy: legacy.map(|l| ms(l).median / st.median),
+        phases: PhaseFacts::of(rounds, samples.iter().map(|s| (s.phase_secs, s.cpu_share))),
     }
 }
 
+/// A row per design and objects per cgroup.
+fn reparent_rows(plan: &Plan, reparent: &Runs<Sample>) -> Vec<ReparentRow> {
+    let mut rows = Vec::new();
+    for (di, design) in plan.designs.iter().enumerate() {
+        for (oi, &objects) in REPARENT_OBJECTS.iter().enumerate() {
+            let st = Stats::of(&reparent.values(oi, di));
+            rows.push(ReparentRow {
+                design: design.name().to_owned(),
+                objects_per_cgroup: objects,
+                ns_per_rmdir: st.median,
+                stdev_ns: st.stdev,
+                phases: reparent.facts(oi, di),
+            });
+        }
+    }
+    rows
+}
+
 fn print_phase_table(report: &Report) {
+    let reps = report.config.reps;
     let rows = report.results.iter().map(|r| {
         vec![
             r.phase.to_owned(),
             r.threads.to_string(),
             r.design.clone(),
             format!("{:.2}", r.ms),
-            report::fmt_stdev(r.stdev_ms, report.config.reps, 2),
+            report::fmt_stdev(r.stdev_ms, reps, 2),
+            report::fmt_range(r.min_ms, r.max_ms, reps, 2),
             r.mops.map_or("-".into(), |m| format!("{m:.2}")),
             r.speedup_vs_legacy
                 .map_or("-".into(), |x| format!("{x:.2}x")),
+            r.phases.cpu_cell(),
         ]
     });
     report::print_table(
@@ -730,22 +848,39 @@ fn print_phase_table(report: &Report) {
             "design",
             "ms",
             "stdev",
+            "min–max",
             "Mops/s (add; rmdir: churn)",
             "vs legacy",
+            "CPU",
         ],
         rows,
     );
 }
 
-fn print_reparent_table(reparent: &[ReparentRow]) {
-    let rows = reparent.iter().map(|r| {
+fn print_reparent_table(report: &Report) {
+    let rows = report.reparent.iter().map(|r| {
         vec![
             r.design.clone(),
             r.objects_per_cgroup.to_string(),
             format!("{:.0}", r.ns_per_rmdir),
+            report::fmt_stdev(r.stdev_ns, report.config.reps, 0),
+            format!("{:.0}", r.phases.shortest_phase_ms),
+            r.phases.cpu_cell(),
         ]
     });
-    report::print_table(&["design", "objects/cgroup", "ns per rmdir"], rows);
+    // The phase column: a round's set-up (adding every object) costs far
+    // more than its timed removals, so these phases can stay short.
+    report::print_table(
+        &[
+            "design",
+            "objects/cgroup",
+            "ns per rmdir",
+            "stdev",
+            "phase ms",
+            "CPU",
+        ],
+        rows,
+    );
 }
 
 fn print_memory_table(memory: &[MemoryRow]) {
@@ -779,8 +914,10 @@ mod tests {
         for design in LruDesign::ALL {
             let run = run_once(design, 2, 50, 4, 2).unwrap();
             assert_eq!(run.adds, 2 * 50 * 4);
-            assert!(run.secs.iter().all(|s| *s >= 0.0));
-            assert!(reparent_ns(design, 10, 3).unwrap() > 0.0);
+            assert!(run.phases.iter().all(|p| p.secs >= 0.0));
+            assert_eq!(run.phases[0].cpu_secs.len(), 2, "mkdir times both threads");
+            assert_eq!(run.phases[3].cpu_secs.len(), 1, "rmdir times the remover");
+            assert!(reparent(design, 10, 3).unwrap().secs > 0.0);
         }
     }
 }

@@ -7,21 +7,29 @@
 //! steps measure (showing only progress, on stderr), summarise the samples
 //! into the report, and show it (tables on stdout, JSON and SVG files where
 //! asked). The flags every benchmark takes are [`CommonArgs`].
+//!
+//! Every benchmark measures the same way: [`schedule`] orders the runs
+//! (repetitions outermost, the designs of a configuration interleaved) and
+//! settles each design's rounds of work so that a timed phase lasts
+//! `--min-phase-ms`; [`timing`] times a phase and the CPU share its threads
+//! got.
 
 pub mod list_lru;
 pub mod page_counter;
+mod schedule;
 pub mod swap;
 pub mod swap_cgroup;
+mod timing;
 
 use std::path::PathBuf;
-use std::sync::Barrier;
-use std::time::Instant;
 
 use anyhow::{bail, ensure};
 use clap::{Args, Subcommand};
 use serde::Serialize;
 
 use crate::report::{Chart, Machine, ReportFiles, ReportHead};
+pub(crate) use schedule::{Interleaved, Runs};
+pub(crate) use timing::{Phased, Sample, Timed, timed_here, timed_threads};
 
 /// Flags of `memcg bench`.
 #[derive(Debug, Args)]
@@ -88,9 +96,13 @@ pub struct CommonArgs {
     /// Thread counts to run, comma separated.
     #[arg(long, value_delimiter = ',', default_value = "1,2")]
     pub threads: Vec<usize>,
-    /// Repetitions of every configuration [default: 5; --quick 3].
+    /// Repetitions of every configuration, interleaved [default: 9; --quick 3].
     #[arg(long)]
     pub reps: Option<usize>,
+    /// Shortest timed phase in ms: work that takes less is repeated until
+    /// it lasts this long [default: 200; --quick 0, one round].
+    #[arg(long)]
+    pub min_phase_ms: Option<u64>,
     /// Smaller defaults for a quick look.
     #[arg(long)]
     pub quick: bool,
@@ -106,14 +118,22 @@ impl CommonArgs {
         Self {
             threads: vec![1, 2],
             reps: smoke.then_some(1),
+            min_phase_ms: None,
             quick: true,
             files: ReportFiles::default(),
         }
     }
 
-    /// `--reps`, or 3 with `--quick` and 5 without.
+    /// `--reps`, or 3 with `--quick` and 9 without: a median of 9 is not
+    /// moved by a few repetitions the scheduler spoiled.
     pub fn reps(&self) -> usize {
-        self.scaled(self.reps, 3, 5)
+        self.scaled(self.reps, 3, 9)
+    }
+
+    /// `--min-phase-ms`, or 0 with `--quick` (quick runs stay quick) and
+    /// 200 without.
+    pub fn min_phase_ms(&self) -> u64 {
+        self.scaled(self.min_phase_ms, 0, 200)
     }
 
     /// A size flag's `value`, or its default at this scale: `quick` with
@@ -185,46 +205,4 @@ pub(crate) fn run_plan<B: Benchmark>(plan: &B, files: &ReportFiles) -> anyhow::R
     let report = plan.summarise(ReportHead::new(B::NAME, machine), samples);
     B::print_tables(&report);
     files.write(&report, || plan.chart(&report))
-}
-
-/// Runs `body(thread)` on `threads` threads released together; returns the
-/// wall time in seconds from the first thread's start to the last one's end.
-/// Each thread reads the clock itself: the releasing thread may not run again
-/// until the workers are done when there are more threads than CPUs.
-pub(crate) fn timed_threads<F>(threads: usize, body: F) -> anyhow::Result<f64>
-where
-    F: Fn(usize) -> anyhow::Result<()> + Sync,
-{
-    let barrier = Barrier::new(threads);
-    let spans = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let (barrier, body) = (&barrier, &body);
-                s.spawn(move || -> anyhow::Result<(Instant, Instant)> {
-                    barrier.wait();
-                    let start = Instant::now();
-                    body(t)?;
-                    Ok((start, Instant::now()))
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .map_err(|_| anyhow::anyhow!("benchmark thread panicked"))?
-            })
-            .collect::<anyhow::Result<Vec<_>>>()
-    })?;
-    let first = spans
-        .iter()
-        .map(|s| s.0)
-        .min()
-        .expect("at least one thread");
-    let last = spans
-        .iter()
-        .map(|s| s.1)
-        .max()
-        .expect("at least one thread");
-    Ok((last - first).as_secs_f64())
 }

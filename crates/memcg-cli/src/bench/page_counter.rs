@@ -13,17 +13,17 @@ use clap::Args;
 use memcg::page_counter::{Counter, PageCounterDesign};
 use serde::Serialize;
 
-use super::{Benchmark, CommonArgs, run_plan, timed_threads};
-use crate::report::{self, Chart, Panel, Progress, ReportHead, Series, Stats};
+use super::{Benchmark, CommonArgs, Interleaved, Runs, Sample, run_plan, timed_threads};
+use crate::report::{self, Chart, Panel, PhaseFacts, Progress, ReportHead, Series, Stats};
 
 /// Flags of `memcg bench page-counter`.
 #[derive(Debug, Clone, Args)]
-#[command(mut_arg("reps", |a| a.help("Repetitions [default: 5; --quick 3]")))]
 pub struct PageCounterArgs {
     /// Hierarchy depths (levels charged), comma separated.
     #[arg(long, value_delimiter = ',', default_value = "1,4,8")]
     pub depths: Vec<usize>,
-    /// Charge + uncharge pairs per thread per run [default: 1000000; --quick 100000].
+    /// Charge + uncharge pairs per thread per round; a run repeats rounds
+    /// until it lasts `--min-phase-ms` [default: 1000000; --quick 100000].
     #[arg(long)]
     pub ops: Option<u64>,
     /// `--threads`, `--reps`, `--quick`, `--json` and `--svg`.
@@ -73,15 +73,15 @@ fn hierarchy(
     (leaves, top)
 }
 
-/// Mops/s (charge + uncharge pairs) of one run.
+/// Mops/s (charge + uncharge pairs) of one run of `ops` pairs per thread.
 fn run_once(
     design: PageCounterDesign,
     depth: usize,
     threads: usize,
     ops: u64,
-) -> anyhow::Result<f64> {
+) -> anyhow::Result<Sample> {
     let (leaves, top) = hierarchy(design, depth, threads);
-    let secs = timed_threads(threads, |t| {
+    let timed = timed_threads(threads, |t| {
         let leaf = &leaves[t];
         for _ in 0..ops {
             ensure!(leaf.try_charge(1), "unlimited counter refused a charge");
@@ -97,7 +97,8 @@ fn run_once(
         leaves.iter().all(|l| l.usage() == 0),
         "{design} leaf did not balance"
     );
-    Ok(threads as f64 * ops as f64 / secs / 1e6)
+    let mops = threads as f64 * ops as f64 / timed.secs / 1e6;
+    Ok(Sample::new(mops, &timed))
 }
 
 #[derive(Debug, Serialize)]
@@ -108,14 +109,19 @@ struct ResultRow {
     /// Median charge + uncharge pairs per second, millions.
     mops: f64,
     stdev: f64,
+    mops_min: f64,
+    mops_max: f64,
     ratio_locked: f64,
     samples: Vec<f64>,
+    #[serde(flatten)]
+    phases: PhaseFacts,
 }
 
 #[derive(Debug, Serialize)]
 struct Config {
     ops_per_thread: u64,
     reps: usize,
+    min_phase_ms: u64,
     depths: Vec<usize>,
     threads: Vec<usize>,
 }
@@ -132,8 +138,11 @@ struct Report {
 struct Plan {
     ops_per_thread: u64,
     reps: usize,
+    min_phase_ms: u64,
     depths: Vec<usize>,
     threads: Vec<usize>,
+    /// Arms of each configuration: every design.
+    arms: Vec<usize>,
 }
 
 impl Plan {
@@ -145,11 +154,14 @@ impl Plan {
             !args.depths.is_empty() && !args.depths.contains(&0),
             "--depths needs depths of at least 1"
         );
+        let configs = args.depths.len() * common.threads.len();
         Ok(Self {
             ops_per_thread,
             reps: common.reps(),
+            min_phase_ms: common.min_phase_ms(),
             depths: args.depths.clone(),
             threads: common.threads.clone(),
+            arms: vec![PageCounterDesign::ALL.len(); configs],
         })
     }
 
@@ -162,9 +174,9 @@ impl Plan {
     }
 }
 
-/// Mops/s of every run: `samples[config][design]`, configs in
-/// [`Plan::configs`] order, designs in [`PageCounterDesign::ALL`] order.
-type Samples = Vec<[Vec<f64>; PageCounterDesign::ALL.len()]>;
+/// Every run: configs in [`Plan::configs`] order, arms in
+/// [`PageCounterDesign::ALL`] order.
+type Samples = Runs<Sample>;
 
 impl Benchmark for Plan {
     const NAME: &'static str = "page-counter";
@@ -173,41 +185,40 @@ impl Benchmark for Plan {
 
     fn describe(&self) -> String {
         format!(
-            "{} charge+uncharge pairs of 1 page per thread, own leaf per thread, {} reps, median Mops/s",
-            self.ops_per_thread, self.reps
+            "{} charge+uncharge pairs of 1 page per thread per round, own leaf per thread, \
+             median of {} interleaved reps of phases >= {} ms, Mops/s",
+            self.ops_per_thread, self.reps, self.min_phase_ms
         )
     }
 
-    /// Every run, repetitions outermost.
+    /// Every run, interleaved (see [`super::schedule`]).
     fn measure(&self) -> anyhow::Result<Samples> {
         let configs = self.configs();
         let designs = PageCounterDesign::ALL;
-        let total = self.reps * configs.len() * designs.len();
-        let mut progress = Progress::new(Self::NAME, total as u64);
-        let mut samples: Samples = vec![Default::default(); configs.len()];
-        for rep in 0..self.reps {
-            for (ci, &(depth, threads)) in configs.iter().enumerate() {
-                for (di, &design) in designs.iter().enumerate() {
-                    samples[ci][di].push(run_once(design, depth, threads, self.ops_per_thread)?);
-                    let what =
-                        format!("rep {} {} depth {depth} x{threads}", rep + 1, label(design));
-                    progress.step(1, &what);
-                }
-            }
-        }
+        let plan = Interleaved::new(self.reps, self.min_phase_ms, &self.arms, false);
+        let mut progress = Progress::new(Self::NAME, plan.steps());
+        let name = |c: usize, d: usize| {
+            let (depth, threads) = configs[c];
+            format!("{} depth {depth} x{threads}", label(designs[d]))
+        };
+        let runs = plan.run(&mut progress, name, |c, d, rounds| {
+            let (depth, threads) = configs[c];
+            run_once(designs[d], depth, threads, self.ops_per_thread * rounds)
+        })?;
         progress.finish();
-        Ok(samples)
+        Ok(runs)
     }
 
-    fn summarise(&self, head: ReportHead, samples: Samples) -> Report {
+    fn summarise(&self, head: ReportHead, runs: Samples) -> Report {
         let locked = PageCounterDesign::ALL
             .iter()
             .position(|&d| d == PageCounterDesign::ResCounter)
             .expect("the baseline is a design");
         let mut results = Vec::new();
-        for ((depth, threads), by_design) in self.configs().into_iter().zip(samples) {
-            let locked_median = Stats::of(&by_design[locked]).median;
-            for (design, samples) in PageCounterDesign::ALL.into_iter().zip(by_design) {
+        for (ci, (depth, threads)) in self.configs().into_iter().enumerate() {
+            let locked_median = Stats::of(&runs.values(ci, locked)).median;
+            for (di, design) in PageCounterDesign::ALL.into_iter().enumerate() {
+                let samples = runs.values(ci, di);
                 let st = Stats::of(&samples);
                 results.push(ResultRow {
                     design: label(design),
@@ -215,8 +226,11 @@ impl Benchmark for Plan {
                     threads,
                     mops: st.median,
                     stdev: st.stdev,
+                    mops_min: st.min,
+                    mops_max: st.max,
                     ratio_locked: st.median / locked_median,
                     samples,
+                    phases: runs.facts(ci, di),
                 });
             }
         }
@@ -225,6 +239,7 @@ impl Benchmark for Plan {
             config: Config {
                 ops_per_thread: self.ops_per_thread,
                 reps: self.reps,
+                min_phase_ms: self.min_phase_ms,
                 depths: self.depths.clone(),
                 threads: self.threads.clone(),
             },
@@ -233,20 +248,34 @@ impl Benchmark for Plan {
     }
 
     fn print_tables(report: &Report) {
+        let reps = report.config.reps;
         let rows = report.results.iter().map(|r| {
             vec![
                 r.depth.to_string(),
                 r.threads.to_string(),
                 r.design.to_owned(),
                 format!("{:.1}", r.mops),
-                report::fmt_stdev(r.stdev, report.config.reps, 1),
+                report::fmt_stdev(r.stdev, reps, 1),
+                report::fmt_range(r.mops_min, r.mops_max, reps, 1),
                 format!("{:.2}x", r.ratio_locked),
+                r.phases.cpu_cell(),
             ]
         });
         report::print_table(
-            &["depth", "threads", "design", "Mops/s", "stdev", "vs locked"],
+            &[
+                "depth",
+                "threads",
+                "design",
+                "Mops/s",
+                "stdev",
+                "min–max",
+                "vs locked",
+                "CPU",
+            ],
             rows,
         );
+        let facts = report.results.iter().map(|r| &r.phases);
+        report::print_method_note(facts, report.config.min_phase_ms as f64);
     }
 
     /// Mops/s against threads, one panel per depth.
@@ -278,7 +307,9 @@ mod tests {
     fn both_designs_balance_at_every_depth() {
         for depth in [1, 3] {
             for design in PageCounterDesign::ALL {
-                assert!(run_once(design, depth, 2, 500).unwrap() > 0.0);
+                let sample = run_once(design, depth, 2, 500).unwrap();
+                assert!(sample.value > 0.0 && sample.phase_secs > 0.0);
+                assert!(sample.cpu_share > 0.0, "{sample:?}");
             }
         }
     }

@@ -17,14 +17,20 @@
 //! parallel on distinct mappings. After every run each byte is verified and
 //! every charge, swap slot and id pin is checked to be released.
 //!
-//! The hardware limit is measured in the same run on the same bytes and
-//! threads: `memset` bandwidth for the zero experiments (filling zero pages
-//! back is a memset, and checking pages for zeros reads as many bytes), and
+//! The hardware limits are measured in the same run on the same bytes and
+//! threads: a streaming `read` (an OR over the buffer) for zero swap-out (a
+//! zero folio must be read to be known zero, and nothing is written),
+//! `memset` for zero swap-in (filling zero pages back is a memset), and
 //! `memcpy` for random content (a RAM swap device is a copy each way; the
 //! file device goes through the page cache, which is also a copy).
+//!
+//! Where one run's timed phase is shorter than `--min-phase-ms`, a sample
+//! is that many whole runs (each on a fresh simulation) with their timed
+//! phases summed, and figures are per run of `--size` bytes.
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::Mutex;
 
 use anyhow::{Context, ensure};
 use clap::Args;
@@ -34,8 +40,8 @@ use memcg::swap_cgroup::Design;
 use memcg_sim::{Fill, Sim, SimConfig};
 use serde::Serialize;
 
-use super::{Benchmark, CommonArgs, run_plan, timed_threads};
-use crate::report::{self, Chart, Panel, Progress, ReportHead, Series, Stats};
+use super::{Benchmark, CommonArgs, Interleaved, Runs, Sample, Timed, run_plan, timed_threads};
+use crate::report::{self, Chart, Panel, PhaseFacts, Progress, ReportHead, Series, Stats};
 
 /// The largest folio any experiment uses (64 KiB): sizes are multiples of
 /// it per thread.
@@ -50,7 +56,6 @@ const DEVICE_SLACK_BYTES: u64 = 4 << 20;
     mut_arg("threads", |a| a.help(
         "Thread counts (tasks on distinct mappings in parallel), comma separated"
     )),
-    mut_arg("reps", |a| a.help("Repetitions [default: 5; --quick 3]")),
 )]
 pub struct SwapArgs {
     /// Bytes swapped per run, split over the threads (K/M/G suffixes;
@@ -183,8 +188,12 @@ impl Experiment {
 
     /// The bandwidth that bounds this experiment.
     fn limit(self) -> Limit {
-        match self.fill {
-            Fill::Zero => Limit::Memset,
+        match (self.fill, self.op) {
+            // Known zero only once read; nothing is written to the device.
+            (Fill::Zero, Op::SwapOut) => Limit::Read,
+            // The page is filled back with zeros.
+            (Fill::Zero, Op::SwapIn) => Limit::Memset,
+            // A copy each way through a RAM device or the page cache.
             _ => Limit::Memcpy,
         }
     }
@@ -211,13 +220,18 @@ impl FromStr for Experiment {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 enum Limit {
+    /// Write zeros over the buffer.
     Memset,
+    /// Copy one buffer into another.
     Memcpy,
+    /// OR every byte of the buffer together (no early exit).
+    Read,
 }
 
 memcg::named_enum!(Limit {
     Memset => "memset",
     Memcpy => "memcpy",
+    Read => "read",
 });
 
 /// Where the file device lives for the whole run.
@@ -263,7 +277,7 @@ fn check_host_fits(size_bytes: u64, threads: &[usize]) -> anyhow::Result<()> {
 }
 
 /// One timed run of `exp` with `design` on `threads` tasks sharing
-/// `size_bytes`; returns the seconds the timed phase took.
+/// `size_bytes`; returns its timed phase.
 fn run_once(
     exp: Experiment,
     design: Design,
@@ -271,7 +285,7 @@ fn run_once(
     size_bytes: u64,
     seed: u64,
     swap_dir: &Path,
-) -> anyhow::Result<f64> {
+) -> anyhow::Result<Timed> {
     let sim = Sim::new(SimConfig {
         seed,
         swap_cgroup: design,
@@ -297,7 +311,7 @@ fn run_once(
         Ok(())
     })?;
 
-    let secs = timed_threads(threads, |t| {
+    let timed = timed_threads(threads, |t| {
         let name = &names[t];
         let pages = match exp.op {
             Op::SwapOut => sim.pageout(name)?,
@@ -317,7 +331,7 @@ fn run_once(
     }
     check_all_released(&sim, &device, || format!("{} with {design}", exp.name()))?;
     sim.swapoff(&device)?;
-    Ok(secs)
+    Ok(timed)
 }
 
 /// Turns on a swap device of `device_bytes` of kind `device`; returns its
@@ -368,50 +382,103 @@ where
     })
 }
 
-/// Seconds `threads` threads take to memset (or memcpy) their share of
-/// `size_bytes`, on buffers already faulted in.
-fn measure_limit(limit: Limit, threads: usize, size_bytes: u64) -> anyhow::Result<f64> {
+/// `threads` threads streaming `limit` over their share of `size_bytes`,
+/// `rounds` times, on buffers already faulted in (the swap paths work on
+/// pages that exist too: the RAM disk's, the folio's). The value is µs per
+/// pass over `size_bytes`.
+fn measure_limit(
+    limit: Limit,
+    threads: usize,
+    size_bytes: u64,
+    rounds: u64,
+) -> anyhow::Result<Sample> {
     let per_thread = usize::try_from(size_bytes / threads as u64)?;
-    // Fault the buffers in before timing: the swap paths write to pages
-    // that exist too (the RAM disk's, the folio's). Each thread locks only
-    // its own pair, so the locks are uncontended.
-    let bufs: Vec<std::sync::Mutex<(Vec<u8>, Vec<u8>)>> = (0..threads)
-        .map(|t| std::sync::Mutex::new((vec![t as u8 + 1; per_thread], vec![1u8; per_thread])))
+    // Each thread locks only its own buffers: the locks are uncontended.
+    let bufs: Vec<Mutex<LimitBuffers>> = (0..threads)
+        .map(|t| Mutex::new(LimitBuffers::new(limit, t, per_thread)))
         .collect();
-    let secs = timed_threads(threads, |t| {
-        let mut pair = bufs[t]
+    let timed = timed_threads(threads, |t| {
+        let mut bufs = bufs[t]
             .lock()
             .map_err(|_| anyhow::anyhow!("limit buffer poisoned"))?;
-        let (src, dst) = &mut *pair;
-        match limit {
-            Limit::Memset => dst.fill(0),
-            Limit::Memcpy => dst.copy_from_slice(src),
-        }
-        std::hint::black_box(&dst[..]);
-        Ok(())
+        (0..rounds).try_for_each(|_| bufs.pass(limit))
     })?;
-    for (t, pair) in bufs.into_iter().enumerate() {
-        let (_, dst) = pair
+    for (t, bufs) in bufs.into_iter().enumerate() {
+        let bufs = bufs
             .into_inner()
             .map_err(|_| anyhow::anyhow!("limit buffer poisoned"))?;
-        let want = match limit {
-            Limit::Memset => 0,
-            Limit::Memcpy => t as u8 + 1,
-        };
         ensure!(
-            dst.iter().all(|&b| b == want),
-            "{} wrote the wrong bytes",
+            bufs.dst
+                .iter()
+                .all(|&b| b == LimitBuffers::expected(limit, t)),
+            "{} left the wrong bytes",
             limit.name()
         );
     }
-    Ok(secs)
+    Ok(Sample::new(timed.secs / rounds as f64 * 1e6, &timed))
+}
+
+/// One limit thread's buffers.
+struct LimitBuffers {
+    /// What memcpy copies (empty for the other limits).
+    src: Vec<u8>,
+    /// What is written or read.
+    dst: Vec<u8>,
+}
+
+impl LimitBuffers {
+    /// Buffers of `bytes` for thread `t`, every page written once so that
+    /// none is a shared zero page.
+    fn new(limit: Limit, t: usize, bytes: usize) -> Self {
+        let src = if limit == Limit::Memcpy {
+            vec![t as u8 + 1; bytes]
+        } else {
+            Vec::new()
+        };
+        let mut dst = vec![1u8; bytes];
+        if limit == Limit::Read {
+            // What the read limit stands for is checking a zero folio.
+            dst.fill(0);
+        }
+        Self { src, dst }
+    }
+
+    /// Every byte of `dst` after a pass of `limit` by thread `t`.
+    fn expected(limit: Limit, t: usize) -> u8 {
+        match limit {
+            Limit::Memset | Limit::Read => 0,
+            Limit::Memcpy => t as u8 + 1,
+        }
+    }
+
+    /// One pass over the buffers. `black_box` keeps the compiler from
+    /// merging or dropping passes: each really reads or writes every byte.
+    fn pass(&mut self, limit: Limit) -> anyhow::Result<()> {
+        let dst = std::hint::black_box(&mut self.dst[..]);
+        match limit {
+            Limit::Memset => dst.fill(0),
+            Limit::Memcpy => dst.copy_from_slice(&self.src),
+            Limit::Read => {
+                let any = or_all(dst);
+                ensure!(std::hint::black_box(any) == 0, "read found a set byte");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Every byte ORed together. No early exit, unlike a zero check that
+/// stops at the first set byte, so the fold vectorises into a streaming
+/// read: the bound on knowing a buffer is zero.
+fn or_all(bytes: &[u8]) -> u8 {
+    bytes.iter().fold(0, |acc, &b| acc | b)
 }
 
 /// The standard deviation of a rate from that of the time it was computed
 /// from (first order: the same relative spread).
-fn rate_stdev(rate: f64, mean_us: f64, stdev_us: f64) -> f64 {
-    if mean_us > 0.0 {
-        rate * stdev_us / mean_us
+fn rate_stdev(rate: f64, time_us: f64, stdev_us: f64) -> f64 {
+    if time_us > 0.0 {
+        rate * stdev_us / time_us
     } else {
         0.0
     }
@@ -421,39 +488,77 @@ fn gib_per_s(bytes: u64, secs: f64) -> f64 {
     bytes as f64 / secs / f64::from(1u32 << 30)
 }
 
+/// A timed phase over the repetitions, in µs per run of `size_bytes`
+/// (the rounds of a phase divided out).
+#[derive(Debug, Serialize)]
+struct PhaseUs {
+    /// Median, the statistic the tables and ratios use.
+    median_us: f64,
+    /// Mean (the seed's statistic).
+    mean_us: f64,
+    stdev_us: f64,
+    min_us: f64,
+    max_us: f64,
+    /// Bytes moved per second at the median time.
+    gib_per_s: f64,
+    samples_us: Vec<f64>,
+    #[serde(flatten)]
+    phases: PhaseFacts,
+}
+
+impl PhaseUs {
+    /// Arm `arm` of configuration `config` of `runs`, runs of `size_bytes`.
+    fn of(runs: &Runs<Sample>, config: usize, arm: usize, size_bytes: u64) -> Self {
+        let samples_us = runs.values(config, arm);
+        let st = Stats::of(&samples_us);
+        Self {
+            median_us: st.median,
+            mean_us: st.mean,
+            stdev_us: st.stdev,
+            min_us: st.min,
+            max_us: st.max,
+            gib_per_s: gib_per_s(size_bytes, st.median / 1e6),
+            samples_us,
+            phases: runs.facts(config, arm),
+        }
+    }
+
+    /// The GiB/s and its error bar for a chart.
+    fn chart_point(&self, threads: usize) -> (usize, f64, f64) {
+        let error = rate_stdev(self.gib_per_s, self.median_us, self.stdev_us);
+        (threads, self.gib_per_s, error)
+    }
+}
+
 #[derive(Debug, Serialize)]
 struct ResultRow {
     experiment: String,
     threads: usize,
     design: &'static str,
-    /// Mean of the timed phase, µs (the seed's statistic).
-    mean_us: f64,
-    stdev_us: f64,
-    /// Bytes moved per second at the mean time.
-    gib_per_s: f64,
-    /// Mean time of `locked` divided by this design's (> 1: faster).
+    #[serde(flatten)]
+    time: PhaseUs,
+    /// Median time of `locked` divided by this design's (> 1: faster).
     speedup_vs_locked: Option<f64>,
-    /// The experiment's bound (memset or memcpy).
+    /// The experiment's bound (read, memset or memcpy).
     limit: Limit,
-    /// This design's GiB/s divided by the limit's GiB/s.
+    /// This design's GiB/s divided by the limit's GiB/s, both at the
+    /// median.
     fraction_of_limit: f64,
-    samples_us: Vec<f64>,
 }
 
 #[derive(Debug, Serialize)]
 struct LimitRow {
     limit: Limit,
     threads: usize,
-    mean_us: f64,
-    stdev_us: f64,
-    gib_per_s: f64,
-    samples_us: Vec<f64>,
+    #[serde(flatten)]
+    time: PhaseUs,
 }
 
 #[derive(Debug, Serialize)]
 struct Config {
     size_bytes: u64,
     reps: usize,
+    min_phase_ms: u64,
     seed: u64,
     threads: Vec<usize>,
 }
@@ -467,15 +572,29 @@ struct Report {
     results: Vec<ResultRow>,
 }
 
+/// One configuration of a run: every limit (one arm each) at a thread
+/// count, or every design (one arm each) on an experiment at a thread
+/// count.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum RunConfig {
+    Limits(usize),
+    Experiment(usize, Experiment),
+}
+
 /// Validated settings of one invocation.
 struct Plan {
     size_bytes: u64,
     reps: usize,
+    min_phase_ms: u64,
     threads: Vec<usize>,
     designs: Vec<Design>,
     experiments: Vec<Experiment>,
     seed: u64,
     swap_dir: Option<PathBuf>,
+    /// Per thread count: the limits, then every experiment.
+    configs: Vec<RunConfig>,
+    /// Arms of each configuration.
+    arms: Vec<usize>,
 }
 
 impl Plan {
@@ -500,148 +619,176 @@ impl Plan {
         } else {
             args.experiments.clone()
         };
+        let configs = configs(&common.threads, &experiments);
+        let arms = configs
+            .iter()
+            .map(|c| match c {
+                RunConfig::Limits(_) => Limit::ALL.len(),
+                RunConfig::Experiment(..) => designs.len(),
+            })
+            .collect();
         Ok(Self {
             size_bytes,
             reps: common.reps(),
+            min_phase_ms: common.min_phase_ms(),
             threads: common.threads.clone(),
             designs,
             experiments,
             seed: args.seed,
             swap_dir: args.swap_dir.clone(),
+            configs,
+            arms,
         })
     }
 
-    /// One timed run, with what reproduces it in any error.
+    /// `rounds` timed runs summed, with what reproduces them in any error;
+    /// the value is µs per run.
     fn run(
         &self,
         swap_dir: &SwapDir,
         exp: Experiment,
         design: Design,
         threads: usize,
-    ) -> anyhow::Result<f64> {
-        run_once(
-            exp,
-            design,
-            threads,
-            self.size_bytes,
-            self.seed,
-            swap_dir.path(),
-        )
-        .with_context(|| {
-            format!(
-                "{} with {design} on {threads} threads (--seed {})",
-                exp.name(),
-                self.seed
-            )
-        })
+        rounds: u64,
+    ) -> anyhow::Result<Sample> {
+        let mut total = Timed::default();
+        for _ in 0..rounds {
+            let path = swap_dir.path();
+            let timed = run_once(exp, design, threads, self.size_bytes, self.seed, path)
+                .with_context(|| {
+                    format!(
+                        "{} with {design} on {threads} threads (--seed {})",
+                        exp.name(),
+                        self.seed
+                    )
+                })?;
+            total.add(&timed);
+        }
+        Ok(Sample::new(total.secs / rounds as f64 * 1e6, &total))
+    }
+
+    /// One sample of arm `arm` of configuration `config`.
+    fn run_arm(
+        &self,
+        swap_dir: &SwapDir,
+        config: usize,
+        arm: usize,
+        rounds: u64,
+    ) -> anyhow::Result<Sample> {
+        match self.configs[config] {
+            RunConfig::Limits(threads) => {
+                measure_limit(Limit::ALL[arm], threads, self.size_bytes, rounds)
+            }
+            RunConfig::Experiment(threads, exp) => {
+                self.run(swap_dir, exp, self.designs[arm], threads, rounds)
+            }
+        }
+    }
+
+    /// What progress calls arm `arm` of configuration `config`.
+    fn arm_name(&self, config: usize, arm: usize) -> String {
+        match self.configs[config] {
+            RunConfig::Limits(threads) => format!("{} x{threads}", Limit::ALL[arm]),
+            RunConfig::Experiment(threads, exp) => {
+                format!("{} {} x{threads}", exp.name(), self.designs[arm])
+            }
+        }
+    }
+
+    /// The rows of every design on `exp` at `threads` (configuration
+    /// `config`), against `locked` and the experiment's limit in `limits`.
+    fn result_rows(
+        &self,
+        runs: &Runs<Sample>,
+        (config, threads, exp): (usize, usize, Experiment),
+        limits: &[LimitRow],
+    ) -> Vec<ResultRow> {
+        let limit_gib = limits
+            .iter()
+            .find(|l| l.threads == threads && l.limit == exp.limit())
+            .map_or(f64::NAN, |l| l.time.gib_per_s);
+        let times: Vec<PhaseUs> = (0..self.designs.len())
+            .map(|di| PhaseUs::of(runs, config, di, self.size_bytes))
+            .collect();
+        let locked =
+            (self.designs.iter().position(|&d| d == Design::Locked)).map(|di| times[di].median_us);
+        (self.designs.iter().zip(times))
+            .map(|(&design, time)| ResultRow {
+                experiment: exp.name(),
+                threads,
+                design: design.name(),
+                speedup_vs_locked: locked.map(|l| l / time.median_us),
+                limit: exp.limit(),
+                fraction_of_limit: time.gib_per_s / limit_gib,
+                time,
+            })
+            .collect()
     }
 }
 
-/// What [`Benchmark::measure`] found, in µs: `designs[threads][experiment][design]`
-/// and `limits[threads][limit]`, in plan and [`Limit::ALL`] order.
-struct Samples {
-    designs: Vec<Vec<Vec<Vec<f64>>>>,
-    limits: Vec<Vec<Vec<f64>>>,
+/// Per thread count: its limits, then every experiment.
+fn configs(threads: &[usize], experiments: &[Experiment]) -> Vec<RunConfig> {
+    threads
+        .iter()
+        .flat_map(|&t| {
+            let exps = experiments
+                .iter()
+                .map(move |&e| RunConfig::Experiment(t, e));
+            std::iter::once(RunConfig::Limits(t)).chain(exps)
+        })
+        .collect()
 }
 
 impl Benchmark for Plan {
     const NAME: &'static str = "swap";
-    type Samples = Samples;
+    type Samples = Runs<Sample>;
     type Report = Report;
 
     fn describe(&self) -> String {
         format!(
-            "{} MiB per run split over the threads, {} reps, mean ± stdev of the timed phase (pageout or fault-in)",
+            "{} MiB per run split over the threads, median of {} interleaved reps of timed phases \
+             (pageout or fault-in) >= {} ms, µs per run",
             self.size_bytes >> 20,
-            self.reps
+            self.reps,
+            self.min_phase_ms
         )
     }
 
-    /// A warm-up pass, then every repetition. Repetitions interleave every
-    /// configuration so drift spreads evenly, and the design order rotates
-    /// each repetition so none always runs first (right after another
-    /// experiment).
-    fn measure(&self) -> anyhow::Result<Samples> {
+    /// A warm-up (or calibration) pass, then every repetition, interleaved
+    /// (see [`super::schedule`]).
+    fn measure(&self) -> anyhow::Result<Runs<Sample>> {
         let swap_dir = match &self.swap_dir {
             Some(dir) => SwapDir::Given(dir.clone()),
             None => SwapDir::Temp(
                 tempfile::tempdir().context("creating a directory for the swap file")?,
             ),
         };
-        let (nt, ne, nd) = (
-            self.threads.len(),
-            self.experiments.len(),
-            self.designs.len(),
-        );
-        let mut progress = Progress::new(Self::NAME, ((self.reps + 1) * nt * (ne * nd + 2)) as u64);
-        warm_up(self, &swap_dir, &mut progress)?;
-        let mut samples = Samples {
-            designs: vec![vec![vec![Vec::new(); nd]; ne]; nt],
-            limits: vec![vec![Vec::new(); Limit::ALL.len()]; nt],
-        };
-        for rep in 0..self.reps {
-            for (ti, &threads) in self.threads.iter().enumerate() {
-                for (li, &limit) in Limit::ALL.iter().enumerate() {
-                    let secs = measure_limit(limit, threads, self.size_bytes)?;
-                    samples.limits[ti][li].push(secs * 1e6);
-                    progress.step(1, &format!("rep {} {} x{threads}", rep + 1, limit.name()));
-                }
-                for (ei, &exp) in self.experiments.iter().enumerate() {
-                    for di in (0..nd).map(|k| (k + rep) % nd) {
-                        let design = self.designs[di];
-                        let secs = self.run(&swap_dir, exp, design, threads)?;
-                        samples.designs[ti][ei][di].push(secs * 1e6);
-                        let what = format!("rep {} {} {design} x{threads}", rep + 1, exp.name());
-                        progress.step(1, &what);
-                    }
-                }
-            }
-        }
+        // The warm-up creates the swap files and brings the allocator and
+        // page cache to the state every later run sees.
+        let plan = Interleaved::new(self.reps, self.min_phase_ms, &self.arms, true);
+        let mut progress = Progress::new(Self::NAME, plan.steps());
+        let runs = plan.run(
+            &mut progress,
+            |c, a| self.arm_name(c, a),
+            |c, a, rounds| self.run_arm(&swap_dir, c, a, rounds),
+        )?;
         progress.finish();
-        Ok(samples)
+        Ok(runs)
     }
 
-    fn summarise(&self, head: ReportHead, samples: Samples) -> Report {
-        let mut limits = Vec::new();
-        let mut results = Vec::new();
-        for (ti, &threads) in self.threads.iter().enumerate() {
-            let limit_samples = &samples.limits[ti];
-            for (&limit, samples_us) in Limit::ALL.iter().zip(limit_samples) {
-                let st = Stats::of(samples_us);
-                limits.push(LimitRow {
-                    limit,
-                    threads,
-                    mean_us: st.mean,
-                    stdev_us: st.stdev,
-                    gib_per_s: gib_per_s(self.size_bytes, st.mean / 1e6),
-                    samples_us: samples_us.clone(),
-                });
-            }
-            let limit_gib = |limit: Limit| {
-                let li = Limit::ALL.iter().position(|&l| l == limit).expect("listed");
-                gib_per_s(self.size_bytes, Stats::of(&limit_samples[li]).mean / 1e6)
-            };
-            for (&exp, by_design) in self.experiments.iter().zip(&samples.designs[ti]) {
-                let locked = self
-                    .designs
-                    .iter()
-                    .position(|&d| d == Design::Locked)
-                    .map(|di| Stats::of(&by_design[di]).mean);
-                for (&design, samples_us) in self.designs.iter().zip(by_design) {
-                    let st = Stats::of(samples_us);
-                    let gib = gib_per_s(self.size_bytes, st.mean / 1e6);
-                    results.push(ResultRow {
-                        experiment: exp.name(),
+    fn summarise(&self, head: ReportHead, runs: Runs<Sample>) -> Report {
+        let (mut limits, mut results) = (Vec::new(), Vec::new());
+        for (ci, &config) in self.configs.iter().enumerate() {
+            match config {
+                RunConfig::Limits(threads) => {
+                    limits.extend(Limit::ALL.iter().enumerate().map(|(li, &limit)| LimitRow {
+                        limit,
                         threads,
-                        design: design.name(),
-                        mean_us: st.mean,
-                        stdev_us: st.stdev,
-                        gib_per_s: gib,
-                        speedup_vs_locked: locked.map(|l| l / st.mean),
-                        limit: exp.limit(),
-                        fraction_of_limit: gib / limit_gib(exp.limit()),
-                        samples_us: samples_us.clone(),
-                    });
+                        time: PhaseUs::of(&runs, ci, li, self.size_bytes),
+                    }));
+                }
+                RunConfig::Experiment(threads, exp) => {
+                    results.extend(self.result_rows(&runs, (ci, threads, exp), &limits));
                 }
             }
         }
@@ -650,6 +797,7 @@ impl Benchmark for Plan {
             config: Config {
                 size_bytes: self.size_bytes,
                 reps: self.reps,
+                min_phase_ms: self.min_phase_ms,
                 seed: self.seed,
                 threads: self.threads.clone(),
             },
@@ -659,46 +807,11 @@ impl Benchmark for Plan {
     }
 
     fn print_tables(report: &Report) {
-        let reps = report.config.reps;
-        let limit_rows = report.limits.iter().map(|l| {
-            vec![
-                l.limit.name().to_owned(),
-                l.threads.to_string(),
-                format!("{:.0}", l.mean_us),
-                report::fmt_stdev(l.stdev_us, reps, 0),
-                format!("{:.2}", l.gib_per_s),
-            ]
-        });
-        report::print_table(
-            &["limit", "threads", "mean µs", "stdev µs", "GiB/s"],
-            limit_rows,
-        );
-        let rows = report.results.iter().map(|r| {
-            vec![
-                r.experiment.clone(),
-                r.threads.to_string(),
-                r.design.to_owned(),
-                format!("{:.0}", r.mean_us),
-                report::fmt_stdev(r.stdev_us, reps, 0),
-                format!("{:.2}", r.gib_per_s),
-                r.speedup_vs_locked
-                    .map_or_else(|| "-".to_owned(), |s| format!("{s:.3}x")),
-                format!("{:.1}% {}", r.fraction_of_limit * 100.0, r.limit.name()),
-            ]
-        });
-        report::print_table(
-            &[
-                "experiment",
-                "threads",
-                "swap_cgroup",
-                "mean µs",
-                "stdev µs",
-                "GiB/s",
-                "vs locked",
-                "of limit",
-            ],
-            rows,
-        );
+        print_limit_table(report);
+        print_result_table(report);
+        let facts = report.limits.iter().map(|l| &l.time.phases);
+        let facts = facts.chain(report.results.iter().map(|r| &r.time.phases));
+        report::print_method_note(facts, report.config.min_phase_ms as f64);
     }
 
     /// GiB/s against threads, one panel per experiment: every design and
@@ -709,17 +822,10 @@ impl Benchmark for Plan {
             let designs = self.designs.iter().map(|d| {
                 let rows = report.results.iter();
                 let rows = rows.filter(|r| r.experiment == name && r.design == d.name());
-                let points = rows.map(|r| {
-                    let error = rate_stdev(r.gib_per_s, r.mean_us, r.stdev_us);
-                    (r.threads, r.gib_per_s, error)
-                });
-                Series::by_threads(d.name(), points)
+                Series::by_threads(d.name(), rows.map(|r| r.time.chart_point(r.threads)))
             });
             let limits = report.limits.iter().filter(|l| l.limit == exp.limit());
-            let limit_points = limits.map(|l| {
-                let error = rate_stdev(l.gib_per_s, l.mean_us, l.stdev_us);
-                (l.threads, l.gib_per_s, error)
-            });
+            let limit_points = limits.map(|l| l.time.chart_point(l.threads));
             let limit = Series::by_threads(format!("{} (limit)", exp.limit().name()), limit_points);
             let series = designs.chain([limit]).collect();
             Panel {
@@ -735,21 +841,65 @@ impl Benchmark for Plan {
     }
 }
 
-/// One untimed pass first: it creates the swap files and brings the
-/// allocator and page cache to the state every later run sees.
-fn warm_up(plan: &Plan, swap_dir: &SwapDir, progress: &mut Progress) -> anyhow::Result<()> {
-    for &threads in &plan.threads {
-        for &limit in &Limit::ALL {
-            measure_limit(limit, threads, plan.size_bytes)?;
-            progress.step(1, &format!("warm-up {} x{threads}", limit.name()));
-        }
-        for &exp in &plan.experiments {
-            plan.run(swap_dir, exp, plan.designs[0], threads)?;
-            let what = format!("warm-up {} x{threads}", exp.name());
-            progress.step(plan.designs.len() as u64, &what);
-        }
-    }
-    Ok(())
+/// The limits: median µs per pass over the run's bytes, and GiB/s.
+fn print_limit_table(report: &Report) {
+    let reps = report.config.reps;
+    let rows = report.limits.iter().map(|l| {
+        let t = &l.time;
+        vec![
+            l.limit.name().to_owned(),
+            l.threads.to_string(),
+            format!("{:.0}", t.median_us),
+            report::fmt_stdev(t.stdev_us, reps, 0),
+            report::fmt_range(t.min_us, t.max_us, reps, 0),
+            format!("{:.2}", t.gib_per_s),
+            t.phases.cpu_cell(),
+        ]
+    });
+    let header = [
+        "limit",
+        "threads",
+        "median µs",
+        "stdev µs",
+        "min–max µs",
+        "GiB/s",
+        "CPU",
+    ];
+    report::print_table(&header, rows);
+}
+
+/// Every experiment, thread count and design.
+fn print_result_table(report: &Report) {
+    let reps = report.config.reps;
+    let rows = report.results.iter().map(|r| {
+        let t = &r.time;
+        vec![
+            r.experiment.clone(),
+            r.threads.to_string(),
+            r.design.to_owned(),
+            format!("{:.0}", t.median_us),
+            report::fmt_stdev(t.stdev_us, reps, 0),
+            report::fmt_range(t.min_us, t.max_us, reps, 0),
+            format!("{:.2}", t.gib_per_s),
+            r.speedup_vs_locked
+                .map_or_else(|| "-".to_owned(), |s| format!("{s:.3}x")),
+            format!("{:.1}% {}", r.fraction_of_limit * 100.0, r.limit.name()),
+            t.phases.cpu_cell(),
+        ]
+    });
+    let header = [
+        "experiment",
+        "threads",
+        "swap_cgroup",
+        "median µs",
+        "stdev µs",
+        "min–max µs",
+        "GiB/s",
+        "vs locked",
+        "of limit",
+        "CPU",
+    ];
+    report::print_table(&header, rows);
 }
 
 #[cfg(test)]
@@ -771,8 +921,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         for exp in Experiment::ALL {
             for design in [Design::Locked, Design::Memcg] {
-                let secs = run_once(exp, design, 2, 1 << 20, 7, dir.path()).unwrap();
-                assert!(secs > 0.0, "{}", exp.name());
+                let timed = run_once(exp, design, 2, 1 << 20, 7, dir.path()).unwrap();
+                assert!(timed.secs > 0.0, "{}", exp.name());
+                assert_eq!(timed.cpu_secs.len(), 2);
             }
         }
     }
@@ -780,7 +931,8 @@ mod tests {
     #[test]
     fn limits_write_the_right_bytes() {
         for limit in Limit::ALL {
-            assert!(measure_limit(limit, 2, 1 << 20).unwrap() > 0.0);
+            let sample = measure_limit(limit, 2, 1 << 20, 3).unwrap();
+            assert!(sample.value > 0.0 && sample.cpu_share > 0.0, "{sample:?}");
         }
     }
 

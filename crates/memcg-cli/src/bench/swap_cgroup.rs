@@ -17,7 +17,6 @@
 //! cluster on every call.
 
 use std::hint::black_box;
-use std::time::Instant;
 
 use anyhow::{Context, bail, ensure};
 use clap::{Args, ValueEnum};
@@ -27,8 +26,10 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use super::{Benchmark, CommonArgs, run_plan, timed_threads};
-use crate::report::{self, Chart, Panel, Progress, ReportHead, Series, Stats};
+use super::{
+    Benchmark, CommonArgs, Interleaved, Runs, Sample, run_plan, timed_here, timed_threads,
+};
+use crate::report::{self, Chart, Panel, PhaseFacts, Progress, ReportHead, Series, Stats};
 
 /// Flags of `memcg bench swap-cgroup`.
 #[derive(Debug, Clone, Args)]
@@ -36,7 +37,8 @@ pub struct SwapCgroupArgs {
     /// Slots on the benchmark device [default: 1048576; --quick 262144].
     #[arg(long)]
     pub slots: Option<u64>,
-    /// Iterations per thread per run [default: 2000000; --quick 200000].
+    /// Iterations per thread per round; a run repeats rounds until it
+    /// lasts `--min-phase-ms` [default: 2000000; --quick 200000].
     #[arg(long)]
     pub ops: Option<u64>,
     /// Designs to run, comma separated.
@@ -262,10 +264,10 @@ fn measure_design(
     plans: &[ThreadPlan],
     slots: u64,
     iterations: u64,
-) -> anyhow::Result<f64> {
+) -> anyhow::Result<Sample> {
     let map = SwapCgroupMap::new(design, slots)?;
     prepare(&map, workload, slots)?;
-    let secs = timed_threads(plans.len(), |t| {
+    let timed = timed_threads(plans.len(), |t| {
         let sum = run_map(&map, workload, &plans[t], iterations);
         let want = expected_sum(workload, &plans[t], iterations);
         ensure!(
@@ -275,7 +277,8 @@ fn measure_design(
         );
         Ok(())
     })?;
-    Ok(mops(workload, plans.len(), iterations, secs))
+    let mops = mops(workload, plans.len(), iterations, timed.secs);
+    Ok(Sample::new(mops, &timed))
 }
 
 fn measure_limit(
@@ -283,23 +286,24 @@ fn measure_limit(
     plan: &ThreadPlan,
     slots: u64,
     iterations: u64,
-) -> anyhow::Result<f64> {
+) -> anyhow::Result<Sample> {
     let mut ids = vec![0u16; slots as usize];
     if workload == Workload::Lookup {
         for (offset, id) in ids.iter_mut().enumerate() {
             *id = lookup_id(offset as u64);
         }
     }
-    let start = Instant::now();
-    let sum = run_limit(&mut ids, workload, plan, iterations);
-    let secs = start.elapsed().as_secs_f64();
+    let (sum, timed) = timed_here(|| Ok(run_limit(&mut ids, workload, plan, iterations)))?;
     let want = expected_sum(workload, plan, iterations);
     ensure!(
         sum == want,
         "limit {}: checksum {sum} != {want}",
         workload.name()
     );
-    Ok(mops(workload, 1, iterations, secs))
+    Ok(Sample::new(
+        mops(workload, 1, iterations, timed.secs),
+        &timed,
+    ))
 }
 
 fn mops(workload: Workload, threads: usize, iterations: u64, secs: f64) -> f64 {
@@ -331,9 +335,13 @@ struct ResultRow {
     /// Median over repetitions, millions of calls per second.
     mops: f64,
     stdev: f64,
+    mops_min: f64,
+    mops_max: f64,
     ratio_locked: Option<f64>,
     ratio_limit: f64,
     samples: Vec<f64>,
+    #[serde(flatten)]
+    phases: PhaseFacts,
 }
 
 #[derive(Debug, Serialize)]
@@ -342,6 +350,11 @@ struct LimitRow {
     threads: usize,
     mops: f64,
     stdev: f64,
+    mops_min: f64,
+    mops_max: f64,
+    samples: Vec<f64>,
+    #[serde(flatten)]
+    phases: PhaseFacts,
 }
 
 #[derive(Debug, Serialize)]
@@ -357,6 +370,7 @@ struct Config {
     slots: u64,
     ops_per_thread: u64,
     reps: usize,
+    min_phase_ms: u64,
     threads: Vec<usize>,
     seed: u64,
     slots_per_cluster: usize,
@@ -372,15 +386,28 @@ struct Report {
     memory: Vec<MemoryRow>,
 }
 
+/// One configuration of a run: a workload's plain `u16` limit (one arm),
+/// or every design (one arm each) on a workload at a thread count.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum RunConfig {
+    Limit(Workload),
+    Designs(Workload, usize),
+}
+
 /// Validated settings of one invocation.
 struct Plan {
     slots: u64,
     iterations: u64,
     reps: usize,
+    min_phase_ms: u64,
     threads: Vec<usize>,
     designs: Vec<Design>,
     workloads: Vec<Workload>,
     seed: u64,
+    /// Per workload: its limit, then every thread count.
+    configs: Vec<RunConfig>,
+    /// Arms of each configuration.
+    arms: Vec<usize>,
 }
 
 impl Plan {
@@ -406,24 +433,43 @@ impl Plan {
                 "neighbour runs at most {NEIGHBOUR_WINDOW} threads"
             );
         }
+        let configs: Vec<RunConfig> = args
+            .workloads
+            .iter()
+            .flat_map(|&w| {
+                let by_threads = common
+                    .threads
+                    .iter()
+                    .map(move |&t| RunConfig::Designs(w, t));
+                std::iter::once(RunConfig::Limit(w)).chain(by_threads)
+            })
+            .collect();
+        let arms = configs
+            .iter()
+            .map(|c| match c {
+                RunConfig::Limit(_) => 1,
+                RunConfig::Designs(..) => args.designs.len(),
+            })
+            .collect();
         Ok(Self {
             slots,
             iterations,
             reps: common.reps(),
+            min_phase_ms: common.min_phase_ms(),
             threads: common.threads.clone(),
             designs: args.designs.clone(),
             workloads: args.workloads.clone(),
             seed: args.seed,
+            configs,
+            arms,
         })
     }
 }
 
 /// What [`Benchmark::measure`] found.
 struct Samples {
-    /// Mops/s of every run, `[workload][threads][design]` in plan order.
-    designs: Vec<Vec<Vec<Vec<f64>>>>,
-    /// Mops/s of the plain `u16` limit, per workload.
-    limit: Vec<Vec<f64>>,
+    /// Mops/s of every run, in [`Plan::configs`] order.
+    runs: Runs<Sample>,
     memory: Vec<MemoryRow>,
 }
 
@@ -434,55 +480,44 @@ impl Benchmark for Plan {
 
     fn describe(&self) -> String {
         format!(
-            "slots {}, {} iterations per thread, {} reps, median Mops/s (calls: record, lookup and clear each count one)",
-            self.slots, self.iterations, self.reps
+            "slots {}, {} iterations per thread per round, median of {} interleaved reps of phases >= {} ms, Mops/s (calls: record, lookup and clear each count one)",
+            self.slots, self.iterations, self.reps, self.min_phase_ms
         )
     }
 
-    /// Every timed run, then the memory each design takes.
+    /// Every timed run, interleaved (see [`super::schedule`]), then the
+    /// memory each design takes.
     fn measure(&self) -> anyhow::Result<Samples> {
-        let (nw, nt, nd) = (self.workloads.len(), self.threads.len(), self.designs.len());
-        let mut progress = Progress::new(Self::NAME, (self.reps * nw * (nt * nd + 1)) as u64);
-        let mut designs = vec![vec![vec![Vec::new(); nd]; nt]; nw];
-        let mut limit = vec![Vec::new(); nw];
-        // Repetitions outermost, designs innermost: drift on the machine
-        // spreads over every design instead of favouring whichever ran first.
-        for rep in 0..self.reps {
-            for (wi, &workload) in self.workloads.iter().enumerate() {
-                let (designs, limit) = (&mut designs[wi], &mut limit[wi]);
-                self.measure_workload(workload, rep, designs, limit, &mut progress)?;
-            }
-        }
+        let plan = Interleaved::new(self.reps, self.min_phase_ms, &self.arms, false);
+        let mut progress = Progress::new(Self::NAME, plan.steps());
+        let runs = plan.run(
+            &mut progress,
+            |c, a| self.arm_name(c, a),
+            |c, a, rounds| self.run_arm(c, a, rounds),
+        )?;
         progress.finish();
         Ok(Samples {
-            designs,
-            limit,
+            runs,
             memory: self.memory_rows()?,
         })
     }
 
     fn summarise(&self, head: ReportHead, samples: Samples) -> Report {
-        let limit: Vec<LimitRow> = self
-            .workloads
-            .iter()
-            .zip(&samples.limit)
-            .map(|(&workload, s)| {
-                let st = Stats::of(s);
-                LimitRow {
-                    workload,
-                    threads: 1,
-                    mops: st.median,
-                    stdev: st.stdev,
-                }
+        let runs = &samples.runs;
+        let limit: Vec<LimitRow> = (self.configs.iter().enumerate())
+            .filter_map(|(ci, &c)| match c {
+                RunConfig::Limit(workload) => Some(limit_row(workload, runs, ci)),
+                RunConfig::Designs(..) => None,
             })
             .collect();
-        let results = self.result_rows(&samples.designs, &limit);
+        let results = self.result_rows(runs, &limit);
         Report {
             head,
             config: Config {
                 slots: self.slots,
                 ops_per_thread: self.iterations,
                 reps: self.reps,
+                min_phase_ms: self.min_phase_ms,
                 threads: self.threads.clone(),
                 seed: self.seed,
                 slots_per_cluster: SWAPFILE_CLUSTER,
@@ -518,37 +553,33 @@ impl Benchmark for Plan {
 }
 
 impl Plan {
-    /// Repetition `rep` of `workload`: the limit, then every thread count
-    /// and design; adds the Mops/s to `limit` and `designs[threads][design]`.
-    fn measure_workload(
-        &self,
-        workload: Workload,
-        rep: usize,
-        designs: &mut [Vec<Vec<f64>>],
-        limit: &mut Vec<f64>,
-        progress: &mut Progress,
-    ) -> anyhow::Result<()> {
-        let single = plans(workload, 1, self.slots, self.seed);
-        limit.push(measure_limit(
-            workload,
-            &single[0],
-            self.slots,
-            self.iterations,
-        )?);
-        progress.step(1, &format!("rep {} {} limit", rep + 1, workload.name()));
-        for (ti, &threads) in self.threads.iter().enumerate() {
-            let plans = plans(workload, threads, self.slots, self.seed);
-            for (di, &design) in self.designs.iter().enumerate() {
-                let mops = measure_design(design, workload, &plans, self.slots, self.iterations)
-                    .with_context(|| {
-                        format!("{design} on {} with {threads} threads", workload.name())
-                    })?;
-                designs[ti][di].push(mops);
-                let what = format!("rep {} {} {design} x{threads}", rep + 1, workload.name());
-                progress.step(1, &what);
+    /// What progress calls arm `arm` of configuration `config`.
+    fn arm_name(&self, config: usize, arm: usize) -> String {
+        match self.configs[config] {
+            RunConfig::Limit(w) => format!("{} limit", w.name()),
+            RunConfig::Designs(w, threads) => {
+                format!("{} {} x{threads}", w.name(), self.designs[arm])
             }
         }
-        Ok(())
+    }
+
+    /// One timed run of arm `arm` of configuration `config`, `rounds`
+    /// times the iterations.
+    fn run_arm(&self, config: usize, arm: usize, rounds: u64) -> anyhow::Result<Sample> {
+        let iterations = self.iterations * rounds;
+        match self.configs[config] {
+            RunConfig::Limit(workload) => {
+                let single = plans(workload, 1, self.slots, self.seed);
+                measure_limit(workload, &single[0], self.slots, iterations)
+            }
+            RunConfig::Designs(workload, threads) => {
+                let plans = plans(workload, threads, self.slots, self.seed);
+                let design = self.designs[arm];
+                measure_design(design, workload, &plans, self.slots, iterations).with_context(
+                    || format!("{design} on {} with {threads} threads", workload.name()),
+                )
+            }
+        }
     }
 
     /// Bytes per slot of every design, dense and sparse, against `packed`.
@@ -571,29 +602,50 @@ impl Plan {
 
     /// A row per workload, thread count and design, against `locked` and
     /// the workload's `limit`.
-    fn result_rows(&self, designs: &[Vec<Vec<Vec<f64>>>], limit: &[LimitRow]) -> Vec<ResultRow> {
+    fn result_rows(&self, runs: &Runs<Sample>, limit: &[LimitRow]) -> Vec<ResultRow> {
         let locked = self.designs.iter().position(|&d| d == Design::Locked);
         let mut results = Vec::new();
-        for (wi, &workload) in self.workloads.iter().enumerate() {
-            for (ti, &threads) in self.threads.iter().enumerate() {
-                let runs = &designs[wi][ti];
-                let locked = locked.map(|di| Stats::of(&runs[di]).median);
-                for (&design, s) in self.designs.iter().zip(runs) {
-                    let st = Stats::of(s);
-                    results.push(ResultRow {
-                        design: design.name().to_owned(),
-                        workload,
-                        threads,
-                        mops: st.median,
-                        stdev: st.stdev,
-                        ratio_locked: locked.map(|l| st.median / l),
-                        ratio_limit: st.median / limit[wi].mops,
-                        samples: s.clone(),
-                    });
-                }
+        for (ci, &config) in self.configs.iter().enumerate() {
+            let RunConfig::Designs(workload, threads) = config else {
+                continue;
+            };
+            let limit = limit.iter().find(|l| l.workload == workload);
+            let locked = locked.map(|di| Stats::of(&runs.values(ci, di)).median);
+            for (di, &design) in self.designs.iter().enumerate() {
+                let samples = runs.values(ci, di);
+                let st = Stats::of(&samples);
+                results.push(ResultRow {
+                    design: design.name().to_owned(),
+                    workload,
+                    threads,
+                    mops: st.median,
+                    stdev: st.stdev,
+                    mops_min: st.min,
+                    mops_max: st.max,
+                    ratio_locked: locked.map(|l| st.median / l),
+                    ratio_limit: limit.map_or(f64::NAN, |l| st.median / l.mops),
+                    samples,
+                    phases: runs.facts(ci, di),
+                });
             }
         }
         results
+    }
+}
+
+/// The row of a workload's limit, configuration `config` of `runs`.
+fn limit_row(workload: Workload, runs: &Runs<Sample>, config: usize) -> LimitRow {
+    let samples = runs.values(config, 0);
+    let st = Stats::of(&samples);
+    LimitRow {
+        workload,
+        threads: 1,
+        mops: st.median,
+        stdev: st.stdev,
+        mops_min: st.min,
+        mops_max: st.max,
+        samples,
+        phases: runs.facts(config, 0),
     }
 }
 
@@ -610,8 +662,10 @@ fn print_speed_table(report: &Report) {
                 r.design.clone(),
                 format!("{:.1}", r.mops),
                 report::fmt_stdev(r.stdev, reps, 1),
+                report::fmt_range(r.mops_min, r.mops_max, reps, 1),
                 r.ratio_locked.map_or("-".into(), |x| format!("{x:.2}x")),
                 format!("{:.2}x", r.ratio_limit),
+                r.phases.cpu_cell(),
             ]
         })
         .chain(report.limit.iter().map(|l| {
@@ -621,8 +675,10 @@ fn print_speed_table(report: &Report) {
                 "limit (plain u16)".into(),
                 format!("{:.1}", l.mops),
                 report::fmt_stdev(l.stdev, reps, 1),
+                report::fmt_range(l.mops_min, l.mops_max, reps, 1),
                 "-".into(),
                 "1.00x".into(),
+                l.phases.cpu_cell(),
             ]
         }));
     report::print_table(
@@ -632,11 +688,16 @@ fn print_speed_table(report: &Report) {
             "design",
             "Mops/s",
             "stdev",
+            "min–max",
             "vs locked",
             "vs limit",
+            "CPU",
         ],
         rows,
     );
+    let facts = report.results.iter().map(|r| &r.phases);
+    let facts = facts.chain(report.limit.iter().map(|l| &l.phases));
+    report::print_method_note(facts, report.config.min_phase_ms as f64);
 }
 
 fn print_memory_table(memory: &[MemoryRow]) {
@@ -717,7 +778,8 @@ mod tests {
         for workload in Workload::value_variants().iter().copied() {
             let plans = plans(workload, 2, slots, 7);
             for design in Design::ALL {
-                measure_design(design, workload, &plans, slots, 300).unwrap();
+                let sample = measure_design(design, workload, &plans, slots, 300).unwrap();
+                assert!(sample.value > 0.0 && sample.cpu_share > 0.0, "{sample:?}");
             }
             measure_limit(workload, &plans[0], slots, 300).unwrap();
         }
