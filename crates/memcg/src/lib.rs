@@ -15,6 +15,7 @@
 //! | [`mm_types`]     | include/linux/mm_types.h, asm/page.h   | `PAGE_SIZE`, `PAGE_BYTES`, `SWAPFILE_CLUSTER`  |
 //! | [`swapops`]      | include/linux/swapops.h                | swap entries: `(type, offset)` packing         |
 //! | `sync`           | (none)                                 | the std ↔ loom shim every atomic and lock uses |
+//! | `percpu`         | include/linux/percpu*.h                | per-thread slots and split counters            |
 //! | `named`          | (none)                                 | [`named_enum!`]: an enum's names, parsed and printed |
 //! | `idr`            | lib/idr.c                              | lazy two-level id tables, lowest-free ids      |
 //! | [`page_alloc`]   | mm/page_alloc.c                        | the machine's page frames: buddy lists, per-thread caches |
@@ -43,6 +44,7 @@ pub mod mm_types;
 pub(crate) mod named;
 pub mod page_alloc;
 pub mod page_counter;
+pub(crate) mod percpu;
 pub mod swap_cgroup;
 pub mod swap_state;
 pub mod swapfile;

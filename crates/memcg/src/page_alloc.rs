@@ -35,6 +35,8 @@ use std::ops::{Deref, DerefMut};
 
 use crate::mm_types::PAGE_BYTES;
 #[cfg(not(loom))]
+use crate::percpu::{NR_CPU_SLOTS, this_cpu};
+#[cfg(not(loom))]
 use crate::sync::{Mutex, lock};
 
 /// The largest block: 512 pages (2 MiB, a PMD-sized THP, the largest
@@ -47,9 +49,9 @@ pub const CHUNK_PAGES: usize = 1 << MAX_ORDER;
 #[cfg(not(loom))]
 const CHUNK_BYTES: usize = CHUNK_PAGES * PAGE_BYTES;
 
-/// Per-thread cache shards; above the thread counts benchmarks use.
+/// Per-thread cache shards: one per CPU slot.
 #[cfg(not(loom))]
-const SHARDS: usize = 8;
+const SHARDS: usize = NR_CPU_SLOTS;
 
 /// Pages a shard caches per order before it gives half back to the zone
 /// (the per-CPU list's `high`), and moves per refill (its `batch`).
@@ -228,7 +230,7 @@ impl PageAllocator {
 #[cfg(not(loom))]
 impl PageAllocator {
     fn alloc_block(&self, order: usize, limit_pages: u64) -> Option<PageBuf> {
-        let shard = &self.shards[home_shard()];
+        let shard = &self.shards[this_cpu()];
         let mut cache = lock(&shard.0);
         if cache[order].frames.is_empty() {
             // Refill a batch under the zone lock (shard, then zone).
@@ -254,7 +256,7 @@ impl PageAllocator {
 
     fn free_block(&self, frame: u32, ptr: std::ptr::NonNull<u8>, order: u8, limit_pages: u64) {
         let order = usize::from(order);
-        let shard = &self.shards[home_shard()];
+        let shard = &self.shards[this_cpu()];
         let mut cache = lock(&shard.0);
         cache[order].push(frame, ptr, order);
         if cache[order].pages > PCP_HIGH_PAGES {
@@ -293,16 +295,6 @@ impl std::fmt::Debug for PageAllocator {
 fn order_of(nr_pages: u32) -> Option<usize> {
     let order = nr_pages.trailing_zeros() as usize;
     (nr_pages.is_power_of_two() && order <= MAX_ORDER).then_some(order)
-}
-
-/// This thread's home shard: a hash of the address of a thread-local,
-/// distinct per live thread and stable for its life (no shared state
-/// picks it).
-#[cfg(not(loom))]
-fn home_shard() -> usize {
-    thread_local!(static MARK: u8 = const { 0 });
-    let addr = MARK.with(|mark| std::ptr::from_ref(mark) as usize);
-    (addr.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 61) % SHARDS
 }
 
 /// One thread shard's cached blocks, by order, on its own cache line.

@@ -35,14 +35,19 @@
 //!
 //! # Locking
 //!
-//! Device list lock, then a cluster lock; never the other way round. Every
-//! change to a slot's count or cache bit, to the cluster lists and to
-//! `inuse_pages` happens under the list lock, which is what lets
-//! [`SwapDevice::validate`] run while others work. Reads and writes of
-//! page contents take no device lock: a slot's contents are only touched
-//! by whoever holds a reference to it. The swap table's `swapon_mutex`
-//! serialises swapon, swapoff and priority renumbering; allocation takes
-//! no table lock (the round-robin rotor is a relaxed atomic hint).
+//! Device list lock, then a cluster lock; never the other way round. A
+//! change that moves a cluster to another list holds both; one that leaves
+//! it where it is (nearly every allocation, free, dup and cache change)
+//! holds only the cluster lock, which is enough because each cluster knows
+//! its list (`Cluster::listed`). So [`SwapDevice::validate`] may run while
+//! others work. Each thread allocates first from its own current cluster
+//! per order (`next`, the kernel's per-CPU cluster), so two threads do not
+//! share a cluster's lock and counts; `inuse_pages` is a per-thread split
+//! counter. Reads and writes of page contents take no device lock: a
+//! slot's contents are only touched by whoever holds a reference to it.
+//! The swap table's `swapon_mutex` serialises swapon, swapoff and priority
+//! renumbering; allocation takes no table lock (the round-robin rotor is a
+//! relaxed atomic hint).
 
 use std::fmt;
 use std::io;
@@ -57,9 +62,10 @@ pub use backend::{Fault, FaultyBackend, FileBackend, MachinePages, RamBackend, S
 use crate::errno::Errno;
 use crate::idr::{ChunkedTable, try_boxed_slice};
 use crate::mm_types::{PAGE_SIZE, SWAPFILE_CLUSTER};
+use crate::percpu::{NR_CPU_SLOTS, PerCpuCounter, this_cpu};
 use crate::swapops::{MAX_SWAPFILES, SwapEntry};
 use crate::sync::{
-    Arc, ArcSlot, AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering, lock,
+    Arc, ArcSlot, AtomicBool, AtomicI32, AtomicU32, AtomicUsize, Mutex, MutexGuard, Ordering, lock,
 };
 
 /// The largest count a slot can reach (`SWAP_MAP_MAX`; the kernel chains
@@ -75,6 +81,9 @@ pub const MAX_SWAP_PRIO: i32 = 0x7fff;
 
 /// Folio orders the allocator distinguishes (up to a whole cluster).
 const NR_ORDERS: usize = SWAPFILE_CLUSTER.trailing_zeros() as usize + 1;
+
+/// No current cluster (see `SwapDevice::next`).
+const NO_CLUSTER: u32 = u32::MAX;
 
 /// Why a swap operation failed. Nothing changed when one is returned.
 #[derive(Debug, thiserror::Error)]
@@ -359,7 +368,12 @@ pub struct SwapDevice {
     /// Allocated on first use, so an idle area costs a pointer per cluster.
     clusters: ChunkedTable<Mutex<Cluster>, 1>,
     lists: Mutex<Lists>,
-    inuse_pages: AtomicU64,
+    /// Slots in use (split per thread: every allocation and free counts).
+    inuse_pages: PerCpuCounter,
+    /// Per CPU slot and order, the cluster its allocations try first
+    /// (`percpu_cluster->next[order]`); `NO_CLUSTER` when none. A hint:
+    /// the cluster's own lock and state decide.
+    next: [[AtomicU32; NR_ORDERS]; NR_CPU_SLOTS],
     /// Cleared while swapoff runs: no new allocations.
     writable: AtomicBool,
 }
@@ -398,7 +412,8 @@ impl SwapDevice {
             truncated_from: (size > nr_pages).then_some(size),
             clusters,
             lists: Mutex::new(lists),
-            inuse_pages: AtomicU64::new(0),
+            inuse_pages: PerCpuCounter::default(),
+            next: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU32::new(NO_CLUSTER))),
             writable: AtomicBool::new(true),
         };
         // Slot 0 (the header) and slots past the end are never handed out:
@@ -481,7 +496,7 @@ impl SwapDevice {
 
     /// Slots in use.
     pub fn inuse_pages(&self) -> u64 {
-        self.inuse_pages.load(Ordering::Relaxed)
+        self.inuse_pages.sum()
     }
 
     /// The cluster holding the `nr` slots from `entry` and the first slot's
@@ -542,10 +557,7 @@ impl SwapDevice {
 
     fn uncount_inuse(&self, freed: u32) {
         if freed > 0 {
-            // Relaxed: a count read by /proc/swaps and swapoff; the slots'
-            // own state is under the cluster lock.
-            self.inuse_pages
-                .fetch_sub(u64::from(freed), Ordering::Relaxed);
+            self.inuse_pages.sub(u64::from(freed));
         }
     }
 
@@ -566,6 +578,9 @@ impl SwapDevice {
     fn alloc(&self, order: usize, cached: bool) -> Option<SwapEntry> {
         if !self.writable.load(Ordering::Acquire) || order >= NR_ORDERS {
             return None;
+        }
+        if let Some(entry) = self.alloc_from_next(order, cached) {
+            return Some(entry);
         }
         let mut lists = lock(&self.lists);
         // Nonfull clusters of this order, then the free list's head, then
@@ -596,6 +611,39 @@ impl SwapDevice {
             }
         }
         None
+    }
+
+    /// Allocates in this thread's current cluster of `order` under that
+    /// cluster's lock alone, if it still serves the order and stays
+    /// nonfull after (filling it moves it to the full list: the slow path
+    /// does that).
+    fn alloc_from_next(&self, order: usize, cached: bool) -> Option<SwapEntry> {
+        // Relaxed: a hint (see `next`).
+        let ci = self.next[this_cpu()][order].load(Ordering::Relaxed);
+        if ci == NO_CLUSTER {
+            return None;
+        }
+        let n = 1usize << order;
+        let mut c = self.cluster(ci as usize);
+        if c.listed != OnList::Nonfull(order as u8)
+            || c.order != order as u8
+            || usize::from(c.used) + n >= SWAPFILE_CLUSTER
+        {
+            return None;
+        }
+        debug_assert!(c.is_consistent());
+        let start = c.find_run(order)?;
+        for i in start..start + n {
+            debug_assert!(!bit(&c.zero, i));
+            c.counts[i] = 1;
+            set_bit(&mut c.cache, i, cached);
+        }
+        c.used += n as u16;
+        debug_assert!(c.is_consistent() && c.fits_list(c.listed));
+        drop(c);
+        self.inuse_pages.add(n as u64);
+        let offset = u64::from(ci) * SWAPFILE_CLUSTER as u64 + start as u64;
+        SwapEntry::new(self.ty, offset).ok()
     }
 
     /// Takes a run of `1 << order` slots in cluster `ci`, if it has one.
@@ -634,8 +682,11 @@ impl SwapDevice {
             debug_assert!(c.is_consistent() && c.fits_list(to));
             drop(c);
             lists.move_to(ci, to);
-            // Relaxed: a count (see `uncount_inuse`).
-            self.inuse_pages.fetch_add(n as u64, Ordering::Relaxed);
+            self.inuse_pages.add(n as u64);
+            if to == OnList::Nonfull(order as u8) {
+                // Relaxed: a hint (the cluster lock decides; see `next`).
+                self.next[this_cpu()][order].store(ci, Ordering::Relaxed);
+            }
             let offset = ci as u64 * SWAPFILE_CLUSTER as u64 + start as u64;
             SwapEntry::new(self.ty, offset).ok()
         }
