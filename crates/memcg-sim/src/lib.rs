@@ -447,6 +447,15 @@ impl Sim {
         meminfo::render(self.fs().tree(), self.swap())
     }
 
+    /// Faults in host memory for `bytes` of the simulated machine's pages
+    /// (up to its size), so that what runs next, a timed benchmark phase,
+    /// pays no host page faults: a real machine's memory is already there.
+    pub fn prefault(&self, bytes: u64) {
+        self.fs()
+            .tree()
+            .prefault_frames(bytes.div_ceil(PAGE_BYTES as u64));
+    }
+
     /// Creates a task in `cgroup` with a mapping `name` of `size_bytes`
     /// populated with `folio_pages`-page folios filled per `fill`; returns
     /// the task's pid. Nothing is left charged if memory runs out.

@@ -210,6 +210,26 @@ impl PageAllocator {
         let _ = limit_pages;
     }
 
+    /// Takes chunks from the host, and writes them so their host pages are
+    /// faulted in, until at least `nr_pages` are free (within
+    /// `limit_pages`, the machine's size): the simulated machine's memory
+    /// is then real memory before anything is timed on it.
+    pub(crate) fn prefault(&self, nr_pages: u64, limit_pages: u64) {
+        #[cfg(not(loom))]
+        {
+            let mut zone = lock(&self.zone);
+            while zone.free_pages < nr_pages && zone.grow(limit_pages).is_some() {
+                let newest = zone.heads[MAX_ORDER];
+                zone.chunks[split(newest).0]
+                    .as_ref()
+                    .expect("just grown")
+                    .prefault();
+            }
+        }
+        #[cfg(loom)]
+        let _ = (nr_pages, limit_pages);
+    }
+
     /// Pages in chunks (in use or free), and of those, free.
     pub(crate) fn frame_pages(&self) -> (u64, u64) {
         #[cfg(not(loom))]
@@ -232,6 +252,9 @@ impl PageAllocator {
     fn alloc_block(&self, order: usize, limit_pages: u64) -> Option<PageBuf> {
         let shard = &self.shards[this_cpu()];
         let mut cache = lock(&shard.0);
+        if cache[order].frames.is_empty() {
+            split_cached(&mut cache, order);
+        }
         if cache[order].frames.is_empty() {
             // Refill a batch under the zone lock (shard, then zone).
             let mut zone = lock(&self.zone);
@@ -303,6 +326,25 @@ fn order_of(nr_pages: u32) -> Option<usize> {
 #[derive(Default)]
 struct Shard(Mutex<[PcpList; MAX_ORDER + 1]>);
 
+/// Refills the empty cache of `order` by splitting the most recently freed
+/// cached block of the next larger order that has one: its memory is the
+/// likeliest to be in the CPU's caches (a swap-out frees 64 KiB folios
+/// while the RAM disk asks for 4 KiB pages), and it spares a zone trip.
+#[cfg(not(loom))]
+fn split_cached(cache: &mut [PcpList; MAX_ORDER + 1], order: usize) {
+    let Some(larger) = (order + 1..=MAX_ORDER).find(|&o| !cache[o].frames.is_empty()) else {
+        return;
+    };
+    let (frame, ptr) = cache[larger].pop(larger).expect("not empty");
+    // Pushed last to first, so the block's first piece is popped first.
+    for k in (0..1u32 << (larger - order)).rev() {
+        let offset = (k as usize) << order;
+        // SAFETY: `offset` pages lie inside the block of `larger` at `ptr`.
+        let piece = unsafe { ptr.add(offset * PAGE_BYTES) };
+        cache[order].push(frame + (k << order), piece, order);
+    }
+}
+
 /// Cached free blocks of one order: frame numbers with their addresses
 /// (kept as integers: the list only stores them; a `PageBuf` made from
 /// one owns the block again).
@@ -342,30 +384,35 @@ struct Chunk {
 
 #[cfg(not(loom))]
 impl Chunk {
-    /// A zeroed chunk from the host, asked to be one huge page.
+    /// A zeroed chunk from the host (see [`host_chunk`]).
     fn new() -> Option<Self> {
-        let layout = std::alloc::Layout::from_size_align(CHUNK_BYTES, CHUNK_BYTES).ok()?;
-        // SAFETY: the layout has a non-zero size.
-        let base = std::ptr::NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })?;
-        advise_huge(base, CHUNK_BYTES);
         Some(Self {
-            base,
+            base: host_chunk::alloc()?,
             free_order: Box::new([NOT_FREE; CHUNK_PAGES]),
             next: Box::new([NONE; CHUNK_PAGES]),
             prev: Box::new([NONE; CHUNK_PAGES]),
         })
+    }
+
+    /// Writes every page once, so later use takes no host page fault.
+    fn prefault(&self) {
+        for page in 0..CHUNK_PAGES {
+            // SAFETY: `page * PAGE_BYTES` lies inside the chunk; the chunk
+            // is wholly free (just taken from the host), so no block of it
+            // is borrowed, and writing a zero over zeroed memory changes
+            // nothing a later reader could see.
+            unsafe { self.base.add(page * PAGE_BYTES).write_volatile(0) };
+        }
     }
 }
 
 #[cfg(not(loom))]
 impl Drop for Chunk {
     fn drop(&mut self) {
-        let layout = std::alloc::Layout::from_size_align(CHUNK_BYTES, CHUNK_BYTES)
-            .expect("the layout `new` used");
-        // SAFETY: `base` came from `alloc_zeroed` with this layout, and no
-        // block of the chunk is in use (the zone drops a chunk only when it
-        // is wholly free, or with the allocator, after its holders).
-        unsafe { std::alloc::dealloc(self.base.as_ptr(), layout) };
+        // SAFETY: no block of the chunk is in use: the zone drops a chunk
+        // only when it is wholly free, or with the allocator, after every
+        // holder of its blocks (they keep the allocator alive).
+        unsafe { host_chunk::free(self.base) };
     }
 }
 
@@ -374,19 +421,86 @@ impl Drop for Chunk {
 #[cfg(not(loom))]
 unsafe impl Send for Chunk {}
 
-/// Asks the host to back `len` bytes at `base` with huge pages, so the
-/// first touch of a chunk is one fault, not 512 (a hint: ignored where
-/// unsupported).
+/// Chunks of host memory: zeroed, [`CHUNK_BYTES`] long and aligned, so a
+/// chunk can be backed by one transparent huge page (its first touch is
+/// one fault, not 512, and its pages take one TLB entry).
 #[cfg(not(loom))]
-fn advise_huge(base: std::ptr::NonNull<u8>, len: usize) {
+mod host_chunk {
+    use super::CHUNK_BYTES;
+    use std::ptr::NonNull;
+
+    /// A chunk straight from the kernel: an anonymous mapping (zeroed by
+    /// the kernel, faulted in on first touch) trimmed to 2 MiB alignment
+    /// and advised to use a huge page.
     #[cfg(target_os = "linux")]
-    // SAFETY: `base..base + len` is one allocation of ours; MADV_HUGEPAGE
-    // changes no contents and has no memory-safety preconditions.
-    unsafe {
-        libc::madvise(base.as_ptr().cast(), len, libc::MADV_HUGEPAGE);
+    pub(super) fn alloc() -> Option<NonNull<u8>> {
+        let len = 2 * CHUNK_BYTES;
+        // SAFETY: an anonymous private mapping at an address the kernel
+        // picks; no existing memory is affected.
+        let raw = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if raw == libc::MAP_FAILED {
+            return None;
+        }
+        let start = raw as usize;
+        let aligned = start.next_multiple_of(CHUNK_BYTES);
+        // SAFETY: both ranges lie inside the mapping just made and are
+        // ours alone; unmapping them leaves exactly the aligned chunk.
+        unsafe {
+            if aligned > start {
+                libc::munmap(raw, aligned - start);
+            }
+            let tail = start + len - (aligned + CHUNK_BYTES);
+            if tail > 0 {
+                libc::munmap((aligned + CHUNK_BYTES) as *mut libc::c_void, tail);
+            }
+            // A hint; its failure changes nothing but speed.
+            libc::madvise(
+                aligned as *mut libc::c_void,
+                CHUNK_BYTES,
+                libc::MADV_HUGEPAGE,
+            );
+        }
+        NonNull::new(aligned as *mut u8)
     }
+
+    /// Unmaps a chunk from [`alloc`].
+    ///
+    /// # Safety
+    /// `base` came from [`alloc`] and nothing borrows its memory any more.
+    #[cfg(target_os = "linux")]
+    pub(super) unsafe fn free(base: NonNull<u8>) {
+        // SAFETY: by the contract, `base..base + CHUNK_BYTES` is our
+        // mapping and unused.
+        unsafe { libc::munmap(base.as_ptr().cast(), CHUNK_BYTES) };
+    }
+
     #[cfg(not(target_os = "linux"))]
-    let _ = (base, len);
+    fn layout() -> std::alloc::Layout {
+        std::alloc::Layout::from_size_align(CHUNK_BYTES, CHUNK_BYTES).expect("a valid layout")
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub(super) fn alloc() -> Option<NonNull<u8>> {
+        // SAFETY: the layout has a non-zero size.
+        NonNull::new(unsafe { std::alloc::alloc_zeroed(layout()) })
+    }
+
+    /// # Safety
+    /// `base` came from [`alloc`] and nothing borrows its memory any more.
+    #[cfg(not(target_os = "linux"))]
+    pub(super) unsafe fn free(base: NonNull<u8>) {
+        // SAFETY: by the contract, allocated with this layout and unused.
+        unsafe { std::alloc::dealloc(base.as_ptr(), layout()) };
+    }
 }
 
 /// The chunks and their buddy free lists.
@@ -596,6 +710,13 @@ mod tests {
         let c = pages.alloc(16, true, ANY);
         assert!(c.iter().all(|&x| x == 0));
         pages.free(c, ANY);
+        // A page after a freed 64 KiB block: the block's first page.
+        let d = pages.alloc(16, false, ANY);
+        let addr = d.as_ptr();
+        pages.free(d, ANY);
+        let e = pages.alloc(1, false, ANY);
+        assert_eq!(e.as_ptr(), addr, "split from the cached larger block");
+        pages.free(e, ANY);
     }
 
     #[test]
@@ -632,6 +753,22 @@ mod tests {
         let odd = pages.alloc(3, true, limit);
         assert!(!is_frame(&odd) && odd.len() == 3 * PAGE_BYTES);
         pages.free(odd, limit);
+    }
+
+    #[test]
+    fn prefaulting_grows_free_frames_within_the_machine() {
+        let pages = PageAllocator::default();
+        pages.prefault(600, 4 * CHUNK_PAGES as u64);
+        assert_eq!(pages.frame_pages(), (1024, 1024), "whole chunks");
+        pages.prefault(10_000, 4 * CHUNK_PAGES as u64);
+        assert_eq!(
+            pages.frame_pages().0,
+            4 * CHUNK_PAGES as u64,
+            "no more than the machine"
+        );
+        let buf = pages.alloc(512, true, ANY);
+        assert!(is_frame(&buf) && buf.iter().all(|&b| b == 0));
+        pages.free(buf, ANY);
     }
 
     #[test]

@@ -1015,15 +1015,18 @@ pub enum Stored {
     Device,
 }
 
-/// Whether a page is all zeros.
+/// Whether a page (or folio) is all zeros.
 pub fn is_zero(page: &[u8]) -> bool {
-    // OR 64 bytes at a time: the inner fold has no early exit, so it
-    // vectorises, while `all` still stops at the first non-zero chunk.
-    let mut chunks = page.chunks_exact(64);
-    chunks
-        .by_ref()
-        .all(|c| c.iter().fold(0, |acc, &b| acc | b) == 0)
-        && chunks.remainder().iter().all(|&b| b == 0)
+    // OR eight bytes at a time over 1 KiB blocks: the inner fold has no
+    // early exit, so it vectorises into a streaming read, while `all`
+    // still stops at the first block with a set byte. (Measured: 64-byte
+    // blocks of byte-wise ORs ran at about a third of the read bandwidth.)
+    let mut blocks = page.chunks_exact(1024);
+    blocks.by_ref().all(|block| {
+        block.chunks_exact(8).fold(0u64, |acc, w| {
+            acc | u64::from_ne_bytes(w.try_into().expect("8 bytes"))
+        }) == 0
+    }) && blocks.remainder().iter().all(|&b| b == 0)
 }
 
 impl fmt::Debug for SwapDevice {

@@ -253,6 +253,14 @@ impl CgroupTree {
         self.shared.pages.free(buf, self.frame_limit_pages());
     }
 
+    /// Faults in host memory for `nr_pages` of the machine's frames (up to
+    /// its size), so that what runs next pays no host page faults.
+    pub fn prefault_frames(&self, nr_pages: u64) {
+        self.shared
+            .pages
+            .prefault(nr_pages, self.frame_limit_pages());
+    }
+
     /// Pages of the machine's frames taken from the host, and of those,
     /// free for the next folio.
     pub fn frame_pages(&self) -> (u64, u64) {
