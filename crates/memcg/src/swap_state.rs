@@ -21,7 +21,11 @@
 //! - [`SwapSystem::swap_in`] looks the entry up in the swap cache; the first
 //!   fault reads it into a new folio charged per the swap-in rule (the
 //!   recorded cgroup if online, else the faulting one) while later faults
-//!   on the same entry wait and share it. Each fault drops its mapping's
+//!   on the same entry wait and share it. A page with one reference on a
+//!   synchronous device (a RAM disk) skips the swap cache, as the kernel's
+//!   `do_swap_page` does: no other fault can want it, and the claim on its
+//!   slots (the cache bit) keeps a racing free of the mapping from taking
+//!   them mid-read. Each fault drops its mapping's
 //!   reference; when the last goes the slot is freed, which uncharges swap
 //!   on the recorded (possibly dead) cgroup and unpins its id. A read error
 //!   fails the fault and leaves slot, data and accounting for a retry.
@@ -558,31 +562,46 @@ impl SwapSystem {
     ) -> Result<(Arc<Folio>, bool), SwapInError> {
         // `get_swap_device`: once per fault.
         let device = self.swapfiles.device(entry)?;
-        let (slot, claimed) = {
+        let (claim, slot) = {
             let mut shard = self.cache.shard(entry);
-            match shard.get(&entry) {
-                Some(slot) => (Arc::clone(slot), None),
-                None => {
-                    // Claim the slots for the read (checking that mappings
-                    // still reference them) before others can find it.
-                    let all_zero = device.claim_for_read(entry, nr)?;
-                    let slot = CacheSlot::loading();
-                    shard.insert(entry, Arc::clone(&slot));
-                    (slot, Some(all_zero))
-                }
+            if let Some(slot) = shard.get(&entry) {
+                // Another fault is reading it, or read it: share its folio.
+                let slot = Arc::clone(slot);
+                drop(shard);
+                let folio = slot.wait().map_err(SwapInError::Shared)?;
+                self.drop_reference(&device, entry, nr, true)?;
+                return Ok((folio, false));
+            }
+            // Claim the slots for the read (checking that mappings still
+            // reference them) before others can find them.
+            let claim = device.claim_for_read(entry, nr)?;
+            if claim.only_reference && device.synchronous() {
+                // `do_swap_page`'s skip-swapcache path: a synchronous device
+                // and no other mapping, so no other fault can want the
+                // folio; the claim keeps the slots ours meanwhile.
+                (claim, None)
+            } else {
+                let slot = CacheSlot::loading();
+                shard.insert(entry, Arc::clone(&slot));
+                (claim, Some(slot))
             }
         };
-        let Some(all_zero) = claimed else {
-            let folio = slot.wait().map_err(SwapInError::Shared)?;
-            self.drop_reference(&device, entry, nr)?;
-            return Ok((folio, false));
-        };
-        let result = self.read_folio(&device, entry, nr, faulting, gfp, all_zero);
-        slot.resolve(result.as_ref().map(Arc::clone).map_err(SwapInError::errno));
+        let result = self.read_folio(
+            &device,
+            entry,
+            nr,
+            faulting,
+            gfp,
+            claim.all_zero,
+            slot.is_some(),
+        );
+        if let Some(slot) = &slot {
+            slot.resolve(result.as_ref().map(Arc::clone).map_err(SwapInError::errno));
+        }
         match result {
             Ok(folio) => {
                 // The reader keeps its own folio: no second look-up.
-                self.drop_reference(&device, entry, nr)?;
+                self.drop_reference(&device, entry, nr, true)?;
                 Ok((folio, true))
             }
             Err(e) => {
@@ -598,6 +617,7 @@ impl SwapSystem {
     /// Reads the folio at `entry` into a new folio charged per the swap-in
     /// rule; counts `pswpin` (or `swpin_zero`) where it is charged. A folio
     /// whose slots all hold zero pages is not read: a new folio is zeroed.
+    #[allow(clippy::too_many_arguments)] // one call site; a struct would only rename them
     fn read_folio(
         &self,
         device: &SwapDevice,
@@ -606,6 +626,7 @@ impl SwapSystem {
         faulting: &Arc<MemCgroup>,
         gfp: Gfp,
         all_zero: bool,
+        swapcached: bool,
     ) -> Result<Arc<Folio>, SwapInError> {
         let charged = self.tree.swapin_charge_gfp(
             &self.swap_cgroup,
@@ -634,7 +655,9 @@ impl SwapSystem {
         } else {
             VmEvent::Pswpin
         };
-        charged.mod_stat(MemcgStat::Swapcached, i64::from(nr));
+        if swapcached {
+            charged.mod_stat(MemcgStat::Swapcached, i64::from(nr));
+        }
         charged.count_vm_event(event, u64::from(nr));
         Ok(Arc::new(folio))
     }
@@ -642,16 +665,22 @@ impl SwapSystem {
     /// Drops one mapping's reference to the folio at `entry`; the last one
     /// frees the slots (uncharging swap and unpinning the owner) and takes
     /// the folio out of the swap cache.
+    /// `faulted`: the caller is a fault holding its claim on the slots (or
+    /// sharing the cached folio); a plain free of a mapping is not.
     fn drop_reference(
         &self,
         device: &SwapDevice,
         entry: SwapEntry,
         nr: u32,
+        faulted: bool,
     ) -> Result<(), SwapError> {
         let mut shard = self.cache.shard(entry);
         // Not the last reference: one cluster operation. A free slot is
-        // refused before anything changes.
-        if device.put_unless_last(entry, nr)? {
+        // refused before anything changes, and so is a mapping's last
+        // reference freed while a fault through it reads without the
+        // cache.
+        let cache_owned = faulted || shard.contains_key(&entry);
+        if device.put_unless_last(entry, nr, cache_owned)? {
             return Ok(());
         }
         // The last reference. Undo the accounting while it still holds the
@@ -682,7 +711,7 @@ impl SwapSystem {
     /// it in (the mapping is freed).
     pub fn swap_free(&self, entry: SwapEntry, nr: u32) -> Result<(), SwapError> {
         let device = self.swapfiles.device(entry)?;
-        self.drop_reference(&device, entry, nr)
+        self.drop_reference(&device, entry, nr, false)
     }
 
     /// Adds a reference for a second mapping of the same swapped folio.

@@ -361,6 +361,8 @@ pub struct SwapDevice {
     /// Renumbered when a default-priority device before it goes.
     prio: AtomicI32,
     backend: Box<dyn SwapBackend>,
+    /// The backend completes I/O in the caller (`SWP_SYNCHRONOUS_IO`).
+    synchronous: bool,
     /// Pages used for swap (slot 0 included), at most [`MAX_SWAP_PAGES`].
     nr_pages: u64,
     /// The device's own size when that was larger (the area was truncated).
@@ -407,6 +409,7 @@ impl SwapDevice {
             ty,
             name,
             prio: AtomicI32::new(prio),
+            synchronous: backend.synchronous(),
             backend,
             nr_pages,
             truncated_from: (size > nr_pages).then_some(size),
@@ -472,6 +475,12 @@ impl SwapDevice {
     /// [`MAX_SWAP_PAGES`] (the kernel's "Truncating oversized swap area").
     pub fn truncated_from(&self) -> Option<u64> {
         self.truncated_from
+    }
+
+    /// Whether the device completes I/O in the caller (a RAM disk): a
+    /// page with one reference is then read without the swap cache.
+    pub fn synchronous(&self) -> bool {
+        self.synchronous
     }
 
     /// Pages of the device (slot 0 included).
@@ -740,13 +749,27 @@ impl SwapDevice {
     /// Drops one reference to each of the `nr` slots from `entry` unless it
     /// is their last (`true`: dropped); the last is for
     /// [`SwapDevice::put_last`], once the caller has undone the slots'
-    /// accounting while the reference still holds them.
-    pub(crate) fn put_unless_last(&self, entry: SwapEntry, nr: u32) -> Result<bool, SwapError> {
+    /// accounting while the reference still holds them. A last reference
+    /// whose slots another holds in the swap cache (a read in flight that
+    /// skipped the cache: `cache_owned` false) is refused: the mapping is
+    /// being freed while it is faulted.
+    pub(crate) fn put_unless_last(
+        &self,
+        entry: SwapEntry,
+        nr: u32,
+        cache_owned: bool,
+    ) -> Result<bool, SwapError> {
         self.update(
             entry,
             nr,
             |c, slots| {
-                live_slots(c, slots, entry)?;
+                live_slots(c, slots.clone(), entry)?;
+                if c.counts[slots.start] == 1
+                    && !cache_owned
+                    && slots.clone().any(|i| bit(&c.cache, i))
+                {
+                    return Err(SwapError::BadEntry(entry));
+                }
                 Ok(0)
             },
             |c, slots| {
@@ -791,9 +814,10 @@ impl SwapDevice {
     }
 
     /// Claims the `nr` slots from `entry`, which mappings still reference,
-    /// for a read into the swap cache (sets their cache bit); returns
-    /// whether all of them hold zero pages (nothing to read).
-    pub(crate) fn claim_for_read(&self, entry: SwapEntry, nr: u32) -> Result<bool, SwapError> {
+    /// for a read (sets their cache bit, `swapcache_prepare`); says whether
+    /// all of them hold zero pages (nothing to read) and whether the
+    /// faulting mapping's is their only reference.
+    pub(crate) fn claim_for_read(&self, entry: SwapEntry, nr: u32) -> Result<Claim, SwapError> {
         self.update(
             entry,
             nr,
@@ -805,12 +829,16 @@ impl SwapDevice {
                 Ok(0)
             },
             |c, slots| {
+                let only_reference = c.counts[slots.start] == 1;
                 let mut all_zero = true;
                 for i in slots {
                     set_bit(&mut c.cache, i, true);
                     all_zero &= bit(&c.zero, i);
                 }
-                all_zero
+                Claim {
+                    all_zero,
+                    only_reference,
+                }
             },
         )
     }
@@ -995,6 +1023,15 @@ impl RefChange {
             _ => SwapError::BadEntry(entry),
         }
     }
+}
+
+/// What [`SwapDevice::claim_for_read`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Claim {
+    /// Every slot holds a zero page: nothing to read.
+    pub(crate) all_zero: bool,
+    /// The slots have one reference: the faulting mapping's.
+    pub(crate) only_reference: bool,
 }
 
 /// Checks that every slot in `slots` is in use by a mapping (a count of

@@ -23,7 +23,7 @@ use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread;
 use memcg::Errno;
 use memcg::folio::Folio;
-use memcg::memcontrol::{CgroupTree, MemCgroup, VmEvent};
+use memcg::memcontrol::{CgroupTree, MemCgroup, MemcgStat, VmEvent};
 use memcg::mm_types::{PAGE_SIZE, SWAPFILE_CLUSTER};
 use memcg::swap_cgroup::Design;
 use memcg::swap_state::{SwapInError, SwapSystem};
@@ -178,4 +178,49 @@ fn a_failed_read_gives_its_waiters_the_same_errno() {
             [Fault::ReadFailed, Fault::SharedFailure],
         ])
     );
+}
+
+/// A fault on a RAM-disk page with one reference reads it without the
+/// swap cache (`do_swap_page`'s skip-swapcache path), its claim holding the
+/// slot. A free of the same mapping racing it (a caller's bug: the mapping
+/// is torn down while faulted) is refused once the fault has claimed the
+/// slot, or goes first and the fault finds the slot gone; never does the
+/// free take the slot from under a read in flight (which would let the
+/// slot be reused and the fault's late release hit the new owner's
+/// record). Either way slot, charge and pin are released exactly once.
+#[test]
+fn a_fault_skipping_the_cache_and_a_racing_free_release_the_slot_once() {
+    let outcomes = explore(|| {
+        let (_tree, swap, [owner, a, _]) = setup();
+        let folio = Arc::new(Folio::new(swap.tree(), &owner, 1).unwrap());
+        folio.bytes().fill(0x3c);
+        let entry = swap.swap_out(&folio).unwrap();
+        drop(folio);
+        let pins_before = owner.id_pins();
+        let free = {
+            let swap = Arc::clone(&swap);
+            thread::spawn(move || swap.swap_free(entry, 1).is_ok())
+        };
+        let faulted = swap.do_swap_page(entry, 1, &a).map(|folio| {
+            assert!(folio.bytes().iter().all(|&byte| byte == 0x3c));
+            assert_eq!(swap.cache_len(), 0, "never in the swap cache");
+        });
+        let freed = free.join().unwrap();
+        let read = owner.vm_event(VmEvent::Pswpin) + a.vm_event(VmEvent::Pswpin);
+        assert!(
+            faulted.is_ok() != freed,
+            "exactly one of them took the slot"
+        );
+        assert!(
+            !(freed && read > 0),
+            "the free took the slot from a read in flight"
+        );
+        assert_eq!(owner.swap().usage(), 0, "swap uncharged once");
+        assert_eq!(owner.id_pins(), pins_before - 1, "unpinned once");
+        assert_eq!(owner.stat(MemcgStat::Swapcached), 0);
+        assert_eq!(swap.swapfiles().count(entry).unwrap(), 0, "slot freed");
+        swap.swapfiles().validate_idle();
+        faulted.is_ok()
+    });
+    assert_eq!(outcomes, BTreeSet::from([false, true]));
 }

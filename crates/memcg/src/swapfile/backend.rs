@@ -32,6 +32,11 @@ pub trait SwapBackend: Send + Sync {
     fn write_page(&self, offset: u64, buf: &[u8]) -> io::Result<()>;
     /// What `/proc/swaps` shows as the type ("file" or "partition").
     fn kind(&self) -> &'static str;
+    /// Whether reads and writes complete in the caller, with nothing to
+    /// wait for (`SWP_SYNCHRONOUS_IO`: a RAM disk, zram).
+    fn synchronous(&self) -> bool {
+        false
+    }
     /// Bytes of host memory the backend's own bookkeeping takes (not page
     /// contents).
     fn metadata_bytes(&self) -> u64 {
@@ -142,6 +147,10 @@ impl SwapBackend for RamBackend {
 
     fn kind(&self) -> &'static str {
         "partition"
+    }
+
+    fn synchronous(&self) -> bool {
+        true
     }
 
     fn metadata_bytes(&self) -> u64 {
@@ -347,6 +356,10 @@ impl<B: SwapBackend> SwapBackend for FaultyBackend<B> {
         self.inner.kind()
     }
 
+    fn synchronous(&self) -> bool {
+        self.inner.synchronous()
+    }
+
     fn metadata_bytes(&self) -> u64 {
         self.inner.metadata_bytes()
     }
@@ -364,6 +377,9 @@ impl<B: SwapBackend> SwapBackend for Arc<B> {
     }
     fn kind(&self) -> &'static str {
         (**self).kind()
+    }
+    fn synchronous(&self) -> bool {
+        (**self).synchronous()
     }
     fn metadata_bytes(&self) -> u64 {
         (**self).metadata_bytes()
