@@ -599,6 +599,14 @@ impl SwapSystem {
             slot.resolve(result.as_ref().map(Arc::clone).map_err(SwapInError::errno));
         }
         match result {
+            Ok(folio) if slot.is_none() => {
+                // Skipped the cache, so ours was the only reference: undo
+                // the slots' accounting while the claim still holds them,
+                // then free them (the claim refuses a racing free).
+                self.uncharge_freed(entry, nr);
+                device.put_last(entry, nr)?;
+                Ok((folio, true))
+            }
             Ok(folio) => {
                 // The reader keeps its own folio: no second look-up.
                 self.drop_reference(&device, entry, nr, true)?;

@@ -203,6 +203,9 @@ struct Cluster {
     used: u16,
     /// The folio order this cluster serves while nonfull.
     order: u8,
+    /// Where the next search for a free run starts (just past the last
+    /// run taken), so filling a cluster is linear, not quadratic.
+    scan_from: u16,
     /// The list it is on (a copy of `Lists::on`, written under both locks),
     /// so an operation holding only this lock knows whether it would move
     /// the cluster to another list.
@@ -217,6 +220,7 @@ impl Default for Cluster {
             cache: [0; SWAPFILE_CLUSTER.div_ceil(64)],
             used: 0,
             order: 0,
+            scan_from: 0,
             listed: OnList::Free,
         }
     }
@@ -279,12 +283,30 @@ impl Cluster {
         }
     }
 
-    /// A naturally aligned free run of `1 << order` slots.
+    /// A naturally aligned free run of `1 << order` slots, searched from
+    /// `scan_from` round the cluster.
     fn find_run(&self, order: usize) -> Option<usize> {
         let n = 1 << order;
-        (0..SWAPFILE_CLUSTER)
+        let from = usize::from(self.scan_from) / n * n;
+        (from..SWAPFILE_CLUSTER)
             .step_by(n)
+            .chain((0..from).step_by(n))
             .find(|&start| (start..start + n).all(|i| self.slot_free(i)))
+    }
+
+    /// Takes the run of `1 << order` slots at `start` (free, from
+    /// `find_run`): each gets a count of 1 and, if `cached`, the swap cache
+    /// bit.
+    fn take_run(&mut self, start: usize, order: usize, cached: bool) {
+        let n = 1usize << order;
+        for i in start..start + n {
+            // Freed slots lost their zero bit (`release`).
+            debug_assert!(self.slot_free(i) && !bit(&self.zero, i));
+            self.counts[i] = 1;
+            set_bit(&mut self.cache, i, cached);
+        }
+        self.used += n as u16;
+        self.scan_from = ((start + n) % SWAPFILE_CLUSTER) as u16;
     }
 }
 
@@ -642,12 +664,7 @@ impl SwapDevice {
         }
         debug_assert!(c.is_consistent());
         let start = c.find_run(order)?;
-        for i in start..start + n {
-            debug_assert!(!bit(&c.zero, i));
-            c.counts[i] = 1;
-            set_bit(&mut c.cache, i, cached);
-        }
-        c.used += n as u16;
+        c.take_run(start, order, cached);
         debug_assert!(c.is_consistent() && c.fits_list(c.listed));
         drop(c);
         self.inuse_pages.add(n as u64);
@@ -673,13 +690,7 @@ impl SwapDevice {
             }
             let start = c.find_run(order)?;
             let n = 1usize << order;
-            for i in start..start + n {
-                // Freed slots lost their zero bit (`release`).
-                debug_assert!(!bit(&c.zero, i));
-                c.counts[i] = 1;
-                set_bit(&mut c.cache, i, cached);
-            }
-            c.used += n as u16;
+            c.take_run(start, order, cached);
             let to = if usize::from(c.used) == SWAPFILE_CLUSTER {
                 OnList::Full
             } else if was_free {
