@@ -63,6 +63,57 @@ impl PerCpuCounter {
     }
 }
 
+/// Eight counters on one cache line.
+#[repr(align(64))]
+#[derive(Default)]
+struct Line([AtomicU64; 8]);
+
+/// `len` counters split per slot (a memory cgroup's per-CPU statistics,
+/// `memcg_vmstats_percpu`): each slot's counters sit on cache lines of
+/// their own, so threads counting in one cgroup do not share a line.
+/// Values are unsigned and wrap; a caller keeping signed values adds
+/// two's-complement deltas and reads the sum back as signed.
+pub(crate) struct PerCpuArray {
+    lines: Box<[Line]>,
+    lines_per_slot: usize,
+}
+
+impl PerCpuArray {
+    pub(crate) fn new(len: usize) -> Self {
+        let lines_per_slot = len.div_ceil(8);
+        Self {
+            lines: (0..lines_per_slot * NR_CPU_SLOTS)
+                .map(|_| Line::default())
+                .collect(),
+            lines_per_slot,
+        }
+    }
+
+    /// Adds `delta` (wrapping) to counter `i` in this thread's slot.
+    pub(crate) fn add(&self, i: usize, delta: u64) {
+        let line = &self.lines[this_cpu() * self.lines_per_slot + i / 8];
+        // Relaxed: a statistic; nothing is published through it.
+        line.0[i % 8].fetch_add(delta, Ordering::Relaxed);
+    }
+
+    /// Counter `i` summed over the slots (a snapshot, wrapping).
+    pub(crate) fn sum(&self, i: usize) -> u64 {
+        (0..NR_CPU_SLOTS)
+            .map(|slot| &self.lines[slot * self.lines_per_slot + i / 8].0[i % 8])
+            // Relaxed: as `add`.
+            .map(|counter| counter.load(Ordering::Relaxed))
+            .fold(0, u64::wrapping_add)
+    }
+}
+
+impl std::fmt::Debug for PerCpuArray {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PerCpuArray")
+            .field("lines_per_slot", &self.lines_per_slot)
+            .finish_non_exhaustive()
+    }
+}
+
 impl std::fmt::Debug for PerCpuCounter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_tuple("PerCpuCounter").field(&self.sum()).finish()
@@ -89,5 +140,23 @@ mod tests {
         counter.sub(4000);
         assert_eq!(counter.sum(), 8000);
         assert!(this_cpu() < NR_CPU_SLOTS);
+    }
+
+    #[test]
+    fn per_slot_arrays_keep_signed_sums() {
+        let stats = PerCpuArray::new(10);
+        std::thread::scope(|s| {
+            for t in 0..3u64 {
+                let stats = &stats;
+                s.spawn(move || {
+                    stats.add(9, 5);
+                    stats.add(t as usize, 1);
+                });
+            }
+        });
+        stats.add(9, (-20i64) as u64);
+        assert_eq!(stats.sum(9) as i64, -5);
+        assert_eq!((0..3).map(|i| stats.sum(i)).sum::<u64>(), 3);
+        assert_eq!(stats.sum(8), 0);
     }
 }

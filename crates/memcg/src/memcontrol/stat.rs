@@ -11,21 +11,29 @@
 //! cgroup: events count locally and hierarchically on the cgroup and its
 //! ancestors below the root, statistics and vm events hierarchically at
 //! every level (v2's `memory.stat`), so a removed cgroup's pages still
-//! show in its parent. A reader may see one level updated before the
-//! next; nothing is published through them.
+//! show in its parent. Statistics and vm events, counted on every page,
+//! are split per thread slot and summed when read (the kernel's per-CPU
+//! `memcg_vmstats_percpu`, without its deferred flush: every level is
+//! counted at once). A reader may see one level, or one slot, updated
+//! before another; nothing is published through them.
 
 use super::MemCgroup;
 use crate::mm_types::PAGE_SIZE;
-use crate::sync::{AtomicI64, AtomicU64, Ordering};
+use crate::percpu::PerCpuArray;
+use crate::sync::{AtomicU64, Ordering};
 
 /// A memory cgroup's event and statistic counts, indexed by the enums'
 /// `index()`.
 pub(crate) struct Counts {
     events: [AtomicU64; MemcgEvent::ALL.len()],
     events_local: [AtomicU64; MemcgEvent::ALL.len()],
-    /// Hierarchical: includes every descendant, dead or alive.
-    stats: Box<[AtomicI64]>,
-    vm_events: Box<[AtomicU64]>,
+    /// Hierarchical: includes every descendant, dead or alive. Split per
+    /// thread: a page's charge, swap-out and fault each count several,
+    /// at every level, and threads in one cgroup would otherwise bounce
+    /// these lines on every page (the kernel keeps them per CPU too).
+    /// Signed values in two's complement.
+    stats: PerCpuArray,
+    vm_events: PerCpuArray,
 }
 
 impl Default for Counts {
@@ -33,8 +41,8 @@ impl Default for Counts {
         Self {
             events: std::array::from_fn(|_| AtomicU64::new(0)),
             events_local: std::array::from_fn(|_| AtomicU64::new(0)),
-            stats: MemcgStat::ALL.iter().map(|_| AtomicI64::new(0)).collect(),
-            vm_events: VmEvent::ALL.iter().map(|_| AtomicU64::new(0)).collect(),
+            stats: PerCpuArray::new(MemcgStat::ALL.len()),
+            vm_events: PerCpuArray::new(VmEvent::ALL.len()),
         }
     }
 }
@@ -52,14 +60,12 @@ impl MemCgroup {
 
     /// A hierarchical statistic in its own unit (pages, or bytes for zswap).
     pub fn stat(&self, stat: MemcgStat) -> i64 {
-        let i = stat.index();
-        self.acct.counts.stats[i].load(Ordering::Relaxed)
+        self.acct.counts.stats.sum(stat.index()) as i64
     }
 
     /// A hierarchical event count of `memory.stat`.
     pub fn vm_event(&self, event: VmEvent) -> u64 {
-        let i = event.index();
-        self.acct.counts.vm_events[i].load(Ordering::Relaxed)
+        self.acct.counts.vm_events.sum(event.index())
     }
 
     /// Raises `event` (`memcg_memory_event`): locally here, and
@@ -86,7 +92,7 @@ impl MemCgroup {
     pub fn mod_stat(&self, stat: MemcgStat, delta: i64) {
         let i = stat.index();
         for c in self.self_and_ancestors() {
-            c.acct.counts.stats[i].fetch_add(delta, Ordering::Relaxed);
+            c.acct.counts.stats.add(i, delta as u64);
         }
     }
 
@@ -94,7 +100,7 @@ impl MemCgroup {
     pub fn count_vm_event(&self, event: VmEvent, n: u64) {
         let i = event.index();
         for c in self.self_and_ancestors() {
-            c.acct.counts.vm_events[i].fetch_add(n, Ordering::Relaxed);
+            c.acct.counts.vm_events.add(i, n);
         }
     }
 }
