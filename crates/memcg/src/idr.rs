@@ -175,6 +175,7 @@ impl<T> IdTable<T> {
     }
 
     /// Whether `id` holds a value.
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn contains(&self, id: usize) -> bool {
         self.with(id, |v| v.is_some())
     }
@@ -198,6 +199,7 @@ impl<T> IdTable<T> {
     }
 
     /// Bytes of the table itself (not the values).
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn memory_bytes(&self) -> usize {
         self.slots.memory_bytes()
     }

@@ -647,9 +647,13 @@ impl MemCgroup {
         }
     }
 
-    /// Whether this memory cgroup is one of `tree`'s.
-    pub(crate) fn belongs_to(&self, tree: &CgroupTree) -> bool {
-        Arc::ptr_eq(&self.ids, &tree.shared.ids)
+    /// A number naming the id space (the tree) this memory cgroup belongs
+    /// to: equal to [`CgroupTree::id_space_tag`] of its tree, and to no
+    /// other tree's while that tree lives. Whoever holds a tree can keep
+    /// its tag and check many cgroups against it with one load each
+    /// (list_lru's per-call check).
+    pub(crate) fn id_space_tag(&self) -> usize {
+        Arc::as_ptr(&self.ids) as usize
     }
 
     /// Marks that `shrinker` may find objects of this memory cgroup on node
@@ -956,6 +960,11 @@ impl CgroupTree {
     /// The largest id.
     pub fn max_ids(&self) -> u32 {
         self.shared.ids.max
+    }
+
+    /// The tag of this tree's id space (see [`MemCgroup::id_space_tag`]).
+    pub(crate) fn id_space_tag(&self) -> usize {
+        Arc::as_ptr(&self.shared.ids) as usize
     }
 
     /// Which cgroups get a memory cgroup.

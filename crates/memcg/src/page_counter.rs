@@ -37,6 +37,16 @@
 //! `memory_recursiveprot` mount option) a share of what the parent has
 //! left in proportion to its unprotected usage.
 //!
+//! # Layout
+//!
+//! As the kernel's `struct page_counter` (v6.12+): `usage` alone on one
+//! cache line (with the `failcnt` that only a refused charge writes, as in
+//! v6.14), the protection fields and peaks on a second, the read-mostly
+//! limits and the parent on a third. A charge writes only the first line
+//! at every level, so CPUs charging under a shared ancestor fight over one
+//! line per level, and the lines every charge reads stay shared in every
+//! CPU's cache.
+//!
 //! # Designs
 //!
 //! [`PageCounter`] is what the kernel and this crate charge. Its
@@ -76,68 +86,100 @@ impl SetMaxBusy {
     }
 }
 
-/// The hot fields: written on every charge.
+/// Line 0 of a [`PageCounter`]: `usage` alone, the one field every charge
+/// and uncharge writes at every level, so that a CPU charging a shared
+/// ancestor transfers only this line (the kernel's `usage` followed by
+/// `CACHELINE_PADDING(_pad1_)`). `failcnt` shares it, as in v6.14 (where
+/// it is the v1-only field next to `usage`): it is written only by a
+/// refused charge, which has just written `usage` on the same line, and
+/// read by nobody on the charge path.
 #[repr(align(64))]
-struct Hot {
+struct UsageLine {
     usage: AtomicI64,
-    min_usage: AtomicI64,
-    low_usage: AtomicI64,
-    children_min_usage: AtomicI64,
-    children_low_usage: AtomicI64,
-    watermark: AtomicU64,
-    local_watermark: AtomicU64,
     failcnt: AtomicU64,
 }
 
-/// The read-mostly fields, on their own cache line as in the kernel.
+/// Line 1: protection and peak tracking (the kernel's fields between
+/// `_pad1_` and `_pad2_`). A charge reads `min_usage`, `low_usage` and
+/// `local_watermark` here and writes them only when they change;
+/// a child's `propagate_protected_usage` writes its parent's
+/// `children_*_usage` and reclaim writes `emin`/`elow`, none of which
+/// then lands on the `usage` or limits lines.
 #[repr(align(64))]
-struct Limits {
-    max: AtomicU64,
-    high: AtomicU64,
-    low: AtomicU64,
-    min: AtomicU64,
+struct ProtectionLine {
     emin: AtomicU64,
+    min_usage: AtomicI64,
+    children_min_usage: AtomicI64,
     elow: AtomicU64,
+    low_usage: AtomicI64,
+    children_low_usage: AtomicI64,
+    watermark: AtomicU64,
+    local_watermark: AtomicU64,
+}
+
+/// Line 2: read-mostly settings and the parent link (the kernel's fields
+/// after `_pad2_`): read by every charge at every level, written only by
+/// the interface files, so every CPU keeps a shared copy.
+#[repr(align(64))]
+struct ReadMostlyLine {
+    protection_support: bool,
+    min: AtomicU64,
+    low: AtomicU64,
+    high: AtomicU64,
+    max: AtomicU64,
+    parent: Option<Arc<PageCounter>>,
 }
 
 /// One level of a hierarchical page counter (`struct page_counter`).
+///
+/// Laid out as the kernel's (v6.12+), one group per 64-byte cache line
+/// (x86's line, the kernel's `L1_CACHE_BYTES`): `usage`; protection and
+/// peaks; read-mostly limits and the parent. With the fields on fewer
+/// lines, two CPUs charging under a shared ancestor made each level cost
+/// two or three line transfers instead of one (docs/BENCHMARKS.md,
+/// page-counter). The groups are `#[repr(align(64))]` structs rather than
+/// a generic padding wrapper: memcg does not depend on crossbeam-utils,
+/// and named groups say which fields share a line; `repr(C)` keeps them
+/// in the kernel's order (usage first).
+#[repr(C)]
 pub struct PageCounter {
-    hot: Hot,
-    limits: Limits,
-    parent: Option<Arc<PageCounter>>,
-    protection_support: bool,
+    hot: UsageLine,
+    prot: ProtectionLine,
+    limits: ReadMostlyLine,
 }
 
 impl PageCounter {
     /// A counter at 0 with no limits under `parent`.
     pub fn new(parent: Option<Arc<PageCounter>>, protection_support: bool) -> Self {
         Self {
-            hot: Hot {
+            hot: UsageLine {
                 usage: AtomicI64::new(0),
+                failcnt: AtomicU64::new(0),
+            },
+            prot: ProtectionLine {
+                emin: AtomicU64::new(0),
                 min_usage: AtomicI64::new(0),
-                low_usage: AtomicI64::new(0),
                 children_min_usage: AtomicI64::new(0),
+                elow: AtomicU64::new(0),
+                low_usage: AtomicI64::new(0),
                 children_low_usage: AtomicI64::new(0),
                 watermark: AtomicU64::new(0),
                 local_watermark: AtomicU64::new(0),
-                failcnt: AtomicU64::new(0),
             },
-            limits: Limits {
-                max: AtomicU64::new(PAGE_COUNTER_MAX),
-                high: AtomicU64::new(PAGE_COUNTER_MAX),
-                low: AtomicU64::new(0),
+            limits: ReadMostlyLine {
+                protection_support,
                 min: AtomicU64::new(0),
-                emin: AtomicU64::new(0),
-                elow: AtomicU64::new(0),
+                low: AtomicU64::new(0),
+                high: AtomicU64::new(PAGE_COUNTER_MAX),
+                max: AtomicU64::new(PAGE_COUNTER_MAX),
+                parent,
             },
-            parent,
-            protection_support,
         }
     }
 
     /// The parent level.
     pub fn parent(&self) -> Option<&Arc<PageCounter>> {
-        self.parent.as_ref()
+        self.limits.parent.as_ref()
     }
 
     /// Pages charged (`page_counter_read`).
@@ -169,17 +211,17 @@ impl PageCounter {
 
     /// Effective min protection from the last [`calculate_protection`](Self::calculate_protection).
     pub fn emin(&self) -> u64 {
-        self.limits.emin.load(Ordering::Relaxed)
+        self.prot.emin.load(Ordering::Relaxed)
     }
 
     /// Effective low protection from the last [`calculate_protection`](Self::calculate_protection).
     pub fn elow(&self) -> u64 {
-        self.limits.elow.load(Ordering::Relaxed)
+        self.prot.elow.load(Ordering::Relaxed)
     }
 
     /// The highest usage seen (`watermark`, `memory.peak`).
     pub fn watermark(&self) -> u64 {
-        self.hot.watermark.load(Ordering::Relaxed)
+        self.prot.watermark.load(Ordering::Relaxed)
     }
 
     /// Charges refused at this level (`failcnt`).
@@ -189,12 +231,12 @@ impl PageCounter {
 
     /// Protected usage of the children (`children_min_usage`).
     pub fn children_min_usage(&self) -> u64 {
-        self.hot.children_min_usage.load(Ordering::Relaxed).max(0) as u64
+        self.prot.children_min_usage.load(Ordering::Relaxed).max(0) as u64
     }
 
     /// Protected usage of the children (`children_low_usage`).
     pub fn children_low_usage(&self) -> u64 {
-        self.hot.children_low_usage.load(Ordering::Relaxed).max(0) as u64
+        self.prot.children_low_usage.load(Ordering::Relaxed).max(0) as u64
     }
 
     /// Pages that can still be charged here before `max`
@@ -205,7 +247,7 @@ impl PageCounter {
 
     /// Levels from this one to the root.
     fn levels(&self) -> impl Iterator<Item = &PageCounter> {
-        std::iter::successors(Some(self), |c| c.parent.as_deref())
+        std::iter::successors(Some(self), |c| c.limits.parent.as_deref())
     }
 
     /// Charges `nr_pages` at every level regardless of limits
@@ -264,22 +306,22 @@ impl PageCounter {
             self.hot.usage.store(0, Ordering::Relaxed);
             new = 0;
         }
-        if self.protection_support {
+        if self.limits.protection_support {
             self.propagate_protected_usage(new as u64);
         }
     }
 
     fn after_charge(&self, new: i64) {
-        if self.protection_support {
+        if self.limits.protection_support {
             self.propagate_protected_usage(new.max(0) as u64);
         }
         // Racy by design (as in the kernel): a statistic, and a lost
         // update only ever under-reports a concurrent peak briefly.
         let new = new.max(0) as u64;
-        if new > self.hot.local_watermark.load(Ordering::Relaxed) {
-            self.hot.local_watermark.store(new, Ordering::Relaxed);
-            if new > self.hot.watermark.load(Ordering::Relaxed) {
-                self.hot.watermark.store(new, Ordering::Relaxed);
+        if new > self.prot.local_watermark.load(Ordering::Relaxed) {
+            self.prot.local_watermark.store(new, Ordering::Relaxed);
+            if new > self.prot.watermark.load(Ordering::Relaxed) {
+                self.prot.watermark.store(new, Ordering::Relaxed);
             }
         }
     }
@@ -289,37 +331,39 @@ impl PageCounter {
     /// v2 never resets the global peak, see [`PageCounter::reset_local_watermark`]).
     pub fn reset_watermark(&self) {
         let usage = self.usage();
-        self.hot.watermark.store(usage, Ordering::Relaxed);
-        self.hot.local_watermark.store(usage, Ordering::Relaxed);
+        self.prot.watermark.store(usage, Ordering::Relaxed);
+        self.prot.local_watermark.store(usage, Ordering::Relaxed);
     }
 
     /// The highest usage since the last [`PageCounter::reset_local_watermark`]
     /// (`local_watermark`, what a `memory.peak` file descriptor that was
     /// written to reads).
     pub fn local_watermark(&self) -> u64 {
-        self.hot.local_watermark.load(Ordering::Relaxed)
+        self.prot.local_watermark.load(Ordering::Relaxed)
     }
 
     /// Restarts the local peak at the current usage and returns that usage
     /// (a write to `memory.peak`); the global peak is kept.
     pub fn reset_local_watermark(&self) -> u64 {
         let usage = self.usage();
-        self.hot.local_watermark.store(usage, Ordering::Relaxed);
+        self.prot.local_watermark.store(usage, Ordering::Relaxed);
         usage
     }
 
     fn propagate_protected_usage(&self, usage: u64) {
-        let Some(parent) = &self.parent else { return };
+        let Some(parent) = &self.limits.parent else {
+            return;
+        };
         let pairs = [
             (
                 &self.limits.min,
-                &self.hot.min_usage,
-                &parent.hot.children_min_usage,
+                &self.prot.min_usage,
+                &parent.prot.children_min_usage,
             ),
             (
                 &self.limits.low,
-                &self.hot.low_usage,
-                &parent.hot.children_low_usage,
+                &self.prot.low_usage,
+                &parent.prot.children_low_usage,
             ),
         ];
         for (setting, protected_usage, children) in pairs {
@@ -383,7 +427,7 @@ impl PageCounter {
     }
 
     fn repropagate(&self) {
-        if !self.protection_support {
+        if !self.limits.protection_support {
             return;
         }
         for c in self.levels() {
@@ -402,12 +446,12 @@ impl PageCounter {
         if usage == 0 {
             return;
         }
-        let Some(parent) = self.parent.as_deref() else {
+        let Some(parent) = self.limits.parent.as_deref() else {
             return;
         };
         if std::ptr::eq(parent, root) {
-            self.limits.emin.store(self.min(), Ordering::Relaxed);
-            self.limits.elow.store(self.low(), Ordering::Relaxed);
+            self.prot.emin.store(self.min(), Ordering::Relaxed);
+            self.prot.elow.store(self.low(), Ordering::Relaxed);
             return;
         }
         let parent_usage = parent.usage();
@@ -427,8 +471,8 @@ impl PageCounter {
             parent.children_low_usage(),
             recursive_protection,
         );
-        self.limits.emin.store(emin, Ordering::Relaxed);
-        self.limits.elow.store(elow, Ordering::Relaxed);
+        self.prot.emin.store(emin, Ordering::Relaxed);
+        self.prot.elow.store(elow, Ordering::Relaxed);
     }
 }
 
@@ -652,6 +696,55 @@ mod tests {
             levels.push(Arc::new(PageCounter::new(Some(parent), true)));
         }
         levels
+    }
+
+    /// The kernel's layout (see [`PageCounter`]): `usage` on a line of its
+    /// own (with only `failcnt`), protection and peaks on a second,
+    /// read-mostly settings and the parent on a third.
+    #[test]
+    fn field_groups_sit_on_distinct_cache_lines() {
+        use std::mem::offset_of;
+        const LINE: usize = 64;
+        let line = |offset: usize| offset / LINE;
+        let usage_line = [
+            offset_of!(PageCounter, hot.usage),
+            offset_of!(PageCounter, hot.failcnt),
+        ]
+        .map(line);
+        let protection_line = [
+            offset_of!(PageCounter, prot.emin),
+            offset_of!(PageCounter, prot.min_usage),
+            offset_of!(PageCounter, prot.children_min_usage),
+            offset_of!(PageCounter, prot.elow),
+            offset_of!(PageCounter, prot.low_usage),
+            offset_of!(PageCounter, prot.children_low_usage),
+            offset_of!(PageCounter, prot.watermark),
+            offset_of!(PageCounter, prot.local_watermark),
+        ]
+        .map(line);
+        let read_mostly_line = [
+            offset_of!(PageCounter, limits.protection_support),
+            offset_of!(PageCounter, limits.min),
+            offset_of!(PageCounter, limits.low),
+            offset_of!(PageCounter, limits.high),
+            offset_of!(PageCounter, limits.max),
+            offset_of!(PageCounter, limits.parent),
+        ]
+        .map(line);
+        for group in [&usage_line[..], &protection_line, &read_mostly_line] {
+            assert!(group.iter().all(|&l| l == group[0]), "{group:?}: one line");
+        }
+        assert_eq!(
+            [usage_line[0], protection_line[0], read_mostly_line[0]],
+            [0, 1, 2],
+            "usage, protection, read-mostly: three lines in the kernel's order"
+        );
+        assert_eq!(align_of::<PageCounter>(), LINE);
+        assert_eq!(size_of::<PageCounter>(), 3 * LINE);
+        // An Arc'ed counter (how parents are held) starts on a line too, so
+        // the groups are real lines, not just 64 bytes apart.
+        let counter = Arc::new(PageCounter::new(None, true));
+        assert_eq!(Arc::as_ptr(&counter) as usize % LINE, 0);
     }
 
     #[test]

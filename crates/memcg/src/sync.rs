@@ -53,6 +53,55 @@ pub(crate) fn spin_loop() {
     std::hint::spin_loop();
 }
 
+/// `T` alone on its own 64-byte cache line (x86's line size, the kernel's
+/// `L1_CACHE_BYTES`), for the shards of a sharded counter. A local
+/// wrapper rather than `crossbeam_utils::CachePadded`: memcg does not
+/// depend on crossbeam-utils, and this is all of it we would use.
+#[repr(align(64))]
+#[derive(Default)]
+pub(crate) struct CachePadded<T>(pub(crate) T);
+
+impl<T> std::ops::Deref for CachePadded<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// A small number that stays the same for the calling thread and differs
+/// between threads (handed out round-robin at a thread's first call): the
+/// shard a sharded counter's update goes to, so that threads updating it
+/// at once use different cache lines (the kernel uses the CPU number).
+/// Only a hint: any thread may use any shard, readers sum all of them.
+/// Under loom every thread gets 0 (loom threads share one OS thread, and
+/// the hint decides nothing a model checks).
+#[inline]
+pub(crate) fn thread_shard_hint() -> usize {
+    #[cfg(not(loom))]
+    {
+        use std::cell::Cell;
+        use std::sync::atomic::AtomicUsize as StdAtomicUsize;
+        static NEXT: StdAtomicUsize = StdAtomicUsize::new(0);
+        thread_local! {
+            static HINT: Cell<usize> = const { Cell::new(usize::MAX) };
+        }
+        HINT.with(|hint| {
+            let mut h = hint.get();
+            if h == usize::MAX {
+                // Relaxed: hands out distinct numbers; orders nothing.
+                h = NEXT.fetch_add(1, Ordering::Relaxed);
+                hint.set(h);
+            }
+            h
+        })
+    }
+    #[cfg(loom)]
+    {
+        0
+    }
+}
+
 /// Locks `mutex`, ignoring poisoning.
 ///
 /// A panic while a lock is held only happens on a failed debug assertion

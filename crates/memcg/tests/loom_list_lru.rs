@@ -213,3 +213,51 @@ fn lazy_allocation_races_offline() {
         );
     }
 }
+
+/// The type-stable read protocol: a reader (`del`, then `add`) of `/a/b`
+/// races `rmdir /a/b`, after which `/a/c` gets b's id and, with it, b's
+/// list set, recycled (and an item of its own). The reader may have
+/// loaded the set while it was b's and lock a list only once it is c's:
+/// the re-check of the owner serial and the dead mark under the lock must
+/// send it to the parent, never onto c's list. Mutation check: with the
+/// split design's owner check made before taking the list lock instead of
+/// under it, the reader's `add` lands on c's list and this model fails.
+#[test]
+fn reader_races_reparent_and_id_reuse() {
+    for design in LruDesign::ALL {
+        let outcomes = explore(move || {
+            let (tree, lru) = setup(design);
+            let a = tree.mkdir("/a").unwrap();
+            let b = tree.mkdir("/a/b").unwrap();
+            assert!(lru.add(0, 0, &a).unwrap());
+            assert!(lru.add(1, 0, &b).unwrap());
+            let reader = {
+                let (lru, b) = (Arc::clone(&lru), std::sync::Arc::clone(&b));
+                thread::spawn(move || {
+                    assert!(lru.del(1, 0, &b).unwrap(), "{design}: del missed b's item");
+                    assert!(lru.add(2, 0, &b).unwrap());
+                })
+            };
+            tree.rmdir("/a/b").unwrap();
+            let c = tree.mkdir("/a/c").unwrap();
+            assert_eq!(c.id(), b.id(), "b's id (and its set) reused");
+            assert!(lru.add(3, 0, &c).unwrap());
+            reader.join().unwrap();
+            assert_eq!(
+                lru.items(0, &c).unwrap(),
+                [3],
+                "{design}: nothing of b's on c's list"
+            );
+            assert_eq!(lru.count_one(0, &c).unwrap(), 1, "{design}: c's count");
+            assert_consistent(&lru, &[tree.root(), &a, &c], &[0, 2, 3]);
+            // b's item 2 went to b's list before the splice (head of a's),
+            // or to a's list after the offline (tail).
+            lru.items(0, &a).unwrap()
+        });
+        assert_eq!(
+            outcomes,
+            BTreeSet::from([vec![0, 2], vec![2, 0]]),
+            "{design}: the reader before and after the offline"
+        );
+    }
+}

@@ -27,7 +27,11 @@
 //!   this list_lru existed) keeps its own id, where it finds no lists of its
 //!   own, so locating its list moves on to the parent.
 //! - A reparented list is marked dead, not just emptied, so nothing adds to
-//!   a list about to be erased.
+//!   a list that is no longer its owner's; the dead set stays at its index
+//!   until the id's next cgroup claims it (type-stable sets, `list.rs`).
+//! - A list's owner and dead mark change only under its node's lock (the
+//!   lock that covers it in this design), and a list is used only after
+//!   both were checked under it.
 //!
 //! # Locking
 //!
@@ -35,10 +39,11 @@
 //!   including the walk up a chain of redirected indexes, and drops it only
 //!   to allocate lists. Links and counts of every list on the node, the
 //!   root's included, change only under it.
-//! - Stores to the table happen under the allocation lock; the reparent
-//!   stores the redirect first, then reads the dying cgroup's slot under
-//!   that lock, so an allocation either stored its lists before (and the
-//!   reparent moves them) or reads the parent's index.
+//! - Claims of the table's sets happen under the allocation lock (each
+//!   list under its node's lock inside it); the reparent stores the
+//!   redirect first, then reads the dying cgroup's set under that lock, so
+//!   an allocation either claimed its lists before (and the reparent moves
+//!   them) or reads the parent's index.
 //! - The redirect is stored before the reparent takes any node lock, so a
 //!   list operation that takes a node lock after the reparent's sees it.
 //!   Readers load it lock-free (an `IdTable` guard); writers are the
@@ -46,10 +51,9 @@
 
 use crate::idr::IdTable;
 use crate::memcontrol::MemCgroup;
-use crate::sync::{Arc, Mutex, MutexGuard, Ordering, lock};
+use crate::sync::{Arc, Mutex, MutexGuard, lock};
 
-use super::list::ListLruMemcg;
-use super::{DEAD, Design, ListGuard, Locate, LruDesign, Shared};
+use super::{Design, ListGuard, Locate, LruDesign, Shared};
 
 /// Where a cgroup's lists are found (the kernel's `kmemcg_id`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -138,16 +142,27 @@ impl Design for LegacyState {
     fn has_memcg_lists(&self, shared: &Shared, cg: &MemCgroup) -> bool {
         match self.list_index(cg) {
             ListIndex::Root => true,
-            ListIndex::Slot(idx) => shared.memcg.contains(idx.into()),
+            ListIndex::Slot(idx) => shared.memcg.is_live(idx.into()),
+        }
+    }
+
+    fn has_memcg_lists_locked(&self, shared: &Shared, cg: &MemCgroup) -> bool {
+        match self.list_index(cg) {
+            ListIndex::Root => true,
+            ListIndex::Slot(idx) => {
+                let _node_lock = lock(&self.node_locks[self.node_locks.len() - 1]);
+                shared.memcg.is_live(idx.into())
+            }
         }
     }
 
     fn count_memcg(&self, shared: &Shared, nid: usize, cg: &MemCgroup) -> usize {
         match self.list_index(cg) {
             ListIndex::Root => shared.nodes[nid].root.count(),
-            ListIndex::Slot(idx) => shared
-                .memcg
-                .with(idx.into(), |m| m.map_or(0, |m| m.lists[nid].count())),
+            ListIndex::Slot(idx) => match shared.memcg.get(idx.into()) {
+                Some(set) if shared.memcg.is_live(idx.into()) => set[nid].count(),
+                _ => 0,
+            },
         }
     }
 
@@ -195,7 +210,9 @@ impl Design for LegacyState {
     }
 
     /// The pre-series allocation: collect the ancestors lacking lists into
-    /// an intermediate table, allocate, then store them topmost first.
+    /// an intermediate table, allocate (outside the allocation lock), then
+    /// give them their lists topmost first (each list claimed under its
+    /// node's lock, which covers it in this design).
     fn alloc_lists(&self, shared: &Shared, cg: &MemCgroup) {
         let mut table = Vec::with_capacity(cg.level() as usize);
         let mut at = Some(cg);
@@ -203,15 +220,22 @@ impl Design for LegacyState {
             if self.has_lists(shared, c) {
                 break;
             }
-            table.push((c, shared.new_lists(c)));
+            // Allocated now if the id never had a set; a set allocated
+            // here and not claimed below waits for the id's next claim.
+            shared.memcg.get_or_alloc(c.id().into(), &shared.links);
+            table.push(c);
             at = c.parent().map(|p| &**p);
         }
         let _xa_lock = lock(&shared.alloc_lock);
-        for (c, lists) in table.into_iter().rev() {
+        for c in table.into_iter().rev() {
             if let ListIndex::Slot(idx) = self.list_index(c)
-                && !shared.memcg.contains(idx.into())
+                && !shared.memcg.is_live(idx.into())
             {
-                shared.memcg.store(idx.into(), Some(lists));
+                let set = shared.memcg.get_or_alloc(idx.into(), &shared.links);
+                for (nid, list) in set.iter().enumerate() {
+                    let _node_lock = lock(&self.node_locks[nid]);
+                    list.claim(c);
+                }
             }
         }
     }
@@ -223,25 +247,24 @@ impl Design for LegacyState {
         let src_idx = usize::from(cg.id());
         // Under the allocation lock, as in the split design: the redirect is
         // stored, so an allocation that read the old index under the lock
-        // has stored its lists (seen here) and a later one finds the
+        // has claimed its lists (seen here) and a later one finds the
         // parent's index.
-        let Some(mlru) = shared.load_slot_locked(src_idx) else {
+        let Some(set) = shared.live_set_locked(src_idx) else {
             return;
         };
-        for (nid, src_list) in mlru.lists.iter().enumerate() {
+        for (nid, src_list) in set.iter().enumerate() {
             let src = shared.view(src_list);
             self.with_list(shared, nid, parent, Locate::Allocate, |dst, owner| {
                 shared.splice_into(nid, &src, &dst, owner);
                 // Dead, not just empty: a removed descendant whose index
                 // still names this cgroup (our tree unlinks dead children,
                 // so the redirect cannot reach them, unlike the kernel's)
-                // must not add to a list about to be erased.
-                // Relaxed: under the node lock, like every nr_items store of
-                // this design.
-                src_list.nr_items.store(DEAD, Ordering::Relaxed);
+                // must not add to a list that is no longer its owner's.
+                // Under the node lock, which covers every list of the node
+                // in this design. The dead set waits at the id for reuse.
+                src_list.mark_dead();
             });
         }
-        shared.erase_slot(src_idx);
     }
 }
 
@@ -262,21 +285,20 @@ where
     if owner.id() != idx {
         return Err((node_lock, f));
     }
-    shared.memcg.with(idx.into(), |mlru| {
-        let Some(lists) = ListLruMemcg::of(mlru, owner) else {
-            return Err((node_lock, f));
-        };
-        let list = &lists.lists[nid];
-        // Relaxed: under the node lock, like the store of DEAD.
-        if list.nr_items.load(Ordering::Relaxed) == DEAD {
-            return Err((node_lock, f));
-        }
-        let guard = ListGuard {
-            _lock: node_lock,
-            view: shared.view(list),
-        };
-        Ok(f(guard, owner))
-    })
+    let Some(set) = shared.memcg.get(idx.into()) else {
+        return Err((node_lock, f));
+    };
+    let list = &set[nid];
+    // Under the node lock, which orders it against the claim and the dead
+    // mark (both made under it).
+    if !list.is_live_for(owner) {
+        return Err((node_lock, f));
+    }
+    let guard = ListGuard {
+        _lock: node_lock,
+        view: shared.view(list),
+    };
+    Ok(f(guard, owner))
 }
 
 /// The ancestor-or-self of `cg` whose id is `idx` (the owner of a legacy

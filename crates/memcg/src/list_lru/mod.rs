@@ -28,31 +28,40 @@
 //!
 //! # Locating a list (split)
 //!
-//! Load the cgroup's slot (lock-free; the loaded value stays alive while the
-//! guard is held, as under `rcu_read_lock`), lock its list, and use it unless
-//! the slot was empty or the list is marked dead (`nr_items == i64::MIN`); in
-//! that case unlock and retry with the parent, which is only legal for a
-//! dying cgroup. Adds to a live cgroup without lists allocate them first.
+//! Load the set of lists at the cgroup's id (one `Acquire` load, no guard
+//! and no reference count: sets are type-stable, never freed or moved
+//! while the list_lru lives, the kernel's `SLAB_TYPESAFE_BY_RCU` idea),
+//! lock the node's list in it, and only then check that the list still
+//! belongs to the cgroup (its owner serial) and is not marked dead
+//! (`nr_items == i64::MIN`). Between the load and the lock the cgroup may
+//! have been reparented and its id, with the set, given to a new cgroup;
+//! the check under the lock is what tells. If there was no set, or the
+//! list is dead or another cgroup's, unlock and retry with the parent,
+//! which is only legal for a dying cgroup. Adds to a live cgroup without
+//! lists allocate them first.
 //!
 //! # Reparenting (offline of a cgroup)
 //!
 //! For every registered list_lru and node: lock the child's list, lock the
 //! parent's list (located the same way), splice the child's items to the
 //! head of the parent's (they are the oldest now, as `list_splice_init`
-//! does), add the count, set the parent's shrinker bit, mark the child's
-//! list dead; then erase the child's slot, and free it once no reader holds
-//! it. Draining and marking dead *before* erasing is the 2026 fix: a `del`
-//! that races the offline either finds the child's live list with the item
-//! still on it, or the dead mark and then the parent, where the item now is.
-//! (Erasing first, as v6.14 did, let such a `del` find no list, fall back to
-//! the parent before the splice, and miss the item.)
+//! does), add the count, set the parent's shrinker bit, and mark the
+//! child's list dead before unlocking it. The dead set stays at the id
+//! until the id's next cgroup claims it (owner and revival in one critical
+//! section of each list's lock). Draining and marking dead *before* the
+//! lists can be found empty is the 2026 fix: a `del` that races the offline
+//! either finds the child's live list with the item still on it, or the
+//! dead mark (or, after the id's reuse, another owner) and then the
+//! parent, where the item now is. (Erasing first, as v6.14 did, let such a
+//! `del` find no list, fall back to the parent before the splice, and miss
+//! the item.)
 //!
-//! The reparent reads the child's slot under the allocation lock (the
+//! The reparent reads the child's set under the allocation lock (the
 //! kernel's xa lock, which seed 002 uses "as barrier"): the cgroup is
 //! already dying, so an allocation that saw it alive under that lock has
-//! stored its lists before the reparent looks, and any later one sees it
-//! dying and stores nothing. Without the barrier a lazy first-use
-//! allocation could store lists after the reparent looked, and the dying
+//! claimed its lists before the reparent looks, and any later one sees it
+//! dying and claims nothing. Without the barrier a lazy first-use
+//! allocation could claim lists after the reparent looked, and the dying
 //! cgroup kept lists whose items nobody would move (the legacy design
 //! relies on the same lock with its `kmemcg_id` redirect in place of the
 //! dying check).
@@ -65,11 +74,21 @@
 //!   lock (split) or its node's lock (legacy). They are atomics used with
 //!   `Relaxed` ordering, the lock providing the ordering: a caller that
 //!   breaks the contract below can corrupt lists logically, never memory.
-//! - `nr_items` of a list changes only under its lock and is read without
-//!   it (`count_one` clamps the dead mark to 0); the per-node total is an
-//!   atomic updated after each change.
+//! - `nr_items` and the owner serial of a list change only under that same
+//!   lock, and a list is used only after both were checked under it (live,
+//!   and the locating cgroup's); `nr_items` is read without it too
+//!   (`count_one` clamps the dead mark to 0).
+//! - A list set, once allocated for an id, is only ever that id's: claimed
+//!   by each cgroup that gets the id, marked dead at its offline, freed
+//!   with the list_lru.
+//! - The per-node total is a few cache-padded shards, each thread adding
+//!   to its own after each change and `count_node` summing them.
 //! - Lock order: a child's list before its parent's (reparent); nothing
-//!   takes two lists of unrelated cgroups.
+//!   takes two lists of unrelated cgroups. A claim takes the lists of a
+//!   dead set (split) or the node locks (legacy) under the allocation lock;
+//!   a split reparent may take the allocation lock while it holds the
+//!   child's live list (to give the parent lists), which no claim takes:
+//!   only dead sets are claimed.
 //!
 //! Caller contract (the kernel's): `del` names the cgroup the item was added
 //! to, or an ancestor its lists were reparented to.
@@ -77,9 +96,10 @@
 //! # Cost
 //!
 //! `add`/`del` are O(1), reparenting is O(1) per list (one splice), counting
-//! is lock-free. Memory per cgroup per list_lru: one `Arc` of one
-//! `ListOne` per node (32 bytes each) plus the slot; item links cost 12
-//! bytes per item id, allocated 256 ids at a time.
+//! is lock-free. Memory per cgroup id ever used, per list_lru: one set of
+//! one `ListOne` per node (32 bytes each) in one allocation, plus the
+//! table slot; item links cost 12 bytes per item id, allocated 256 ids at a
+//! time.
 
 use std::fmt;
 
@@ -88,12 +108,14 @@ mod list;
 mod split;
 
 use crate::errno::Errno;
-use crate::idr::{ChunkedTable, IdTable};
+use crate::idr::ChunkedTable;
 use crate::memcontrol::{CgroupTree, MemCgroup, MemcgLruHooks, ShrinkerId};
-use crate::sync::{Arc, AtomicI64, Mutex, MutexGuard, Ordering, lock};
+use crate::sync::{
+    Arc, AtomicI64, CachePadded, Mutex, MutexGuard, Ordering, lock, thread_shard_hint,
+};
 
 use legacy::LegacyState;
-use list::{Link, ListLruMemcg, ListOne, ListView, NONE, Sentinels};
+use list::{Link, ListOne, ListView, MemcgLists, NONE};
 use split::SplitState;
 
 /// The user's name for an object on a list_lru: an index below
@@ -199,7 +221,46 @@ impl Default for ListLruConfig {
 /// Per node: the root list and the item total of every list on the node.
 struct LruNode {
     root: ListOne,
-    nr_items: AtomicI64,
+    nr_items: NodeTotal,
+}
+
+/// Shards of a node's item total (`nlru->nr_items`, one atomic in the
+/// kernel): each add or delete changes the shard of its thread
+/// ([`thread_shard_hint`]), so threads adding to different cgroups do not
+/// write one shared line; [`NodeTotal::sum`] adds them up. A shard may go
+/// negative (an item added by one thread and deleted by another); the sum
+/// is exact whenever no update is in flight.
+struct NodeTotal {
+    shards: [CachePadded<AtomicI64>; NODE_TOTAL_SHARDS],
+}
+
+/// Shards per node total: enough for the threads of a small machine to
+/// rarely share one; each costs a cache line per node per list_lru.
+const NODE_TOTAL_SHARDS: usize = 8;
+
+impl NodeTotal {
+    fn new() -> Self {
+        Self {
+            shards: std::array::from_fn(|_| CachePadded(AtomicI64::new(0))),
+        }
+    }
+
+    /// Adds `delta` to the calling thread's shard.
+    #[inline]
+    fn add(&self, delta: i64) {
+        let shard = &self.shards[thread_shard_hint() % NODE_TOTAL_SHARDS];
+        // Relaxed: a statistic, read without ordering (`sum`).
+        shard.fetch_add(delta, Ordering::Relaxed);
+    }
+
+    /// The total (`list_lru_count_node`), clamped at 0 as the kernel's
+    /// lockless counts are.
+    fn sum(&self) -> usize {
+        // Relaxed: a statistic; each shard's value is a snapshot, as the
+        // single atomic's was.
+        let total: i64 = self.shards.iter().map(|s| s.load(Ordering::Relaxed)).sum();
+        usize::try_from(total).unwrap_or(0)
+    }
 }
 
 /// A locked list handed to a walk callback, with no current item (after the
@@ -315,6 +376,10 @@ trait Design {
     /// Whether `cg`, not the root, has lists in a memcg-aware list_lru.
     fn has_memcg_lists(&self, shared: &Shared, cg: &MemCgroup) -> bool;
 
+    /// [`Design::has_memcg_lists`], its last check made under the lock
+    /// that covers `cg`'s last list (what [`ListLru::has_lists`] reports).
+    fn has_memcg_lists_locked(&self, shared: &Shared, cg: &MemCgroup) -> bool;
+
     /// Items on the list `cg`, not the root, uses on node `nid` of a
     /// memcg-aware list_lru, read without locking.
     fn count_memcg(&self, shared: &Shared, nid: usize, cg: &MemCgroup) -> usize;
@@ -411,10 +476,11 @@ struct Shared {
     nodes: Box<[LruNode]>,
     links: ChunkedTable<Link>,
     /// Split: by cgroup id. Legacy: by the cgroup's list index.
-    memcg: IdTable<ListLruMemcg>,
-    /// Serialises stores to `memcg` (the xarray lock).
+    memcg: MemcgLists,
+    /// Serialises claims of `memcg`'s sets (the xarray lock).
     alloc_lock: Mutex<()>,
-    sentinels: Arc<Sentinels>,
+    /// The tree's id space, as a tag: what `check` compares a cgroup's with.
+    id_space: usize,
     shrinker: Option<ShrinkerId>,
 }
 
@@ -482,8 +548,7 @@ impl ListLru {
     pub fn count_node(&self, nid: usize) -> Result<usize, ListLruError> {
         let shared = &self.inner.shared;
         shared.check_nid(nid)?;
-        // Relaxed: a statistic, read without ordering.
-        Ok(usize::try_from(shared.nodes[nid].nr_items.load(Ordering::Relaxed)).unwrap_or(0))
+        Ok(shared.nodes[nid].nr_items.sum())
     }
 
     /// Walks `cg`'s list on node `nid` from the oldest item
@@ -521,7 +586,7 @@ impl ListLru {
         if !shared.memcg_aware {
             return Ok(isolated);
         }
-        let ids: Vec<usize> = shared.memcg.entries().map(|(id, _)| id).collect();
+        let ids: Vec<usize> = shared.memcg.live_ids().collect();
         for id in ids {
             if *nr_to_walk == 0 {
                 break;
@@ -547,33 +612,34 @@ impl ListLru {
         Ok(out)
     }
 
-    /// Whether `cg` currently has lists in this list_lru.
+    /// Whether `cg` currently has lists in this list_lru (legacy: whether
+    /// its list index, redirected or not, names live lists). The last check
+    /// is made under the lock that covers the lists (the cgroup's last
+    /// list, or the last node's lock), as the list operations make theirs,
+    /// so it must not be called from a walk callback.
     pub fn has_lists(&self, cg: &MemCgroup) -> bool {
-        self.inner.has_lists(cg)
+        let shared = &self.inner.shared;
+        !shared.memcg_aware
+            || cg.is_root()
+            || dispatch!(&self.inner.locator, d => d.has_memcg_lists_locked(shared, cg))
     }
 
     /// How many cgroups hold lists in this list_lru (every cgroup that had
     /// lists and was removed has given them up).
     pub fn nr_memcg_lists(&self) -> usize {
-        self.inner.shared.memcg.entries().count()
+        self.inner.shared.memcg.live_ids().count()
     }
 
-    /// Bytes of the per-cgroup lists and their table (not item links).
+    /// Bytes of the per-cgroup lists and their table (not item links),
+    /// counting the sets kept for reuse by a removed cgroup's id.
     pub fn memcg_memory_bytes(&self) -> usize {
-        let shared = &self.inner.shared;
-        let per_cgroup = size_of::<ListLruMemcg>()
-            + 2 * size_of::<usize>()
-            + shared.nodes.len() * size_of::<ListOne>();
-        shared.memcg.entries().count() * per_cgroup + shared.memcg.memory_bytes()
+        self.inner.shared.memcg.memory_bytes()
     }
 
-    /// Bytes one cgroup's lists cost in this list_lru (the `Arc`ed
-    /// `list_lru_memcg` with one list per node, plus its table slot).
+    /// Bytes one cgroup's lists cost in this list_lru (its set: one list
+    /// per node in one allocation, plus its table slot).
     pub fn bytes_per_cgroup(&self) -> usize {
-        size_of::<ListLruMemcg>()
-            + 2 * size_of::<usize>()
-            + self.inner.shared.nodes.len() * size_of::<ListOne>()
-            + size_of::<crate::sync::ArcSlot<ListLruMemcg>>()
+        self.inner.shared.nodes.len() * size_of::<ListOne>() + MemcgLists::SLOT_BYTES
     }
 }
 
@@ -604,11 +670,6 @@ impl fmt::Debug for ListLru {
 impl Inner {
     fn design(&self) -> LruDesign {
         dispatch!(&self.locator, d => d.design())
-    }
-
-    fn has_lists(&self, cg: &MemCgroup) -> bool {
-        let shared = &self.shared;
-        dispatch!(&self.locator, d => d.has_lists(shared, cg))
     }
 
     fn count_one(&self, nid: usize, cg: &MemCgroup) -> usize {
@@ -661,8 +722,7 @@ impl Inner {
             })
             .expect("falls back to the root, never empty");
         if added {
-            // Relaxed: a statistic, read without ordering (count_node).
-            shared.nodes[nid].nr_items.fetch_add(1, Ordering::Relaxed);
+            shared.nodes[nid].nr_items.add(1);
         }
         added
     }
@@ -700,8 +760,7 @@ impl Inner {
             // None: a live cgroup that never had lists cannot hold the item.
             .unwrap_or(false);
         if removed {
-            // Relaxed: a statistic, read without ordering (count_node).
-            shared.nodes[nid].nr_items.fetch_sub(1, Ordering::Relaxed);
+            shared.nodes[nid].nr_items.add(-1);
         }
         removed
     }
@@ -749,35 +808,36 @@ impl Shared {
         shrinker: Option<ShrinkerId>,
     ) -> Result<Self, ListLruError> {
         let nr_nodes = tree.nr_nodes();
-        // One sentinel per list: the root lists, plus every cgroup's lists,
-        // with room for lists of removed cgroups that in-flight readers
-        // still hold.
-        let max_lists = nr_nodes * (1 + 4 * (tree.max_ids() as usize + 1));
+        // One sentinel per list, after the item ids: the root lists, then
+        // node by node the lists of every cgroup id (sets are kept for
+        // their id, never more than one per id).
+        let nr_ids = tree.max_ids() as usize + 1;
+        let max_lists = nr_nodes * (1 + nr_ids);
         let max_items = config.max_items as usize;
-        let sentinel_base = u32::try_from(max_items).expect("max_items is a u32");
-        let sentinel_last = u32::try_from(max_items + max_lists - 1)
+        let first_sentinel = u32::try_from(max_items).expect("max_items is a u32");
+        u32::try_from(max_items + max_lists - 1)
             .ok()
             .filter(|&last| last < NONE)
             .ok_or(ListLruError::TooManyItems {
                 max_items: config.max_items,
             })?;
         let links = ChunkedTable::new(max_items + max_lists);
-        let sentinels = Arc::new(Sentinels::new(sentinel_base, sentinel_last));
         let nodes = (0..nr_nodes)
-            .map(|_| LruNode {
-                root: ListOne::new(sentinels.alloc(), &links),
-                nr_items: AtomicI64::new(0),
+            .map(|nid| LruNode {
+                root: ListOne::new_root(first_sentinel + nid as u32, &links),
+                nr_items: NodeTotal::new(),
             })
             .collect();
+        let memcg = MemcgLists::new(nr_ids, nr_nodes, first_sentinel + nr_nodes as u32, &links);
         Ok(Self {
             memcg_aware: config.memcg_aware,
             max_items: config.max_items,
             tree: tree.clone(),
             nodes,
             links,
-            memcg: IdTable::new(tree.max_ids() as usize + 1),
+            memcg,
             alloc_lock: Mutex::new(()),
-            sentinels,
+            id_space: tree.id_space_tag(),
             shrinker,
         })
     }
@@ -800,7 +860,10 @@ impl Shared {
                 max_items: self.max_items,
             });
         }
-        if !cg.belongs_to(&self.tree) {
+        // The tag, not `belongs_to`: no walk from the tree to its id space
+        // on every call (this list_lru holds the tree, so the tag cannot be
+        // another tree's).
+        if cg.id_space_tag() != self.id_space {
             return Err(ListLruError::ForeignCgroup { path: cg.path() });
         }
         Ok(())
@@ -819,29 +882,12 @@ impl Shared {
         self.view(&self.nodes[nid].root)
     }
 
-    /// New lists for `owner`, one per node (not yet stored).
-    fn new_lists(&self, owner: &MemCgroup) -> Arc<ListLruMemcg> {
-        Arc::new(ListLruMemcg::new(
-            owner,
-            self.nodes.len(),
-            &self.sentinels,
-            &self.links,
-        ))
-    }
-
-    /// The lists at `idx`, read under the allocation lock: the barrier
-    /// between a reparent and a racing lazy allocation (see the module
-    /// docs).
-    fn load_slot_locked(&self, idx: usize) -> Option<Arc<ListLruMemcg>> {
+    /// The set at `idx` if it is live, read under the allocation lock:
+    /// the barrier between a reparent and a racing lazy allocation (see
+    /// the module docs).
+    fn live_set_locked(&self, idx: usize) -> Option<&[ListOne]> {
         let _xa_lock = lock(&self.alloc_lock);
-        self.memcg.get(idx)
-    }
-
-    /// Erases the lists at `idx` (reparent's last step); readers that still
-    /// hold them keep them alive.
-    fn erase_slot(&self, idx: usize) {
-        let _xa_lock = lock(&self.alloc_lock);
-        self.memcg.store(idx, None);
+        self.memcg.get(idx).filter(|_| self.memcg.is_live(idx))
     }
 
     /// Moves every item of `src` (locked by the caller) to the head of
@@ -864,7 +910,7 @@ fn walk_list<'g, F>(
     nr_to_walk: &mut usize,
     isolate: &mut F,
     isolated: &mut usize,
-    node_total: &AtomicI64,
+    node_total: &NodeTotal,
 ) -> WalkEnd
 where
     F: for<'h> FnMut(ItemId, ItemGuard<'h>) -> Walked<'h>,
@@ -885,7 +931,7 @@ where
                     "Walked::Removed with another item's token"
                 );
                 *isolated += 1;
-                node_total.fetch_sub(1, Ordering::Relaxed);
+                node_total.add(-1);
                 guard = list;
             }
             Walked::RemovedRetry(token) => {
@@ -894,7 +940,7 @@ where
                     "Walked::RemovedRetry with another item's token"
                 );
                 *isolated += 1;
-                node_total.fetch_sub(1, Ordering::Relaxed);
+                node_total.add(-1);
                 return WalkEnd::Restart;
             }
             Walked::Rotate(current) => {
@@ -1069,6 +1115,68 @@ mod tests {
             let d = tree.mkdir("/a/d").unwrap();
             assert!(lru.has_lists(&d));
         }
+    }
+
+    #[test]
+    fn a_reused_id_gets_the_same_set_and_nothing_of_its_last_owner() {
+        for design in LruDesign::ALL {
+            let (tree, lru) = setup(design, 2);
+            let a = tree.mkdir("/a").unwrap();
+            let b = tree.mkdir("/a/b").unwrap();
+            lru.add(1, 1, &b).unwrap();
+            let bytes = lru.memcg_memory_bytes();
+            tree.rmdir("/a/b").unwrap();
+            assert_eq!(lru.nr_memcg_lists(), 1, "{design}: /a's only");
+            let c = tree.mkdir("/a/c").unwrap();
+            assert_eq!(c.id(), b.id(), "lowest free id reused");
+            assert!(lru.has_lists(&c), "{design}");
+            assert_eq!(lru.nr_memcg_lists(), 2, "{design}");
+            assert_eq!(
+                lru.memcg_memory_bytes(),
+                bytes,
+                "{design}: b's set was recycled, not a new one allocated"
+            );
+            assert_eq!(lru.count_one(1, &c).unwrap(), 0, "{design}");
+            assert!(skip_all(&lru, 1, &c).is_empty(), "{design}");
+            assert_eq!(skip_all(&lru, 1, &a), [1], "{design}");
+            // b (dying, its id now c's) still reaches its items through a.
+            assert!(lru.del(1, 1, &b).unwrap(), "{design}");
+            assert!(lru.add(2, 1, &c).unwrap());
+            assert_eq!(skip_all(&lru, 1, &c), [2], "{design}");
+            assert_eq!(lru.count_node(1).unwrap(), 1);
+        }
+    }
+
+    #[test]
+    fn node_total_sums_every_threads_shard() {
+        let (tree, lru) = setup(LruDesign::Split, 1);
+        let cgs: Vec<_> = (0..4)
+            .map(|i| tree.mkdir(&format!("/c{i}")).unwrap())
+            .collect();
+        std::thread::scope(|s| {
+            for (t, cg) in cgs.iter().enumerate() {
+                let lru = &lru;
+                s.spawn(move || {
+                    for k in 0..50 {
+                        assert!(lru.add(t as u32 * 100 + k, 0, cg).unwrap());
+                    }
+                });
+            }
+        });
+        assert_eq!(lru.count_node(0).unwrap(), 200);
+        // Deleted by other threads than the adders: shards go negative, the
+        // sum stays exact.
+        std::thread::scope(|s| {
+            for (t, cg) in cgs.iter().enumerate() {
+                let lru = &lru;
+                s.spawn(move || {
+                    for k in 0..30 {
+                        assert!(lru.del(t as u32 * 100 + k, 0, cg).unwrap());
+                    }
+                });
+            }
+        });
+        assert_eq!(lru.count_node(0).unwrap(), 80);
     }
 
     #[test]
