@@ -25,8 +25,9 @@ pub struct Folio {
     nr: u32,
     /// Pages this folio will uncharge when dropped (0 once split).
     charged: u32,
+    /// The memory cgroup charged; it also leads to the machine's frames
+    /// the bytes go back to, so a folio holds no reference to the tree.
     memcg: Arc<MemCgroup>,
-    tree: CgroupTree,
 }
 
 impl Folio {
@@ -46,28 +47,27 @@ impl Folio {
         gfp: Gfp,
     ) -> Result<Self, ChargeError> {
         tree.try_charge_gfp(memcg, u64::from(nr), ChargeKind::Anon, gfp)?;
-        Ok(Self::adopt(tree, memcg, nr))
+        Ok(Self::adopt(Arc::clone(memcg), nr))
     }
 
     /// A zeroed folio whose charge was already made to `memcg` (a swap-in
     /// charged before it reads).
-    pub(crate) fn adopt(tree: &CgroupTree, memcg: &Arc<MemCgroup>, nr: u32) -> Self {
-        Self::with_buffer(tree, memcg, nr, true)
+    pub(crate) fn adopt(memcg: Arc<MemCgroup>, nr: u32) -> Self {
+        Self::with_buffer(memcg, nr, true)
     }
 
     /// [`Folio::adopt`] for a caller that fills every byte itself (a read
     /// from swap): a reused buffer is not zeroed first.
-    pub(crate) fn adopt_to_fill(tree: &CgroupTree, memcg: &Arc<MemCgroup>, nr: u32) -> Self {
-        Self::with_buffer(tree, memcg, nr, false)
+    pub(crate) fn adopt_to_fill(memcg: Arc<MemCgroup>, nr: u32) -> Self {
+        Self::with_buffer(memcg, nr, false)
     }
 
-    fn with_buffer(tree: &CgroupTree, memcg: &Arc<MemCgroup>, nr: u32, zeroed: bool) -> Self {
+    fn with_buffer(memcg: Arc<MemCgroup>, nr: u32, zeroed: bool) -> Self {
         Self {
-            data: Mutex::new(tree.alloc_pages(nr, zeroed)),
+            data: Mutex::new(memcg.page_allocator().alloc(nr, zeroed)),
             nr,
             charged: nr,
-            memcg: Arc::clone(memcg),
-            tree: tree.clone(),
+            memcg,
         }
     }
 
@@ -81,7 +81,7 @@ impl Folio {
         Ok(bytes
             .chunks_exact(PAGE_BYTES)
             .map(|page| {
-                let piece = Folio::adopt_to_fill(&folio.tree, &folio.memcg, 1);
+                let piece = Folio::adopt_to_fill(Arc::clone(&folio.memcg), 1);
                 piece.bytes().copy_from_slice(page);
                 Arc::new(piece)
             })
@@ -107,11 +107,11 @@ impl Folio {
 impl Drop for Folio {
     fn drop(&mut self) {
         if self.charged > 0 {
-            self.tree
-                .uncharge(&self.memcg, u64::from(self.charged), ChargeKind::Anon);
+            self.memcg
+                .uncharge_pages(u64::from(self.charged), ChargeKind::Anon);
         }
         let buf = std::mem::replace(&mut *lock(&self.data), PageBuf::empty());
-        self.tree.free_pages(buf);
+        self.memcg.page_allocator().free(buf);
     }
 }
 

@@ -222,12 +222,22 @@ pub(crate) trait MemcgLruHooks: Send + Sync {
     fn reparent(&self, cg: &MemCgroup, parent: &MemCgroup);
 }
 
-/// The id table and allocator; memory cgroups hold it so that the last id
-/// pin can release the id without reaching the tree.
+/// The id table and allocator, and the machine's page frames; memory
+/// cgroups hold it so that the last id pin can release the id, and a
+/// folio give back its bytes, without reaching the tree.
 struct IdSpace {
     table: IdTable<MemCgroup>,
     alloc: Mutex<IdAllocator>,
     max: u32,
+    pages: PageAllocator,
+}
+
+impl IdSpace {
+    /// Unpublishes and frees `id` (its last pin is gone).
+    fn release(&self, id: u16) {
+        self.table.store(id.into(), None);
+        lock(&self.alloc).free(id.into());
+    }
 }
 
 /// Per-node shrinker bitmap of one memory cgroup.
@@ -526,6 +536,11 @@ impl MemCgroup {
         self.serial
     }
 
+    /// The machine's page frames, where its folios' bytes come from.
+    pub(crate) fn page_allocator(&self) -> &PageAllocator {
+        &self.ids.pages
+    }
+
     /// The cgroup it belongs to.
     pub fn cgroup(&self) -> &Arc<Cgroup> {
         &self.cgroup
@@ -631,20 +646,30 @@ impl MemCgroup {
 
     /// Drops `n` id pins (`mem_cgroup_id_put_many`).
     pub(crate) fn id_put_many(&self, n: u64) {
-        for _ in 0..n {
-            self.id_put();
+        if self.id_drop_pins(n) {
+            // The table's reference goes last: the caller still holds one.
+            self.release_id();
         }
     }
 
     fn id_put(&self) {
+        self.id_put_many(1);
+    }
+
+    /// Drops `n` id pins in one step; `true` if they were the last, when
+    /// the caller must [`release_id`](Self::release_id).
+    pub(crate) fn id_drop_pins(&self, n: u64) -> bool {
         // AcqRel: the Release half orders this holder's use of the id before
-        // the release below; the Acquire half (on the last put) orders the
-        // release after every other holder's use.
-        if self.id_refs.fetch_sub(1, Ordering::AcqRel) == 1 {
-            // The table's reference goes last: the caller still holds one.
-            self.ids.table.store(self.id.into(), None);
-            lock(&self.ids.alloc).free(self.id.into());
-        }
+        // the release; the Acquire half (on the last put) orders the release
+        // after every other holder's use.
+        let was = self.id_refs.fetch_sub(n as usize, Ordering::AcqRel);
+        debug_assert!(was >= n as usize, "more pins dropped than taken");
+        was == n as usize
+    }
+
+    /// Frees the id once its last pin went ([`MemCgroup::id_drop_pins`]).
+    fn release_id(&self) {
+        self.ids.release(self.id);
     }
 
     /// A number naming the id space (the tree) this memory cgroup belongs
@@ -857,8 +882,6 @@ struct TreeShared {
     shrinker_ids: Mutex<IdAllocator>,
     next_serial: AtomicU64,
     hooks: Mutex<Hooks>,
-    /// The machine's page frames (folios' and RAM disks' bytes).
-    pages: PageAllocator,
 }
 
 impl Drop for TreeShared {
@@ -909,6 +932,7 @@ impl CgroupTree {
             table: IdTable::new(config.max_ids as usize + 1),
             alloc: Mutex::new(alloc),
             max: config.max_ids,
+            pages: PageAllocator::default(),
         });
         let options = Arc::new(Options::default());
         let root = Arc::new(Cgroup::new(0, "", None, config.memory));
@@ -937,7 +961,6 @@ impl CgroupTree {
                 shrinker_ids: Mutex::new(IdAllocator::new(0, MAX_SHRINKERS as u32 - 1)),
                 next_serial: AtomicU64::new(1),
                 hooks: Mutex::new(Hooks::default()),
-                pages: PageAllocator::default(),
             }),
         }
     }
@@ -981,6 +1004,18 @@ impl CgroupTree {
     /// (`mem_cgroup_from_id`); lock-free.
     pub fn lookup(&self, id: u16) -> Option<Arc<MemCgroup>> {
         self.shared.ids.table.get(id.into())
+    }
+
+    /// Calls `f` with the memory cgroup whose id is `id`, borrowed (no
+    /// reference count taken); `None` if the id resolves to none. `f`
+    /// must not release ids (the table is read-locked under loom).
+    pub(crate) fn with_memcg<R>(&self, id: u16, f: impl FnOnce(&MemCgroup) -> R) -> Option<R> {
+        self.shared.ids.table.with(id.into(), |cg| cg.map(f))
+    }
+
+    /// Frees id `id`, whose last pin [`MemCgroup::id_drop_pins`] dropped.
+    pub(crate) fn release_memcg_id(&self, id: u16) {
+        self.shared.ids.release(id);
     }
 
     /// The mount options.

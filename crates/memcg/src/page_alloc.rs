@@ -36,6 +36,7 @@ use std::ops::{Deref, DerefMut};
 use crate::mm_types::PAGE_BYTES;
 #[cfg(not(loom))]
 use crate::percpu::{NR_CPU_SLOTS, this_cpu};
+use crate::sync::{AtomicU64, Ordering};
 #[cfg(not(loom))]
 use crate::sync::{Mutex, lock};
 
@@ -171,20 +172,48 @@ impl std::fmt::Debug for PageBuf {
 }
 
 /// The frames of one machine; see the module docs.
-#[derive(Default)]
 pub(crate) struct PageAllocator {
     #[cfg(not(loom))]
     zone: Mutex<Zone>,
     #[cfg(not(loom))]
     shards: [Shard; SHARDS],
+    /// The machine's size in pages: the chunks grow up to it (`u64::MAX`:
+    /// no size set).
+    limit_pages: AtomicU64,
+}
+
+impl Default for PageAllocator {
+    fn default() -> Self {
+        Self {
+            #[cfg(not(loom))]
+            zone: Mutex::default(),
+            #[cfg(not(loom))]
+            shards: Default::default(),
+            limit_pages: AtomicU64::new(u64::MAX),
+        }
+    }
 }
 
 impl PageAllocator {
+    /// Sets the machine's size, which the chunks may grow up to.
+    pub(crate) fn set_limit(&self, limit_pages: u64) {
+        // Relaxed: a bound read at each chunk's growth; no data rides on it.
+        self.limit_pages.store(limit_pages, Ordering::Relaxed);
+    }
+
+    fn limit(&self) -> u64 {
+        // Relaxed: see `set_limit`.
+        self.limit_pages.load(Ordering::Relaxed)
+    }
+
     /// A block of `nr_pages` pages (zeroed if `zeroed`; a reused block
-    /// holds its last user's bytes otherwise). `limit_pages` is the
-    /// machine's size: the chunks may grow up to it. Sizes that are not a
-    /// power of two up to `2^MAX_ORDER` get a host buffer.
-    pub(crate) fn alloc(&self, nr_pages: u32, zeroed: bool, limit_pages: u64) -> PageBuf {
+    /// holds its last user's bytes otherwise). Sizes that are not a power
+    /// of two up to `2^MAX_ORDER` get a host buffer.
+    pub(crate) fn alloc(&self, nr_pages: u32, zeroed: bool) -> PageBuf {
+        self.alloc_within(nr_pages, zeroed, self.limit())
+    }
+
+    fn alloc_within(&self, nr_pages: u32, zeroed: bool, limit_pages: u64) -> PageBuf {
         #[cfg(not(loom))]
         if let Some(order) = order_of(nr_pages)
             && let Some(mut buf) = self.alloc_block(order, limit_pages)
@@ -198,10 +227,13 @@ impl PageAllocator {
         PageBuf::heap(nr_pages as usize)
     }
 
-    /// Gives a block back (a host buffer is simply freed). `limit_pages`
-    /// as for [`PageAllocator::alloc`]: fully free chunks beyond what the
-    /// machine may hold go back to the host.
-    pub(crate) fn free(&self, mut buf: PageBuf, limit_pages: u64) {
+    /// Gives a block back (a host buffer is simply freed); wholly free
+    /// chunks beyond what the machine may hold go back to the host.
+    pub(crate) fn free(&self, buf: PageBuf) {
+        self.free_within(buf, self.limit());
+    }
+
+    fn free_within(&self, mut buf: PageBuf, limit_pages: u64) {
         match std::mem::replace(&mut buf.repr, Repr::Heap(Box::default())) {
             #[cfg(not(loom))]
             Repr::Frame { ptr, frame, order } => self.free_block(frame, ptr, order, limit_pages),
@@ -211,10 +243,14 @@ impl PageAllocator {
     }
 
     /// Takes chunks from the host, and writes them so their host pages are
-    /// faulted in, until at least `nr_pages` are free (within
-    /// `limit_pages`, the machine's size): the simulated machine's memory
-    /// is then real memory before anything is timed on it.
-    pub(crate) fn prefault(&self, nr_pages: u64, limit_pages: u64) {
+    /// faulted in, until at least `nr_pages` are free (within the
+    /// machine's size): the simulated machine's memory is then real memory
+    /// before anything is timed on it.
+    pub(crate) fn prefault(&self, nr_pages: u64) {
+        self.prefault_within(nr_pages, self.limit());
+    }
+
+    fn prefault_within(&self, nr_pages: u64, limit_pages: u64) {
         #[cfg(not(loom))]
         {
             let mut zone = lock(&self.zone);
@@ -698,25 +734,25 @@ mod tests {
     #[test]
     fn blocks_are_reused_and_zeroed_when_asked() {
         let pages = PageAllocator::default();
-        let mut a = pages.alloc(16, true, ANY);
+        let mut a = pages.alloc_within(16, true, ANY);
         assert!(is_frame(&a) && a.len() == 16 * PAGE_BYTES);
         a.fill(7);
         let addr = a.as_ptr();
-        pages.free(a, ANY);
-        let b = pages.alloc(16, false, ANY);
+        pages.free_within(a, ANY);
+        let b = pages.alloc_within(16, false, ANY);
         assert_eq!(b.as_ptr(), addr, "the freed block, from the thread's cache");
         assert_eq!(b[0], 7, "not zeroed unless asked");
-        pages.free(b, ANY);
-        let c = pages.alloc(16, true, ANY);
+        pages.free_within(b, ANY);
+        let c = pages.alloc_within(16, true, ANY);
         assert!(c.iter().all(|&x| x == 0));
-        pages.free(c, ANY);
+        pages.free_within(c, ANY);
         // A page after a freed 64 KiB block: the block's first page.
-        let d = pages.alloc(16, false, ANY);
+        let d = pages.alloc_within(16, false, ANY);
         let addr = d.as_ptr();
-        pages.free(d, ANY);
-        let e = pages.alloc(1, false, ANY);
+        pages.free_within(d, ANY);
+        let e = pages.alloc_within(1, false, ANY);
         assert_eq!(e.as_ptr(), addr, "split from the cached larger block");
-        pages.free(e, ANY);
+        pages.free_within(e, ANY);
     }
 
     #[test]
@@ -744,31 +780,33 @@ mod tests {
     fn chunks_stay_within_the_machine_and_misfits_get_host_buffers() {
         let pages = PageAllocator::default();
         let limit = 2 * CHUNK_PAGES as u64;
-        let held: Vec<PageBuf> = (0..3).map(|_| pages.alloc(512, false, limit)).collect();
+        let held: Vec<PageBuf> = (0..3)
+            .map(|_| pages.alloc_within(512, false, limit))
+            .collect();
         assert_eq!(held.iter().filter(|b| is_frame(b)).count(), 2);
         assert_eq!(pages.frame_pages().0, limit);
         for buf in held {
-            pages.free(buf, limit);
+            pages.free_within(buf, limit);
         }
-        let odd = pages.alloc(3, true, limit);
+        let odd = pages.alloc_within(3, true, limit);
         assert!(!is_frame(&odd) && odd.len() == 3 * PAGE_BYTES);
-        pages.free(odd, limit);
+        pages.free_within(odd, limit);
     }
 
     #[test]
     fn prefaulting_grows_free_frames_within_the_machine() {
         let pages = PageAllocator::default();
-        pages.prefault(600, 4 * CHUNK_PAGES as u64);
+        pages.prefault_within(600, 4 * CHUNK_PAGES as u64);
         assert_eq!(pages.frame_pages(), (1024, 1024), "whole chunks");
-        pages.prefault(10_000, 4 * CHUNK_PAGES as u64);
+        pages.prefault_within(10_000, 4 * CHUNK_PAGES as u64);
         assert_eq!(
             pages.frame_pages().0,
             4 * CHUNK_PAGES as u64,
             "no more than the machine"
         );
-        let buf = pages.alloc(512, true, ANY);
+        let buf = pages.alloc_within(512, true, ANY);
         assert!(is_frame(&buf) && buf.iter().all(|&b| b == 0));
-        pages.free(buf, ANY);
+        pages.free_within(buf, ANY);
     }
 
     #[test]
@@ -811,14 +849,14 @@ mod tests {
                     for round in 0..200 {
                         let order = (round % 5) as u32;
                         let mut held: Vec<PageBuf> = (0..8)
-                            .map(|_| pages.alloc(1 << order, false, ANY))
+                            .map(|_| pages.alloc_within(1 << order, false, ANY))
                             .collect();
                         for buf in &mut held {
                             buf.fill(t);
                         }
                         for buf in held {
                             assert!(buf.iter().all(|&b| b == t), "another thread wrote here");
-                            pages.free(buf, ANY);
+                            pages.free_within(buf, ANY);
                         }
                     }
                 });

@@ -7,25 +7,51 @@
 //! slots, or a hash collision). Everything kept per slot is therefore
 //! either atomic ([`PerCpuCounter`]) or a hint checked under a lock.
 //!
-//! Locking: none. A thread's slot comes from the address of one of its
-//! thread-locals, so no shared state picks it. Under loom every thread
-//! uses slot 0 (loom runs its threads on one OS thread).
+//! Locking: none. A thread's slot comes from its std thread id, so no
+//! state of ours picks it. Under loom every thread uses slot 0 (loom runs
+//! its threads on one OS thread).
 
 use crate::sync::{AtomicU64, Ordering};
 
 /// Slots: above the thread counts the simulator and benchmarks use.
 pub(crate) const NR_CPU_SLOTS: usize = 8;
 
-/// This thread's slot, `0..NR_CPU_SLOTS`.
+/// This thread's slot, `0..NR_CPU_SLOTS`: its std thread id modulo the
+/// slots, worked out once per thread. Ids are handed out in order, so
+/// threads started together get distinct slots (a hash of, say, a
+/// thread-local's address collides far more often).
 pub(crate) fn this_cpu() -> usize {
     #[cfg(not(loom))]
     {
-        thread_local!(static MARK: u8 = const { 0 });
-        let addr = MARK.with(|mark| std::ptr::from_ref(mark) as usize);
-        (addr.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 61) % NR_CPU_SLOTS
+        thread_local!(static SLOT: usize = slot_of(std::thread::current().id()));
+        SLOT.with(|slot| *slot)
     }
     #[cfg(loom)]
     0
+}
+
+/// The slot of thread `id`: the number inside it, modulo the slots.
+#[cfg(not(loom))]
+fn slot_of(id: std::thread::ThreadId) -> usize {
+    use std::hash::{Hash, Hasher};
+    /// Keeps the last integer hashed: a `ThreadId` hashes its number.
+    struct Number(u64);
+    impl Hasher for Number {
+        fn write(&mut self, bytes: &[u8]) {
+            for &b in bytes {
+                self.0 = self.0.wrapping_shl(8) | u64::from(b);
+            }
+        }
+        fn write_u64(&mut self, n: u64) {
+            self.0 = n;
+        }
+        fn finish(&self) -> u64 {
+            self.0
+        }
+    }
+    let mut number = Number(0);
+    id.hash(&mut number);
+    (number.0 % NR_CPU_SLOTS as u64) as usize
 }
 
 /// One slot's counter on its own cache line.
@@ -140,6 +166,16 @@ mod tests {
         counter.sub(4000);
         assert_eq!(counter.sum(), 8000);
         assert!(this_cpu() < NR_CPU_SLOTS);
+    }
+
+    #[test]
+    fn threads_started_together_get_distinct_slots() {
+        let slots: Vec<usize> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..NR_CPU_SLOTS).map(|_| s.spawn(this_cpu)).collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let distinct: std::collections::BTreeSet<_> = slots.iter().collect();
+        assert_eq!(distinct.len(), NR_CPU_SLOTS, "{slots:?}");
     }
 
     #[test]

@@ -644,10 +644,11 @@ impl SwapSystem {
             ChargeKind::Anon,
             gfp,
         )?;
+        // The charged cgroup's reference moves into the folio.
         let folio = if all_zero {
-            Folio::adopt(&self.tree, &charged, nr)
+            Folio::adopt(charged, nr)
         } else {
-            Folio::adopt_to_fill(&self.tree, &charged, nr)
+            Folio::adopt_to_fill(charged, nr)
         };
         if !all_zero {
             let mut bytes = folio.bytes();
@@ -663,6 +664,7 @@ impl SwapSystem {
         } else {
             VmEvent::Pswpin
         };
+        let charged = folio.memcg();
         if swapcached {
             charged.mod_stat(MemcgStat::Swapcached, i64::from(nr));
         }

@@ -144,6 +144,14 @@ impl Accounting {
 }
 
 impl MemCgroup {
+    /// Takes back `nr_pages` of `kind` charged here (what
+    /// [`CgroupTree::uncharge`] does; a folio needs no tree for it).
+    pub(crate) fn uncharge_pages(&self, nr_pages: u64, kind: ChargeKind) {
+        self.memory().uncharge(nr_pages);
+        self.mod_stat(kind.stat(), -(nr_pages as i64));
+        self.unpin_pages(nr_pages);
+    }
+
     /// The memory counter (`memory.current`, `.max`, `.high`, ...).
     pub fn memory(&self) -> &PageCounter {
         &self.acct.memory
@@ -193,9 +201,7 @@ impl CgroupTree {
 
     /// Uncharges `nr_pages` of `kind` from `cg` (`mem_cgroup_uncharge`).
     pub fn uncharge(&self, cg: &MemCgroup, nr_pages: u64, kind: ChargeKind) {
-        cg.memory().uncharge(nr_pages);
-        cg.mod_stat(kind.stat(), -(nr_pages as i64));
-        cg.unpin_pages(nr_pages);
+        cg.uncharge_pages(nr_pages, kind);
     }
 
     /// Sets the simulated machine's memory to `nr_pages`: every page
@@ -204,6 +210,7 @@ impl CgroupTree {
     /// limit, until set).
     pub fn set_machine_pages(&self, nr_pages: u64) {
         self.root().memory().force_max(nr_pages);
+        self.shared.ids.pages.set_limit(nr_pages);
     }
 
     /// The machine's memory in pages.
@@ -232,39 +239,27 @@ impl CgroupTree {
         self.root().memory().uncharge(nr_pages);
     }
 
-    /// The machine's size for its page frames: `u64::MAX` when unset.
-    fn frame_limit_pages(&self) -> u64 {
-        match self.machine_pages() {
-            pages if pages >= PAGE_COUNTER_MAX => u64::MAX,
-            pages => pages,
-        }
-    }
-
     /// The bytes of `nr_pages` of a folio or RAM-disk page, from the
     /// machine's frames (zeroed if `zeroed`; see `page_alloc`).
     pub(crate) fn alloc_pages(&self, nr_pages: u32, zeroed: bool) -> PageBuf {
-        self.shared
-            .pages
-            .alloc(nr_pages, zeroed, self.frame_limit_pages())
+        self.shared.ids.pages.alloc(nr_pages, zeroed)
     }
 
     /// Gives back what [`CgroupTree::alloc_pages`] gave.
     pub(crate) fn free_pages(&self, buf: PageBuf) {
-        self.shared.pages.free(buf, self.frame_limit_pages());
+        self.shared.ids.pages.free(buf);
     }
 
     /// Faults in host memory for `nr_pages` of the machine's frames (up to
     /// its size), so that what runs next pays no host page faults.
     pub fn prefault_frames(&self, nr_pages: u64) {
-        self.shared
-            .pages
-            .prefault(nr_pages, self.frame_limit_pages());
+        self.shared.ids.pages.prefault(nr_pages);
     }
 
     /// Pages of the machine's frames taken from the host, and of those,
     /// free for the next folio.
     pub fn frame_pages(&self) -> (u64, u64) {
-        self.shared.pages.frame_pages()
+        self.shared.ids.pages.frame_pages()
     }
 
     fn try_charge_memcg(

@@ -102,12 +102,19 @@ impl CgroupTree {
         nr: u32,
     ) -> Result<u16, ChargeError> {
         let id = swap_cgroup.clear(entry, nr)?;
-        if let Some(cg) = self.lookup(id) {
+        // Borrowed from the id table, not counted: a reference count
+        // touched on every page would be one more line the threads of a
+        // cgroup fight over. The id's release, if this was its last pin,
+        // comes after the borrow ends (it writes the table).
+        let last = self.with_memcg(id, |cg| {
             if !cg.is_root() {
                 cg.swap().uncharge(u64::from(nr));
             }
             cg.mod_stat(MemcgStat::Swap, -i64::from(nr));
-            cg.id_put_many(u64::from(nr));
+            cg.id_drop_pins(u64::from(nr))
+        });
+        if last == Some(true) {
+            self.release_memcg_id(id);
         }
         Ok(id)
     }
