@@ -1006,6 +1006,12 @@ impl CgroupTree {
         self.shared.ids.table.get(id.into())
     }
 
+    /// How many handles share this tree (for leak tests).
+    #[cfg(test)]
+    pub(crate) fn handles(&self) -> usize {
+        Arc::strong_count(&self.shared)
+    }
+
     /// Calls `f` with the memory cgroup whose id is `id`, borrowed (no
     /// reference count taken); `None` if the id resolves to none. `f`
     /// must not release ids (the table is read-locked under loom).

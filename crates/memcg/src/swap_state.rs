@@ -341,7 +341,7 @@ impl SwapSystem {
             });
         }
         // The device holds the tables now; swapoff gives them back.
-        std::mem::forget(tables);
+        tables.keep();
         Ok(device)
     }
 
@@ -829,9 +829,19 @@ struct TablesCharge {
     pages: u64,
 }
 
+impl TablesCharge {
+    /// The area came on: its tables stay charged until swapoff. (Not
+    /// `mem::forget`: that would leak the tree reference with it.)
+    fn keep(mut self) {
+        self.pages = 0;
+    }
+}
+
 impl Drop for TablesCharge {
     fn drop(&mut self) {
-        self.tree.uncharge_kernel(self.pages);
+        if self.pages > 0 {
+            self.tree.uncharge_kernel(self.pages);
+        }
     }
 }
 
@@ -1077,6 +1087,17 @@ mod tests {
             (0, 1, 0)
         );
         assert_eq!(cg.vm_event(VmEvent::Pgmajfault), 1);
+    }
+
+    #[test]
+    fn a_swap_system_lets_go_of_its_tree() {
+        // Swap tables once leaked their tree reference on swapon
+        // (`mem::forget`), and with it the machine's every frame.
+        let (tree, sys, _cg) = system();
+        sys.swapon_ram("ram0", 4 << 20, None).unwrap();
+        sys.swapon_ram("ram1", 4 << 20, None).unwrap();
+        drop(sys);
+        assert_eq!(tree.handles(), 1, "only ours is left");
     }
 
     #[test]
