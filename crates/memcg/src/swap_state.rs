@@ -57,8 +57,8 @@ use crate::memcontrol::{CgroupTree, ChargeError, ChargeKind, Gfp, MemCgroup, Mem
 use crate::mm_types::{PAGE_BYTES, SWAPFILE_CLUSTER};
 use crate::swap_cgroup::{Design, SwapCgroup, SwapCgroupError};
 use crate::swapfile::{
-    FileBackend, MAX_SWAP_PAGES, RamBackend, SwapBackend, SwapDevice, SwapError, Swapfiles,
-    check_size, is_zero,
+    DeviceRef, FileBackend, MAX_SWAP_PAGES, RamBackend, SwapBackend, SwapDevice, SwapError,
+    Swapfiles, check_size, is_zero,
 };
 use crate::swapops::SwapEntry;
 use crate::sync::{Arc, Condvar, Mutex, MutexGuard, lock};
@@ -400,15 +400,16 @@ impl SwapSystem {
         &self,
         memcg: &Arc<MemCgroup>,
         nr: u32,
-    ) -> Result<(SwapEntry, Arc<SwapDevice>), SwapOutError> {
-        let Some((entry, device)) = self.swapfiles.alloc_cached(nr.trailing_zeros() as usize)
-        else {
+    ) -> Result<(SwapEntry, DeviceRef), SwapOutError> {
+        let Some(entry) = self.swapfiles.alloc_cached(nr.trailing_zeros() as usize) else {
             self.tree.swapout_failed(memcg);
             if nr > 1 {
                 return Err(SwapOutError::NoContiguous(nr));
             }
             return Err(SwapOutError::Full);
         };
+        // The device stays while its slot is in use (swapoff waits).
+        let device = self.swapfiles.device(entry)?;
         // Nobody else knows the entry yet: its slots hold our reference.
         debug_assert!(matches!(device.count(entry), Ok(1)));
         if let Err(e) = self

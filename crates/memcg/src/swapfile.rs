@@ -64,6 +64,7 @@ use crate::idr::{ChunkedTable, try_boxed_slice};
 use crate::mm_types::{PAGE_SIZE, SWAPFILE_CLUSTER};
 use crate::percpu::{NR_CPU_SLOTS, PerCpuCounter, this_cpu};
 use crate::swapops::{MAX_SWAPFILES, SwapEntry};
+use crate::sync::SlotGuard;
 use crate::sync::{
     Arc, ArcSlot, AtomicBool, AtomicI32, AtomicU32, AtomicUsize, Mutex, MutexGuard, Ordering, lock,
 };
@@ -1104,6 +1105,17 @@ pub struct SwapsLine {
     pub prio: i32,
 }
 
+/// A device held for one operation ([`Swapfiles::device`]).
+pub(crate) struct DeviceRef(SlotGuard<SwapDevice>);
+
+impl std::ops::Deref for DeviceRef {
+    type Target = SwapDevice;
+
+    fn deref(&self) -> &SwapDevice {
+        self.0.get().expect("checked when taken")
+    }
+}
+
 /// The swap table (`swap_info[]`): every device, by type.
 pub struct Swapfiles {
     devices: Box<[ArcSlot<SwapDevice>]>,
@@ -1153,12 +1165,7 @@ impl AvailList {
     /// Allocates on the first device with room, trying each group of
     /// equal priority from the first device at or after `rotor` (in type
     /// order, wrapping): devices of equal priority take turns.
-    fn alloc(
-        &self,
-        rotor: usize,
-        order: usize,
-        cached: bool,
-    ) -> Option<(SwapEntry, Arc<SwapDevice>)> {
+    fn alloc(&self, rotor: usize, order: usize, cached: bool) -> Option<SwapEntry> {
         let rotor = rotor % self.devices.len().max(1);
         let mut rest = &self.devices[..];
         while let Some(first) = rest.first() {
@@ -1167,7 +1174,7 @@ impl AvailList {
             let start = group.partition_point(|d| d.pos < rotor);
             let found = (0..len)
                 .map(|k| &group[(start + k) % len].device)
-                .find_map(|d| Some((d.alloc(order, cached)?, Arc::clone(d))));
+                .find_map(|d| d.alloc(order, cached));
             if found.is_some() {
                 return found;
             }
@@ -1242,16 +1249,16 @@ impl Swapfiles {
     /// Allocates `1 << order` slots on the highest-priority device with
     /// room (devices of equal priority take turns).
     pub fn alloc(&self, order: usize) -> Option<SwapEntry> {
-        self.alloc_slots(order, false).map(|(entry, _)| entry)
+        self.alloc_slots(order, false)
     }
 
     /// [`Swapfiles::alloc`], the slots also held by the swap cache (a
     /// swap-out: the folio is added to the swap cache as it is allocated).
-    pub(crate) fn alloc_cached(&self, order: usize) -> Option<(SwapEntry, Arc<SwapDevice>)> {
+    pub(crate) fn alloc_cached(&self, order: usize) -> Option<SwapEntry> {
         self.alloc_slots(order, true)
     }
 
-    fn alloc_slots(&self, order: usize, cached: bool) -> Option<(SwapEntry, Arc<SwapDevice>)> {
+    fn alloc_slots(&self, order: usize, cached: bool) -> Option<SwapEntry> {
         // Relaxed: the rotor only spreads allocations; no other memory is
         // published through it (pairs with nothing).
         let rotor = self.rotor.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
@@ -1265,9 +1272,19 @@ impl Swapfiles {
     }
 
     /// The device an entry is on (`get_swap_device`): resolve it once per
-    /// operation and call its methods.
-    pub(crate) fn device(&self, entry: SwapEntry) -> Result<Arc<SwapDevice>, SwapError> {
-        self.get(entry.swp_type()).ok_or(SwapError::BadEntry(entry))
+    /// operation and call its methods. Held by a guard, not a counted
+    /// reference: every swap-in and swap-out takes one, and a count would
+    /// make all threads write the device's one line.
+    pub(crate) fn device(&self, entry: SwapEntry) -> Result<DeviceRef, SwapError> {
+        let guard = self
+            .devices
+            .get(entry.swp_type() as usize)
+            .ok_or(SwapError::BadEntry(entry))?
+            .load();
+        if guard.get().is_none() {
+            return Err(SwapError::BadEntry(entry));
+        }
+        Ok(DeviceRef(guard))
     }
 
     /// [`SwapDevice::validate`] on every device.

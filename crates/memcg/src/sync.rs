@@ -69,39 +69,6 @@ impl<T> std::ops::Deref for CachePadded<T> {
     }
 }
 
-/// A small number that stays the same for the calling thread and differs
-/// between threads (handed out round-robin at a thread's first call): the
-/// shard a sharded counter's update goes to, so that threads updating it
-/// at once use different cache lines (the kernel uses the CPU number).
-/// Only a hint: any thread may use any shard, readers sum all of them.
-/// Under loom every thread gets 0 (loom threads share one OS thread, and
-/// the hint decides nothing a model checks).
-#[inline]
-pub(crate) fn thread_shard_hint() -> usize {
-    #[cfg(not(loom))]
-    {
-        use std::cell::Cell;
-        use std::sync::atomic::AtomicUsize as StdAtomicUsize;
-        static NEXT: StdAtomicUsize = StdAtomicUsize::new(0);
-        thread_local! {
-            static HINT: Cell<usize> = const { Cell::new(usize::MAX) };
-        }
-        HINT.with(|hint| {
-            let mut h = hint.get();
-            if h == usize::MAX {
-                // Relaxed: hands out distinct numbers; orders nothing.
-                h = NEXT.fetch_add(1, Ordering::Relaxed);
-                hint.set(h);
-            }
-            h
-        })
-    }
-    #[cfg(loom)]
-    {
-        0
-    }
-}
-
 /// Locks `mutex`, ignoring poisoning.
 ///
 /// A panic while a lock is held only happens on a failed debug assertion
@@ -116,6 +83,30 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// A cell holding an optional `Arc<T>` that many threads read and few write.
 #[cfg(not(loom))]
 pub(crate) struct ArcSlot<T>(arc_swap::ArcSwapOption<T>);
+
+/// A loaded [`ArcSlot`] value (see [`ArcSlot::load`]).
+#[cfg(not(loom))]
+pub(crate) struct SlotGuard<T>(arc_swap::Guard<Option<Arc<T>>>);
+
+#[cfg(not(loom))]
+impl<T> SlotGuard<T> {
+    /// The value, if the slot held one.
+    pub(crate) fn get(&self) -> Option<&T> {
+        self.0.as_deref()
+    }
+}
+
+/// A loaded [`ArcSlot`] value: under loom, a counted reference.
+#[cfg(loom)]
+pub(crate) struct SlotGuard<T>(Option<Arc<T>>);
+
+#[cfg(loom)]
+impl<T> SlotGuard<T> {
+    /// The value, if the slot held one.
+    pub(crate) fn get(&self) -> Option<&T> {
+        self.0.as_deref()
+    }
+}
 
 #[cfg(not(loom))]
 impl<T> ArcSlot<T> {
@@ -133,6 +124,14 @@ impl<T> ArcSlot<T> {
     /// A counted reference to the current value.
     pub(crate) fn load_full(&self) -> Option<Arc<T>> {
         self.0.load_full()
+    }
+
+    /// The current value, held by a guard that keeps it alive without
+    /// touching its reference count (arc-swap's debt list): for a value
+    /// used across one operation, where a counted reference would make
+    /// every thread write the same cache line.
+    pub(crate) fn load(&self) -> SlotGuard<T> {
+        SlotGuard(self.0.load())
     }
 
     /// Replaces the value, returning the previous one.
@@ -168,6 +167,11 @@ impl<T> ArcSlot<T> {
     /// A counted reference to the current value.
     pub(crate) fn load_full(&self) -> Option<Arc<T>> {
         self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// A counted reference, standing in for std's guard.
+    pub(crate) fn load(&self) -> SlotGuard<T> {
+        SlotGuard(self.load_full())
     }
 
     /// Replaces the value, returning the previous one.

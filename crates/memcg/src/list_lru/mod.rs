@@ -110,9 +110,8 @@ mod split;
 use crate::errno::Errno;
 use crate::idr::ChunkedTable;
 use crate::memcontrol::{CgroupTree, MemCgroup, MemcgLruHooks, ShrinkerId};
-use crate::sync::{
-    Arc, AtomicI64, CachePadded, Mutex, MutexGuard, Ordering, lock, thread_shard_hint,
-};
+use crate::percpu::this_cpu;
+use crate::sync::{Arc, AtomicI64, CachePadded, Mutex, MutexGuard, Ordering, lock};
 
 use legacy::LegacyState;
 use list::{Link, ListOne, ListView, MemcgLists, NONE};
@@ -226,7 +225,7 @@ struct LruNode {
 
 /// Shards of a node's item total (`nlru->nr_items`, one atomic in the
 /// kernel): each add or delete changes the shard of its thread
-/// ([`thread_shard_hint`]), so threads adding to different cgroups do not
+/// ([`this_cpu`]), so threads adding to different cgroups do not
 /// write one shared line; [`NodeTotal::sum`] adds them up. A shard may go
 /// negative (an item added by one thread and deleted by another); the sum
 /// is exact whenever no update is in flight.
@@ -248,7 +247,7 @@ impl NodeTotal {
     /// Adds `delta` to the calling thread's shard.
     #[inline]
     fn add(&self, delta: i64) {
-        let shard = &self.shards[thread_shard_hint() % NODE_TOTAL_SHARDS];
+        let shard = &self.shards[this_cpu() % NODE_TOTAL_SHARDS];
         // Relaxed: a statistic, read without ordering (`sum`).
         shard.fetch_add(delta, Ordering::Relaxed);
     }
