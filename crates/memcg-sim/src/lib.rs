@@ -22,6 +22,8 @@
 mod charges;
 pub mod fill;
 pub mod meminfo;
+pub mod mm;
+pub mod oom_kill;
 
 pub use charges::{ChargeTarget, LedgerError};
 
@@ -34,12 +36,19 @@ pub use fill::Fill;
 use memcg::Errno;
 use memcg::cgroupfs::{CgroupFs, FsError};
 use memcg::folio::Folio;
-use memcg::memcontrol::{Cgroup, ChargeError, Gfp, MemCgroup, TaskHooks, TreeConfig, VmEvent};
+use memcg::memcontrol::{
+    Cgroup, ChargeError, Gfp, MemCgroup, MemcgReclaim, ReclaimOptions, TaskHooks, TreeConfig,
+    VmEvent,
+};
 use memcg::mm_types::PAGE_BYTES;
 use memcg::swap_cgroup::Design;
 use memcg::swap_state::{SwapInError, SwapOutError, SwapSystem, SwapoffError};
 use memcg::swapfile::SwapError;
 use memcg::swapops::SwapEntry;
+use memcg::vmscan::{self, SwapSpace};
+use mm::{Block, Extent, Mapping, State};
+pub use mm::{Residency, Task};
+use oom_kill::{CurrentTask, OomKiller};
 
 /// How to build a [`Sim`].
 #[derive(Debug, Clone, Copy)]
@@ -145,6 +154,16 @@ pub enum SimError {
         /// The first failure.
         source: SwapOutError,
     },
+    /// The task was killed (by the OOM killer, `kill` or `cgroup.kill`);
+    /// a shell reports it as "Killed", status 137.
+    #[error("task {pid}: Killed")]
+    Killed {
+        /// The task.
+        pid: u32,
+    },
+    /// No task with that pid.
+    #[error("{0}: no such process")]
+    NoSuchTask(u32),
     /// A page does not hold what was written to it.
     #[error(
         "{name}: page {page} differs at byte {offset}: expected {expected:#04x}, found {found:#04x}"
@@ -180,75 +199,11 @@ impl SimError {
             SimError::Swapoff(e) => e.errno(),
             SimError::Pageout { .. } => Errno::ENOMEM,
             SimError::Corrupt { .. } => Errno::EIO,
+            // A signal, not an errno: what the lost fault would have said.
+            SimError::Killed { .. } => Errno::ENOMEM,
+            SimError::NoSuchTask(_) => Errno::ESRCH,
         }
     }
-}
-
-/// A simulated task: a pid in a cgroup.
-#[derive(Debug)]
-pub struct Task {
-    pid: u32,
-    cgroup: Mutex<Arc<Cgroup>>,
-}
-
-impl Task {
-    /// Its pid.
-    pub fn pid(&self) -> u32 {
-        self.pid
-    }
-
-    /// The cgroup it is in.
-    pub fn cgroup(&self) -> Arc<Cgroup> {
-        Arc::clone(&lock(&self.cgroup))
-    }
-
-    /// The memory cgroup its new memory is charged to, and its faults are
-    /// counted in: its cgroup's, or the nearest ancestor's.
-    pub fn memcg(&self) -> Arc<MemCgroup> {
-        self.cgroup().effective_memcg()
-    }
-}
-
-/// Where a run of a mapping's pages is.
-enum State {
-    Resident(Arc<Folio>),
-    Swapped(SwapEntry),
-}
-
-/// A folio-sized run of a mapping.
-struct Extent {
-    first_page: u64,
-    nr: u32,
-    state: State,
-}
-
-impl Extent {
-    /// Whether this run is on swap and covers the slot `entry`.
-    fn swapped_at(&self, entry: SwapEntry) -> bool {
-        let State::Swapped(first) = self.state else {
-            return false;
-        };
-        first.swp_type() == entry.swp_type()
-            && (first.swp_offset()..first.swp_offset() + u64::from(self.nr))
-                .contains(&entry.swp_offset())
-    }
-}
-
-/// One task's anonymous mapping.
-struct Mapping {
-    task: Arc<Task>,
-    fill: Fill,
-    stream: u64,
-    extents: Mutex<Vec<Extent>>,
-}
-
-/// Pages of a mapping by where they are.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Residency {
-    /// In memory.
-    pub resident: u64,
-    /// On swap.
-    pub swapped: u64,
 }
 
 struct Inner {
@@ -261,6 +216,8 @@ struct Inner {
     next_ram: Mutex<u32>,
     /// Direct charges (`charges.rs`).
     ledger: Mutex<charges::Ledger>,
+    /// Mappings of killed tasks with blocks an operation still held.
+    killed_mappings: Mutex<Vec<Arc<Mapping>>>,
     seed: u64,
 }
 
@@ -295,6 +252,121 @@ impl TaskHooks for Hooks {
         *lock(&task.cgroup) = Arc::clone(cg);
         Ok(())
     }
+
+    fn kill(&self, cg: &Arc<Cgroup>) {
+        if let Some(inner) = self.0.upgrade() {
+            inner.kill_cgroup(cg);
+        }
+    }
+}
+
+/// Connects charges over a limit to reclaim (`vmscan`).
+struct Reclaimer(Weak<Inner>);
+
+impl MemcgReclaim for Reclaimer {
+    fn reclaim(&self, cg: &Arc<MemCgroup>, nr_pages: u64, opts: ReclaimOptions) -> u64 {
+        let Some(inner) = self.0.upgrade() else {
+            return 0;
+        };
+        vmscan::try_to_free_mem_cgroup_pages(
+            inner.fs.tree(),
+            cg,
+            nr_pages,
+            inner.swap_space(),
+            opts,
+        )
+    }
+}
+
+impl Inner {
+    /// The swap space the devices have now (`total_swap_pages` and
+    /// `nr_swap_pages`: a device being swapped off counts no more).
+    fn swap_space(&self) -> SwapSpace {
+        let (total_pages, used) = self
+            .swap
+            .swapfiles()
+            .iter()
+            .filter(|d| d.is_writable())
+            .fold((0, 0), |(t, u), d| {
+                (t + d.nr_pages() - 1, u + d.inuse_pages())
+            });
+        SwapSpace {
+            free_pages: total_pages.saturating_sub(used),
+            total_pages,
+        }
+    }
+
+    /// Kills `task` (OOM or `cgroup.kill`): it leaves its cgroup and the
+    /// task list, its mappings are unmapped, and every block no operation
+    /// holds is released now (the rest when that operation ends). False
+    /// if it was already killed.
+    fn kill_task(&self, task: &Arc<Task>) -> bool {
+        if !task.kill() {
+            return false;
+        }
+        lock(&self.tasks).remove(&task.pid);
+        let gone: Vec<Arc<Mapping>> = {
+            let mut mappings = lock(&self.mappings);
+            let names: Vec<String> = mappings
+                .iter()
+                .filter(|(_, m)| Arc::ptr_eq(&m.task, task))
+                .map(|(n, _)| n.clone())
+                .collect();
+            names.iter().filter_map(|n| mappings.remove(n)).collect()
+        };
+        for m in gone {
+            let mut first_error = None;
+            let busy: Vec<Arc<Block>> = m
+                .take_blocks()
+                .into_iter()
+                .filter(|b| !mm::release_block(self, b, false, &mut first_error))
+                .collect();
+            // An operation in flight holds these; it releases them when it
+            // sees the task killed.
+            for b in busy {
+                m.push_block(b);
+            }
+            lock(&self.killed_mappings).push(m);
+        }
+        true
+    }
+
+    /// Kills every task in `cg`'s subtree (`cgroup.kill`).
+    fn kill_cgroup(&self, cg: &Arc<Cgroup>) {
+        let tasks: Vec<Arc<Task>> = lock(&self.tasks)
+            .values()
+            .filter(|t| {
+                let tcg = t.cgroup();
+                std::iter::once(&tcg)
+                    .chain(tcg.ancestors())
+                    .any(|c| Arc::ptr_eq(c, cg))
+            })
+            .cloned()
+            .collect();
+        for t in tasks {
+            self.kill_task(&t);
+        }
+        self.reap_killed();
+    }
+
+    /// Releases what kills left behind of mappings no longer busy.
+    fn reap_killed(&self) {
+        let pending = std::mem::take(&mut *lock(&self.killed_mappings));
+        for m in pending {
+            let mut first_error = None;
+            let busy: Vec<Arc<Block>> = m
+                .take_blocks()
+                .into_iter()
+                .filter(|b| !mm::release_block(self, b, false, &mut first_error))
+                .collect();
+            if !busy.is_empty() {
+                for b in busy {
+                    m.push_block(b);
+                }
+                lock(&self.killed_mappings).push(m);
+            }
+        }
+    }
 }
 
 impl Sim {
@@ -312,12 +384,13 @@ impl Sim {
             next_pid: AtomicU32::new(100),
             next_ram: Mutex::new(0),
             ledger: Mutex::new(charges::Ledger::default()),
+            killed_mappings: Mutex::new(Vec::new()),
             seed: config.seed,
         });
-        inner
-            .fs
-            .tree()
-            .set_task_hooks(Arc::new(Hooks(Arc::downgrade(&inner))));
+        let tree = inner.fs.tree();
+        tree.set_task_hooks(Arc::new(Hooks(Arc::downgrade(&inner))));
+        tree.set_reclaimer(Arc::new(Reclaimer(Arc::downgrade(&inner))));
+        tree.set_oom_handler(Arc::new(OomKiller(Arc::downgrade(&inner))));
         Self { inner }
     }
 
@@ -383,29 +456,32 @@ impl Sim {
             .swapfiles()
             .by_name(name)
             .ok_or_else(|| SwapError::NoSuchDevice(name.to_owned()))?;
-        self.inner
+        let result = self
+            .inner
             .swap
-            .swapoff(device.ty(), |entry| self.unuse(entry))?;
+            .swapoff(device.ty(), |entry| self.unuse(entry));
+        // Bringing pages back may have OOM-killed their tasks.
+        self.inner.reap_killed();
+        result?;
         Ok(())
     }
 
     /// Faults in the page at `entry` wherever it is mapped (swapoff's walk).
     fn unuse(&self, entry: SwapEntry) -> Result<(), SwapInError> {
-        let mut busy: Vec<Arc<Mapping>> = lock(&self.inner.mappings).values().cloned().collect();
-        // Mappings whose lock is free are searched at once; a busy one is
+        let mappings: Vec<Arc<Mapping>> = lock(&self.inner.mappings).values().cloned().collect();
+        let mut busy: Vec<(Arc<Mapping>, Arc<Block>)> = mappings
+            .iter()
+            .flat_map(|m| m.blocks().into_iter().map(move |b| (Arc::clone(m), b)))
+            .collect();
+        // Blocks whose lock is free are searched at once; a busy one is
         // retried until its lock is free or the slot was freed meanwhile
         // (its task faulted the page in itself), so a task working on its
         // mapping in a loop cannot starve swapoff.
         while !busy.is_empty() {
             let mut still_busy = Vec::new();
-            for m in busy {
-                let locked = match m.extents.try_lock() {
-                    Ok(extents) => Some(extents),
-                    Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
-                    Err(std::sync::TryLockError::WouldBlock) => None,
-                };
-                let Some(mut extents) = locked else {
-                    still_busy.push(Arc::clone(&m));
+            for (m, block) in busy {
+                let Some(mut extents) = block.try_lock() else {
+                    still_busy.push((m, block));
                     continue;
                 };
                 if let Some(ext) = extents.iter_mut().find(|ext| ext.swapped_at(entry)) {
@@ -413,6 +489,7 @@ impl Sim {
                         unreachable!("swapped_at checked it")
                     };
                     let folio = self.inner.swap.swap_in(first, ext.nr, &m.task.memcg())?;
+                    vmscan::folio_add_lru(&folio, block.rmap());
                     ext.state = State::Resident(folio);
                     return Ok(());
                 }
@@ -458,7 +535,10 @@ impl Sim {
 
     /// Creates a task in `cgroup` with a mapping `name` of `size_bytes`
     /// populated with `folio_pages`-page folios filled per `fill`; returns
-    /// the task's pid. Nothing is left charged if memory runs out.
+    /// the task's pid. Populating charges, so it may reclaim (swapping out
+    /// colder pages, this mapping's earlier ones included) and OOM-kill;
+    /// when it fails, or the task itself is killed, the task exits and
+    /// nothing it took stays charged.
     pub fn alloc(
         &self,
         cgroup: &str,
@@ -484,11 +564,11 @@ impl Sim {
             return Err(SimError::MappingExists(name.to_owned()));
         }
         // The task forks into the cgroup first (refused where a task may
-        // not be: the no-internal-process rule), then populates.
-        let task = Arc::new(Task {
-            pid: self.inner.next_pid.fetch_add(1, Ordering::Relaxed),
-            cgroup: Mutex::new(Arc::clone(&cg)),
-        });
+        // not be: the no-internal-process rule), maps, then populates.
+        let task = Arc::new(Task::new(
+            self.inner.next_pid.fetch_add(1, Ordering::Relaxed),
+            Arc::clone(&cg),
+        ));
         self.inner
             .fs
             .tree()
@@ -499,21 +579,41 @@ impl Sim {
                 cgroup: cgroup.to_owned(),
                 errno,
             })?;
-        let exit = |e: SimError| {
-            lock(&self.inner.tasks).remove(&task.pid);
-            e
-        };
         let stream = fill::stream(self.inner.seed, name);
-        let memcg = task.memcg();
-        let mut extents = Vec::new();
+        let mapping = Arc::new(Mapping::new(Arc::clone(&task), fill, stream));
+        {
+            let mut mappings = lock(&self.inner.mappings);
+            if mappings.contains_key(name) {
+                drop(mappings);
+                lock(&self.inner.tasks).remove(&task.pid);
+                return Err(SimError::MappingExists(name.to_owned()));
+            }
+            mappings.insert(name.to_owned(), Arc::clone(&mapping));
+        }
+        task.mm.add_mapped(size_bytes / PAGE_BYTES as u64);
+        match self.populate(&mapping, size_bytes, folio_pages) {
+            Ok(()) => Ok(task.pid),
+            Err(e) => {
+                let e = killed_or(&task, e);
+                self.exit(name, &mapping);
+                Err(e)
+            }
+        }
+    }
+
+    /// Faults in every folio of a new mapping, filling its pages.
+    fn populate(&self, m: &Mapping, size_bytes: u64, folio_pages: u32) -> Result<(), SimError> {
+        let _current = CurrentTask::enter(&m.task);
+        let memcg = m.task.memcg();
         for first_page in (0..size_bytes / PAGE_BYTES as u64).step_by(folio_pages as usize) {
-            // On failure `extents` drops, uncharging what was populated.
-            for (first_page, folio) in self
-                .fault_anon(&memcg, first_page, folio_pages)
-                .map_err(exit)?
-            {
+            let folios = self.fault_anon(&m.task, &memcg, first_page, folio_pages)?;
+            if m.task.is_killed() {
+                return Err(SimError::Killed { pid: m.task.pid() });
+            }
+            let mut extents = Vec::with_capacity(folios.len());
+            for (first_page, folio) in folios {
                 for (i, page) in folio.bytes().chunks_exact_mut(PAGE_BYTES).enumerate() {
-                    fill::fill_page(fill, stream, first_page + i as u64, page);
+                    fill::fill_page(m.fill, m.stream, first_page + i as u64, page);
                 }
                 extents.push(Extent {
                     first_page,
@@ -521,19 +621,36 @@ impl Sim {
                     state: State::Resident(Arc::new(folio)),
                 });
             }
+            m.push_block(Block::new(&self.inner, &m.task.mm, extents));
         }
-        let mapping = Arc::new(Mapping {
-            task: Arc::clone(&task),
-            fill,
-            stream,
-            extents: Mutex::new(extents),
-        });
-        let mut mappings = lock(&self.inner.mappings);
-        if mappings.contains_key(name) {
-            return Err(exit(SimError::MappingExists(name.to_owned())));
+        Ok(())
+    }
+
+    /// The task of mapping `name` exits: the mapping goes, its memory and
+    /// swap are released, the task leaves its cgroup.
+    fn exit(&self, name: &str, m: &Arc<Mapping>) {
+        {
+            let mut mappings = lock(&self.inner.mappings);
+            if mappings.get(name).is_some_and(|x| Arc::ptr_eq(x, m)) {
+                mappings.remove(name);
+            }
         }
-        mappings.insert(name.to_owned(), mapping);
-        Ok(task.pid)
+        let mut first_error = None;
+        for block in m.take_blocks() {
+            mm::release_block(&self.inner, &block, true, &mut first_error);
+        }
+        lock(&self.inner.tasks).remove(&m.task.pid);
+        self.inner.reap_killed();
+    }
+
+    /// After an operation on `m`: if its task was killed meanwhile, release
+    /// what the kill could not (the blocks this operation held).
+    fn finish(&self, m: &Arc<Mapping>) -> Result<(), SimError> {
+        if !m.task.is_killed() {
+            return Ok(());
+        }
+        self.inner.reap_killed();
+        Err(SimError::Killed { pid: m.task.pid() })
     }
 
     /// The anonymous faults that populate the `folio_pages` pages from
@@ -544,6 +661,7 @@ impl Sim {
     /// one `pgfault` on the task's memory cgroup.
     fn fault_anon(
         &self,
+        task: &Task,
         memcg: &Arc<MemCgroup>,
         first_page: u64,
         folio_pages: u32,
@@ -557,6 +675,10 @@ impl Sim {
         }
         let mut pages = Vec::with_capacity(folio_pages as usize);
         for i in 0..u64::from(folio_pages) {
+            // A killed task faults no more (it dies on its way back).
+            if task.is_killed() {
+                return Err(SimError::Killed { pid: task.pid() });
+            }
             memcg.count_vm_event(VmEvent::Pgfault, 1);
             pages.push((first_page + i, Folio::new(tree, memcg, 1)?));
         }
@@ -575,39 +697,60 @@ impl Sim {
         Ok(Arc::clone(&self.mapping(name)?.task))
     }
 
+    /// The task with pid `pid`, if it lives.
+    pub fn task(&self, pid: u32) -> Option<Arc<Task>> {
+        lock(&self.inner.tasks).get(&pid).cloned()
+    }
+
+    /// Kills task `pid` (SIGKILL): it leaves its cgroup, its memory and
+    /// swap are freed. `ESRCH` if there is no such task.
+    pub fn kill(&self, pid: u32) -> Result<(), SimError> {
+        let task = self.task(pid).ok_or(SimError::NoSuchTask(pid))?;
+        self.inner.kill_task(&task);
+        self.inner.reap_killed();
+        Ok(())
+    }
+
     /// Swaps out every resident page of `name` (like `MADV_PAGEOUT`);
     /// returns the pages swapped. Pages that cannot go stay resident and are
     /// reported as an error after the others went.
     pub fn pageout(&self, name: &str) -> Result<u64, SimError> {
         let m = self.mapping(name)?;
-        let mut extents = lock(&m.extents);
-        let mut out = Vec::with_capacity(extents.len());
         let (mut swapped, mut kept, mut first_error) = (0, 0, None);
-        for ext in extents.drain(..) {
-            let State::Resident(folio) = ext.state else {
-                out.push(ext);
-                continue;
-            };
-            for piece in self.inner.swap.swap_out_or_split(folio) {
-                let state = match piece.outcome {
-                    Ok(entry) => {
-                        swapped += u64::from(piece.nr);
-                        State::Swapped(entry)
-                    }
-                    Err((folio, e)) => {
-                        first_error.get_or_insert(e);
-                        kept += u64::from(piece.nr);
-                        State::Resident(folio)
-                    }
+        for block in m.blocks() {
+            let mut extents = block.lock();
+            let mut out = Vec::with_capacity(extents.len());
+            for ext in extents.drain(..) {
+                let State::Resident(folio) = ext.state else {
+                    out.push(ext);
+                    continue;
                 };
-                out.push(Extent {
-                    first_page: ext.first_page + u64::from(piece.first_page),
-                    nr: piece.nr,
-                    state,
-                });
+                let whole = folio.nr();
+                for piece in self.inner.swap.swap_out_or_split(folio) {
+                    let state = match piece.outcome {
+                        Ok(entry) => {
+                            swapped += u64::from(piece.nr);
+                            State::Swapped(entry)
+                        }
+                        Err((folio, e)) => {
+                            first_error.get_or_insert(e);
+                            kept += u64::from(piece.nr);
+                            if piece.nr != whole {
+                                // A piece of a split: a new folio.
+                                vmscan::folio_add_lru(&folio, block.rmap());
+                            }
+                            State::Resident(folio)
+                        }
+                    };
+                    out.push(Extent {
+                        first_page: ext.first_page + u64::from(piece.first_page),
+                        nr: piece.nr,
+                        state,
+                    });
+                }
             }
+            *extents = out;
         }
-        *extents = out;
         match first_error {
             None => Ok(swapped),
             Some(source) => Err(SimError::Pageout {
@@ -618,37 +761,62 @@ impl Sim {
         }
     }
 
-    /// Faults every swapped page of `name` back in, charged per the swap-in
-    /// rule to the task's current cgroup or the recorded owner; returns the
-    /// pages faulted in. Stops at the first fault that fails.
+    /// Accesses every page of `name`: resident pages are marked accessed
+    /// (their page-table entries' accessed bits), swapped ones fault back
+    /// in, charged per the swap-in rule to the task's current cgroup or
+    /// the recorded owner; returns the pages faulted in. Stops at the
+    /// first fault that fails.
     pub fn touch(&self, name: &str) -> Result<u64, SimError> {
         let m = self.mapping(name)?;
         let memcg = m.task.memcg();
-        let mut extents = lock(&m.extents);
+        let _current = CurrentTask::enter(&m.task);
         let mut faulted = 0;
-        let mut out = Vec::with_capacity(extents.len());
         let mut result = Ok(());
-        for ext in extents.drain(..) {
-            let State::Swapped(entry) = ext.state else {
-                out.push(ext);
-                continue;
-            };
-            if result.is_err() {
-                out.push(ext);
-                continue;
+        for block in m.blocks() {
+            if result.is_err() || m.task.is_killed() {
+                break;
             }
-            match self.fault_swapped(&memcg, entry, ext.first_page, ext.nr) {
-                Ok(pieces) => {
-                    faulted += u64::from(ext.nr);
-                    out.extend(pieces);
-                }
-                Err((e, left)) => {
-                    out.extend(left);
-                    result = Err(e);
+            let mut extents = block.lock();
+            let mut out = Vec::with_capacity(extents.len());
+            for ext in extents.drain(..) {
+                let entry = match &ext.state {
+                    State::Resident(folio) => {
+                        vmscan::folio_mark_young(folio);
+                        out.push(ext);
+                        continue;
+                    }
+                    State::Swapped(entry) if result.is_ok() => *entry,
+                    State::Swapped(_) => {
+                        out.push(ext);
+                        continue;
+                    }
+                };
+                match self.fault_swapped(&memcg, entry, ext.first_page, ext.nr) {
+                    Ok(pieces) => {
+                        faulted += u64::from(ext.nr);
+                        for piece in &pieces {
+                            if let State::Resident(folio) = &piece.state {
+                                vmscan::folio_add_lru(folio, block.rmap());
+                            }
+                        }
+                        out.extend(pieces);
+                    }
+                    Err((e, left)) => {
+                        for piece in &left {
+                            if let State::Resident(folio) = &piece.state {
+                                vmscan::folio_add_lru(folio, block.rmap());
+                            }
+                        }
+                        out.extend(left);
+                        result = Err(e);
+                    }
                 }
             }
+            *extents = out;
         }
-        *extents = out;
+        if m.task.is_killed() {
+            return Err(self.finish(&m).unwrap_err());
+        }
         result.map(|()| faulted)
     }
 
@@ -717,24 +885,26 @@ impl Sim {
     /// page is; the first difference names the page.
     pub fn verify(&self, name: &str) -> Result<(), SimError> {
         let m = self.mapping(name)?;
-        let extents = lock(&m.extents);
         let mut expected = vec![0u8; PAGE_BYTES];
-        for ext in extents.iter() {
-            let bytes = match &ext.state {
-                State::Resident(folio) => folio.bytes().to_vec(),
-                State::Swapped(entry) => self.inner.swap.peek(*entry, ext.nr)?,
-            };
-            for (i, page) in bytes.chunks_exact(PAGE_BYTES).enumerate() {
-                let index = ext.first_page + i as u64;
-                fill::fill_page(m.fill, m.stream, index, &mut expected);
-                if let Some(offset) = (0..PAGE_BYTES).find(|&b| page[b] != expected[b]) {
-                    return Err(SimError::Corrupt {
-                        name: name.to_owned(),
-                        page: index,
-                        offset,
-                        expected: expected[offset],
-                        found: page[offset],
-                    });
+        for block in m.blocks() {
+            let extents = block.lock();
+            for ext in extents.iter() {
+                let bytes = match &ext.state {
+                    State::Resident(folio) => folio.bytes().to_vec(),
+                    State::Swapped(entry) => self.inner.swap.peek(*entry, ext.nr)?,
+                };
+                for (i, page) in bytes.chunks_exact(PAGE_BYTES).enumerate() {
+                    let index = ext.first_page + i as u64;
+                    fill::fill_page(m.fill, m.stream, index, &mut expected);
+                    if let Some(offset) = (0..PAGE_BYTES).find(|&b| page[b] != expected[b]) {
+                        return Err(SimError::Corrupt {
+                            name: name.to_owned(),
+                            page: index,
+                            offset,
+                            expected: expected[offset],
+                            found: page[offset],
+                        });
+                    }
                 }
             }
         }
@@ -747,14 +917,9 @@ impl Sim {
         let m = lock(&self.inner.mappings)
             .remove(name)
             .ok_or_else(|| SimError::NoSuchMapping(name.to_owned()))?;
-        let extents = std::mem::take(&mut *lock(&m.extents));
         let mut first_error = None;
-        for ext in extents {
-            if let State::Swapped(entry) = ext.state
-                && let Err(e) = self.inner.swap.swap_free(entry, ext.nr)
-            {
-                first_error.get_or_insert(e);
-            }
+        for block in m.take_blocks() {
+            mm::release_block(&self.inner, &block, true, &mut first_error);
         }
         lock(&self.inner.tasks).remove(&m.task.pid);
         first_error.map_or(Ok(()), |e| Err(e.into()))
@@ -762,16 +927,7 @@ impl Sim {
 
     /// Pages of `name` in memory and on swap.
     pub fn residency(&self, name: &str) -> Result<Residency, SimError> {
-        let m = self.mapping(name)?;
-        let extents = lock(&m.extents);
-        let mut r = Residency::default();
-        for ext in extents.iter() {
-            match ext.state {
-                State::Resident(_) => r.resident += u64::from(ext.nr),
-                State::Swapped(_) => r.swapped += u64::from(ext.nr),
-            }
-        }
-        Ok(r)
+        Ok(self.mapping(name)?.residency())
     }
 
     /// Names of every mapping.
@@ -780,11 +936,26 @@ impl Sim {
     }
 }
 
+/// `e`, or [`SimError::Killed`] if `task` was killed meanwhile (its charge
+/// failing because of it).
+fn killed_or(task: &Task, e: SimError) -> SimError {
+    if task.is_killed() {
+        SimError::Killed { pid: task.pid() }
+    } else {
+        e
+    }
+}
+
 impl Drop for Sim {
     fn drop(&mut self) {
         // Release everything so the hierarchy tears down balanced.
         for name in self.mappings() {
             let _ = self.free(&name);
+        }
+        let killed = std::mem::take(&mut *lock(&self.inner.killed_mappings));
+        let mut first_error = None;
+        for block in killed.iter().flat_map(|m| m.take_blocks()) {
+            mm::release_block(&self.inner, &block, true, &mut first_error);
         }
         self.release_charges();
     }
@@ -814,7 +985,7 @@ pub(crate) fn test_sim() -> Sim {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use memcg::memcontrol::MemcgStat;
+    use memcg::memcontrol::{MemcgEvent, MemcgStat};
 
     fn sim() -> Sim {
         test_sim()
@@ -835,22 +1006,32 @@ mod tests {
     #[test]
     fn the_machine_size_bounds_every_charge() {
         let sim = small_machine(8 << 20);
-        // 100G in an unlimited cgroup: refused by the machine, nothing taken.
+        // 100G in an unlimited cgroup with no swap: the machine fills, and
+        // the global OOM killer picks the largest task, the allocating one.
         let err = sim
             .alloc("/a", "big", 100 << 30, 16, Fill::Zero)
             .unwrap_err();
-        assert_eq!(err.errno(), Errno::ENOMEM);
-        assert!(matches!(
-            err,
-            SimError::Charge(ChargeError::MachineOutOfMemory { total_pages: 2048 })
-        ));
+        assert!(matches!(err, SimError::Killed { .. }), "{err}");
         assert_eq!(sim.fs().tree().machine_used_pages(), 0);
+        assert!(sim.mappings().is_empty());
         let a = sim.fs().memcg("/a").unwrap();
         assert_eq!(
-            a.event(memcg::memcontrol::MemcgEvent::Max),
-            0,
-            "not a memcg event"
+            (a.event(MemcgEvent::Max), a.event(MemcgEvent::Oom)),
+            (0, 0),
+            "not memory cgroup events"
         );
+        assert_eq!(a.event(MemcgEvent::OomKill), 1, "where the victim lived");
+        // A charge that is not a task's fault just fails.
+        assert!(matches!(
+            sim.charge(
+                "/a",
+                4096,
+                ChargeTarget::Memory(memcg::memcontrol::ChargeKind::Anon)
+            ),
+            Err(SimError::Charge(ChargeError::MachineOutOfMemory {
+                total_pages: 2048
+            }))
+        ));
         sim.alloc("/a", "fits", 2 << 20, 1, Fill::Pattern).unwrap();
         let info = sim.proc_meminfo();
         assert_eq!(meminfo::value_kb(&info, "MemTotal"), Some(8192));
@@ -878,21 +1059,20 @@ mod tests {
     fn large_folios_fall_back_to_pages_when_the_charge_fails() {
         let sim = sim();
         sim.fs().write("/a/memory.max", "96K").unwrap();
-        // 128K of 64K folios under a 96K limit: the first folio fits, the
-        // second's non-blocking charge fails without events and it faults
-        // in page by page; the page over the limit fails the alloc.
+        // 128K of 64K folios under a 96K limit and no swap: the first folio
+        // fits, the second's non-blocking charge fails without events and
+        // it faults in page by page; the page over the limit finds nothing
+        // reclaimable and the OOM killer picks the only task.
         let err = sim.alloc("/a", "m", 128 << 10, 16, Fill::Zero).unwrap_err();
-        assert_eq!(err.errno(), Errno::ENOMEM);
+        assert!(matches!(err, SimError::Killed { .. }), "{err}");
         let a = sim.fs().memcg("/a").unwrap();
         assert_eq!(a.memory().usage(), 0, "nothing left behind");
         assert_eq!(a.vm_event(VmEvent::Pgfault), 1 + 9, "a folio, then 9 pages");
         assert_eq!(
-            a.event(memcg::memcontrol::MemcgEvent::Oom),
-            1,
+            (a.event(MemcgEvent::Oom), a.event(MemcgEvent::OomKill)),
+            (1, 1),
             "only for a single page"
         );
-        // (Without reclaim, pages fit exactly when the folio would have; the
-        // fallback succeeds once reclaim can make room for single pages.)
     }
 
     #[test]
@@ -904,30 +1084,30 @@ mod tests {
         sim.pageout("big").unwrap();
         sim.alloc("/a", "fill", 64 << 10, 1, Fill::Pattern).unwrap();
         // 10 pages of room: the 16-page folio's charge fails without
-        // events, the pages come in one by one until the 11th finds none.
-        let err = sim.touch("big").unwrap_err();
-        assert_eq!(err.errno(), Errno::ENOMEM);
+        // events (no reclaim for a large folio), the pages come in one by
+        // one, and the 11th on reclaims: `fill`'s pages, never touched
+        // since their fault, go to swap.
+        assert_eq!(sim.touch("big").unwrap(), 16);
         assert_eq!(
             sim.residency("big").unwrap(),
             Residency {
-                resident: 10,
-                swapped: 6
+                resident: 16,
+                swapped: 0
             }
         );
+        let fill = sim.residency("fill").unwrap();
+        assert_eq!(fill.resident + fill.swapped, 16);
+        assert!(fill.swapped >= 6, "{fill:?}");
         sim.verify("big").unwrap();
+        sim.verify("fill").unwrap();
         let a = sim.fs().memcg("/a").unwrap();
-        assert_eq!(a.vm_event(VmEvent::Pgmajfault), 10);
-        assert_eq!(
-            a.event(memcg::memcontrol::MemcgEvent::Oom),
-            1,
-            "the 11th page"
-        );
+        assert_eq!(a.vm_event(VmEvent::Pgmajfault), 16);
+        assert_eq!(a.event(MemcgEvent::Oom), 0);
+        assert!(a.vm_event(VmEvent::PgstealDirect) >= 6);
+        assert!(a.memory().usage() <= 26);
         sim.free("fill").unwrap();
-        assert_eq!(sim.touch("big").unwrap(), 6);
-        sim.verify("big").unwrap();
-        assert_eq!(a.swap().usage(), 0);
         sim.free("big").unwrap();
-        assert_eq!(a.memory().usage(), 0);
+        assert_eq!((a.memory().usage(), a.swap().usage()), (0, 0));
     }
 
     #[test]
@@ -1094,8 +1274,9 @@ mod tests {
         sim.alloc("/a", "m", 8192, 1, Fill::Pattern).unwrap();
         {
             let m = sim.mapping("m").unwrap();
-            let extents = lock(&m.extents);
-            let State::Resident(folio) = &extents[1].state else {
+            let block = &m.blocks()[1];
+            let extents = block.lock();
+            let State::Resident(folio) = &extents[0].state else {
                 panic!()
             };
             folio.bytes()[10] ^= 0xff;

@@ -189,10 +189,13 @@ fn swapoff_under_load_moves_every_page_back() {
 }
 
 #[test]
-fn swapoff_fails_cleanly_when_memory_cannot_take_the_pages_back() {
+fn swapoff_that_memory_cannot_take_back_fails_cleanly_or_oom_kills() {
+    // An unkillable task (oom_score_adj -1000): the OOM killer finds no
+    // victim, the fault fails and swapoff with it; the device stays on.
     let sim = sim_with(&["/a"]);
     let ram = sim.swapon_ram(8 << 20, None).unwrap();
-    sim.alloc("/a", "m", 256 << 10, 1, Fill::Pattern).unwrap();
+    let pid = sim.alloc("/a", "m", 256 << 10, 1, Fill::Pattern).unwrap();
+    sim.task(pid).unwrap().set_oom_score_adj(-1000).unwrap();
     sim.pageout("m").unwrap();
     sim.fs().write("/a/memory.max", "64K").unwrap();
     let err = sim.swapoff(&ram).unwrap_err();
@@ -206,6 +209,18 @@ fn swapoff_fails_cleanly_when_memory_cannot_take_the_pages_back() {
     sim.swapoff(&ram).unwrap();
     sim.verify("m").unwrap();
     sim.free("m").unwrap();
+
+    // A killable one: as in the kernel, the OOM killer takes it and the
+    // swapoff completes, its slots freed with it.
+    let ram = sim.swapon_ram(8 << 20, None).unwrap();
+    sim.alloc("/a", "n", 256 << 10, 1, Fill::Pattern).unwrap();
+    sim.pageout("n").unwrap();
+    sim.fs().write("/a/memory.max", "64K").unwrap();
+    sim.swapoff(&ram).unwrap();
+    assert!(sim.mappings().is_empty(), "n was killed");
+    let a = sim.fs().memcg("/a").unwrap();
+    assert_eq!(a.event(MemcgEvent::OomKill), 1);
+    assert_eq!((a.memory().usage(), a.swap().usage()), (0, 0));
 }
 
 #[test]

@@ -220,9 +220,10 @@ type MemWrite = fn(&CgroupFs, &Arc<MemCgroup>, &str) -> Result<(), WriteError>;
 /// What a file reads and writes.
 #[derive(Clone, Copy)]
 enum Handler {
-    /// A cgroup core file, on the cgroup itself.
+    /// A cgroup core file, on the cgroup itself; `read` is `None` for a
+    /// write-only file (`cgroup.kill`).
     Core {
-        read: CoreRead,
+        read: Option<CoreRead>,
         write: Option<CoreWrite>,
     },
     /// A memory controller file, on the cgroup's memory cgroup; `read` is
@@ -287,7 +288,10 @@ const fn core(
     FileSpec {
         name,
         scope,
-        handler: Handler::Core { read, write },
+        handler: Handler::Core {
+            read: Some(read),
+            write,
+        },
     }
 }
 
@@ -318,6 +322,14 @@ const FILES: &[FileSpec] = &[
     ),
     core("cgroup.procs", Scope::All, read_procs, Some(write_procs)),
     core("cgroup.stat", Scope::All, read_cgroup_stat, None),
+    FileSpec {
+        name: "cgroup.kill",
+        scope: Scope::NotOnRoot,
+        handler: Handler::Core {
+            read: None,
+            write: Some(write_kill),
+        },
+    },
     core(
         "cgroup.events",
         Scope::NotOnRoot,
@@ -628,6 +640,20 @@ fn write_procs(fs: &CgroupFs, cg: &Arc<Cgroup>, value: &str) -> Result<(), Write
     })
 }
 
+/// `cgroup.kill` (`cgroup_kill_write`): `1` kills every task of the
+/// subtree; another number is `ERANGE`, anything else `EINVAL`.
+fn write_kill(fs: &CgroupFs, cg: &Arc<Cgroup>, value: &str) -> Result<(), WriteError> {
+    let text = value.trim();
+    let kill: i64 = text
+        .parse()
+        .map_err(|_| WriteError::new(Errno::EINVAL, format!("{text:?} is not a number")))?;
+    if kill != 1 {
+        return Err(WriteError::new(Errno::ERANGE, "only 1 kills".to_owned()));
+    }
+    fs.tree.kill_tasks(cg);
+    Ok(())
+}
+
 /// `cgroup.stat` as v6.14 prints it for a hierarchy with the memory
 /// controller alone.
 fn read_cgroup_stat(_: &CgroupFs, cg: &Arc<Cgroup>) -> String {
@@ -796,7 +822,12 @@ impl OpenFile {
             ));
         }
         match (&self.target, self.spec.handler) {
-            (Target::Cgroup(cg), Handler::Core { read, .. }) => Ok(read(&self.fs, cg)),
+            (
+                Target::Cgroup(cg),
+                Handler::Core {
+                    read: Some(read), ..
+                },
+            ) => Ok(read(&self.fs, cg)),
             (
                 Target::Memcg(m),
                 Handler::Memory {

@@ -17,6 +17,7 @@ use crate::memcontrol::{CgroupTree, ChargeError, ChargeKind, Gfp, MemCgroup};
 use crate::mm_types::PAGE_BYTES;
 use crate::page_alloc::PageBuf;
 use crate::sync::{Arc, Mutex, MutexGuard, lock};
+use crate::vmscan::{self, FolioLru};
 
 /// A folio of anonymous memory: `nr` pages of real bytes, charged to a
 /// cgroup for as long as it lives (dropping it uncharges).
@@ -28,6 +29,8 @@ pub struct Folio {
     /// The memory cgroup charged; it also leads to the machine's frames
     /// the bytes go back to, so a folio holds no reference to the tree.
     memcg: Arc<MemCgroup>,
+    /// Its place on the memory cgroup's LRU lists (`vmscan.rs`).
+    lru: FolioLru,
 }
 
 impl Folio {
@@ -68,6 +71,7 @@ impl Folio {
             nr,
             charged: nr,
             memcg,
+            lru: FolioLru::default(),
         }
     }
 
@@ -98,6 +102,11 @@ impl Folio {
         &self.memcg
     }
 
+    /// Reclaim's state of the folio.
+    pub(crate) fn lru(&self) -> &FolioLru {
+        &self.lru
+    }
+
     /// Its bytes (`nr * 4096`), locked.
     pub fn bytes(&self) -> MutexGuard<'_, PageBuf> {
         lock(&self.data)
@@ -106,6 +115,7 @@ impl Folio {
 
 impl Drop for Folio {
     fn drop(&mut self) {
+        vmscan::folio_freed(self);
         if self.charged > 0 {
             self.memcg
                 .uncharge_pages(u64::from(self.charged), ChargeKind::Anon);

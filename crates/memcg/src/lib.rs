@@ -27,6 +27,7 @@
 //! | [`folio`]        | include/linux/mm_types.h (`struct folio`) | pages of real bytes that carry their charge |
 //! | [`list_lru`]     | mm/list_lru.c                          | per-cgroup per-node LRUs (split, legacy)       |
 //! | [`swap_state`]   | mm/swap_state.c, mm/page_io.c, mm/vmscan.c (split on swap-out) | swap cache, swap-out/in |
+//! | [`vmscan`]       | mm/vmscan.c                            | per-memcg LRU lists, memory cgroup reclaim     |
 //! | [`cgroupfs`]     | mm/memcontrol.c, kernel/cgroup/cgroup.c (cftypes) | the cgroup v2 interface files |
 //!
 //! Every atomic and lock comes from one shim (`sync`), which `--cfg loom`
@@ -50,6 +51,7 @@ pub mod swap_state;
 pub mod swapfile;
 pub mod swapops;
 pub(crate) mod sync;
+pub mod vmscan;
 
 pub use errno::Errno;
 pub use swap_cgroup::{Design as SwapCgroupDesign, SwapCgroup, SwapCgroupError, SwapCgroupMap};

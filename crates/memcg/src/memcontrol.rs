@@ -65,13 +65,15 @@ mod swap;
 use charge::Accounting;
 pub use charge::{ChargeError, ChargeKind, Gfp};
 use hooks::Hooks;
-pub use hooks::{MemcgReclaim, OomHandler, TaskHooks};
+pub use hooks::{MemcgReclaim, OomHandler, ReclaimOptions, TaskHooks};
 pub use stat::{MemcgEvent, MemcgStat, StatUnit, VmEvent};
 
 use crate::errno::Errno;
 use crate::idr::{IdAllocator, IdTable};
 use crate::page_alloc::PageAllocator;
 use crate::sync::{Arc, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering, lock};
+use crate::vmscan::Lruvec;
+use std::sync::Weak;
 
 /// The largest memory cgroup id (`MEM_CGROUP_ID_MAX`).
 pub const MEM_CGROUP_ID_MAX: u32 = 65535;
@@ -522,6 +524,11 @@ pub struct MemCgroup {
     oom_group: AtomicBool,
     /// `memory.zswap.writeback`.
     zswap_writeback: AtomicBool,
+    /// Its LRU lists (`vmscan.rs`).
+    lruvec: Lruvec,
+    /// Children taken offline while still holding pages: reclaim still
+    /// walks them (a dying css stays on its parent's children list).
+    dying_children: Mutex<Vec<Weak<MemCgroup>>>,
 }
 
 impl MemCgroup {
@@ -537,6 +544,29 @@ impl MemCgroup {
     }
 
     /// The machine's page frames, where its folios' bytes come from.
+    /// Its LRU lists.
+    pub fn lruvec(&self) -> &Lruvec {
+        &self.lruvec
+    }
+
+    /// The memory cgroups directly below this one, online ones first, then
+    /// dying ones still alive (`css_for_each_child` sees both).
+    pub fn reclaim_children(&self) -> Vec<Arc<MemCgroup>> {
+        let mut out: Vec<Arc<MemCgroup>> = if self.is_dying() {
+            Vec::new()
+        } else {
+            self.cgroup
+                .children()
+                .iter()
+                .filter_map(|c| c.memcg())
+                .collect()
+        };
+        let mut dying = lock(&self.dying_children);
+        dying.retain(|w| w.strong_count() > 0);
+        out.extend(dying.iter().filter_map(Weak::upgrade));
+        out
+    }
+
     pub(crate) fn page_allocator(&self) -> &PageAllocator {
         &self.ids.pages
     }
@@ -864,10 +894,22 @@ impl ShrinkerId {
 }
 
 /// Mount options, shared by every memory cgroup of a tree.
-#[derive(Default)]
 struct Options {
     localevents: AtomicBool,
     recursiveprot: AtomicBool,
+    /// `/proc/sys/vm/swappiness` (a sysctl, not a mount option, but as
+    /// global to the tree).
+    swappiness: AtomicU32,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            localevents: AtomicBool::new(false),
+            recursiveprot: AtomicBool::new(false),
+            swappiness: AtomicU32::new(crate::vmscan::DEFAULT_SWAPPINESS),
+        }
+    }
 }
 
 struct TreeShared {
@@ -1030,6 +1072,24 @@ impl CgroupTree {
             memory_localevents: self.shared.options.localevents.load(Ordering::Relaxed),
             memory_recursiveprot: self.shared.options.recursiveprot.load(Ordering::Relaxed),
         }
+    }
+
+    /// `vm.swappiness` (0..=200): how readily reclaim swaps.
+    pub fn vm_swappiness(&self) -> u32 {
+        // Relaxed: a setting; reclaim reads it once per call.
+        self.shared.options.swappiness.load(Ordering::Relaxed)
+    }
+
+    /// Sets `vm.swappiness`; `EINVAL` above 200, as the sysctl's bounds.
+    pub fn set_vm_swappiness(&self, swappiness: u32) -> Result<(), Errno> {
+        if swappiness > crate::vmscan::MAX_SWAPPINESS {
+            return Err(Errno::EINVAL);
+        }
+        self.shared
+            .options
+            .swappiness
+            .store(swappiness, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Changes the mount options (`mount -o remount,...`).
@@ -1250,6 +1310,7 @@ impl CgroupTree {
         for lru in lock(&self.shared.list_lrus).iter() {
             lru.reparent(&memcg, parent);
         }
+        lock(&parent.dying_children).push(Arc::downgrade(&memcg));
         lock(&cg.memcg).take();
         memcg.id_put();
     }
@@ -1463,6 +1524,8 @@ fn new_memcg(
         swap_peaks: Mutex::new(Vec::new()),
         oom_group: AtomicBool::new(false),
         zswap_writeback: AtomicBool::new(true),
+        lruvec: Lruvec::default(),
+        dying_children: Mutex::new(Vec::new()),
     }
 }
 

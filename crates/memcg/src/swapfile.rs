@@ -526,6 +526,13 @@ impl SwapDevice {
         (self.clusters.memory_bytes() + list_bytes) as u64 + self.backend.metadata_bytes()
     }
 
+    /// Whether new slots may be allocated on it (`SWP_WRITEOK`: on, and no
+    /// swapoff under way).
+    pub fn is_writable(&self) -> bool {
+        // Acquire: pairs with the Release stores of swapon/swapoff.
+        self.writable.load(Ordering::Acquire)
+    }
+
     /// Slots in use.
     pub fn inuse_pages(&self) -> u64 {
         self.inuse_pages.sum()

@@ -14,6 +14,7 @@
 //! the swap slots they take.
 
 mod parse;
+mod procfs;
 mod verbs;
 
 use std::io::{BufRead, IsTerminal, Write};
@@ -24,8 +25,8 @@ use memcg_sim::{Sim, SimConfig};
 use parse::{DEV_NULL, Join, List, ParseError, Simple};
 pub use verbs::verbs_help;
 use verbs::{
-    cmd_alloc, cmd_cat, cmd_cd, cmd_charge, cmd_echo, cmd_help, cmd_ls, cmd_mkdir, cmd_mount,
-    cmd_pidof, cmd_rmdir, cmd_set, cmd_swapoff, cmd_swapon, mapping_verb,
+    cmd_alloc, cmd_cat, cmd_cd, cmd_charge, cmd_echo, cmd_help, cmd_kill, cmd_ls, cmd_mkdir,
+    cmd_mount, cmd_pidof, cmd_rmdir, cmd_set, cmd_swapoff, cmd_swapon, mapping_verb,
 };
 
 /// The cgroup v2 mount point scripts may prefix paths with.
@@ -140,6 +141,11 @@ const COMMANDS: &[Command] = &[
         run: |sh, args| mapping_verb(sh, args, "free", Sim::free),
     },
     Command {
+        name: "kill",
+        usage: "kill NAME|PID",
+        run: cmd_kill,
+    },
+    Command {
         name: "pidof",
         usage: "pidof NAME",
         run: cmd_pidof,
@@ -160,6 +166,14 @@ const COMMANDS: &[Command] = &[
         run: cmd_help,
     },
 ];
+
+/// A file opened by `>`.
+enum Sink {
+    /// A cgroup interface file.
+    Cgroup(OpenFile),
+    /// A `/proc` file.
+    Proc(procfs::ProcFile),
+}
 
 /// Where the current command's output goes.
 enum Output {
@@ -375,7 +389,7 @@ impl<'a> Shell<'a> {
         if let (Some(mut file), Output::Capture(text)) =
             (file, std::mem::replace(&mut self.output, Output::Stdout))
             && !text.is_empty()
-            && let Err(e) = file.write(&text)
+            && let Err(errno) = self.write_sink(&mut file, &text)
         {
             // A builtin's write error carries the shell's prefix; a
             // program's does not.
@@ -384,10 +398,7 @@ impl<'a> Shell<'a> {
             } else {
                 String::new()
             };
-            self.report(&format!(
-                "{prefix}{name}: write error: {}",
-                e.errno.message()
-            ));
+            self.report(&format!("{prefix}{name}: write error: {}", errno.message()));
             status = 1;
         }
         self.finish_command(status)
@@ -422,15 +433,29 @@ impl<'a> Shell<'a> {
 
     /// Opens the target of `>` (a cgroup file) for writing; the error is
     /// what bash prints after the path.
-    fn open_for_output(&mut self, target: &str) -> Result<OpenFile, String> {
-        if target.starts_with("/proc/") || target.starts_with("/dev/") {
+    fn open_for_output(&mut self, target: &str) -> Result<Sink, String> {
+        if target.starts_with("/proc/") {
+            return procfs::open_for_write(&self.sim, target)
+                .map(Sink::Proc)
+                .map_err(|e| e.message().to_owned());
+        }
+        if target.starts_with("/dev/") {
             return Err(Errno::EACCES.message().to_owned());
         }
         let path = self.resolve(target);
         self.sim
             .fs()
             .open(&path, Access::Write)
+            .map(Sink::Cgroup)
             .map_err(|e| e.errno.message().to_owned())
+    }
+
+    /// Writes a command's output to its redirection target, in one write.
+    fn write_sink(&self, sink: &mut Sink, text: &str) -> Result<(), Errno> {
+        match sink {
+            Sink::Cgroup(file) => file.write(text).map(drop).map_err(|e| e.errno),
+            Sink::Proc(file) => procfs::write(&self.sim, file, text),
+        }
     }
 
     /// `memcg sh: line N: ` (bash's prefix for its own messages).

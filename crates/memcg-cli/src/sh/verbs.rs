@@ -89,14 +89,17 @@ pub(super) fn cmd_cat(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure
     }
     let mut status = 0;
     for p in args {
-        let proc_file = match p.as_str() {
-            "/proc/swaps" => Some(sh.sim.proc_swaps()),
-            "/proc/meminfo" => Some(sh.sim.proc_meminfo()),
-            _ => None,
-        };
-        if let Some(text) = proc_file {
-            sh.print(&text)?;
-            continue;
+        match super::procfs::read(&sh.sim, p) {
+            Some(Ok(text)) => {
+                sh.print(&text)?;
+                continue;
+            }
+            Some(Err(errno)) => {
+                sh.report(&format!("cat: {p}: {}", errno.message()));
+                status = 1;
+                continue;
+            }
+            None => {}
         }
         match sh.sim.fs().read(&sh.resolve(p)) {
             Ok(text) => sh.print(&text)?,
@@ -321,10 +324,22 @@ pub(super) fn cmd_alloc(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failu
     sh.sim
         .alloc(&path, name, bytes, folio_pages, fill)
         .map(drop)
-        .map_err(|e| Failure {
-            message: format!("{}alloc: {name}: {}", sh.prefix(), describe(&e)),
-            status: 1,
+        .map_err(|e| match e {
+            SimError::Killed { .. } => killed(sh, name),
+            _ => Failure {
+                message: format!("{}alloc: {name}: {}", sh.prefix(), describe(&e)),
+                status: 1,
+            },
         })
+}
+
+/// A task killed under a verb (the OOM killer chose it): bash's report of
+/// a command that died of SIGKILL, and its status 128 + 9.
+fn killed(sh: &Shell<'_>, name: &str) -> Failure {
+    Failure {
+        message: format!("{}{name}: Killed", sh.prefix()),
+        status: 137,
+    }
 }
 
 /// What a simulation error prints: the errno text, with detail where the
@@ -352,12 +367,29 @@ pub(super) fn mapping_verb(
     op(&sh.sim, name).map_err(|e| {
         // Detailed errors name the mapping themselves.
         let message = match e {
+            SimError::Killed { .. } => return killed(sh, name),
             SimError::Corrupt { .. } | SimError::Pageout { .. } => {
                 format!("{}{verb}: {e}", sh.prefix())
             }
             _ => format!("{}{verb}: {name}: {}", sh.prefix(), describe(&e)),
         };
         Failure { message, status: 1 }
+    })
+}
+
+/// `kill NAME|PID`: SIGKILL to the task owning mapping NAME, or to PID.
+pub(super) fn cmd_kill(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
+    let [target] = args else {
+        return Err(sh.usage("kill"));
+    };
+    let pid = match target.parse::<u32>() {
+        Ok(pid) => Some(pid),
+        Err(_) => sh.sim.task_of(target).ok().map(|t| t.pid()),
+    };
+    let result = pid.ok_or(()).and_then(|pid| sh.sim.kill(pid).map_err(drop));
+    result.map_err(|()| Failure {
+        message: format!("{}kill: ({target}) - No such process", sh.prefix()),
+        status: 1,
     })
 }
 

@@ -29,7 +29,7 @@
 use std::fmt;
 
 use super::stat::{Counts, MemcgEvent, MemcgStat};
-use super::{CgroupTree, MemCgroup};
+use super::{CgroupTree, MemCgroup, ReclaimOptions};
 use crate::errno::Errno;
 use crate::page_alloc::PageBuf;
 use crate::page_counter::{PAGE_COUNTER_MAX, PageCounter};
@@ -268,35 +268,44 @@ impl CgroupTree {
         nr_pages: u64,
         gfp: Gfp,
     ) -> Result<(), ChargeError> {
-        // The root has no limit of its own: its counter is the machine, and
-        // running out of it is not a memory cgroup event (the kernel's page
-        // allocator would reclaim globally).
-        let machine_full = || ChargeError::MachineOutOfMemory {
-            total_pages: self.machine_pages(),
-        };
-        if cg.is_root() {
-            return cg.memory().try_charge(nr_pages).map_err(|_| machine_full());
-        }
         let mut retries = MAX_RECLAIM_RETRIES;
         let mut drained = false;
         let mut oom_passes = 0;
+        let mut passed_oom = false;
         loop {
             let over = match cg.memory().try_charge(nr_pages) {
                 Ok(()) => {
                     self.handle_over_high(cg);
                     return Ok(());
                 }
-                Err(counter) if std::ptr::eq(counter, self.root().memory()) => {
-                    return Err(machine_full());
-                }
                 Err(counter) => owner_of_counter(cg, counter, |c| c.memory()),
             };
-            let nomem = || ChargeError::OutOfMemory { path: over.path() };
+            // The root's counter is the machine: running out of it is the
+            // page allocator's business (global reclaim, then the global
+            // OOM killer), with no memory cgroup events.
+            let global = over.is_root();
+            let nomem = || {
+                if global {
+                    ChargeError::MachineOutOfMemory {
+                        total_pages: self.machine_pages(),
+                    }
+                } else {
+                    ChargeError::OutOfMemory { path: over.path() }
+                }
+            };
             if gfp == Gfp::NoReclaim {
                 return Err(nomem());
             }
-            over.memory_event(MemcgEvent::Max);
-            let reclaimed = self.reclaimer().reclaim(&over, nr_pages);
+            // A task the OOM killer chose stops retrying (`task_is_dying`).
+            if passed_oom && self.oom_handler().current_is_dying() {
+                return Err(nomem());
+            }
+            if !global {
+                over.memory_event(MemcgEvent::Max);
+            }
+            let reclaimed = self
+                .reclaimer()
+                .reclaim(&over, nr_pages, ReclaimOptions::default());
             if over.memory().margin() >= nr_pages {
                 continue;
             }
@@ -315,6 +324,7 @@ impl CgroupTree {
             }
             if oom_passes < MAX_OOM_KILLS_PER_CHARGE && self.mem_cgroup_oom(&over, nr_pages) {
                 oom_passes += 1;
+                passed_oom = true;
                 retries = MAX_RECLAIM_RETRIES;
                 continue;
             }
@@ -322,15 +332,19 @@ impl CgroupTree {
         }
     }
 
-    /// The OOM path of a charge of `nr_pages` (`mem_cgroup_oom`): a charge
-    /// above `PAGE_ALLOC_COSTLY_ORDER` (more than 8 pages) fails without an
-    /// `oom` event or a kill; a smaller one raises `oom`, then
-    /// [`CgroupTree::out_of_memory`] decides. `true` means "try again".
+    /// The OOM path of a charge of `nr_pages` (`mem_cgroup_oom`, or the
+    /// page allocator's `out_of_memory` at the root): a charge above
+    /// `PAGE_ALLOC_COSTLY_ORDER` (more than 8 pages) fails without an
+    /// `oom` event or a kill; a smaller one raises `oom` (not at the
+    /// root), then [`CgroupTree::out_of_memory`] decides. `true` means
+    /// "try again".
     fn mem_cgroup_oom(&self, cg: &Arc<MemCgroup>, nr_pages: u64) -> bool {
         if nr_pages > COSTLY_PAGES {
             return false;
         }
-        cg.memory_event(MemcgEvent::Oom);
+        if !cg.is_root() {
+            cg.memory_event(MemcgEvent::Oom);
+        }
         self.out_of_memory(cg, nr_pages)
     }
 
@@ -343,20 +357,49 @@ impl CgroupTree {
         if cg.memory().margin() >= nr_pages.next_power_of_two() {
             return true;
         }
-        self.kill_victim(cg)
+        self.kill_victims(cg)
     }
 
-    /// Asks the OOM hook for a victim in `cg`'s subtree and raises
-    /// `oom_kill` where it lived; `true` if one was killed.
-    fn kill_victim(&self, cg: &Arc<MemCgroup>) -> bool {
-        let oom = self.oom_handler();
-        match oom.kill_victim(cg) {
-            Some(victim) => {
-                victim.memory_event(MemcgEvent::OomKill);
-                true
-            }
-            None => false,
+    /// Asks the OOM hook to kill in `cg`'s subtree and raises `oom_kill`
+    /// where each killed task lived; `true` if one was killed.
+    fn kill_victims(&self, cg: &Arc<MemCgroup>) -> bool {
+        let killed = self.oom_handler().kill(cg);
+        for victim in &killed {
+            victim.memory_event(MemcgEvent::OomKill);
         }
+        !killed.is_empty()
+    }
+
+    /// The memory cgroup whose tasks all die with an OOM victim in
+    /// `victim` for an OOM in `oom_domain`'s subtree
+    /// (`mem_cgroup_get_oom_group`): the highest ancestor of `victim`, up
+    /// to `oom_domain`, with `memory.oom.group` set; none for a global OOM
+    /// of a task in the root or when no level has it set. Raises
+    /// `oom_group_kill` there.
+    pub fn oom_group(
+        &self,
+        victim: &Arc<MemCgroup>,
+        oom_domain: &MemCgroup,
+    ) -> Option<Arc<MemCgroup>> {
+        if victim.is_root() {
+            return None;
+        }
+        let mut group = None;
+        for m in std::iter::once(victim).chain(victim.ancestors()) {
+            if m.is_root() {
+                break;
+            }
+            if m.oom_group() {
+                group = Some(Arc::clone(m));
+            }
+            if m.is_dying() || std::ptr::eq(&**m, oom_domain) {
+                break;
+            }
+        }
+        if let Some(g) = &group {
+            g.memory_event(MemcgEvent::OomGroupKill);
+        }
+        group
     }
 
     /// After a charge (`try_charge_memcg`'s `done_restock` and, on the way
@@ -381,7 +424,8 @@ impl CgroupTree {
             let (usage, high) = (c.memory().usage(), c.memory().high());
             if usage > high {
                 c.memory_event(MemcgEvent::High);
-                self.reclaimer().reclaim(c, usage - high);
+                self.reclaimer()
+                    .reclaim(c, usage - high, ReclaimOptions::default());
             }
         }
         for c in levels() {
@@ -405,7 +449,11 @@ impl CgroupTree {
                 return true;
             }
             if reclaims > 0 {
-                if self.reclaimer().reclaim(cg, usage - nr_pages) == 0 {
+                if self
+                    .reclaimer()
+                    .reclaim(cg, usage - nr_pages, ReclaimOptions::default())
+                    == 0
+                {
                     reclaims -= 1;
                 }
                 continue;
@@ -422,19 +470,23 @@ impl CgroupTree {
     /// from `cg`'s subtree in batches of a quarter of what is left, failing
     /// with `EAGAIN` once [`MAX_RECLAIM_RETRIES`] batches in a row freed
     /// nothing. `swappiness` (0..=200) overrides `vm.swappiness` for this
-    /// reclaim; it reaches the reclaimer once reclaim looks at it.
+    /// reclaim.
     pub fn reclaim_proactive(
         &self,
         cg: &Arc<MemCgroup>,
         nr_pages: u64,
         swappiness: Option<u32>,
     ) -> Result<(), Errno> {
-        let _ = swappiness;
+        let opts = ReclaimOptions {
+            may_swap: true,
+            proactive: true,
+            swappiness,
+        };
         let mut retries = MAX_RECLAIM_RETRIES;
         let mut reclaimed_total = 0;
         while reclaimed_total < nr_pages {
             let batch = (nr_pages - reclaimed_total) / 4;
-            let reclaimed = self.reclaimer().reclaim(cg, batch);
+            let reclaimed = self.reclaimer().reclaim(cg, batch, opts);
             if reclaimed == 0 {
                 if retries == 0 {
                     return Err(Errno::EAGAIN);
@@ -456,7 +508,11 @@ impl CgroupTree {
             if usage <= nr_pages {
                 return;
             }
-            if self.reclaimer().reclaim(cg, usage - nr_pages) == 0 {
+            if self
+                .reclaimer()
+                .reclaim(cg, usage - nr_pages, ReclaimOptions::default())
+                == 0
+            {
                 if retries == 0 {
                     return;
                 }
@@ -570,10 +626,12 @@ mod tests {
     struct KillOnce(std::sync::Mutex<Option<(CgroupTree, Arc<MemCgroup>, u64)>>);
 
     impl OomHandler for KillOnce {
-        fn kill_victim(&self, _: &Arc<MemCgroup>) -> Option<Arc<MemCgroup>> {
-            let (t, victim, pages) = self.0.lock().unwrap().take()?;
+        fn kill(&self, _: &Arc<MemCgroup>) -> Vec<Arc<MemCgroup>> {
+            let Some((t, victim, pages)) = self.0.lock().unwrap().take() else {
+                return Vec::new();
+            };
             t.uncharge(&victim, pages, ChargeKind::Anon);
-            Some(victim)
+            vec![victim]
         }
     }
 
@@ -600,7 +658,7 @@ mod tests {
     fn high_raises_events_and_asks_for_reclaim() {
         struct Count(AtomicU64);
         impl MemcgReclaim for Count {
-            fn reclaim(&self, _: &Arc<MemCgroup>, n: u64) -> u64 {
+            fn reclaim(&self, _: &Arc<MemCgroup>, n: u64, _: ReclaimOptions) -> u64 {
                 self.0.fetch_add(n, Ordering::Relaxed);
                 0
             }

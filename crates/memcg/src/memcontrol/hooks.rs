@@ -16,22 +16,54 @@ use super::{Cgroup, CgroupTree, MemCgroup};
 use crate::errno::Errno;
 use crate::sync::{Arc, lock};
 
-/// Frees memory of a cgroup (`try_to_free_mem_cgroup_pages`). Until real
-/// reclaim exists, nothing is reclaimable.
+/// How a reclaim may work (the `reclaim_options` and proactive
+/// swappiness `try_to_free_mem_cgroup_pages` is given).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReclaimOptions {
+    /// May swap anonymous pages (`MEMCG_RECLAIM_MAY_SWAP`).
+    pub may_swap: bool,
+    /// Asked for by `memory.reclaim` (`MEMCG_RECLAIM_PROACTIVE`).
+    pub proactive: bool,
+    /// Overrides `vm.swappiness` for this reclaim (`memory.reclaim`'s
+    /// `swappiness=`).
+    pub swappiness: Option<u32>,
+}
+
+impl Default for ReclaimOptions {
+    /// What a charge over a limit asks for: may swap, not proactive.
+    fn default() -> Self {
+        Self {
+            may_swap: true,
+            proactive: false,
+            swappiness: None,
+        }
+    }
+}
+
+/// Frees memory of a cgroup (`try_to_free_mem_cgroup_pages`). A tree
+/// without a reclaimer has nothing reclaimable.
 pub trait MemcgReclaim: Send + Sync {
     /// Tries to free `nr_pages` charged to `cg`'s subtree; returns the
     /// pages freed. `nr_pages` may be below `SWAP_CLUSTER_MAX` (even 0 for
     /// the last batches of `memory.reclaim`): reclaim aims for at least
     /// that many, as the kernel's does.
-    fn reclaim(&self, cg: &Arc<MemCgroup>, nr_pages: u64) -> u64;
+    fn reclaim(&self, cg: &Arc<MemCgroup>, nr_pages: u64, opts: ReclaimOptions) -> u64;
 }
 
-/// Picks and kills a task when a cgroup is out of memory
-/// (`mem_cgroup_out_of_memory`).
+/// Picks and kills a task when a cgroup (or, at the root, the machine)
+/// is out of memory (`mem_cgroup_out_of_memory`, `out_of_memory`).
 pub trait OomHandler: Send + Sync {
-    /// Kills a task in `cg`'s subtree; returns the cgroup it lived in, or
-    /// `None` when there is nothing to kill.
-    fn kill_victim(&self, cg: &Arc<MemCgroup>) -> Option<Arc<MemCgroup>>;
+    /// Kills a task in `cg`'s subtree, and with it its OOM group (see
+    /// [`CgroupTree::oom_group`]); returns the memory cgroup of every task
+    /// killed (each gets an `oom_kill` event), empty when there was
+    /// nothing to kill.
+    fn kill(&self, cg: &Arc<MemCgroup>) -> Vec<Arc<MemCgroup>>;
+
+    /// Whether the task charging on this thread has been killed
+    /// (`task_is_dying`): its charge then fails rather than retrying.
+    fn current_is_dying(&self) -> bool {
+        false
+    }
 }
 
 /// No reclaim: nothing is reclaimable (the default until a reclaimer is
@@ -39,7 +71,7 @@ pub trait OomHandler: Send + Sync {
 pub(crate) struct NoReclaim;
 
 impl MemcgReclaim for NoReclaim {
-    fn reclaim(&self, _: &Arc<MemCgroup>, _: u64) -> u64 {
+    fn reclaim(&self, _: &Arc<MemCgroup>, _: u64, _: ReclaimOptions) -> u64 {
         0
     }
 }
@@ -48,8 +80,8 @@ impl MemcgReclaim for NoReclaim {
 pub(crate) struct NoOomVictim;
 
 impl OomHandler for NoOomVictim {
-    fn kill_victim(&self, _: &Arc<MemCgroup>) -> Option<Arc<MemCgroup>> {
-        None
+    fn kill(&self, _: &Arc<MemCgroup>) -> Vec<Arc<MemCgroup>> {
+        Vec::new()
     }
 }
 
@@ -78,6 +110,10 @@ pub trait TaskHooks: Send + Sync {
     /// Moves task `pid` to `cg` (writing `cgroup.procs`); its charges stay
     /// where they are, as in cgroup v2. `ESRCH` if there is no such task.
     fn attach(&self, pid: u32, cg: &Arc<Cgroup>) -> Result<(), Errno>;
+    /// Kills every task in `cg`'s subtree (`cgroup.kill`).
+    fn kill(&self, cg: &Arc<Cgroup>) {
+        let _ = cg;
+    }
 }
 
 /// No tasks: every cgroup is empty and no pid exists (the default until
@@ -116,6 +152,11 @@ impl CgroupTree {
 
     pub(super) fn oom_handler(&self) -> Arc<dyn OomHandler> {
         Arc::clone(&lock(&self.shared.hooks).oom)
+    }
+
+    /// Kills every task in `cg`'s subtree (`cgroup.kill`).
+    pub fn kill_tasks(&self, cg: &Arc<Cgroup>) {
+        self.task_hooks().kill(cg);
     }
 
     pub(super) fn task_hooks(&self) -> Arc<dyn TaskHooks> {

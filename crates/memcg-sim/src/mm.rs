@@ -1,0 +1,431 @@
+//! Tasks and their address spaces: what a page table and an `mm_struct`
+//! are to the kernel, reduced to one anonymous mapping per task.
+//!
+//! A [`Mapping`] is a list of [`Block`]s, one per folio-sized run of its
+//! pages as first populated. A block holds the [`Extent`]s covering it
+//! (one, or several once a large folio was split) behind its own lock,
+//! the way a page-table lock covers its entries: a task working on one
+//! block does not stop reclaim from unmapping a folio of another.
+//!
+//! Every resident folio is on its memory cgroup's LRU with its block as
+//! the reverse map ([`Rmap`]): reclaim asks the block to unmap and swap
+//! the folio out, which it does only if its lock is free (`folio_trylock`
+//! and the page-table lock in one), so reclaim never waits for a task
+//! that is itself waiting for reclaim.
+//!
+//! Invariants: a task's [`Mm`] counters equal the resident and swapped
+//! pages of its blocks (updated under each block's lock); an extent's
+//! resident folio is on an LRU list or isolated by a reclaimer that will
+//! hand it back to the block.
+//!
+//! Locking: block locks are taken one at a time. A thread may wait for a
+//! block's lock only while it holds none; with one held (a fault that
+//! charges, and so may reclaim or OOM-kill) it only try-locks others.
+
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError, Weak};
+
+use memcg::folio::Folio;
+use memcg::memcontrol::{Cgroup, MemCgroup};
+use memcg::swapops::SwapEntry;
+use memcg::vmscan::{self, Rmap, RmapOutcome};
+
+use crate::fill::Fill;
+use crate::{Inner, lock};
+
+/// `OOM_SCORE_ADJ_MIN`: a task the OOM killer never picks.
+pub const OOM_SCORE_ADJ_MIN: i32 = -1000;
+
+/// `OOM_SCORE_ADJ_MAX`.
+pub const OOM_SCORE_ADJ_MAX: i32 = 1000;
+
+/// A simulated task: a pid in a cgroup, with its memory counters.
+#[derive(Debug)]
+pub struct Task {
+    pub(crate) pid: u32,
+    pub(crate) cgroup: Mutex<Arc<Cgroup>>,
+    pub(crate) mm: Arc<Mm>,
+    /// `/proc/PID/oom_score_adj`.
+    oom_score_adj: AtomicI32,
+    /// Killed (by the OOM killer or `cgroup.kill`): gone from its cgroup,
+    /// its memory reaped as soon as no operation holds it.
+    killed: AtomicBool,
+}
+
+impl Task {
+    pub(crate) fn new(pid: u32, cgroup: Arc<Cgroup>) -> Self {
+        Self {
+            pid,
+            cgroup: Mutex::new(cgroup),
+            mm: Arc::new(Mm::default()),
+            oom_score_adj: AtomicI32::new(0),
+            killed: AtomicBool::new(false),
+        }
+    }
+
+    /// Its pid.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The cgroup it is in.
+    pub fn cgroup(&self) -> Arc<Cgroup> {
+        Arc::clone(&lock(&self.cgroup))
+    }
+
+    /// The memory cgroup its new memory is charged to, and its faults are
+    /// counted in: its cgroup's, or the nearest ancestor's.
+    pub fn memcg(&self) -> Arc<MemCgroup> {
+        self.cgroup().effective_memcg()
+    }
+
+    /// `/proc/PID/oom_score_adj`.
+    pub fn oom_score_adj(&self) -> i32 {
+        // Relaxed: a setting read by the OOM killer.
+        self.oom_score_adj.load(Ordering::Relaxed)
+    }
+
+    /// Sets `oom_score_adj`; `EINVAL` outside -1000..=1000.
+    pub fn set_oom_score_adj(&self, adj: i32) -> Result<(), memcg::Errno> {
+        if !(OOM_SCORE_ADJ_MIN..=OOM_SCORE_ADJ_MAX).contains(&adj) {
+            return Err(memcg::Errno::EINVAL);
+        }
+        self.oom_score_adj.store(adj, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Whether it was killed.
+    pub fn is_killed(&self) -> bool {
+        // Acquire: pairs with the Release in `kill`.
+        self.killed.load(Ordering::Acquire)
+    }
+
+    /// Marks it killed; false if it already was.
+    pub(crate) fn kill(&self) -> bool {
+        // AcqRel: one killer wins; pairs with `is_killed`.
+        !self.killed.swap(true, Ordering::AcqRel)
+    }
+}
+
+/// A task's memory counters (`mm_struct`'s `MM_ANONPAGES`,
+/// `MM_SWAPENTS`), what `oom_badness` weighs.
+#[derive(Debug, Default)]
+pub struct Mm {
+    resident_pages: AtomicU64,
+    swap_pages: AtomicU64,
+    /// Pages mapped in all (resident, swapped or not yet populated), for
+    /// the page tables that map them.
+    mapped_pages: AtomicU64,
+}
+
+impl Mm {
+    /// Resident pages (`get_mm_rss`).
+    pub fn resident_pages(&self) -> u64 {
+        // Relaxed: statistics.
+        self.resident_pages.load(Ordering::Relaxed)
+    }
+
+    /// Pages on swap (`MM_SWAPENTS`).
+    pub fn swap_pages(&self) -> u64 {
+        self.swap_pages.load(Ordering::Relaxed)
+    }
+
+    /// Pages of page tables (`mm_pgtables_bytes / PAGE_SIZE`): one PTE page
+    /// per 512 mapped pages (the upper levels are left out).
+    pub fn pgtable_pages(&self) -> u64 {
+        self.mapped_pages.load(Ordering::Relaxed).div_ceil(512)
+    }
+
+    pub(crate) fn add_mapped(&self, nr_pages: u64) {
+        self.mapped_pages.fetch_add(nr_pages, Ordering::Relaxed);
+    }
+
+    fn apply(&self, before: Residency, after: Residency) {
+        let adjust = |c: &AtomicU64, from: u64, to: u64| {
+            if to >= from {
+                c.fetch_add(to - from, Ordering::Relaxed);
+            } else {
+                c.fetch_sub(from - to, Ordering::Relaxed);
+            }
+        };
+        adjust(&self.resident_pages, before.resident, after.resident);
+        adjust(&self.swap_pages, before.swapped, after.swapped);
+    }
+}
+
+/// Pages of a mapping by where they are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Residency {
+    /// In memory.
+    pub resident: u64,
+    /// On swap.
+    pub swapped: u64,
+}
+
+impl std::ops::AddAssign for Residency {
+    fn add_assign(&mut self, other: Self) {
+        self.resident += other.resident;
+        self.swapped += other.swapped;
+    }
+}
+
+/// Where a run of a mapping's pages is.
+pub(crate) enum State {
+    Resident(Arc<Folio>),
+    Swapped(SwapEntry),
+}
+
+/// A folio-sized run of a mapping.
+pub(crate) struct Extent {
+    pub(crate) first_page: u64,
+    pub(crate) nr: u32,
+    pub(crate) state: State,
+}
+
+impl Extent {
+    /// Whether this run is on swap and covers the slot `entry`.
+    pub(crate) fn swapped_at(&self, entry: SwapEntry) -> bool {
+        let State::Swapped(first) = self.state else {
+            return false;
+        };
+        first.swp_type() == entry.swp_type()
+            && (first.swp_offset()..first.swp_offset() + u64::from(self.nr))
+                .contains(&entry.swp_offset())
+    }
+}
+
+fn residency(extents: &[Extent]) -> Residency {
+    let mut r = Residency::default();
+    for ext in extents {
+        match ext.state {
+            State::Resident(_) => r.resident += u64::from(ext.nr),
+            State::Swapped(_) => r.swapped += u64::from(ext.nr),
+        }
+    }
+    r
+}
+
+/// A block's extents, locked; dropping it brings the task's counters up
+/// to date with whatever changed.
+pub(crate) struct BlockGuard<'a> {
+    block: &'a Block,
+    extents: MutexGuard<'a, Vec<Extent>>,
+    before: Residency,
+}
+
+impl std::ops::Deref for BlockGuard<'_> {
+    type Target = Vec<Extent>;
+    fn deref(&self) -> &Vec<Extent> {
+        &self.extents
+    }
+}
+
+impl std::ops::DerefMut for BlockGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Vec<Extent> {
+        &mut self.extents
+    }
+}
+
+impl Drop for BlockGuard<'_> {
+    fn drop(&mut self) {
+        self.block.mm.apply(self.before, residency(&self.extents));
+    }
+}
+
+/// A folio-sized run of a mapping's pages and its lock; see the module
+/// docs.
+pub(crate) struct Block {
+    me: Weak<Block>,
+    sim: Weak<Inner>,
+    mm: Arc<Mm>,
+    extents: Mutex<Vec<Extent>>,
+}
+
+impl Block {
+    /// A block of `extents` just faulted in by `mm`'s task: its folios go
+    /// on the LRU with the block as their reverse map.
+    pub(crate) fn new(sim: &Arc<Inner>, mm: &Arc<Mm>, extents: Vec<Extent>) -> Arc<Self> {
+        let block = Arc::new_cyclic(|me| Block {
+            me: me.clone(),
+            sim: Arc::downgrade(sim),
+            mm: Arc::clone(mm),
+            extents: Mutex::new(Vec::new()),
+        });
+        {
+            let mut guard = block.lock();
+            for ext in &extents {
+                if let State::Resident(folio) = &ext.state {
+                    vmscan::folio_add_lru(folio, block.rmap());
+                }
+            }
+            *guard = extents;
+        }
+        block
+    }
+
+    /// Its reverse-map handle for the LRU.
+    pub(crate) fn rmap(&self) -> Weak<dyn Rmap> {
+        self.me.clone()
+    }
+
+    /// Locks its extents, waiting (only with no other block held).
+    pub(crate) fn lock(&self) -> BlockGuard<'_> {
+        self.guard(lock(&self.extents))
+    }
+
+    /// Locks its extents if free.
+    pub(crate) fn try_lock(&self) -> Option<BlockGuard<'_>> {
+        match self.extents.try_lock() {
+            Ok(extents) => Some(self.guard(extents)),
+            Err(TryLockError::Poisoned(p)) => Some(self.guard(p.into_inner())),
+            Err(TryLockError::WouldBlock) => None,
+        }
+    }
+
+    fn guard<'a>(&'a self, extents: MutexGuard<'a, Vec<Extent>>) -> BlockGuard<'a> {
+        let before = residency(&extents);
+        BlockGuard {
+            block: self,
+            extents,
+            before,
+        }
+    }
+}
+
+impl Rmap for Block {
+    /// `try_to_unmap` + `pageout`: only if the block's lock is free and the
+    /// folio still mapped here; a large folio that finds no contiguous
+    /// swap is split, and pieces that stay go back to the LRU active.
+    fn reclaim(&self, folio: Arc<Folio>) -> RmapOutcome {
+        let Some(sim) = self.sim.upgrade() else {
+            return RmapOutcome::Gone;
+        };
+        let Some(mut extents) = self.try_lock() else {
+            return RmapOutcome::Busy(folio);
+        };
+        let Some(index) = extents
+            .iter()
+            .position(|e| matches!(&e.state, State::Resident(f) if Arc::ptr_eq(f, &folio)))
+        else {
+            return RmapOutcome::Gone;
+        };
+        // Ours must be the only other reference for a split to succeed.
+        drop(folio);
+        let ext = extents.remove(index);
+        let State::Resident(folio) = ext.state else {
+            unreachable!("matched as resident")
+        };
+        let mut pieces = sim.swap.swap_out_or_split(folio);
+        if let [piece] = pieces.as_slice()
+            && piece.outcome.is_err()
+        {
+            let Some(piece) = pieces.pop() else {
+                unreachable!("one piece")
+            };
+            let Err((folio, _)) = piece.outcome else {
+                unreachable!("checked")
+            };
+            extents.insert(
+                index,
+                Extent {
+                    first_page: ext.first_page,
+                    nr: ext.nr,
+                    state: State::Resident(Arc::clone(&folio)),
+                },
+            );
+            return RmapOutcome::NoSwap(folio);
+        }
+        let mut nr_pages = 0;
+        let replaced: Vec<Extent> = pieces
+            .into_iter()
+            .map(|piece| {
+                let state = match piece.outcome {
+                    Ok(entry) => {
+                        nr_pages += u64::from(piece.nr);
+                        State::Swapped(entry)
+                    }
+                    Err((folio, _)) => {
+                        vmscan::folio_putback_lru(&folio, self.rmap(), true);
+                        State::Resident(folio)
+                    }
+                };
+                Extent {
+                    first_page: ext.first_page + u64::from(piece.first_page),
+                    nr: piece.nr,
+                    state,
+                }
+            })
+            .collect();
+        extents.splice(index..index, replaced);
+        RmapOutcome::Reclaimed { nr_pages }
+    }
+}
+
+/// One task's anonymous mapping.
+pub(crate) struct Mapping {
+    pub(crate) task: Arc<Task>,
+    pub(crate) fill: Fill,
+    pub(crate) stream: u64,
+    blocks: Mutex<Vec<Arc<Block>>>,
+}
+
+impl Mapping {
+    pub(crate) fn new(task: Arc<Task>, fill: Fill, stream: u64) -> Self {
+        Self {
+            task,
+            fill,
+            stream,
+            blocks: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Its blocks, in page order.
+    pub(crate) fn blocks(&self) -> Vec<Arc<Block>> {
+        lock(&self.blocks).clone()
+    }
+
+    pub(crate) fn push_block(&self, block: Arc<Block>) {
+        lock(&self.blocks).push(block);
+    }
+
+    /// Takes every block out (unmapping), for the caller to release.
+    pub(crate) fn take_blocks(&self) -> Vec<Arc<Block>> {
+        std::mem::take(&mut *lock(&self.blocks))
+    }
+
+    /// Pages in memory and on swap.
+    pub(crate) fn residency(&self) -> Residency {
+        let mut r = Residency::default();
+        for block in self.blocks() {
+            r += residency(&block.lock());
+        }
+        r
+    }
+}
+
+/// Releases a block's pages: resident folios are dropped (uncharged),
+/// swap slots freed. Waits for the lock if `wait`, else leaves a busy
+/// block alone and returns false.
+pub(crate) fn release_block(
+    sim: &Inner,
+    block: &Block,
+    wait: bool,
+    first_error: &mut Option<memcg::swapfile::SwapError>,
+) -> bool {
+    let guard = if wait {
+        Some(block.lock())
+    } else {
+        block.try_lock()
+    };
+    let Some(mut extents) = guard else {
+        return false;
+    };
+    for ext in extents.drain(..) {
+        if let State::Swapped(entry) = ext.state
+            && let Err(e) = sim.swap.swap_free(entry, ext.nr)
+        {
+            first_error.get_or_insert(e);
+        }
+    }
+    true
+}

@@ -1,0 +1,144 @@
+//! The OOM killer (mm/oom_kill.c, v6.14): when a memory cgroup (or the
+//! machine) is out of memory and reclaim cannot help, pick the task whose
+//! death frees the most (`oom_badness`) and kill it, with its
+//! `memory.oom.group` if one is set.
+//!
+//! - Candidates: every live task charging into the OOMing subtree (for
+//!   the machine: every task), memory cgroups in pre-order and pids
+//!   ascending in each (`mem_cgroup_scan_tasks`; ties go to the later).
+//! - `oom_badness`: resident pages + swap entries + page-table pages,
+//!   plus `oom_score_adj * totalpages / 1000`; `oom_score_adj` -1000
+//!   exempts a task. `totalpages` is `memory.max` plus the swap it may use
+//!   (`mem_cgroup_get_max`), or the machine plus its swap.
+//! - A kill takes the task out of its cgroup at once and reaps its memory
+//!   (the oom_reaper's job) wherever no operation holds it; an operation
+//!   in flight on a killed task reaps the rest when it ends. The task
+//!   whose own charge chose itself sees its charge fail
+//!   ([`OomKiller::current_is_dying`]).
+//!
+//! The task charging on a thread is the one an operation announced with
+//! [`CurrentTask::enter`] (the kernel's `current`).
+
+use std::cell::RefCell;
+use std::sync::{Arc, Weak};
+
+use memcg::memcontrol::{MemCgroup, OomHandler};
+
+use crate::mm::{OOM_SCORE_ADJ_MIN, Task};
+use crate::{Inner, lock};
+
+thread_local! {
+    /// The task whose operation runs on this thread (`current`).
+    static CURRENT: RefCell<Option<Arc<Task>>> = const { RefCell::new(None) };
+}
+
+/// Announces the task an operation runs as, for as long as it lives.
+pub(crate) struct CurrentTask {
+    previous: Option<Arc<Task>>,
+}
+
+impl CurrentTask {
+    pub(crate) fn enter(task: &Arc<Task>) -> Self {
+        let previous = CURRENT.with(|c| c.replace(Some(Arc::clone(task))));
+        Self { previous }
+    }
+}
+
+impl Drop for CurrentTask {
+    fn drop(&mut self) {
+        CURRENT.with(|c| *c.borrow_mut() = self.previous.take());
+    }
+}
+
+/// The OOM hook a simulator installs on its tree.
+pub(crate) struct OomKiller(pub(crate) Weak<Inner>);
+
+impl OomHandler for OomKiller {
+    fn kill(&self, cg: &Arc<MemCgroup>) -> Vec<Arc<MemCgroup>> {
+        let Some(sim) = self.0.upgrade() else {
+            return Vec::new();
+        };
+        let Some(victim) = select_victim(&sim, cg) else {
+            return Vec::new();
+        };
+        let victim_memcg = victim.memcg();
+        let group = sim.fs.tree().oom_group(&victim_memcg, cg);
+        let mut killed = Vec::new();
+        if sim.kill_task(&victim) {
+            killed.push(victim_memcg);
+        }
+        if let Some(group) = group {
+            for task in tasks_in(&sim, &group) {
+                if task.oom_score_adj() != OOM_SCORE_ADJ_MIN && sim.kill_task(&task) {
+                    killed.push(task.memcg());
+                }
+            }
+        }
+        killed
+    }
+
+    fn current_is_dying(&self) -> bool {
+        CURRENT.with(|c| c.borrow().as_ref().is_some_and(|t| t.is_killed()))
+    }
+}
+
+/// The live tasks charging into `cg`'s subtree, memory cgroups in
+/// pre-order, pids ascending in each.
+fn tasks_in(sim: &Inner, cg: &Arc<MemCgroup>) -> Vec<Arc<Task>> {
+    let tasks: Vec<Arc<Task>> = lock(&sim.tasks).values().cloned().collect();
+    if cg.is_root() {
+        return tasks;
+    }
+    let mut out = Vec::new();
+    for m in std::iter::once(Arc::clone(cg)).chain(cg.descendants_pre().skip(1)) {
+        out.extend(
+            tasks
+                .iter()
+                .filter(|t| Arc::ptr_eq(&t.memcg(), &m))
+                .cloned(),
+        );
+    }
+    out
+}
+
+/// `select_bad_process` over `cg`'s subtree.
+fn select_victim(sim: &Inner, cg: &Arc<MemCgroup>) -> Option<Arc<Task>> {
+    let totalpages = oom_totalpages(sim, cg);
+    let mut chosen: Option<(i64, Arc<Task>)> = None;
+    for task in tasks_in(sim, cg) {
+        let Some(points) = oom_badness(&task, totalpages) else {
+            continue;
+        };
+        if chosen.as_ref().is_none_or(|(best, _)| points >= *best) {
+            chosen = Some((points, task));
+        }
+    }
+    chosen.map(|(_, t)| t)
+}
+
+/// `oom_badness`: `None` for a task never to be killed.
+pub fn oom_badness(task: &Task, totalpages: u64) -> Option<i64> {
+    let adj = task.oom_score_adj();
+    if adj == OOM_SCORE_ADJ_MIN || task.is_killed() {
+        return None;
+    }
+    let mm = &task.mm;
+    let points = (mm.resident_pages() + mm.swap_pages() + mm.pgtable_pages()) as i64;
+    Some(points + i64::from(adj) * (totalpages / 1000) as i64)
+}
+
+/// `oc->totalpages`: for a memory cgroup `mem_cgroup_get_max` (its
+/// `memory.max` plus the swap it may use, when swappiness allows swap);
+/// for the machine its pages plus every swap slot.
+fn oom_totalpages(sim: &Inner, cg: &MemCgroup) -> u64 {
+    let tree = sim.fs.tree();
+    let swap_total = sim.swap_space().total_pages;
+    if cg.is_root() {
+        return tree.machine_pages() + swap_total;
+    }
+    let mut max = cg.memory().max();
+    if tree.vm_swappiness() > 0 {
+        max = max.saturating_add(cg.swap().max().min(swap_total));
+    }
+    max.max(1)
+}

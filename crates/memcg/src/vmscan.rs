@@ -1,0 +1,931 @@
+//! Reclaim: per-memory-cgroup LRU lists of anonymous folios and the scan
+//! that frees them to swap (mm/vmscan.c, v6.14, classic LRU: `lru_gen` off).
+//!
+//! # What it does
+//!
+//! Every memory cgroup has a [`Lruvec`] (one node): an inactive and an
+//! active list of the anonymous folios charged to it. A new folio enters
+//! the inactive list with its page-table accessed bit set (the fault that
+//! mapped it); accesses set that bit again ([`folio_mark_young`]).
+//! [`try_to_free_mem_cgroup_pages`] frees at least `SWAP_CLUSTER_MAX`
+//! pages of a subtree the kernel's way:
+//!
+//! - priorities 12 down to 0; at each, every memory cgroup of the subtree
+//!   (dying ones included) is visited through a cursor shared by all
+//!   reclaimers of that subtree (`mem_cgroup_iter`), so concurrent
+//!   reclaimers spread over the children; a partial walk stops once the
+//!   goal is met;
+//! - protection: below `memory.min` a cgroup is skipped, below
+//!   `memory.low` too unless nothing else was reclaimable (then `low`
+//!   events are raised); scan targets shrink by the protected share;
+//! - `get_scan_count`: anon is scanned only when the cgroup may swap
+//!   (free slots under every `memory.swap.max`, `may_swap`, swappiness
+//!   above 0), in proportion to swappiness and the recorded costs;
+//! - `shrink_lruvec` in 32-page batches: the inactive list's oldest folios
+//!   are checked (accessed twice → activated, once → kept for another
+//!   round, not at all → reclaimed through the owner's [`Rmap`], which
+//!   unmaps and swaps them out); the active list is aged when the inactive
+//!   one is low (`inactive_is_low`);
+//! - when nothing was reclaimed: a full walk, then forced deactivation,
+//!   then ignoring `memory.low` (`memcg_low_reclaim`).
+//!
+//! File lists, shadow entries (refault detection) and shrinkers are not
+//! here yet: there is no page cache. Proactive reclaim counts in
+//! `pgscan_direct`/`pgsteal_direct`, as v6.14 does (`pgscan_proactive`
+//! came in v6.15).
+//!
+//! # Invariants
+//!
+//! - A folio is on at most one list; its [`FolioLru`] state says which
+//!   (or none: not yet added, or isolated by a reclaimer). The lists'
+//!   page counts and the `inactive_anon`/`active_anon` statistics equal
+//!   the pages of the folios whose state names that list.
+//! - A folio freed while listed leaves a dead entry behind (a `Weak` that
+//!   no longer upgrades); its counts were already taken off by the free.
+//!   Dead entries are skipped by scans and compacted away on add.
+//!
+//! # Locking
+//!
+//! One mutex per lruvec (`lru_lock`), a leaf: held only to move entries
+//! and counts, never while calling an [`Rmap`] or charging. A folio's
+//! list state is an atomic: the side that takes it off a list swaps it to
+//! "none" and alone adjusts the counts, whether that is a reclaimer
+//! isolating it (it holds a strong reference, so the folio cannot be
+//! freed meanwhile) or the folio's drop (no reclaimer can hold one then).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Weak;
+
+use crate::folio::Folio;
+use crate::memcontrol::{CgroupTree, MemCgroup, MemcgEvent, MemcgStat, ReclaimOptions, VmEvent};
+use crate::sync::{Arc, AtomicBool, AtomicI64, AtomicU8, AtomicU64, Mutex, Ordering, lock};
+
+/// Pages per reclaim batch, and the least a reclaim aims for
+/// (`SWAP_CLUSTER_MAX`).
+pub const SWAP_CLUSTER_MAX: u64 = 32;
+
+/// The first (gentlest) scan priority: a list is scanned `size >> priority`
+/// at a time (`DEF_PRIORITY`).
+pub const DEF_PRIORITY: u32 = 12;
+
+/// `vm.swappiness` at boot.
+pub const DEFAULT_SWAPPINESS: u32 = 60;
+
+/// The highest swappiness (`MAX_SWAPPINESS`).
+pub const MAX_SWAPPINESS: u32 = 200;
+
+/// The LRU lists of a lruvec that exist so far (anonymous memory only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LruList {
+    /// `LRU_INACTIVE_ANON`: reclaim candidates, oldest first.
+    InactiveAnon = 0,
+    /// `LRU_ACTIVE_ANON`: the working set.
+    ActiveAnon = 1,
+}
+
+const NR_LRU_LISTS: usize = 2;
+
+/// "Not on any list" in [`FolioLru::list`].
+const NOT_ON_LRU: u8 = u8::MAX;
+
+impl LruList {
+    fn stat(self) -> MemcgStat {
+        match self {
+            LruList::InactiveAnon => MemcgStat::InactiveAnon,
+            LruList::ActiveAnon => MemcgStat::ActiveAnon,
+        }
+    }
+
+    fn from_index(i: u8) -> Self {
+        match i {
+            0 => LruList::InactiveAnon,
+            1 => LruList::ActiveAnon,
+            _ => unreachable!("LRU list index {i}"),
+        }
+    }
+}
+
+/// What reclaim knows about a folio (`folio->lru` membership, `PG_lru`,
+/// `PG_active`, `PG_referenced` and the accessed bit of its mapping).
+#[derive(Debug)]
+pub(crate) struct FolioLru {
+    /// The list holding it, or [`NOT_ON_LRU`].
+    list: AtomicU8,
+    /// The accessed bit of the page-table entry mapping it (one mapping
+    /// per folio here): set by the fault and by accesses, cleared by
+    /// `folio_referenced`.
+    young: AtomicBool,
+    /// `PG_referenced`: seen accessed by one reclaim pass already.
+    referenced: AtomicBool,
+}
+
+impl Default for FolioLru {
+    fn default() -> Self {
+        Self {
+            list: AtomicU8::new(NOT_ON_LRU),
+            young: AtomicBool::new(false),
+            referenced: AtomicBool::new(false),
+        }
+    }
+}
+
+/// The owner of a mapped folio, which reclaim asks to unmap it and swap it
+/// out (`try_to_unmap` + `pageout`, through the reverse map).
+pub trait Rmap: Send + Sync {
+    /// Unmaps `folio` and swaps it out. A large folio that finds no
+    /// contiguous swap space is split and its pages swapped one by one;
+    /// pieces that stay resident are put back on the LRU by the owner
+    /// ([`folio_putback_lru`], active: `activate_locked_split`).
+    fn reclaim(&self, folio: Arc<Folio>) -> RmapOutcome;
+}
+
+/// What became of a folio reclaim handed to its [`Rmap`].
+#[derive(Debug)]
+pub enum RmapOutcome {
+    /// `nr_pages` pages went to swap and were freed (a split folio may have
+    /// left pieces behind, already back on the LRU).
+    Reclaimed {
+        /// Pages swapped out.
+        nr_pages: u64,
+    },
+    /// The mapping is busy (its lock is held: `folio_trylock` failed);
+    /// the folio goes back to the inactive list.
+    Busy(Arc<Folio>),
+    /// No swap space: the folio is activated (`activate_locked`).
+    NoSwap(Arc<Folio>),
+    /// The folio is no longer mapped there (freed or replaced meanwhile).
+    Gone,
+}
+
+/// Folios taken off a list, with who maps them.
+type Isolated = Vec<(Arc<Folio>, Weak<dyn Rmap>)>;
+
+/// One list entry: the folio and who maps it. Dead once the folio is
+/// freed.
+struct LruEntry {
+    folio: Weak<Folio>,
+    rmap: Weak<dyn Rmap>,
+}
+
+/// `anon_cost`/`file_cost` (`lru_note_cost`): the recent price of
+/// reclaiming each type, which balances the scan between them.
+#[derive(Debug, Default, Clone, Copy)]
+struct ReclaimCost {
+    anon: u64,
+    file: u64,
+}
+
+/// The shared reclaim cursor of a subtree (`mem_cgroup_reclaim_iter`).
+#[derive(Debug, Default)]
+struct ReclaimIter {
+    /// The serial of the memory cgroup last handed out.
+    position: Option<u64>,
+    /// Completed walks.
+    generation: u64,
+}
+
+/// A memory cgroup's LRU lists on the one node (`struct lruvec`).
+pub struct Lruvec {
+    lists: Mutex<[VecDeque<LruEntry>; NR_LRU_LISTS]>,
+    /// Pages on each list (`lru_zone_size`, local to this memory cgroup).
+    nr_pages: [AtomicU64; NR_LRU_LISTS],
+    /// Dead entries left on the lists (a hint for compaction; may lag).
+    dead_entries: AtomicI64,
+    cost: Mutex<ReclaimCost>,
+    iter: Mutex<ReclaimIter>,
+}
+
+impl Default for Lruvec {
+    fn default() -> Self {
+        Self {
+            lists: Mutex::new(std::array::from_fn(|_| VecDeque::new())),
+            nr_pages: std::array::from_fn(|_| AtomicU64::new(0)),
+            dead_entries: AtomicI64::new(0),
+            cost: Mutex::new(ReclaimCost::default()),
+            iter: Mutex::new(ReclaimIter::default()),
+        }
+    }
+}
+
+impl std::fmt::Debug for Lruvec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lruvec")
+            .field("inactive_anon", &self.size(LruList::InactiveAnon))
+            .field("active_anon", &self.size(LruList::ActiveAnon))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Lruvec {
+    /// Pages on `list` of this memory cgroup alone (`lruvec_lru_size`).
+    pub fn size(&self, list: LruList) -> u64 {
+        // Relaxed: a statistic; list moves happen under the lru lock.
+        self.nr_pages[list as usize].load(Ordering::Relaxed)
+    }
+
+    /// Entries on the lists, dead ones included (for tests of compaction).
+    pub fn nr_entries(&self) -> usize {
+        lock(&self.lists).iter().map(VecDeque::len).sum()
+    }
+
+    /// Puts `folio` on `list` (newest end), counting its pages.
+    fn add(&self, memcg: &MemCgroup, folio: &Arc<Folio>, rmap: Weak<dyn Rmap>, list: LruList) {
+        let nr = u64::from(folio.nr());
+        let mut lists = lock(&self.lists);
+        // AcqRel: pairs with the swap in `take_off` (isolation or free):
+        // whoever takes the folio off sees the list it was put on. A folio
+        // already listed stays where it is (one list at most).
+        if folio
+            .lru()
+            .list
+            .compare_exchange(NOT_ON_LRU, list as u8, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            debug_assert!(false, "{folio:?} is on an LRU list already");
+            return;
+        }
+        lists[list as usize].push_back(LruEntry {
+            folio: Arc::downgrade(folio),
+            rmap,
+        });
+        self.nr_pages[list as usize].fetch_add(nr, Ordering::Relaxed);
+        memcg.mod_stat(list.stat(), nr as i64);
+        self.compact_if_mostly_dead(&mut lists);
+    }
+
+    /// Drops dead entries once they outnumber the live ones.
+    fn compact_if_mostly_dead(&self, lists: &mut [VecDeque<LruEntry>; NR_LRU_LISTS]) {
+        let len: usize = lists.iter().map(VecDeque::len).sum();
+        let dead = self.dead_entries.load(Ordering::Relaxed);
+        if dead < 64 || (dead as usize) < len / 2 {
+            return;
+        }
+        let mut removed = 0;
+        for list in lists.iter_mut() {
+            let before = list.len();
+            list.retain(|e| e.folio.strong_count() > 0);
+            removed += before - list.len();
+        }
+        self.dead_entries
+            .fetch_sub(removed as i64, Ordering::Relaxed);
+    }
+
+    /// Takes up to `nr_to_scan` pages' worth of the oldest live folios off
+    /// `list` (`isolate_lru_folios`); returns them with their owners and
+    /// the pages scanned.
+    fn isolate(&self, memcg: &MemCgroup, list: LruList, nr_to_scan: u64) -> (Isolated, u64) {
+        let mut lists = lock(&self.lists);
+        let mut taken = Vec::new();
+        let mut scanned = 0;
+        while scanned < nr_to_scan {
+            let Some(entry) = lists[list as usize].pop_front() else {
+                break;
+            };
+            let Some(folio) = entry.folio.upgrade() else {
+                self.dead_entries.fetch_sub(1, Ordering::Relaxed);
+                continue;
+            };
+            let nr = u64::from(folio.nr());
+            scanned += nr;
+            if take_off(&folio, list) {
+                self.nr_pages[list as usize].fetch_sub(nr, Ordering::Relaxed);
+                memcg.mod_stat(list.stat(), -(nr as i64));
+                taken.push((folio, entry.rmap));
+            }
+        }
+        (taken, scanned)
+    }
+}
+
+/// Swaps `folio`'s list state from `list` to none; false if it was not on
+/// `list` (never expected: the entry and the state move together).
+fn take_off(folio: &Folio, list: LruList) -> bool {
+    // AcqRel: pairs with the swap in `Lruvec::add`.
+    let was = folio.lru().list.swap(NOT_ON_LRU, Ordering::AcqRel);
+    debug_assert_eq!(was, list as u8, "entry and state disagree");
+    was == list as u8
+}
+
+/// A newly mapped folio (a fault, a swap-in) goes on its memory cgroup's
+/// inactive list, accessed once by the fault that mapped it
+/// (`folio_add_lru`). `rmap` is who reclaim asks to unmap it.
+pub fn folio_add_lru(folio: &Arc<Folio>, rmap: Weak<dyn Rmap>) {
+    // Relaxed: a hint read by reclaim; the list add below publishes it.
+    folio.lru().young.store(true, Ordering::Relaxed);
+    let memcg = folio.memcg();
+    memcg
+        .lruvec()
+        .add(memcg, folio, rmap, LruList::InactiveAnon);
+}
+
+/// Puts back a folio an [`Rmap`] kept resident (a piece of a split whose
+/// swap-out failed): on the active list when `active`
+/// (`activate_locked_split`, counting `pgactivate`), else inactive.
+pub fn folio_putback_lru(folio: &Arc<Folio>, rmap: Weak<dyn Rmap>, active: bool) {
+    let memcg = folio.memcg();
+    let list = if active {
+        memcg.count_vm_event(VmEvent::Pgactivate, u64::from(folio.nr()));
+        LruList::ActiveAnon
+    } else {
+        LruList::InactiveAnon
+    };
+    memcg.lruvec().add(memcg, folio, rmap, list);
+}
+
+/// Records an access to a mapped folio (the hardware setting the accessed
+/// bit of its page-table entry).
+pub fn folio_mark_young(folio: &Folio) {
+    // Relaxed: a hint; reclaim reads it with a swap.
+    folio.lru().young.store(true, Ordering::Relaxed);
+}
+
+/// The list `folio` is on, if any.
+pub fn folio_lru_list(folio: &Folio) -> Option<LruList> {
+    match folio.lru().list.load(Ordering::Acquire) {
+        NOT_ON_LRU => None,
+        i => Some(LruList::from_index(i)),
+    }
+}
+
+/// A folio is being freed: if it is still listed, take its pages off the
+/// counts (its entry stays behind, dead). Called by `Folio`'s drop.
+pub(crate) fn folio_freed(folio: &Folio) {
+    // AcqRel: pairs with `Lruvec::add`. No reclaimer can isolate it now:
+    // isolating needs a strong reference, and this is the last one.
+    let was = folio.lru().list.swap(NOT_ON_LRU, Ordering::AcqRel);
+    if was == NOT_ON_LRU {
+        return;
+    }
+    let list = LruList::from_index(was);
+    let nr = u64::from(folio.nr());
+    let memcg = folio.memcg();
+    let lruvec = memcg.lruvec();
+    lruvec.nr_pages[list as usize].fetch_sub(nr, Ordering::Relaxed);
+    memcg.mod_stat(list.stat(), -(nr as i64));
+    lruvec.dead_entries.fetch_add(1, Ordering::Relaxed);
+}
+
+/// What the caller's swap can take, read once per reclaim call.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SwapSpace {
+    /// Free slots on every device (`get_nr_swap_pages`).
+    pub free_pages: u64,
+    /// Slots of every device (`total_swap_pages`).
+    pub total_pages: u64,
+}
+
+/// One reclaim's state (`struct scan_control`).
+#[derive(Debug)]
+struct ScanControl {
+    nr_to_reclaim: u64,
+    priority: u32,
+    may_swap: bool,
+    swappiness: u32,
+    nr_scanned: u64,
+    nr_reclaimed: u64,
+    anon_cost: u64,
+    file_cost: u64,
+    may_deactivate_anon: bool,
+    force_deactivate: bool,
+    skipped_deactivate: bool,
+    memcg_low_reclaim: bool,
+    memcg_low_skipped: bool,
+    memcg_full_walk: bool,
+}
+
+/// Reclaim's view of the world: the tree and the swap space.
+struct Reclaim<'a> {
+    tree: &'a CgroupTree,
+    target: &'a Arc<MemCgroup>,
+    swap: SwapSpace,
+}
+
+/// Frees at least `max(nr_pages, SWAP_CLUSTER_MAX)` pages charged to
+/// `target`'s subtree, if it can (`try_to_free_mem_cgroup_pages`);
+/// returns the pages reclaimed. `swap` is the swap space the devices
+/// have now; `opts.swappiness` overrides the tree's `vm.swappiness`.
+pub fn try_to_free_mem_cgroup_pages(
+    tree: &CgroupTree,
+    target: &Arc<MemCgroup>,
+    nr_pages: u64,
+    swap: SwapSpace,
+    opts: ReclaimOptions,
+) -> u64 {
+    let mut sc = ScanControl {
+        nr_to_reclaim: nr_pages.max(SWAP_CLUSTER_MAX),
+        priority: DEF_PRIORITY,
+        may_swap: opts.may_swap,
+        swappiness: opts.swappiness.unwrap_or_else(|| tree.vm_swappiness()),
+        nr_scanned: 0,
+        nr_reclaimed: 0,
+        anon_cost: 0,
+        file_cost: 0,
+        may_deactivate_anon: false,
+        force_deactivate: false,
+        skipped_deactivate: false,
+        memcg_low_reclaim: false,
+        memcg_low_skipped: false,
+        memcg_full_walk: false,
+    };
+    let r = Reclaim { tree, target, swap };
+    r.do_try_to_free_pages(&mut sc)
+}
+
+impl Reclaim<'_> {
+    /// `do_try_to_free_pages`: priorities 12..=0 until the goal is met;
+    /// then, if nothing at all was freed, the fallbacks in turn.
+    fn do_try_to_free_pages(&self, sc: &mut ScanControl) -> u64 {
+        loop {
+            loop {
+                sc.nr_scanned = 0;
+                self.shrink_node(sc);
+                if sc.nr_reclaimed >= sc.nr_to_reclaim || sc.priority == 0 {
+                    break;
+                }
+                sc.priority -= 1;
+            }
+            if sc.nr_reclaimed > 0 {
+                return sc.nr_reclaimed;
+            }
+            sc.priority = DEF_PRIORITY;
+            if !sc.memcg_full_walk {
+                sc.memcg_full_walk = true;
+            } else if sc.skipped_deactivate {
+                sc.force_deactivate = true;
+                sc.skipped_deactivate = false;
+            } else if sc.memcg_low_skipped {
+                sc.force_deactivate = false;
+                sc.memcg_low_reclaim = true;
+                sc.memcg_low_skipped = false;
+            } else {
+                return 0;
+            }
+        }
+    }
+
+    /// `shrink_node` for a memory cgroup reclaim (no compaction, no
+    /// writeback throttling): prepare, then walk the subtree.
+    fn shrink_node(&self, sc: &mut ScanControl) {
+        self.prepare_scan_control(sc);
+        self.shrink_node_memcgs(sc);
+    }
+
+    /// `prepare_scan_control`: the target's costs, and whether active
+    /// anon may be deactivated (its inactive list is low, or forced).
+    fn prepare_scan_control(&self, sc: &mut ScanControl) {
+        let cost = *lock(&self.target.lruvec().cost);
+        sc.anon_cost = cost.anon;
+        sc.file_cost = cost.file;
+        sc.may_deactivate_anon = sc.force_deactivate || inactive_is_low(self.target);
+    }
+
+    /// `shrink_node_memcgs`: every memory cgroup of the subtree through
+    /// the shared cursor (a partial walk stops at the goal; a full walk
+    /// visits all), skipping the protected.
+    fn shrink_node_memcgs(&self, sc: &mut ScanControl) {
+        let partial = !sc.memcg_full_walk;
+        let mut walk = SubtreeWalk::new(self.target, partial);
+        while let Some(memcg) = walk.next() {
+            self.tree.calculate_protection(Some(self.target), &memcg);
+            if self.tree.below_min(self.target, &memcg) {
+                continue;
+            }
+            if self.tree.below_low(self.target, &memcg) {
+                if !sc.memcg_low_reclaim {
+                    sc.memcg_low_skipped = true;
+                    continue;
+                }
+                memcg.memory_event(MemcgEvent::Low);
+            }
+            self.shrink_lruvec(&memcg, sc);
+            if partial && sc.nr_reclaimed >= sc.nr_to_reclaim {
+                break;
+            }
+        }
+    }
+
+    /// `shrink_lruvec`: scan the lists in 32-page batches until the scan
+    /// targets are spent or this cgroup alone met the goal; then age the
+    /// active list if the inactive one is low.
+    fn shrink_lruvec(&self, memcg: &Arc<MemCgroup>, sc: &mut ScanControl) {
+        let mut nr = self.get_scan_count(memcg, sc);
+        let mut nr_reclaimed = 0;
+        // Only the inactive list keeps the loop going (with file lists,
+        // they would too); the active one is aged alongside.
+        while nr[LruList::InactiveAnon as usize] > 0 {
+            for list in [LruList::InactiveAnon, LruList::ActiveAnon] {
+                let left = &mut nr[list as usize];
+                if *left > 0 {
+                    let nr_to_scan = (*left).min(SWAP_CLUSTER_MAX);
+                    *left -= nr_to_scan;
+                    nr_reclaimed += self.shrink_list(list, nr_to_scan, memcg, sc);
+                }
+            }
+            // Memory cgroup reclaim is never proportional: once the goal is
+            // met, and with no file pages to balance against, stop.
+            if nr_reclaimed >= sc.nr_to_reclaim {
+                break;
+            }
+        }
+        sc.nr_reclaimed += nr_reclaimed;
+        if self.swap.total_pages > 0 && inactive_is_low(memcg) {
+            self.shrink_active_list(SWAP_CLUSTER_MAX, memcg, sc);
+        }
+    }
+
+    /// `shrink_list`: the active list is only deactivated when allowed.
+    fn shrink_list(
+        &self,
+        list: LruList,
+        nr_to_scan: u64,
+        memcg: &Arc<MemCgroup>,
+        sc: &mut ScanControl,
+    ) -> u64 {
+        match list {
+            LruList::ActiveAnon => {
+                if sc.may_deactivate_anon {
+                    self.shrink_active_list(nr_to_scan, memcg, sc);
+                } else {
+                    sc.skipped_deactivate = true;
+                }
+                0
+            }
+            LruList::InactiveAnon => self.shrink_inactive_list(nr_to_scan, memcg, sc),
+        }
+    }
+
+    /// `get_scan_count` with anon lists only: how many pages of each list
+    /// to scan at this priority.
+    fn get_scan_count(&self, memcg: &MemCgroup, sc: &ScanControl) -> [u64; NR_LRU_LISTS] {
+        let may_scan_anon = sc.may_swap
+            && self.tree.nr_swap_pages(memcg, self.swap.free_pages) > 0
+            && sc.swappiness > 0;
+        if !may_scan_anon {
+            // SCAN_FILE: there is no file list, so nothing.
+            return [0; NR_LRU_LISTS];
+        }
+        // SCAN_EQUAL at priority 0, else SCAN_FRACT (no file pages: neither
+        // `file_is_tiny`, global reclaim only, nor `cache_trim_mode` apply).
+        let fraction = (sc.priority > 0).then(|| anon_fraction(sc));
+        let (min, low) = self.protection(memcg);
+        let online = !memcg.is_dying();
+        let lruvec = memcg.lruvec();
+        [LruList::InactiveAnon, LruList::ActiveAnon].map(|list| {
+            let size = lruvec.size(list);
+            let mut scan = if min > 0 || low > 0 {
+                let protection = if !sc.memcg_low_reclaim && low > min {
+                    low
+                } else {
+                    min
+                };
+                let cgroup_size = memcg.memory().usage().max(protection);
+                let unprotected = size - mul_div(size, protection, cgroup_size + 1);
+                unprotected.max(SWAP_CLUSTER_MAX)
+            } else {
+                size
+            };
+            scan >>= sc.priority;
+            // A deleted cgroup's last pages are scraped out.
+            if scan == 0 && !online {
+                scan = size.min(SWAP_CLUSTER_MAX);
+            }
+            match fraction {
+                None => scan,
+                Some((anon, denominator)) if online => mul_div(scan, anon, denominator),
+                Some((anon, denominator)) => mul_div_round_up(scan, anon, denominator),
+            }
+        })
+    }
+
+    /// `mem_cgroup_protection`: the effective min and low of `memcg` for
+    /// this reclaim (none for the target itself).
+    fn protection(&self, memcg: &MemCgroup) -> (u64, u64) {
+        if std::ptr::eq(memcg, &**self.target) {
+            return (0, 0);
+        }
+        (memcg.memory().emin(), memcg.memory().elow())
+    }
+
+    /// `shrink_inactive_list`: isolate, try to reclaim each folio, put the
+    /// rest back, count and record the cost.
+    fn shrink_inactive_list(
+        &self,
+        nr_to_scan: u64,
+        memcg: &Arc<MemCgroup>,
+        sc: &mut ScanControl,
+    ) -> u64 {
+        let lruvec = memcg.lruvec();
+        let (isolated, nr_scanned) = lruvec.isolate(memcg, LruList::InactiveAnon, nr_to_scan);
+        memcg.count_vm_event(VmEvent::PgscanDirect, nr_scanned);
+        sc.nr_scanned += nr_scanned;
+        if isolated.is_empty() {
+            return 0;
+        }
+        let mut nr_reclaimed = 0;
+        for (folio, rmap) in isolated {
+            nr_reclaimed += shrink_folio(folio, rmap);
+        }
+        memcg.count_vm_event(VmEvent::PgstealDirect, nr_reclaimed);
+        // Every page written counts as I/O; the rest scanned were rotated.
+        lru_note_cost(memcg, nr_reclaimed, nr_scanned.saturating_sub(nr_reclaimed));
+        nr_reclaimed
+    }
+
+    /// `shrink_active_list` for anon: every isolated folio loses its
+    /// accessed bit and moves to the inactive list (anon is never kept
+    /// active for being referenced; only executable file pages are).
+    fn shrink_active_list(&self, nr_to_scan: u64, memcg: &Arc<MemCgroup>, _sc: &ScanControl) {
+        let lruvec = memcg.lruvec();
+        let (isolated, nr_scanned) = lruvec.isolate(memcg, LruList::ActiveAnon, nr_to_scan);
+        memcg.count_vm_event(VmEvent::Pgrefill, nr_scanned);
+        let mut nr_deactivate = 0;
+        for (folio, rmap) in isolated {
+            // folio_referenced clears the accessed bit.
+            folio.lru().young.store(false, Ordering::Relaxed);
+            nr_deactivate += u64::from(folio.nr());
+            lruvec.add(memcg, &folio, rmap, LruList::InactiveAnon);
+        }
+        memcg.count_vm_event(VmEvent::Pgdeactivate, nr_deactivate);
+    }
+}
+
+/// One isolated folio through `shrink_folio_list`: by its references it
+/// is activated, kept, or reclaimed through its owner. Returns the pages
+/// reclaimed.
+fn shrink_folio(folio: Arc<Folio>, rmap: Weak<dyn Rmap>) -> u64 {
+    let memcg = Arc::clone(folio.memcg());
+    let lruvec = memcg.lruvec();
+    match folio_check_references(&folio) {
+        FolioRef::Activate => {
+            activate(&memcg, &folio, rmap);
+            0
+        }
+        FolioRef::Keep => {
+            lruvec.add(&memcg, &folio, rmap, LruList::InactiveAnon);
+            0
+        }
+        FolioRef::Reclaim => {
+            let Some(owner) = rmap.upgrade() else {
+                // Its mapping is gone: the folio is being freed with it.
+                return 0;
+            };
+            match owner.reclaim(folio) {
+                RmapOutcome::Reclaimed { nr_pages } => nr_pages,
+                RmapOutcome::Busy(folio) => {
+                    lruvec.add(&memcg, &folio, rmap, LruList::InactiveAnon);
+                    0
+                }
+                RmapOutcome::NoSwap(folio) => {
+                    activate(&memcg, &folio, rmap);
+                    0
+                }
+                RmapOutcome::Gone => 0,
+            }
+        }
+    }
+}
+
+/// `activate_locked`: onto the active list, counting `pgactivate`.
+fn activate(memcg: &MemCgroup, folio: &Arc<Folio>, rmap: Weak<dyn Rmap>) {
+    memcg.count_vm_event(VmEvent::Pgactivate, u64::from(folio.nr()));
+    memcg.lruvec().add(memcg, folio, rmap, LruList::ActiveAnon);
+}
+
+/// `folio_check_references`' verdicts for an anonymous folio.
+#[derive(Debug, PartialEq, Eq)]
+enum FolioRef {
+    Activate,
+    Keep,
+    Reclaim,
+}
+
+/// `folio_check_references`: a folio accessed since the last look is
+/// marked referenced and kept for one more round; accessed again while
+/// marked, it is activated; not accessed, it is reclaimed (for anon the
+/// referenced mark alone does not save it).
+fn folio_check_references(folio: &Folio) -> FolioRef {
+    let lru = folio.lru();
+    // Relaxed: hints, as the hardware's accessed bits are.
+    let referenced_ptes = lru.young.swap(false, Ordering::Relaxed);
+    let referenced_folio = lru.referenced.swap(false, Ordering::Relaxed);
+    if !referenced_ptes {
+        return FolioRef::Reclaim;
+    }
+    lru.referenced.store(true, Ordering::Relaxed);
+    if referenced_folio {
+        FolioRef::Activate
+    } else {
+        FolioRef::Keep
+    }
+}
+
+/// `inactive_is_low` on the hierarchical anon lists: the inactive list is
+/// low when `inactive * sqrt(10 * GiB) < active` (ratio 1 under 1 GiB).
+fn inactive_is_low(memcg: &MemCgroup) -> bool {
+    let pages = |s: MemcgStat| u64::try_from(memcg.stat(s)).unwrap_or(0);
+    let inactive = pages(MemcgStat::InactiveAnon);
+    let active = pages(MemcgStat::ActiveAnon);
+    let gb = (inactive + active) >> (30 - 12);
+    let ratio = if gb > 0 { (10 * gb).isqrt() } else { 1 };
+    inactive * ratio < active
+}
+
+/// `lru_note_cost` for anon: `nr_io * SWAP_CLUSTER_MAX + nr_rotated` on
+/// `memcg` and every ancestor, halving both costs at a level once they
+/// exceed a quarter of its LRU pages.
+fn lru_note_cost(memcg: &MemCgroup, nr_io: u64, nr_rotated: u64) {
+    let cost = nr_io * SWAP_CLUSTER_MAX + nr_rotated;
+    for m in memcg.self_and_ancestors() {
+        let lru_pages =
+            u64::try_from(m.stat(MemcgStat::InactiveAnon) + m.stat(MemcgStat::ActiveAnon))
+                .unwrap_or(0);
+        let mut c = lock(&m.lruvec().cost);
+        c.anon += cost;
+        if c.anon + c.file > lru_pages / 4 {
+            c.anon /= 2;
+            c.file /= 2;
+        }
+    }
+}
+
+/// The anon share of a `SCAN_FRACT` scan: `(ap, ap + fp)` from
+/// swappiness and the recorded costs.
+fn anon_fraction(sc: &ScanControl) -> (u64, u64) {
+    let total = sc.anon_cost + sc.file_cost;
+    let anon_cost = total + sc.anon_cost;
+    let file_cost = total + sc.file_cost;
+    let total = anon_cost + file_cost;
+    let swappiness = u64::from(sc.swappiness);
+    let ap = swappiness * (total + 1) / (anon_cost + 1);
+    let fp = (u64::from(MAX_SWAPPINESS) - swappiness) * (total + 1) / (file_cost + 1);
+    (ap, ap + fp)
+}
+
+/// `a * b / c` without overflow (the kernel's `div64_u64` of a product
+/// that fits its 64 bits; ours may not).
+fn mul_div(a: u64, b: u64, c: u64) -> u64 {
+    (u128::from(a) * u128::from(b) / u128::from(c.max(1))) as u64
+}
+
+/// `a * b / c` rounded up (`DIV64_U64_ROUND_UP`).
+fn mul_div_round_up(a: u64, b: u64, c: u64) -> u64 {
+    (u128::from(a) * u128::from(b)).div_ceil(u128::from(c.max(1))) as u64
+}
+
+/// `mem_cgroup_iter` over a subtree for reclaim: pre-order, the target
+/// first, dying memory cgroups included. A partial walk resumes after the
+/// position the last reclaimer of this subtree reached and ends at the
+/// end of the subtree (or when another walker completed a round); a full
+/// walk visits everything from the top.
+struct SubtreeWalk<'a> {
+    target: &'a MemCgroup,
+    members: Vec<Arc<MemCgroup>>,
+    index_of: HashMap<u64, usize>,
+    partial: bool,
+    started: Option<u64>,
+    next_full: usize,
+}
+
+impl<'a> SubtreeWalk<'a> {
+    fn new(target: &'a Arc<MemCgroup>, partial: bool) -> Self {
+        let members = subtree_pre(target);
+        let index_of = if partial {
+            members
+                .iter()
+                .enumerate()
+                .map(|(i, m)| (m.serial(), i))
+                .collect()
+        } else {
+            HashMap::new()
+        };
+        Self {
+            target,
+            members,
+            index_of,
+            partial,
+            started: None,
+            next_full: 0,
+        }
+    }
+
+    fn next(&mut self) -> Option<Arc<MemCgroup>> {
+        if !self.partial {
+            let m = self.members.get(self.next_full).cloned();
+            self.next_full += 1;
+            return m;
+        }
+        let mut iter = lock(&self.target.lruvec().iter);
+        let first = match self.started {
+            None => {
+                self.started = Some(iter.generation);
+                true
+            }
+            Some(generation) if generation != iter.generation => return None,
+            Some(_) => false,
+        };
+        let after = iter
+            .position
+            .and_then(|serial| self.index_of.get(&serial))
+            .map_or(0, |&i| i + 1);
+        let index = if after < self.members.len() {
+            after
+        } else {
+            // The end: a round is complete. A walker that just joined
+            // starts over from the top rather than seeing nothing.
+            iter.generation += 1;
+            if !first {
+                iter.position = None;
+                return None;
+            }
+            self.started = Some(iter.generation);
+            0
+        };
+        let m = Arc::clone(&self.members[index]);
+        iter.position = Some(m.serial());
+        Some(m)
+    }
+}
+
+/// `target` and every memory cgroup below it, online or dying, parents
+/// before children.
+fn subtree_pre(target: &Arc<MemCgroup>) -> Vec<Arc<MemCgroup>> {
+    let mut out = Vec::new();
+    let mut stack = vec![Arc::clone(target)];
+    while let Some(m) = stack.pop() {
+        let children = m.reclaim_children();
+        stack.extend(children.into_iter().rev());
+        out.push(m);
+    }
+    out
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fractions_follow_swappiness_and_costs() {
+        let mut sc = ScanControl {
+            nr_to_reclaim: 32,
+            priority: 12,
+            may_swap: true,
+            swappiness: 60,
+            nr_scanned: 0,
+            nr_reclaimed: 0,
+            anon_cost: 0,
+            file_cost: 0,
+            may_deactivate_anon: false,
+            force_deactivate: false,
+            skipped_deactivate: false,
+            memcg_low_reclaim: false,
+            memcg_low_skipped: false,
+            memcg_full_walk: false,
+        };
+        assert_eq!(anon_fraction(&sc), (60, 200));
+        sc.anon_cost = 100;
+        // total 100: anon 200, file 100, sum 300 → ap = 60*301/201 = 89,
+        // fp = 140*301/101 = 417.
+        assert_eq!(anon_fraction(&sc), (89, 89 + 417));
+        sc.swappiness = 200;
+        assert_eq!(anon_fraction(&sc).0, 299);
+    }
+
+    #[test]
+    fn the_inactive_ratio_grows_with_the_square_root_of_the_size() {
+        let t = CgroupTree::default();
+        let a = t.mkdir("/a").unwrap();
+        a.mod_stat(MemcgStat::InactiveAnon, 100);
+        a.mod_stat(MemcgStat::ActiveAnon, 101);
+        assert!(inactive_is_low(&a), "ratio 1 under 1 GiB");
+        a.mod_stat(MemcgStat::ActiveAnon, -1);
+        assert!(!inactive_is_low(&a));
+        // Just under 4 GiB in all: ratio sqrt(10 * 3) = 5.
+        let gib = 1 << 18;
+        a.mod_stat(MemcgStat::InactiveAnon, gib - 100);
+        a.mod_stat(MemcgStat::ActiveAnon, 3 * gib - 100);
+        assert!(!inactive_is_low(&a), "1 GiB * 5 > 3 GiB");
+        a.mod_stat(MemcgStat::InactiveAnon, -(gib / 2));
+        assert!(inactive_is_low(&a), "0.5 GiB * 5 < 3 GiB");
+        a.mod_stat(MemcgStat::InactiveAnon, -(gib / 2));
+        a.mod_stat(MemcgStat::ActiveAnon, -(3 * gib));
+    }
+
+    #[test]
+    fn references_keep_then_activate() {
+        let t = CgroupTree::default();
+        let a = t.mkdir("/a").unwrap();
+        let folio = Folio::new(&t, &a, 1).unwrap();
+        assert_eq!(folio_check_references(&folio), FolioRef::Reclaim);
+        folio_mark_young(&folio);
+        assert_eq!(folio_check_references(&folio), FolioRef::Keep);
+        assert_eq!(
+            folio_check_references(&folio),
+            FolioRef::Reclaim,
+            "a mark alone does not save anon"
+        );
+        folio_mark_young(&folio);
+        assert_eq!(folio_check_references(&folio), FolioRef::Keep);
+        folio_mark_young(&folio);
+        assert_eq!(folio_check_references(&folio), FolioRef::Activate);
+    }
+}
