@@ -17,6 +17,7 @@
 //! | `sync`           | (none)                                 | the std ↔ loom shim every atomic and lock uses |
 //! | `percpu`         | include/linux/percpu*.h                | per-thread slots and split counters            |
 //! | `named`          | (none)                                 | [`named_enum!`]: an enum's names, parsed and printed |
+//! | [`clock`]        | include/linux/jiffies.h, kernel/time   | jiffies, a real and a virtual clock to sleep on |
 //! | `idr`            | lib/idr.c                              | lazy two-level id tables, lowest-free ids      |
 //! | [`page_alloc`]   | mm/page_alloc.c                        | the machine's page frames: buddy lists, per-thread caches |
 //! | `lazy_zeroed`    | (vmalloc'd zeroed arrays)              | flat zeroed arrays committed page by page      |
@@ -35,6 +36,7 @@
 //! `tests/loom_*.rs`.
 
 pub mod cgroupfs;
+pub mod clock;
 pub mod errno;
 pub mod folio;
 pub(crate) mod idr;

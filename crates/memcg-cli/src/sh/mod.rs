@@ -19,14 +19,17 @@ mod verbs;
 
 use std::io::{BufRead, IsTerminal, Write};
 
+use std::sync::Arc;
+
 use memcg::Errno;
 use memcg::cgroupfs::{Access, OpenFile};
+use memcg::clock::VirtualClock;
 use memcg_sim::{Sim, SimConfig};
 use parse::{DEV_NULL, Join, List, ParseError, Simple};
 pub use verbs::verbs_help;
 use verbs::{
     cmd_alloc, cmd_cat, cmd_cd, cmd_charge, cmd_echo, cmd_help, cmd_kill, cmd_ls, cmd_mkdir,
-    cmd_mount, cmd_pidof, cmd_rmdir, cmd_set, cmd_swapoff, cmd_swapon, mapping_verb,
+    cmd_mount, cmd_pidof, cmd_rmdir, cmd_set, cmd_sleep, cmd_swapoff, cmd_swapon, mapping_verb,
 };
 
 /// The cgroup v2 mount point scripts may prefix paths with.
@@ -141,6 +144,11 @@ const COMMANDS: &[Command] = &[
         run: |sh, args| mapping_verb(sh, args, "free", Sim::free),
     },
     Command {
+        name: "sleep",
+        usage: "sleep SECONDS",
+        run: cmd_sleep,
+    },
+    Command {
         name: "kill",
         usage: "kill NAME|PID",
         run: cmd_kill,
@@ -190,6 +198,8 @@ enum Output {
 /// The interpreter state.
 pub struct Shell<'a> {
     sim: Sim,
+    /// The simulated time the tree's throttling sleeps on.
+    clock: Arc<VirtualClock>,
     cwd: String,
     errexit: bool,
     /// 1-based line number in a script; `None` interactively.
@@ -211,8 +221,14 @@ pub struct Shell<'a> {
 impl<'a> Shell<'a> {
     /// A shell over a fresh hierarchy, printing to `out` and `err`.
     pub fn new(config: SimConfig, out: &'a mut dyn Write, err: &'a mut dyn Write) -> Self {
+        let sim = Sim::new(config);
+        // Scripts run on simulated time: a throttled task's sleep and the
+        // `sleep` verb advance it at once, so runs are instant and repeat.
+        let clock = Arc::new(VirtualClock::default());
+        sim.fs().tree().set_clock(clock.clone());
         Self {
-            sim: Sim::new(config),
+            sim,
+            clock,
             cwd: "/".to_owned(),
             errexit: false,
             line: None,

@@ -377,6 +377,24 @@ pub(super) fn mapping_verb(
     })
 }
 
+/// `sleep SECONDS`: advances the simulated clock (fractions allowed, as
+/// coreutils' sleep takes them).
+pub(super) fn cmd_sleep(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
+    let [seconds] = args else {
+        return Err(sh.usage("sleep"));
+    };
+    match seconds.parse::<f64>() {
+        Ok(s) if (0.0..1e9).contains(&s) => {
+            sh.clock.advance(std::time::Duration::from_secs_f64(s));
+            Ok(())
+        }
+        _ => Err(Failure {
+            message: format!("sleep: invalid time interval '{seconds}'"),
+            status: 1,
+        }),
+    }
+}
+
 /// `kill NAME|PID`: SIGKILL to the task owning mapping NAME, or to PID.
 pub(super) fn cmd_kill(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
     let [target] = args else {

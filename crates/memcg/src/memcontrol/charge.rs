@@ -30,6 +30,7 @@ use std::fmt;
 
 use super::stat::{Counts, MemcgEvent, MemcgStat};
 use super::{CgroupTree, MemCgroup, ReclaimOptions};
+use crate::clock::{HZ, jiffies};
 use crate::errno::Errno;
 use crate::page_alloc::PageBuf;
 use crate::page_counter::{PAGE_COUNTER_MAX, PageCounter};
@@ -275,7 +276,7 @@ impl CgroupTree {
         loop {
             let over = match cg.memory().try_charge(nr_pages) {
                 Ok(()) => {
-                    self.handle_over_high(cg);
+                    self.handle_over_high(cg, nr_pages);
                     return Ok(());
                 }
                 Err(counter) => owner_of_counter(cg, counter, |c| c.memory()),
@@ -402,37 +403,72 @@ impl CgroupTree {
         group
     }
 
-    /// After a charge (`try_charge_memcg`'s `done_restock` and, on the way
-    /// back to user space, `mem_cgroup_handle_over_high`): if any level is
-    /// above its `memory.high` or `memory.swap.high`, every level above
-    /// `memory.high` raises `high` and is reclaimed back towards it
-    /// (`reclaim_high`), and every level whose swap is over `swap.high`
-    /// raises swap `high` (`swap_find_max_overage`). The kernel then
-    /// throttles the task; that comes with reclaim.
-    fn handle_over_high(&self, cg: &Arc<MemCgroup>) {
-        let levels = || {
-            std::iter::once(cg)
-                .chain(cg.ancestors())
-                .filter(|c| !c.is_root())
-        };
-        let over_high = levels()
+    /// After a charge of `nr_pages` (`try_charge_memcg`'s `done_restock`,
+    /// then `mem_cgroup_handle_over_high` on the way back to user space,
+    /// which for a simulated fault is right away): if any level is above
+    /// its `memory.high` or `memory.swap.high`, reclaim every level above
+    /// `memory.high` (`reclaim_high`, raising `high` there), then throttle:
+    /// the penalty grows with the square of the worst overage
+    /// ([`calculate_high_delay`]); while reclaim makes progress (or 16
+    /// fruitless retries remain) reclaim again instead; else sleep the
+    /// penalty, at most 2 s, on the tree's clock. Levels over
+    /// `memory.swap.high` raise swap `high` each time they are weighed.
+    fn handle_over_high(&self, cg: &Arc<MemCgroup>, nr_pages: u64) {
+        let over_high = std::iter::once(cg)
+            .chain(cg.ancestors())
             .any(|c| c.memory().usage() > c.memory().high() || c.swap().usage() > c.swap().high());
         if !over_high {
             return;
         }
-        for c in levels() {
-            let (usage, high) = (c.memory().usage(), c.memory().high());
-            if usage > high {
-                c.memory_event(MemcgEvent::High);
-                self.reclaimer()
-                    .reclaim(c, usage - high, ReclaimOptions::default());
+        let mut retries = MAX_RECLAIM_RETRIES;
+        let mut in_retry = false;
+        loop {
+            if self.oom_handler().current_is_dying() {
+                return;
             }
-        }
-        for c in levels() {
-            if calculate_overage(c.swap().usage(), c.swap().high()) > 0 {
-                c.memory_event(MemcgEvent::SwapHigh);
+            let goal = if in_retry {
+                crate::vmscan::SWAP_CLUSTER_MAX
+            } else {
+                nr_pages
+            };
+            let nr_reclaimed = self.reclaim_high(cg, goal);
+            let penalty = (calculate_high_delay(nr_pages, mem_find_max_overage(cg))
+                + calculate_high_delay(nr_pages, swap_find_max_overage(cg)))
+            .min(MEMCG_MAX_HIGH_DELAY_JIFFIES);
+            if penalty <= HZ / 100 {
+                return;
             }
+            if nr_reclaimed > 0 {
+                in_retry = true;
+                continue;
+            }
+            if retries > 0 {
+                retries -= 1;
+                in_retry = true;
+                continue;
+            }
+            self.clock().sleep(jiffies(penalty));
+            return;
         }
+    }
+
+    /// `reclaim_high`: every level from `cg` up (below the root) that is
+    /// above its `memory.high` raises `high` and is reclaimed by `nr_pages`.
+    fn reclaim_high(&self, cg: &Arc<MemCgroup>, nr_pages: u64) -> u64 {
+        let mut nr_reclaimed = 0;
+        for c in std::iter::once(cg).chain(cg.ancestors()) {
+            if c.is_root() {
+                break;
+            }
+            if c.memory().usage() <= c.memory().high() {
+                continue;
+            }
+            c.memory_event(MemcgEvent::High);
+            nr_reclaimed += self
+                .reclaimer()
+                .reclaim(c, nr_pages, ReclaimOptions::default());
+        }
+        nr_reclaimed
     }
 
     /// Writes `memory.max` (`memory_max_write`): the limit is set even below
@@ -522,6 +558,55 @@ impl CgroupTree {
     }
 }
 
+/// The longest one throttle sleeps (`MEMCG_MAX_HIGH_DELAY_JIFFIES`).
+pub const MEMCG_MAX_HIGH_DELAY_JIFFIES: u64 = 2 * HZ;
+
+/// The charge batch the throttle is scaled to (`MEMCG_CHARGE_BATCH`).
+pub const MEMCG_CHARGE_BATCH: u64 = 64;
+
+/// `MEMCG_DELAY_PRECISION_SHIFT`: overages are in 1/2^20 of `high`.
+const MEMCG_DELAY_PRECISION_SHIFT: u32 = 20;
+
+/// `MEMCG_DELAY_SCALING_SHIFT`: how gently the penalty starts.
+const MEMCG_DELAY_SCALING_SHIFT: u32 = 14;
+
+/// `calculate_high_delay`: the jiffies a task that charged `nr_pages`
+/// sleeps for an overage of `max_overage` (from `calculate_overage`):
+/// `overage^2 * HZ`, scaled down by 2^34, times `nr_pages / 64`. Not yet
+/// capped at [`MEMCG_MAX_HIGH_DELAY_JIFFIES`].
+pub fn calculate_high_delay(nr_pages: u64, max_overage: u64) -> u64 {
+    if max_overage == 0 {
+        return 0;
+    }
+    let squared = u128::from(max_overage) * u128::from(max_overage) * u128::from(HZ);
+    let penalty = (squared >> MEMCG_DELAY_PRECISION_SHIFT) >> MEMCG_DELAY_SCALING_SHIFT;
+    u64::try_from(penalty * u128::from(nr_pages) / u128::from(MEMCG_CHARGE_BATCH))
+        .unwrap_or(u64::MAX)
+}
+
+/// `mem_find_max_overage`: the worst memory overage from `cg` up.
+fn mem_find_max_overage(cg: &MemCgroup) -> u64 {
+    cg.self_and_ancestors()
+        .take_while(|c| !c.is_root())
+        .map(|c| calculate_overage(c.memory().usage(), c.memory().high()))
+        .max()
+        .unwrap_or(0)
+}
+
+/// `swap_find_max_overage`: the worst swap overage from `cg` up; every
+/// level over its `memory.swap.high` raises swap `high`.
+fn swap_find_max_overage(cg: &MemCgroup) -> u64 {
+    let mut max = 0;
+    for c in cg.self_and_ancestors().take_while(|c| !c.is_root()) {
+        let overage = calculate_overage(c.swap().usage(), c.swap().high());
+        if overage > 0 {
+            c.memory_event(MemcgEvent::SwapHigh);
+        }
+        max = max.max(overage);
+    }
+    max
+}
+
 /// `calculate_overage`: how far `usage` is over `high`, in 1/2^20 of
 /// `high` (0 when not over, or over by too little to show).
 fn calculate_overage(usage: u64, high: u64) -> u64 {
@@ -572,10 +657,12 @@ impl fmt::Debug for Accounting {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::clock::{Clock, VirtualClock};
     use crate::memcontrol::test_tree;
     use crate::memcontrol::{MemcgReclaim, OomHandler};
     use crate::swap_cgroup::{Design, SwapCgroup};
     use crate::swapops::SwapEntry;
+    use std::time::Duration;
 
     fn tree() -> CgroupTree {
         test_tree(1, 64)
@@ -664,13 +751,43 @@ mod tests {
             }
         }
         let t = tree();
+        let clock = Arc::new(VirtualClock::default());
+        t.set_clock(clock.clone());
         let a = t.mkdir("/a").unwrap();
         let asked = Arc::new(Count(AtomicU64::new(0)));
         t.set_reclaimer(asked.clone());
         a.memory().set_high(4);
         t.try_charge(&a, 6, ChargeKind::Anon).unwrap();
-        assert_eq!(a.event(MemcgEvent::High), 1);
-        assert_eq!(asked.0.load(Ordering::Relaxed), 2);
+        // Reclaim the charge's 6 pages, then (nothing reclaimed, the
+        // penalty large) 16 retries of 32, then sleep the penalty:
+        // overage 2/4 of high → (2^19)^2 * HZ >> 34 = 16000 jiffies for 64
+        // pages, 1500 for 6.
+        assert_eq!(a.event(MemcgEvent::High), 17);
+        assert_eq!(asked.0.load(Ordering::Relaxed), 6 + 16 * 32);
+        assert_eq!(clock.now(), Duration::from_millis(1500));
+        t.uncharge(&a, 6, ChargeKind::Anon);
+    }
+
+    /// The table in mm/memcontrol.c's comment above `calculate_high_delay`
+    /// (memory.high 100M, a 64-page charge, HZ 1000).
+    #[test]
+    fn the_throttle_follows_the_kernels_table() {
+        let high = 100 << 8;
+        let delay = |usage_mb: u64| {
+            calculate_high_delay(MEMCG_CHARGE_BATCH, calculate_overage(usage_mb << 8, high))
+                .min(MEMCG_MAX_HIGH_DELAY_JIFFIES)
+        };
+        assert_eq!(delay(100), 0);
+        assert_eq!(delay(101), 6);
+        assert_eq!(delay(102), 25);
+        assert_eq!(delay(105), 159);
+        assert_eq!(delay(110), 639);
+        assert_eq!(delay(115), 1439);
+        assert_eq!(delay(118), 2000);
+        assert_eq!(delay(200), 2000);
+        // A 16-page charge weighs a quarter of a 64-page one.
+        let overage = calculate_overage(110 << 8, high);
+        assert_eq!(calculate_high_delay(16, overage), 639 / 4);
     }
 
     #[test]
@@ -702,18 +819,23 @@ mod tests {
         t.swapout_charge(&c, &sc, SwapEntry::new(0, 0).unwrap(), 4)
             .unwrap();
         assert_eq!(p.event(MemcgEvent::SwapHigh), 0, "never from swap-out (F5)");
+        let clock = Arc::new(VirtualClock::default());
+        t.set_clock(clock.clone());
         t.try_charge(&c, 1, ChargeKind::Anon).unwrap();
-        assert_eq!(c.event_local(MemcgEvent::SwapHigh), 1);
+        // Weighed once per throttle round: the first, 16 fruitless retries
+        // (nothing is reclaimable), then the 2 s sleep.
+        assert_eq!(c.event_local(MemcgEvent::SwapHigh), 17);
         assert_eq!(
             p.event_local(MemcgEvent::SwapHigh),
-            1,
+            17,
             "the parent's own swap.high"
         );
         assert_eq!(
             p.event(MemcgEvent::SwapHigh),
-            2,
+            34,
             "and the child's, propagated"
         );
+        assert_eq!(clock.now(), Duration::from_secs(2), "the longest sleep");
         assert_eq!(c.event(MemcgEvent::High), 0, "memory.high is not exceeded");
         t.uncharge(&c, 1, ChargeKind::Anon);
         t.swap_uncharge(&sc, SwapEntry::new(0, 0).unwrap(), 4)

@@ -13,6 +13,7 @@
 //! the tree (reclaim uncharges, a kill frees pages).
 
 use super::{Cgroup, CgroupTree, MemCgroup};
+use crate::clock::{Clock, RealClock};
 use crate::errno::Errno;
 use crate::sync::{Arc, lock};
 
@@ -85,11 +86,12 @@ impl OomHandler for NoOomVictim {
     }
 }
 
-/// The tree's reclaim and OOM hooks.
+/// The tree's reclaim and OOM hooks, and its clock.
 pub(crate) struct Hooks {
     reclaim: Arc<dyn MemcgReclaim>,
     oom: Arc<dyn OomHandler>,
     tasks: Arc<dyn TaskHooks>,
+    clock: Arc<dyn Clock>,
 }
 
 impl Default for Hooks {
@@ -98,6 +100,7 @@ impl Default for Hooks {
             reclaim: Arc::new(NoReclaim),
             oom: Arc::new(NoOomVictim),
             tasks: Arc::new(NoTasks),
+            clock: Arc::new(RealClock::default()),
         }
     }
 }
@@ -139,6 +142,17 @@ impl CgroupTree {
     /// Installs the OOM hook.
     pub fn set_oom_handler(&self, oom: Arc<dyn OomHandler>) {
         lock(&self.shared.hooks).oom = oom;
+    }
+
+    /// Installs the clock throttled tasks sleep on (a [`RealClock`] by
+    /// default).
+    pub fn set_clock(&self, clock: Arc<dyn Clock>) {
+        lock(&self.shared.hooks).clock = clock;
+    }
+
+    /// The tree's clock.
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        Arc::clone(&lock(&self.shared.hooks).clock)
     }
 
     /// Installs the task hooks (`cgroup.procs`, populated-cgroup checks).
