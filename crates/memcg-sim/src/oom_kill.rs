@@ -15,6 +15,9 @@
 //!   in flight on a killed task reaps the rest when it ends. The task
 //!   whose own charge chose itself sees its charge fail
 //!   ([`OomKiller::current_is_dying`]).
+//! - `oom_kill` events: one per `__oom_kill_process`, so a victim whose
+//!   `memory.oom.group` is killed too counts twice (the group walk meets
+//!   it again), as in the kernel.
 //!
 //! The task charging on a thread is the one an operation announced with
 //! [`CurrentTask::enter`] (the kernel's `current`).
@@ -65,9 +68,18 @@ impl OomHandler for OomKiller {
         let group = sim.fs.tree().oom_group(&victim_memcg, cg);
         let mut killed = Vec::new();
         if sim.kill_task(&victim) {
-            killed.push(victim_memcg);
+            killed.push(Arc::clone(&victim_memcg));
         }
         if let Some(group) = group {
+            // `mem_cgroup_scan_tasks(oom_group, oom_kill_memcg_member)`
+            // meets the victim again: in the kernel it is still in its
+            // cgroup with its mm (it dies asynchronously), and
+            // `oom_kill_memcg_member` does not skip it, so
+            // `__oom_kill_process` counts a second `oom_kill` for it.
+            // Here it left at once, so that second count is made here.
+            if !killed.is_empty() {
+                killed.push(victim_memcg);
+            }
             for task in tasks_in(&sim, &group) {
                 if task.oom_score_adj() != OOM_SCORE_ADJ_MIN && sim.kill_task(&task) {
                     killed.push(task.memcg());

@@ -56,8 +56,9 @@ pub trait MemcgReclaim: Send + Sync {
 pub trait OomHandler: Send + Sync {
     /// Kills a task in `cg`'s subtree, and with it its OOM group (see
     /// [`CgroupTree::oom_group`]); returns the memory cgroup of every task
-    /// killed (each gets an `oom_kill` event), empty when there was
-    /// nothing to kill.
+    /// killed, once per `__oom_kill_process` (each gets an `oom_kill`
+    /// event; a victim whose group is killed too appears twice, as in the
+    /// kernel), empty when there was nothing to kill.
     fn kill(&self, cg: &Arc<MemCgroup>) -> Vec<Arc<MemCgroup>>;
 
     /// Whether the task charging on this thread has been killed

@@ -1,0 +1,750 @@
+//! Linux v6.14's memory cgroup selftests
+//! (tools/testing/selftests/cgroup/test_memcontrol.c) that need only
+//! anonymous memory and swap, run against the simulator through the
+//! cgroup v2 files.
+//!
+//! How the selftests' machinery maps onto [`Sim`]:
+//!
+//! - `cg_run(cgroup, alloc_anon, size)` (fork a process into `cgroup` that
+//!   touches `size` bytes of anonymous memory, then exits) is
+//!   [`Sim::alloc`] followed by [`Sim::free`]; a process the OOM killer
+//!   takes makes `cg_run` return non-zero, here `Err(SimError::Killed)`.
+//! - `cg_run_nowait(cgroup, alloc_anon_noexit, size)` (a process that
+//!   allocates and stays alive) is [`Sim::alloc`] with the mapping kept.
+//! - `cg_read_long`, `cg_read_key_long`, `cg_read_strcmp`, `cg_write`,
+//!   `values_close` and `reclaim_until` are ported with their C semantics
+//!   (`atol`, `strstr`, `-errno`), so the assertions read as the kernel's.
+//! - The OOM killer and reclaim are synchronous here, so the selftests'
+//!   waits (`cg_test_proc_killed`'s polling, the `sleep(1)` loops) collapse
+//!   into a single check.
+//!
+//! Sizes are the kernel's megabytes divided by [`SCALE`] (every size in a
+//! test, limits included, so the ratios the assertions weigh stay the
+//! same) to keep each test under a second or two in a debug build. The
+//! assertions hold at the kernel's own sizes too (`SCALE` 1; the
+//! protection tests then take ~10 s each in debug), and at `SCALE` 4.
+//!
+//! The selftests' anonymous memory is `malloc`ed and touched one byte per
+//! page, so its pages are zero; here it is [`Fill::Pattern`], so every page
+//! really goes to the swap device rather than being recorded as a zero
+//! page.
+#![cfg(not(loom))]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use memcg::Errno;
+use memcg::cgroupfs::{Access, OpenFile};
+use memcg_sim::mm::OOM_SCORE_ADJ_MIN;
+use memcg_sim::{Fill, Sim, SimConfig, SimError, meminfo};
+
+/// The kernel's sizes are divided by this (see the module docs).
+const SCALE: i64 = 8;
+
+/// `MB(x)` of cgroup_util.h, scaled down by [`SCALE`].
+#[allow(non_snake_case)]
+fn MB(x: i64) -> i64 {
+    (x << 20) / SCALE
+}
+
+/// `values_close` (tools/testing/selftests/cgroup/cgroup_util.h, v6.14):
+/// whether `a` and `b` differ by at most `err`% of their sum, in C's
+/// `long` integer arithmetic.
+fn values_close(a: i64, b: i64, err: i64) -> bool {
+    (a - b).abs() <= (a + b) / 100 * err
+}
+
+/// The simulated machine: 1 GiB of memory, a fixed seed, the memory
+/// controller enabled below the root (what the selftest's `main` does) and
+/// 512 MiB of RAM swap.
+fn sim() -> Sim {
+    let sim = Sim::new(SimConfig {
+        seed: 0x5e1f_7e57,
+        mem_bytes: 1 << 30,
+        ..SimConfig::default()
+    });
+    sim.fs()
+        .write("/cgroup.subtree_control", "+memory")
+        .unwrap();
+    sim.swapon_ram(512 << 20, None).unwrap();
+    sim
+}
+
+/// `has_localevents`: the `memory_localevents` mount option.
+fn has_localevents(sim: &Sim) -> bool {
+    sim.fs().tree().mount_options().memory_localevents
+}
+
+/// `has_recursiveprot`: the `memory_recursiveprot` mount option.
+fn has_recursiveprot(sim: &Sim) -> bool {
+    sim.fs().tree().mount_options().memory_recursiveprot
+}
+
+/// `cg_name(root, name)`, with the root at "".
+fn cg_name(root: &str, name: &str) -> String {
+    format!("{root}/{name}")
+}
+
+/// `cg_name_indexed(root, name, index)`.
+fn cg_name_indexed(root: &str, name: &str, index: usize) -> String {
+    format!("{root}/{name}{index}")
+}
+
+fn cg_create(sim: &Sim, cgroup: &str) {
+    sim.fs().mkdir(cgroup).unwrap();
+}
+
+fn control(cgroup: &str, control: &str) -> String {
+    format!("{cgroup}/{control}")
+}
+
+/// C's `atol`: leading whitespace, an optional sign, then digits; 0 when
+/// there are none ("max").
+fn atol(s: &str) -> i64 {
+    let s = s.trim_start();
+    let (sign, digits) = match s.as_bytes().first() {
+        Some(b'-') => (-1, &s[1..]),
+        Some(b'+') => (1, &s[1..]),
+        _ => (1, s),
+    };
+    let end = digits
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(digits.len());
+    sign * digits[..end].parse::<i64>().unwrap_or(0)
+}
+
+/// `cg_read_long`: the file's value as `atol` reads it, -1 if it cannot
+/// be read.
+fn cg_read_long(sim: &Sim, cgroup: &str, file: &str) -> i64 {
+    sim.fs()
+        .read(&control(cgroup, file))
+        .map_or(-1, |text| atol(&text))
+}
+
+/// `cg_read_long_fd`: the value read through an open file.
+fn cg_read_long_fd(fd: &OpenFile) -> i64 {
+    fd.read().map_or(-1, |text| atol(&text))
+}
+
+/// `cg_read_key_long`: `atol` right after the first `key` in the file
+/// (`strstr`), -1 if the key is not there.
+fn cg_read_key_long(sim: &Sim, cgroup: &str, file: &str, key: &str) -> i64 {
+    let Ok(text) = sim.fs().read(&control(cgroup, file)) else {
+        return -1;
+    };
+    text.find(key)
+        .map_or(-1, |at| atol(&text[at + key.len()..]))
+}
+
+/// `cg_read_strcmp(...) == 0`: the file reads exactly `expected`.
+fn cg_read_strcmp(sim: &Sim, cgroup: &str, file: &str, expected: &str) -> bool {
+    sim.fs()
+        .read(&control(cgroup, file))
+        .is_ok_and(|text| text == expected)
+}
+
+/// `cg_write`: 0, or `-errno` of the failed write.
+fn cg_write(sim: &Sim, cgroup: &str, file: &str, value: &str) -> i32 {
+    match sim.fs().write(&control(cgroup, file), value) {
+        Ok(()) => 0,
+        Err(e) => -e.errno.code(),
+    }
+}
+
+/// `cg_open(cgroup, file, O_RDWR | O_APPEND | O_CLOEXEC)`.
+fn cg_open(sim: &Sim, cgroup: &str, file: &str) -> OpenFile {
+    sim.fs()
+        .open(&control(cgroup, file), Access::ReadWrite)
+        .unwrap()
+}
+
+/// `write(fd, buf, len) == len` on an open file.
+fn write_fd(fd: &mut OpenFile, value: &str) -> bool {
+    fd.write(value).is_ok()
+}
+
+/// A fresh mapping name for every simulated process.
+fn proc_name(cgroup: &str, what: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!("{cgroup}:{what}:{}", NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// `cg_run_nowait(cgroup, alloc_anon_noexit, size)`: a process that
+/// touches `size` bytes and stays alive; returns its pid and mapping.
+fn cg_run_nowait_alloc_anon_noexit(
+    sim: &Sim,
+    cgroup: &str,
+    size: i64,
+) -> Result<(u32, String), SimError> {
+    let name = proc_name(cgroup, "alloc_anon_noexit");
+    let pid = sim.alloc(cgroup, &name, size as u64, 1, Fill::Pattern)?;
+    Ok((pid, name))
+}
+
+/// `cg_run(cgroup, fn, size)` where `fn` allocates `size` bytes, runs
+/// `check` while the memory is held, and exits: `Ok` for a zero exit
+/// status, `Err` for a process that failed or was killed.
+fn cg_run_alloc<T>(
+    sim: &Sim,
+    cgroup: &str,
+    size: i64,
+    check: impl FnOnce(&str) -> T,
+) -> Result<T, SimError> {
+    let name = proc_name(cgroup, "alloc_anon");
+    sim.alloc(cgroup, &name, size as u64, 1, Fill::Pattern)?;
+    let result = check(cgroup);
+    sim.free(&name)?;
+    Ok(result)
+}
+
+/// `cg_run(cgroup, alloc_anon, size)`.
+fn cg_run_alloc_anon(sim: &Sim, cgroup: &str, size: i64) -> Result<(), SimError> {
+    cg_run_alloc(sim, cgroup, size, |_| ())
+}
+
+/// `cg_test_proc_killed` (test_memcontrol.c): the cgroup has no process
+/// left. Kills are synchronous here, so there is nothing to wait for.
+fn cg_test_proc_killed(sim: &Sim, cgroup: &str) -> bool {
+    cg_read_strcmp(sim, cgroup, "cgroup.procs", "")
+}
+
+/// `is_swap_enabled` (cgroup_util.c): `SwapTotal` in /proc/meminfo is
+/// not zero.
+fn is_swap_enabled(sim: &Sim) -> bool {
+    meminfo::value_kb(&sim.proc_meminfo(), "SwapTotal").is_some_and(|kb| kb > 0)
+}
+
+/// `reclaim_until` (test_memcontrol.c): reclaims from `memcg` through
+/// `memory.reclaim` until its usage reaches `goal`. False if the usage is
+/// already below the goal, or if `memory.reclaim`'s results make no sense
+/// (success without reaching the goal, an error other than `EAGAIN`).
+fn reclaim_until(sim: &Sim, memcg: &str, goal: i64) -> bool {
+    let mut reclaimed = false;
+    for _retries in (1..=5).rev() {
+        let current = cg_read_long(sim, memcg, "memory.current");
+        if current < goal || values_close(current, goal, 3) {
+            break;
+        }
+        // Did memory.reclaim return 0 incorrectly?
+        else if reclaimed {
+            return false;
+        }
+        let to_reclaim = current - goal;
+        let err = cg_write(sim, memcg, "memory.reclaim", &to_reclaim.to_string());
+        if err == 0 {
+            reclaimed = true;
+        } else if err != -Errno::EAGAIN.code() {
+            return false;
+        }
+    }
+    reclaimed
+}
+
+/// Port of `test_memcg_max` (test_memcontrol.c, v6.14): `memory.max`
+/// limits the memory a cgroup can consume.
+///
+/// The kernel's second step, `cg_run(memcg, alloc_pagecache_max_30M)`,
+/// writes 50M of page cache and expects `memory.current` ~= 30M, the rest
+/// reclaimed; the page cache also stays charged after that process exits,
+/// which is what makes the final `memory.current` non-zero. There is no
+/// page cache here, so the substitute is 50M of anonymous memory in a
+/// process that stays alive, reclaimable because `memory.swap.max` is
+/// lifted for that step (page cache needs no swap to be reclaimed;
+/// anonymous memory does).
+#[test]
+fn test_memcg_max() {
+    let sim = sim();
+    let memcg = cg_name("", "memcg_test");
+    cg_create(&sim, &memcg);
+
+    assert!(cg_read_strcmp(&sim, &memcg, "memory.max", "max\n"));
+    assert_eq!(cg_write(&sim, &memcg, "memory.swap.max", "0"), 0);
+    assert_eq!(cg_write(&sim, &memcg, "memory.max", &MB(30).to_string()), 0);
+
+    // Should be killed by OOM killer
+    let rc = cg_run_alloc_anon(&sim, &memcg, MB(100));
+    assert!(matches!(rc, Err(SimError::Killed { .. })), "{rc:?}");
+
+    // alloc_pagecache_max_30M, with anonymous memory on swap (see above).
+    assert_eq!(cg_write(&sim, &memcg, "memory.swap.max", "max"), 0);
+    let high = cg_read_long(&sim, &memcg, "memory.high");
+    let max = cg_read_long(&sim, &memcg, "memory.max");
+    assert!(high == MB(30) || max == MB(30), "high {high} max {max}");
+    let (_pid, _kept) = cg_run_nowait_alloc_anon_noexit(&sim, &memcg, MB(50)).unwrap();
+    let current = cg_read_long(&sim, &memcg, "memory.current");
+    assert!(values_close(current, MB(30), 5), "current {current}");
+
+    let current = cg_read_long(&sim, &memcg, "memory.current");
+    assert!(!(current > MB(30) || current == 0), "current {current}");
+
+    let max = cg_read_key_long(&sim, &memcg, "memory.events", "max ");
+    assert!(max > 0, "max events {max}");
+}
+
+/// Port of `test_memcg_reclaim` (test_memcontrol.c, v6.14):
+/// `memory.reclaim` reclaims the amount asked for.
+///
+/// The kernel's cgroup holds 50M of page cache (`alloc_pagecache_50M_noexit`)
+/// and, with swap on, 50M of anonymous memory; here both are anonymous
+/// memory in processes that stay alive, reclaimable to swap.
+#[test]
+fn test_memcg_reclaim() {
+    let sim = sim();
+    let memcg = cg_name("", "memcg_test");
+    cg_create(&sim, &memcg);
+
+    let current = cg_read_long(&sim, &memcg, "memory.current");
+    assert_eq!(current, 0);
+
+    // alloc_pagecache_50M_noexit, as anonymous memory.
+    let _file = cg_run_nowait_alloc_anon_noexit(&sim, &memcg, MB(50)).unwrap();
+
+    // If swap is enabled, try to reclaim from both anon and file, else try
+    // to reclaim from file only.
+    assert!(is_swap_enabled(&sim), "the anonymous stand-in needs swap");
+    let _anon = cg_run_nowait_alloc_anon_noexit(&sim, &memcg, MB(50)).unwrap();
+    let expected_usage = MB(100);
+
+    // Wait until current usage reaches the expected usage (or we run out of
+    // retries).
+    let mut retries = 5;
+    while !values_close(
+        cg_read_long(&sim, &memcg, "memory.current"),
+        expected_usage,
+        10,
+    ) {
+        assert!(
+            retries > 0,
+            "failed to allocate {expected_usage} for memcg reclaim test"
+        );
+        retries -= 1;
+    }
+
+    // Reclaim until current reaches 30M, this makes sure we hit both anon
+    // and file if swap is enabled.
+    assert!(reclaim_until(&sim, &memcg, MB(30)));
+}
+
+/// `alloc_anon_50M_check_swap` (test_memcontrol.c, v6.14), run while the
+/// 50M are held: memory is at the limit, the rest on swap.
+fn alloc_anon_50m_check_swap(sim: &Sim, cgroup: &str, mem_max: i64) -> bool {
+    let size = MB(50);
+    let mem_current = cg_read_long(sim, cgroup, "memory.current");
+    if mem_current == 0 || !values_close(mem_current, mem_max, 3) {
+        eprintln!("memory.current {mem_current}, memory.max {mem_max}");
+        return false;
+    }
+    let swap_current = cg_read_long(sim, cgroup, "memory.swap.current");
+    if swap_current == 0 || !values_close(mem_current + swap_current, size, 3) {
+        eprintln!("memory.current {mem_current} + memory.swap.current {swap_current} vs {size}");
+        return false;
+    }
+    true
+}
+
+/// Port of `test_memcg_swap_max_peak` (test_memcontrol.c, v6.14):
+/// `memory.swap.max` limits the anonymous memory that can be swapped out,
+/// and `memory.swap.peak` / `memory.peak` show the high watermark, per
+/// open file once written.
+///
+/// The kernel writes `sizeof(reset_string)` bytes (the NUL included); any
+/// non-empty write resets, so the string alone is written here.
+#[test]
+fn test_memcg_swap_max_peak() {
+    let sim = sim();
+    // any non-empty string resets
+    let reset_string = "foobarbaz";
+
+    assert!(is_swap_enabled(&sim));
+
+    let memcg = cg_name("", "memcg_test");
+    cg_create(&sim, &memcg);
+
+    assert_eq!(cg_read_long(&sim, &memcg, "memory.swap.current"), 0);
+
+    let mut swap_peak_fd = cg_open(&sim, &memcg, "memory.swap.peak");
+    let mut mem_peak_fd = cg_open(&sim, &memcg, "memory.peak");
+
+    assert_eq!(cg_read_long(&sim, &memcg, "memory.swap.peak"), 0);
+    assert_eq!(cg_read_long_fd(&swap_peak_fd), 0);
+
+    // switch the swap and mem fds into local-peak tracking mode
+    assert!(write_fd(&mut swap_peak_fd, reset_string));
+    assert_eq!(cg_read_long_fd(&swap_peak_fd), 0);
+    assert_eq!(cg_read_long(&sim, &memcg, "memory.peak"), 0);
+    assert_eq!(cg_read_long_fd(&mem_peak_fd), 0);
+    assert!(write_fd(&mut mem_peak_fd, reset_string));
+    assert_eq!(cg_read_long_fd(&mem_peak_fd), 0);
+
+    assert!(cg_read_strcmp(&sim, &memcg, "memory.max", "max\n"));
+    assert!(cg_read_strcmp(&sim, &memcg, "memory.swap.max", "max\n"));
+    assert_eq!(
+        cg_write(&sim, &memcg, "memory.swap.max", &MB(30).to_string()),
+        0
+    );
+    assert_eq!(cg_write(&sim, &memcg, "memory.max", &MB(30).to_string()), 0);
+
+    // Should be killed by OOM killer
+    let rc = cg_run_alloc_anon(&sim, &memcg, MB(100));
+    assert!(matches!(rc, Err(SimError::Killed { .. })), "{rc:?}");
+
+    assert_eq!(cg_read_key_long(&sim, &memcg, "memory.events", "oom "), 1);
+    assert_eq!(
+        cg_read_key_long(&sim, &memcg, "memory.events", "oom_kill "),
+        1
+    );
+
+    let peak = cg_read_long(&sim, &memcg, "memory.peak");
+    assert!(peak >= MB(29), "memory.peak {peak}");
+    let peak = cg_read_long(&sim, &memcg, "memory.swap.peak");
+    assert!(peak >= MB(29), "memory.swap.peak {peak}");
+    let peak = cg_read_long_fd(&mem_peak_fd);
+    assert!(peak >= MB(29), "memory.peak fd {peak}");
+    let peak = cg_read_long_fd(&swap_peak_fd);
+    assert!(peak >= MB(29), "memory.swap.peak fd {peak}");
+
+    // open, reset and close the peak swap on another FD to make sure
+    // multiple extant fds don't corrupt the linked-list
+    assert_eq!(cg_write(&sim, &memcg, "memory.swap.peak", reset_string), 0);
+    assert_eq!(cg_write(&sim, &memcg, "memory.peak", reset_string), 0);
+
+    // actually reset on the fds
+    assert!(write_fd(&mut swap_peak_fd, reset_string));
+    assert!(write_fd(&mut mem_peak_fd, reset_string));
+
+    let peak = cg_read_long_fd(&swap_peak_fd);
+    assert!(peak <= MB(10), "memory.swap.peak fd {peak}");
+
+    // The cgroup is now empty, but there may be a page or two associated
+    // with the open FD accounted to it.
+    let peak = cg_read_long_fd(&mem_peak_fd);
+    assert!(peak <= MB(1), "memory.peak fd {peak}");
+
+    assert!(cg_read_long(&sim, &memcg, "memory.peak") >= MB(29));
+    assert!(cg_read_long(&sim, &memcg, "memory.swap.peak") >= MB(29));
+
+    let checked = cg_run_alloc(&sim, &memcg, MB(50), |cg| {
+        alloc_anon_50m_check_swap(&sim, cg, MB(30))
+    });
+    assert!(matches!(checked, Ok(true)), "{checked:?}");
+
+    let max = cg_read_key_long(&sim, &memcg, "memory.events", "max ");
+    assert!(max > 0, "max events {max}");
+
+    let peak = cg_read_long(&sim, &memcg, "memory.peak");
+    assert!(peak >= MB(29), "memory.peak {peak}");
+    let peak = cg_read_long(&sim, &memcg, "memory.swap.peak");
+    assert!(peak >= MB(29), "memory.swap.peak {peak}");
+    let peak = cg_read_long_fd(&mem_peak_fd);
+    assert!(peak >= MB(29), "memory.peak fd {peak}");
+    let peak = cg_read_long_fd(&swap_peak_fd);
+    assert!(peak >= MB(19), "memory.swap.peak fd {peak}");
+
+    // close(): the descriptors leave the watcher lists.
+    drop(mem_peak_fd);
+    drop(swap_peak_fd);
+}
+
+/// Port of `test_memcg_oom_events` (test_memcontrol.c, v6.14): with swap
+/// off, an allocation past `memory.max` ends in one `oom` and one
+/// `oom_kill` event.
+#[test]
+fn test_memcg_oom_events() {
+    let sim = sim();
+    let memcg = cg_name("", "memcg_test");
+    cg_create(&sim, &memcg);
+
+    assert_eq!(cg_write(&sim, &memcg, "memory.max", &MB(30).to_string()), 0);
+    assert_eq!(cg_write(&sim, &memcg, "memory.swap.max", "0"), 0);
+
+    let rc = cg_run_alloc_anon(&sim, &memcg, MB(100));
+    assert!(matches!(rc, Err(SimError::Killed { .. })), "{rc:?}");
+
+    assert!(cg_read_strcmp(&sim, &memcg, "cgroup.procs", ""));
+    assert_eq!(cg_read_key_long(&sim, &memcg, "memory.events", "oom "), 1);
+    assert_eq!(
+        cg_read_key_long(&sim, &memcg, "memory.events", "oom_kill "),
+        1
+    );
+}
+
+/// Port of `test_memcg_oom_group_leaf_events` (test_memcontrol.c, v6.14):
+/// with `memory.oom.group` on a leaf, an OOM there kills every process in
+/// the leaf, and the parent's `memory.events` counts the kills (unless
+/// `memory_localevents`).
+#[test]
+fn test_memcg_oom_group_leaf_events() {
+    let sim = sim();
+    let parent = cg_name("", "memcg_test_0");
+    let child = cg_name("", "memcg_test_0/memcg_test_1");
+    cg_create(&sim, &parent);
+    cg_create(&sim, &child);
+
+    assert_eq!(
+        cg_write(&sim, &parent, "cgroup.subtree_control", "+memory"),
+        0
+    );
+    assert_eq!(cg_write(&sim, &child, "memory.max", &MB(50).to_string()), 0);
+    assert_eq!(cg_write(&sim, &child, "memory.swap.max", "0"), 0);
+    assert_eq!(cg_write(&sim, &child, "memory.oom.group", "1"), 0);
+
+    // The kernel ignores this one's result: the parent has the memory
+    // controller in its subtree_control, so the forked process cannot join
+    // it (no internal processes) and exits without allocating.
+    let in_parent = cg_run_nowait_alloc_anon_noexit(&sim, &parent, MB(60));
+    assert!(
+        matches!(
+            in_parent,
+            Err(SimError::Task {
+                errno: Errno::EBUSY,
+                ..
+            })
+        ),
+        "{in_parent:?}"
+    );
+    let _a = cg_run_nowait_alloc_anon_noexit(&sim, &child, MB(1)).unwrap();
+    let _b = cg_run_nowait_alloc_anon_noexit(&sim, &child, MB(1)).unwrap();
+    let rc = cg_run_alloc_anon(&sim, &child, MB(100));
+    assert!(rc.is_err(), "{rc:?}");
+
+    assert!(cg_test_proc_killed(&sim, &child));
+
+    let child_oom_kills = cg_read_key_long(&sim, &child, "memory.events", "oom_kill ");
+    assert!(child_oom_kills > 0, "{child_oom_kills}");
+
+    let parent_oom_events = cg_read_key_long(&sim, &parent, "memory.events", "oom_kill ");
+    // If memory_localevents is not enabled (the default), the parent should
+    // count OOM events in its children groups. Otherwise, it should not
+    // have observed any events.
+    if has_localevents(&sim) {
+        assert_eq!(parent_oom_events, 0);
+    } else {
+        assert!(parent_oom_events > 0, "{parent_oom_events}");
+    }
+}
+
+/// Port of `test_memcg_oom_group_parent_events` (test_memcontrol.c,
+/// v6.14): with `memory.oom.group` on the parent (whose child has no
+/// memory controller of its own), an OOM kills every process in the
+/// parent and the child.
+#[test]
+fn test_memcg_oom_group_parent_events() {
+    let sim = sim();
+    let parent = cg_name("", "memcg_test_0");
+    let child = cg_name("", "memcg_test_0/memcg_test_1");
+    cg_create(&sim, &parent);
+    cg_create(&sim, &child);
+
+    assert_eq!(
+        cg_write(&sim, &parent, "memory.max", &MB(80).to_string()),
+        0
+    );
+    assert_eq!(cg_write(&sim, &parent, "memory.swap.max", "0"), 0);
+    assert_eq!(cg_write(&sim, &parent, "memory.oom.group", "1"), 0);
+
+    let _p = cg_run_nowait_alloc_anon_noexit(&sim, &parent, MB(60)).unwrap();
+    let _a = cg_run_nowait_alloc_anon_noexit(&sim, &child, MB(1)).unwrap();
+    let _b = cg_run_nowait_alloc_anon_noexit(&sim, &child, MB(1)).unwrap();
+
+    let rc = cg_run_alloc_anon(&sim, &child, MB(100));
+    assert!(rc.is_err(), "{rc:?}");
+
+    assert!(cg_test_proc_killed(&sim, &child));
+    assert!(cg_test_proc_killed(&sim, &parent));
+}
+
+/// Port of `test_memcg_oom_group_score_events` (test_memcontrol.c,
+/// v6.14): a group OOM kill spares a process with `oom_score_adj` -1000.
+///
+/// The kernel expects 3 `oom_kill` events for 2 processes killed: the
+/// victim is counted twice, once by `oom_kill_process`'s own
+/// `__oom_kill_process(victim)` and again when `mem_cgroup_scan_tasks`
+/// walks the group (`oom_kill_memcg_member` does not skip the victim,
+/// which still has its mm: it dies asynchronously).
+#[test]
+fn test_memcg_oom_group_score_events() {
+    let sim = sim();
+    let memcg = cg_name("", "memcg_test_0");
+    cg_create(&sim, &memcg);
+
+    assert_eq!(cg_write(&sim, &memcg, "memory.max", &MB(50).to_string()), 0);
+    assert_eq!(cg_write(&sim, &memcg, "memory.swap.max", "0"), 0);
+    assert_eq!(cg_write(&sim, &memcg, "memory.oom.group", "1"), 0);
+
+    let (safe_pid, _safe) = cg_run_nowait_alloc_anon_noexit(&sim, &memcg, MB(1)).unwrap();
+    // set_oom_adj_score(safe_pid, OOM_SCORE_ADJ_MIN)
+    sim.task(safe_pid)
+        .unwrap()
+        .set_oom_score_adj(OOM_SCORE_ADJ_MIN)
+        .unwrap();
+
+    let _other = cg_run_nowait_alloc_anon_noexit(&sim, &memcg, MB(1)).unwrap();
+    let rc = cg_run_alloc_anon(&sim, &memcg, MB(100));
+    assert!(rc.is_err(), "{rc:?}");
+
+    assert_eq!(
+        cg_read_key_long(&sim, &memcg, "memory.events", "oom_kill "),
+        3
+    );
+
+    // kill(safe_pid, SIGKILL) succeeds: the safe process survived.
+    sim.kill(safe_pid).unwrap();
+}
+
+/// Port of `test_memcg_protection` (test_memcontrol.c, v6.14), the body of
+/// `test_memcg_min` (`min`) and `test_memcg_low`.
+///
+/// The hierarchy:
+///
+/// ```text
+/// A       memory.min = 0,    memory.max = 200M
+/// A/B     memory.min = 50M
+/// A/B/C   memory.min = 75M,  memory.current = 50M
+/// A/B/D   memory.min = 25M,  memory.current = 50M
+/// A/B/E   memory.min = 0,    memory.current = 50M
+/// A/B/F   memory.min = 500M, memory.current = 0
+/// ```
+///
+/// (or `memory.low`), then pressure from A/G; expected after it:
+/// A/B ~= 50M, A/B/C ~= 29M, A/B/D ~= 21M, A/B/E ~= 0, A/B/F = 0.
+///
+/// Substitution: the kernel's protected usages are page cache (each leaf
+/// process reads 50M of a shared file), reclaimable without swap, and the
+/// whole of A has `memory.swap.max` 0 so that A/G's anonymous pressure is
+/// itself unreclaimable. There is no page cache here, so the leaves hold
+/// 50M of anonymous memory each and may swap, while `memory.swap.max` 0 is
+/// set on A/G alone: the same split (protected usage reclaimable, the
+/// pressure not), with swap-out in place of dropping clean page cache.
+fn test_memcg_protection(min: bool) {
+    let sim = sim();
+    let attribute = if min { "memory.min" } else { "memory.low" };
+
+    let parent = [
+        cg_name("", "memcg_test_0"),
+        cg_name("/memcg_test_0", "memcg_test_1"),
+        cg_name("/memcg_test_0", "memcg_test_2"),
+    ];
+    cg_create(&sim, &parent[0]);
+    assert_eq!(cg_read_long(&sim, &parent[0], attribute), 0);
+    assert_eq!(
+        cg_write(&sim, &parent[0], "cgroup.subtree_control", "+memory"),
+        0
+    );
+    assert_eq!(
+        cg_write(&sim, &parent[0], "memory.max", &MB(200).to_string()),
+        0
+    );
+    // The kernel: cg_write(parent[0], "memory.swap.max", "0"); see above.
+    cg_create(&sim, &parent[1]);
+    assert_eq!(
+        cg_write(&sim, &parent[1], "cgroup.subtree_control", "+memory"),
+        0
+    );
+    cg_create(&sim, &parent[2]);
+    assert_eq!(cg_write(&sim, &parent[2], "memory.swap.max", "0"), 0);
+
+    let children: Vec<String> = (0..4)
+        .map(|i| cg_name_indexed(&parent[1], "child_memcg", i))
+        .collect();
+    let mut kept = Vec::new();
+    for (i, child) in children.iter().enumerate() {
+        cg_create(&sim, child);
+        if i > 2 {
+            continue;
+        }
+        // alloc_pagecache_50M_noexit, as anonymous memory.
+        kept.push(cg_run_nowait_alloc_anon_noexit(&sim, child, MB(50)).unwrap());
+    }
+
+    assert_eq!(
+        cg_write(&sim, &parent[1], attribute, &MB(50).to_string()),
+        0
+    );
+    assert_eq!(
+        cg_write(&sim, &children[0], attribute, &MB(75).to_string()),
+        0
+    );
+    assert_eq!(
+        cg_write(&sim, &children[1], attribute, &MB(25).to_string()),
+        0
+    );
+    assert_eq!(cg_write(&sim, &children[2], attribute, "0"), 0);
+    assert_eq!(
+        cg_write(&sim, &children[3], attribute, &MB(500).to_string()),
+        0
+    );
+
+    let mut attempts = 0;
+    while !values_close(cg_read_long(&sim, &parent[1], "memory.current"), MB(150), 3) {
+        if attempts > 5 {
+            break;
+        }
+        attempts += 1;
+    }
+
+    let rc = cg_run_alloc_anon(&sim, &parent[2], MB(148));
+    assert!(rc.is_ok(), "{rc:?}");
+
+    let current = cg_read_long(&sim, &parent[1], "memory.current");
+    assert!(values_close(current, MB(50), 3), "A/B {current}");
+
+    let c: Vec<i64> = children
+        .iter()
+        .map(|child| cg_read_long(&sim, child, "memory.current"))
+        .collect();
+    assert!(values_close(c[0], MB(29), 10), "A/B/C {c:?}");
+    assert!(values_close(c[1], MB(21), 10), "A/B/D {c:?}");
+    assert_eq!(c[3], 0, "A/B/F {c:?}");
+
+    let rc = cg_run_alloc_anon(&sim, &parent[2], MB(170));
+    if min {
+        assert!(rc.is_err(), "memory.min must make the allocation fail");
+    } else {
+        assert!(
+            rc.is_ok(),
+            "memory.low prevents from allocating anon memory: {rc:?}"
+        );
+    }
+
+    let expected = if min { MB(50) } else { MB(30) };
+    let current = cg_read_long(&sim, &parent[1], "memory.current");
+    assert!(values_close(current, expected, 3), "A/B {current}");
+
+    assert!(reclaim_until(&sim, &children[0], MB(10)));
+
+    if min {
+        return;
+    }
+
+    // Child 2 has memory.low=0: with memory_recursiveprot some protection
+    // could still reach it from its parent. v6.14 does not ignore its low
+    // events in that case (later kernels do), so neither does this port;
+    // the option is off here.
+    assert!(!has_recursiveprot(&sim));
+    for (i, child) in children.iter().enumerate() {
+        let no_low_events_index = 1;
+        let oom = cg_read_key_long(&sim, child, "memory.events", "oom ");
+        let low = cg_read_key_long(&sim, child, "memory.events", "low ");
+        assert_eq!(oom, 0, "{child}: oom");
+        if i <= no_low_events_index {
+            assert!(low > 0, "{child}: low {low}");
+        }
+        if i > no_low_events_index {
+            assert_eq!(low, 0, "{child}: low");
+        }
+    }
+}
+
+/// Port of `test_memcg_min` (test_memcontrol.c, v6.14): `memory.min`
+/// protects even when the allocation must fail.
+#[test]
+fn test_memcg_min() {
+    test_memcg_protection(true);
+}
+
+/// Port of `test_memcg_low` (test_memcontrol.c, v6.14): `memory.low`
+/// protects under pressure but gives way, with `low` events, rather than
+/// fail an allocation.
+#[test]
+fn test_memcg_low() {
+    test_memcg_protection(false);
+}
