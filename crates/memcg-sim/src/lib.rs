@@ -29,7 +29,7 @@ pub use charges::{ChargeTarget, LedgerError};
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 pub use fill::Fill;
@@ -218,7 +218,47 @@ struct Inner {
     ledger: Mutex<charges::Ledger>,
     /// Mappings of killed tasks with blocks an operation still held.
     killed_mappings: Mutex<Vec<Arc<Mapping>>>,
+    /// `killed_mappings.len()`, for a look without its lock
+    /// ([`Inner::after_unlock`]).
+    killed_pending: AtomicUsize,
     seed: u64,
+    /// Where reclaim's time goes, when a benchmark asks (`reclaim_timing`).
+    reclaim_timing: ReclaimTiming,
+}
+
+/// Time spent in reclaim, and in its swap-outs, summed over threads; kept
+/// only while switched on (a clock read per reclaimed folio is not free).
+#[derive(Debug, Default)]
+struct ReclaimTiming {
+    on: std::sync::atomic::AtomicBool,
+    reclaim_ns: std::sync::atomic::AtomicU64,
+    pageout_ns: std::sync::atomic::AtomicU64,
+}
+
+impl ReclaimTiming {
+    /// Runs `f`, adding its time to `counter` if timing is on.
+    fn time<T>(&self, counter: &std::sync::atomic::AtomicU64, f: impl FnOnce() -> T) -> T {
+        // Relaxed: a switch and statistics, read after the threads joined.
+        if !self.on.load(Ordering::Relaxed) {
+            return f();
+        }
+        let start = std::time::Instant::now();
+        let out = f();
+        let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        counter.fetch_add(ns, Ordering::Relaxed);
+        out
+    }
+}
+
+/// Seconds spent in reclaim (summed over threads) since timing was
+/// switched on: see [`Sim::set_reclaim_timing`].
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ReclaimTimes {
+    /// In `try_to_free_mem_cgroup_pages`, everything included.
+    pub reclaim_secs: f64,
+    /// Of that, in unmapping and swapping folios out (the swap device
+    /// write, the swap cache, swap accounting and `swap_cgroup`).
+    pub pageout_secs: f64,
 }
 
 /// The simulator; see the crate docs.
@@ -268,17 +308,26 @@ impl MemcgReclaim for Reclaimer {
         let Some(inner) = self.0.upgrade() else {
             return 0;
         };
-        vmscan::try_to_free_mem_cgroup_pages(
-            inner.fs.tree(),
-            cg,
-            nr_pages,
-            inner.swap_space(),
-            opts,
-        )
+        let timing = &inner.reclaim_timing;
+        timing.time(&timing.reclaim_ns, || {
+            vmscan::try_to_free_mem_cgroup_pages(
+                inner.fs.tree(),
+                cg,
+                nr_pages,
+                inner.swap_space(),
+                opts,
+            )
+        })
     }
 }
 
 impl Inner {
+    /// Swaps `folio` out for reclaim, timed if asked.
+    fn reclaim_pageout(&self, folio: Arc<Folio>) -> Vec<memcg::swap_state::SwapOutPiece> {
+        let timing = &self.reclaim_timing;
+        timing.time(&timing.pageout_ns, || self.swap.swap_out_or_split(folio))
+    }
+
     /// The swap space the devices have now (`total_swap_pages` and
     /// `nr_swap_pages`: a device being swapped off counts no more).
     fn swap_space(&self) -> SwapSpace {
@@ -298,8 +347,8 @@ impl Inner {
 
     /// Kills `task` (OOM or `cgroup.kill`): it leaves its cgroup and the
     /// task list, its mappings are unmapped, and every block no operation
-    /// holds is released now (the rest when that operation ends). False
-    /// if it was already killed.
+    /// holds is released now (the rest by whoever lets go of them last:
+    /// see [`Inner::after_unlock`]). False if it was already killed.
     fn kill_task(&self, task: &Arc<Task>) -> bool {
         if !task.kill() {
             return false;
@@ -314,6 +363,7 @@ impl Inner {
                 .collect();
             names.iter().filter_map(|n| mappings.remove(n)).collect()
         };
+        let mut left_busy = false;
         for m in gone {
             let mut first_error = None;
             let busy: Vec<Arc<Block>> = m
@@ -321,12 +371,26 @@ impl Inner {
                 .into_iter()
                 .filter(|b| !mm::release_block(self, b, false, &mut first_error))
                 .collect();
-            // An operation in flight holds these; it releases them when it
-            // sees the task killed.
+            if busy.is_empty() {
+                continue;
+            }
+            // An operation in flight holds these (its own, or a reclaimer
+            // of any task unmapping a folio): left for the reaping.
             for b in busy {
                 m.push_block(b);
             }
-            lock(&self.killed_mappings).push(m);
+            let mut pending = lock(&self.killed_mappings);
+            pending.push(m);
+            self.killed_pending.store(pending.len(), Ordering::Relaxed);
+            left_busy = true;
+        }
+        if left_busy {
+            // The holders may have let go meanwhile: look again. SeqCst:
+            // pairs with the fence in `after_unlock`, so that either this
+            // look finds a block free or its holder, once it let go, sees
+            // the mapping pending and reaps it.
+            fence(Ordering::SeqCst);
+            self.reap_killed();
         }
         true
     }
@@ -349,22 +413,38 @@ impl Inner {
         self.reap_killed();
     }
 
-    /// Releases what kills left behind of mappings no longer busy.
+    /// Releases what kills left behind of mappings no longer busy. The
+    /// list stays locked throughout (blocks are only try-locked under it),
+    /// so a reaper never finds it empty while another one has its
+    /// mappings out.
     fn reap_killed(&self) {
-        let pending = std::mem::take(&mut *lock(&self.killed_mappings));
-        for m in pending {
+        let mut pending = lock(&self.killed_mappings);
+        pending.retain(|m| {
             let mut first_error = None;
             let busy: Vec<Arc<Block>> = m
                 .take_blocks()
                 .into_iter()
                 .filter(|b| !mm::release_block(self, b, false, &mut first_error))
                 .collect();
-            if !busy.is_empty() {
-                for b in busy {
-                    m.push_block(b);
-                }
-                lock(&self.killed_mappings).push(m);
+            let still_busy = !busy.is_empty();
+            for b in busy {
+                m.push_block(b);
             }
+            still_busy
+        });
+        self.killed_pending.store(pending.len(), Ordering::Relaxed);
+    }
+
+    /// Called by whoever held blocks (an operation on a mapping, reclaim
+    /// unmapping a folio) once it let go of them: if a kill found one of
+    /// them busy meanwhile, it is released now, by the last holder, as
+    /// the kernel's exit path or oom_reaper would. Without this a killed
+    /// task's pages stayed charged until some later kill or exit reaped.
+    pub(crate) fn after_unlock(&self) {
+        // SeqCst: pairs with the fence in `kill_task`.
+        fence(Ordering::SeqCst);
+        if self.killed_pending.load(Ordering::Relaxed) > 0 {
+            self.reap_killed();
         }
     }
 }
@@ -385,7 +465,9 @@ impl Sim {
             next_ram: Mutex::new(0),
             ledger: Mutex::new(charges::Ledger::default()),
             killed_mappings: Mutex::new(Vec::new()),
+            killed_pending: AtomicUsize::new(0),
             seed: config.seed,
+            reclaim_timing: ReclaimTiming::default(),
         });
         let tree = inner.fs.tree();
         tree.set_task_hooks(Arc::new(Hooks(Arc::downgrade(&inner))));
@@ -524,6 +606,26 @@ impl Sim {
         meminfo::render(self.fs().tree(), self.swap())
     }
 
+    /// Starts (clearing the sums) or stops timing reclaim; see
+    /// [`Sim::reclaim_times`].
+    pub fn set_reclaim_timing(&self, on: bool) {
+        let t = &self.inner.reclaim_timing;
+        t.reclaim_ns.store(0, Ordering::Relaxed);
+        t.pageout_ns.store(0, Ordering::Relaxed);
+        t.on.store(on, Ordering::Relaxed);
+    }
+
+    /// Time spent in reclaim since [`Sim::set_reclaim_timing`] turned timing
+    /// on.
+    pub fn reclaim_times(&self) -> ReclaimTimes {
+        let t = &self.inner.reclaim_timing;
+        let secs = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed) as f64 * 1e-9;
+        ReclaimTimes {
+            reclaim_secs: secs(&t.reclaim_ns),
+            pageout_secs: secs(&t.pageout_ns),
+        }
+    }
+
     /// Faults in host memory for `bytes` of the simulated machine's pages
     /// (up to its size), so that what runs next, a timed benchmark phase,
     /// pays no host page faults: a real machine's memory is already there.
@@ -591,7 +693,17 @@ impl Sim {
             mappings.insert(name.to_owned(), Arc::clone(&mapping));
         }
         task.mm.add_mapped(size_bytes / PAGE_BYTES as u64);
-        match self.populate(&mapping, size_bytes, folio_pages) {
+        // A kill between populate's last look and its last block going in
+        // left that block out of the unmapping: the exit takes it. (The
+        // kill flag is set before the kill takes the blocks, under the
+        // lock that adding one takes: one of the two sees the other.)
+        let populated = self
+            .populate(&mapping, size_bytes, folio_pages)
+            .and_then(|()| match task.is_killed() {
+                true => Err(SimError::Killed { pid: task.pid() }),
+                false => Ok(()),
+            });
+        match populated {
             Ok(()) => Ok(task.pid),
             Err(e) => {
                 let e = killed_or(&task, e);
@@ -751,6 +863,7 @@ impl Sim {
             }
             *extents = out;
         }
+        self.inner.after_unlock();
         match first_error {
             None => Ok(swapped),
             Some(source) => Err(SimError::Pageout {
@@ -814,6 +927,7 @@ impl Sim {
             }
             *extents = out;
         }
+        self.inner.after_unlock();
         if m.task.is_killed() {
             return Err(self.finish(&m).unwrap_err());
         }
@@ -885,6 +999,12 @@ impl Sim {
     /// page is; the first difference names the page.
     pub fn verify(&self, name: &str) -> Result<(), SimError> {
         let m = self.mapping(name)?;
+        let result = self.verify_blocks(name, &m);
+        self.inner.after_unlock();
+        result
+    }
+
+    fn verify_blocks(&self, name: &str, m: &Mapping) -> Result<(), SimError> {
         let mut expected = vec![0u8; PAGE_BYTES];
         for block in m.blocks() {
             let extents = block.lock();
@@ -927,7 +1047,9 @@ impl Sim {
 
     /// Pages of `name` in memory and on swap.
     pub fn residency(&self, name: &str) -> Result<Residency, SimError> {
-        Ok(self.mapping(name)?.residency())
+        let residency = self.mapping(name)?.residency();
+        self.inner.after_unlock();
+        Ok(residency)
     }
 
     /// Names of every mapping.

@@ -300,9 +300,24 @@ impl Rmap for Block {
         let Some(sim) = self.sim.upgrade() else {
             return RmapOutcome::Gone;
         };
-        let Some(mut extents) = self.try_lock() else {
+        let Some(extents) = self.try_lock() else {
             return RmapOutcome::Busy(folio);
         };
+        let outcome = self.reclaim_locked(&sim, extents, folio);
+        // Its task may have been killed while the block was held here.
+        sim.after_unlock();
+        outcome
+    }
+}
+
+impl Block {
+    /// [`Rmap::reclaim`] with the block locked by `extents`.
+    fn reclaim_locked(
+        &self,
+        sim: &Inner,
+        mut extents: BlockGuard<'_>,
+        folio: Arc<Folio>,
+    ) -> RmapOutcome {
         let Some(index) = extents
             .iter()
             .position(|e| matches!(&e.state, State::Resident(f) if Arc::ptr_eq(f, &folio)))
@@ -315,7 +330,7 @@ impl Rmap for Block {
         let State::Resident(folio) = ext.state else {
             unreachable!("matched as resident")
         };
-        let mut pieces = sim.swap.swap_out_or_split(folio);
+        let mut pieces = sim.reclaim_pageout(folio);
         if let [piece] = pieces.as_slice()
             && piece.outcome.is_err()
         {

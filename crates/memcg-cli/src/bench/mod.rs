@@ -16,6 +16,7 @@
 
 pub mod list_lru;
 pub mod page_counter;
+pub mod reclaim;
 mod schedule;
 pub mod swap;
 pub mod swap_cgroup;
@@ -56,6 +57,8 @@ pub enum BenchCommand {
     PageCounter(page_counter::PageCounterArgs),
     /// The seed's swap-out / swap-in experiments, per swap_cgroup design.
     Swap(swap::SwapArgs),
+    /// A usemem-like load at a memory cgroup's limit: reclaim-driven swap.
+    Reclaim(reclaim::ReclaimArgs),
 }
 
 /// Runs `memcg bench`.
@@ -71,6 +74,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         Some(BenchCommand::ListLru(a)) => list_lru::run(&a),
         Some(BenchCommand::PageCounter(a)) => page_counter::run(&a),
         Some(BenchCommand::Swap(a)) => swap::run(&a),
+        Some(BenchCommand::Reclaim(a)) => reclaim::run(&a),
         None => {
             let dir = args.out_dir.as_deref();
             let mut sc = swap_cgroup::SwapCgroupArgs::for_suite(args.smoke);
@@ -84,7 +88,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             page_counter::run(&pc)?;
             let mut sw = swap::SwapArgs::for_suite(args.smoke);
             sw.common.files = ReportFiles::in_dir(dir, "swap")?;
-            swap::run(&sw)
+            swap::run(&sw)?;
+            let mut rc = reclaim::ReclaimArgs::for_suite(args.smoke);
+            rc.common.files = ReportFiles::in_dir(dir, "reclaim")?;
+            reclaim::run(&rc)
         }
     }
 }

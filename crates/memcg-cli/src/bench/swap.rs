@@ -112,7 +112,7 @@ pub fn run(args: &SwapArgs) -> anyhow::Result<()> {
     run_plan(&Plan::of(args)?, &args.common.files)
 }
 
-fn parse_size(text: &str) -> Result<u64, String> {
+pub(super) fn parse_size(text: &str) -> Result<u64, String> {
     memparse(text).map_err(|e| e.to_string())
 }
 
@@ -219,7 +219,7 @@ impl FromStr for Experiment {
 /// A hardware bandwidth measured alongside.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-enum Limit {
+pub(super) enum Limit {
     /// Write zeros over the buffer.
     Memset,
     /// Copy one buffer into another.
@@ -372,7 +372,7 @@ fn check_all_released(sim: &Sim, device: &str, run: impl Fn() -> String) -> anyh
 }
 
 /// Runs `body` for each name on its own thread.
-fn in_parallel<F>(names: &[String], body: F) -> anyhow::Result<()>
+pub(super) fn in_parallel<F>(names: &[String], body: F) -> anyhow::Result<()>
 where
     F: Fn(&str) -> anyhow::Result<()> + Sync,
 {
@@ -389,7 +389,7 @@ where
 /// `rounds` times, on buffers already faulted in (the swap paths work on
 /// pages that exist too: the RAM disk's, the folio's). The value is µs per
 /// pass over `size_bytes`.
-fn measure_limit(
+pub(super) fn measure_limit(
     limit: Limit,
     threads: usize,
     size_bytes: u64,
@@ -486,7 +486,7 @@ fn or_all(bytes: &[u8]) -> u8 {
 
 /// The standard deviation of a rate from that of the time it was computed
 /// from (first order: the same relative spread).
-fn rate_stdev(rate: f64, time_us: f64, stdev_us: f64) -> f64 {
+pub(super) fn rate_stdev(rate: f64, time_us: f64, stdev_us: f64) -> f64 {
     if time_us > 0.0 {
         rate * stdev_us / time_us
     } else {
@@ -494,7 +494,7 @@ fn rate_stdev(rate: f64, time_us: f64, stdev_us: f64) -> f64 {
     }
 }
 
-fn gib_per_s(bytes: u64, secs: f64) -> f64 {
+pub(super) fn gib_per_s(bytes: u64, secs: f64) -> f64 {
     bytes as f64 / secs / f64::from(1u32 << 30)
 }
 
