@@ -276,7 +276,7 @@ impl Lruvec {
     fn isolate(&self, memcg: &MemCgroup, list: LruList, nr_to_scan: u64) -> (Isolated, u64) {
         let mut lists = lock(&self.lists);
         let mut taken = Vec::new();
-        let mut scanned = 0;
+        let (mut scanned, mut taken_pages) = (0, 0);
         while scanned < nr_to_scan {
             let Some(entry) = lists[list as usize].pop_front() else {
                 break;
@@ -288,12 +288,43 @@ impl Lruvec {
             let nr = u64::from(folio.nr());
             scanned += nr;
             if take_off(&folio, list) {
-                self.nr_pages[list as usize].fetch_sub(nr, Ordering::Relaxed);
-                memcg.mod_stat(list.stat(), -(nr as i64));
+                taken_pages += nr;
                 taken.push((folio, entry.rmap));
             }
         }
+        // The counts once per batch, as the kernel's `update_lru_sizes`.
+        self.nr_pages[list as usize].fetch_sub(taken_pages, Ordering::Relaxed);
+        memcg.mod_stat(list.stat(), -(taken_pages as i64));
         (taken, scanned)
+    }
+
+    /// Puts isolated folios back on `list` (`move_folios_to_lru`): one lock
+    /// and one count update for the batch.
+    fn putback(&self, memcg: &MemCgroup, folios: Isolated, list: LruList) {
+        if folios.is_empty() {
+            return;
+        }
+        let mut lists = lock(&self.lists);
+        let mut nr = 0;
+        for (folio, rmap) in folios {
+            // AcqRel: as in `add`.
+            if folio
+                .lru()
+                .list
+                .compare_exchange(NOT_ON_LRU, list as u8, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+            {
+                debug_assert!(false, "{folio:?} is on an LRU list already");
+                continue;
+            }
+            nr += u64::from(folio.nr());
+            lists[list as usize].push_back(LruEntry {
+                folio: Arc::downgrade(&folio),
+                rmap,
+            });
+        }
+        self.nr_pages[list as usize].fetch_add(nr, Ordering::Relaxed);
+        memcg.mod_stat(list.stat(), nr as i64);
     }
 }
 
@@ -622,9 +653,19 @@ impl Reclaim<'_> {
             return 0;
         }
         let mut nr_reclaimed = 0;
+        let (mut keep, mut activate) = (Vec::new(), Vec::new());
         for (folio, rmap) in isolated {
-            nr_reclaimed += shrink_folio(folio, rmap);
+            match shrink_folio(folio, rmap) {
+                Verdict::Reclaimed(nr) => nr_reclaimed += nr,
+                Verdict::Keep(f, r) => keep.push((f, r)),
+                Verdict::Activate(f, r) => activate.push((f, r)),
+                Verdict::Gone => {}
+            }
         }
+        let nr_activate: u64 = activate.iter().map(|(f, _)| u64::from(f.nr())).sum();
+        memcg.count_vm_event(VmEvent::Pgactivate, nr_activate);
+        lruvec.putback(memcg, keep, LruList::InactiveAnon);
+        lruvec.putback(memcg, activate, LruList::ActiveAnon);
         memcg.count_vm_event(VmEvent::PgstealDirect, nr_reclaimed);
         // Every page written counts as I/O; the rest scanned were rotated.
         lru_note_cost(memcg, nr_reclaimed, nr_scanned.saturating_sub(nr_reclaimed));
@@ -639,56 +680,47 @@ impl Reclaim<'_> {
         let (isolated, nr_scanned) = lruvec.isolate(memcg, LruList::ActiveAnon, nr_to_scan);
         memcg.count_vm_event(VmEvent::Pgrefill, nr_scanned);
         let mut nr_deactivate = 0;
-        for (folio, rmap) in isolated {
+        for (folio, _) in &isolated {
             // folio_referenced clears the accessed bit.
             folio.lru().young.store(false, Ordering::Relaxed);
             nr_deactivate += u64::from(folio.nr());
-            lruvec.add(memcg, &folio, rmap, LruList::InactiveAnon);
         }
+        lruvec.putback(memcg, isolated, LruList::InactiveAnon);
         memcg.count_vm_event(VmEvent::Pgdeactivate, nr_deactivate);
     }
 }
 
+/// What `shrink_folio_list` made of one folio.
+enum Verdict {
+    /// Its pages went to swap.
+    Reclaimed(u64),
+    /// Back to the inactive list.
+    Keep(Arc<Folio>, Weak<dyn Rmap>),
+    /// To the active list (`activate_locked`, counting `pgactivate`).
+    Activate(Arc<Folio>, Weak<dyn Rmap>),
+    /// Unmapped meanwhile: dropped.
+    Gone,
+}
+
 /// One isolated folio through `shrink_folio_list`: by its references it
-/// is activated, kept, or reclaimed through its owner. Returns the pages
-/// reclaimed.
-fn shrink_folio(folio: Arc<Folio>, rmap: Weak<dyn Rmap>) -> u64 {
-    let memcg = Arc::clone(folio.memcg());
-    let lruvec = memcg.lruvec();
+/// is activated, kept, or reclaimed through its owner.
+fn shrink_folio(folio: Arc<Folio>, rmap: Weak<dyn Rmap>) -> Verdict {
     match folio_check_references(&folio) {
-        FolioRef::Activate => {
-            activate(&memcg, &folio, rmap);
-            0
-        }
-        FolioRef::Keep => {
-            lruvec.add(&memcg, &folio, rmap, LruList::InactiveAnon);
-            0
-        }
+        FolioRef::Activate => Verdict::Activate(folio, rmap),
+        FolioRef::Keep => Verdict::Keep(folio, rmap),
         FolioRef::Reclaim => {
             let Some(owner) = rmap.upgrade() else {
                 // Its mapping is gone: the folio is being freed with it.
-                return 0;
+                return Verdict::Gone;
             };
             match owner.reclaim(folio) {
-                RmapOutcome::Reclaimed { nr_pages } => nr_pages,
-                RmapOutcome::Busy(folio) => {
-                    lruvec.add(&memcg, &folio, rmap, LruList::InactiveAnon);
-                    0
-                }
-                RmapOutcome::NoSwap(folio) => {
-                    activate(&memcg, &folio, rmap);
-                    0
-                }
-                RmapOutcome::Gone => 0,
+                RmapOutcome::Reclaimed { nr_pages } => Verdict::Reclaimed(nr_pages),
+                RmapOutcome::Busy(folio) => Verdict::Keep(folio, rmap),
+                RmapOutcome::NoSwap(folio) => Verdict::Activate(folio, rmap),
+                RmapOutcome::Gone => Verdict::Gone,
             }
         }
     }
-}
-
-/// `activate_locked`: onto the active list, counting `pgactivate`.
-fn activate(memcg: &MemCgroup, folio: &Arc<Folio>, rmap: Weak<dyn Rmap>) {
-    memcg.count_vm_event(VmEvent::Pgactivate, u64::from(folio.nr()));
-    memcg.lruvec().add(memcg, folio, rmap, LruList::ActiveAnon);
 }
 
 /// `folio_check_references`' verdicts for an anonymous folio.
