@@ -1133,6 +1133,14 @@ mod tests {
     use super::*;
     use crate::memcontrol::ChargeKind;
 
+    /// An interface whose `memory.current` shows exactly the pages charged
+    /// (no charge stock).
+    fn exact_fs() -> CgroupFs {
+        let fs = CgroupFs::default();
+        fs.tree().set_charge_stock(false);
+        fs
+    }
+
     #[test]
     fn memparse_like_the_kernel() {
         assert_eq!(memparse("4096"), Ok(4096));
@@ -1184,7 +1192,7 @@ mod tests {
 
     #[test]
     fn subtree_control_gates_memory_files() {
-        let fs = CgroupFs::default();
+        let fs = exact_fs();
         fs.mkdir("/a").unwrap();
         assert_eq!(fs.read("/a/cgroup.controllers").unwrap(), "\n");
         assert_eq!(fs.read("/a/memory.max").unwrap_err().errno, Errno::ENOENT);
@@ -1238,7 +1246,7 @@ mod tests {
 
     #[test]
     fn values_round_trip_in_bytes() {
-        let fs = CgroupFs::default();
+        let fs = exact_fs();
         fs.write("/cgroup.subtree_control", "+memory").unwrap();
         fs.mkdir("/a").unwrap();
         fs.write("/a/memory.max", "30M\n").unwrap();
@@ -1286,7 +1294,7 @@ mod tests {
 
     #[test]
     fn peak_resets_only_the_writers_descriptor() {
-        let fs = CgroupFs::default();
+        let fs = exact_fs();
         fs.write("/cgroup.subtree_control", "+memory").unwrap();
         fs.mkdir("/a").unwrap();
         let a = fs.memcg("/a").unwrap();
@@ -1324,7 +1332,7 @@ mod tests {
 
     #[test]
     fn current_events_stat_and_cgroup_files() {
-        let fs = CgroupFs::default();
+        let fs = exact_fs();
         fs.write("/cgroup.subtree_control", "+memory").unwrap();
         fs.mkdir("/a").unwrap();
         let a = fs.memcg("/a").unwrap();
@@ -1392,7 +1400,7 @@ mod tests {
 
     #[test]
     fn small_control_files() {
-        let fs = CgroupFs::default();
+        let fs = exact_fs();
         fs.write("/cgroup.subtree_control", "+memory").unwrap();
         fs.mkdir("/a").unwrap();
         assert_eq!(fs.read("/a/memory.oom.group").unwrap(), "0\n");

@@ -58,6 +58,7 @@ use std::fmt;
 
 mod charge;
 mod hooks;
+mod stock;
 mod protection;
 mod stat;
 mod swap;
@@ -67,6 +68,8 @@ pub use charge::{ChargeError, ChargeKind, Gfp};
 use hooks::Hooks;
 pub use hooks::{MemcgReclaim, OomHandler, ReclaimOptions, TaskHooks};
 pub use stat::{MemcgEvent, MemcgStat, StatUnit, VmEvent};
+pub use stock::MEMCG_CHARGE_BATCH;
+use stock::ChargeStocks;
 
 use crate::errno::Errno;
 use crate::idr::{IdAllocator, IdTable};
@@ -924,6 +927,8 @@ struct TreeShared {
     shrinker_ids: Mutex<IdAllocator>,
     next_serial: AtomicU64,
     hooks: Mutex<Hooks>,
+    /// The per-thread charge stocks (`stock.rs`).
+    stocks: ChargeStocks,
 }
 
 impl Drop for TreeShared {
@@ -1003,8 +1008,13 @@ impl CgroupTree {
                 shrinker_ids: Mutex::new(IdAllocator::new(0, MAX_SHRINKERS as u32 - 1)),
                 next_serial: AtomicU64::new(1),
                 hooks: Mutex::new(Hooks::default()),
+                stocks: ChargeStocks::default(),
             }),
         }
+    }
+
+    fn stocks(&self) -> &ChargeStocks {
+        &self.shared.stocks
     }
 
     /// The root memory cgroup.
@@ -1311,6 +1321,8 @@ impl CgroupTree {
             lru.reparent(&memcg, parent);
         }
         lock(&parent.dying_children).push(Arc::downgrade(&memcg));
+        // Stocked pages go back, and with them the stocks' references.
+        self.shared.stocks.drain_all(&memcg);
         lock(&cg.memcg).take();
         memcg.id_put();
     }
@@ -1568,11 +1580,14 @@ fn validate_name(name: &str) -> Result<(), CgroupError> {
 /// room for `max_ids` memory cgroup ids.
 #[cfg(all(test, not(loom)))]
 pub(crate) fn test_tree(nr_nodes: usize, max_ids: u32) -> CgroupTree {
-    CgroupTree::new(TreeConfig {
+    let t = CgroupTree::new(TreeConfig {
         nr_nodes,
         max_ids,
         ..TreeConfig::default()
-    })
+    });
+    // Exact figures: tests of the stock turn it back on.
+    t.set_charge_stock(false);
+    t
 }
 
 #[cfg(all(test, not(loom)))]

@@ -29,7 +29,7 @@
 use std::fmt;
 
 use super::stat::{Counts, MemcgEvent, MemcgStat};
-use super::{CgroupTree, MemCgroup, ReclaimOptions};
+use super::{CgroupTree, MEMCG_CHARGE_BATCH, MemCgroup, ReclaimOptions};
 use crate::clock::{HZ, jiffies};
 use crate::errno::Errno;
 use crate::page_alloc::PageBuf;
@@ -273,14 +273,34 @@ impl CgroupTree {
         let mut drained = false;
         let mut oom_passes = 0;
         let mut passed_oom = false;
+        // The root's charges are the machine's: no stock there (the
+        // kernel never charges the root memory cgroup at all).
+        let stocks = self.stocks();
+        let stocking = stocks.enabled() && !cg.is_root();
+        let mut batch = if stocking {
+            nr_pages.max(MEMCG_CHARGE_BATCH)
+        } else {
+            nr_pages
+        };
         loop {
-            let over = match cg.memory().try_charge(nr_pages) {
+            if stocking && stocks.consume(cg, nr_pages) {
+                return Ok(());
+            }
+            let over = match cg.memory().try_charge(batch) {
                 Ok(()) => {
-                    self.handle_over_high(cg, nr_pages);
+                    if batch > nr_pages {
+                        stocks.refill(cg, batch - nr_pages);
+                    }
+                    self.handle_over_high(cg, batch);
                     return Ok(());
                 }
                 Err(counter) => owner_of_counter(cg, counter, |c| c.memory()),
             };
+            // A batch that does not fit is retried as the charge alone.
+            if batch > nr_pages {
+                batch = nr_pages;
+                continue;
+            }
             // The root's counter is the machine: running out of it is the
             // page allocator's business (global reclaim, then the global
             // OOM killer), with no memory cgroup events.
@@ -311,8 +331,8 @@ impl CgroupTree {
                 continue;
             }
             if !drained {
-                // The kernel drains per-cpu charge caches here; we have none,
-                // but keep the extra round so event counts match.
+                // Pages stocked for the subtree may be what is missing.
+                self.drain_all_stock(&over);
                 drained = true;
                 continue;
             }
@@ -479,10 +499,16 @@ impl CgroupTree {
         cg.memory().force_max(nr_pages);
         let mut reclaims = MAX_RECLAIM_RETRIES;
         let mut kills = 0;
+        let mut drained = false;
         loop {
             let usage = cg.memory().usage();
             if usage <= nr_pages {
                 return true;
+            }
+            if !drained {
+                self.drain_all_stock(cg);
+                drained = true;
+                continue;
             }
             if reclaims > 0 {
                 if self
@@ -539,10 +565,16 @@ impl CgroupTree {
     pub fn set_memory_high(&self, cg: &Arc<MemCgroup>, nr_pages: u64) {
         cg.memory().set_high(nr_pages);
         let mut retries = MAX_RECLAIM_RETRIES;
+        let mut drained = false;
         loop {
             let usage = cg.memory().usage();
             if usage <= nr_pages {
                 return;
+            }
+            if !drained {
+                self.drain_all_stock(cg);
+                drained = true;
+                continue;
             }
             if self
                 .reclaimer()
@@ -560,9 +592,6 @@ impl CgroupTree {
 
 /// The longest one throttle sleeps (`MEMCG_MAX_HIGH_DELAY_JIFFIES`).
 pub const MEMCG_MAX_HIGH_DELAY_JIFFIES: u64 = 2 * HZ;
-
-/// The charge batch the throttle is scaled to (`MEMCG_CHARGE_BATCH`).
-pub const MEMCG_CHARGE_BATCH: u64 = 64;
 
 /// `MEMCG_DELAY_PRECISION_SHIFT`: overages are in 1/2^20 of `high`.
 const MEMCG_DELAY_PRECISION_SHIFT: u32 = 20;
