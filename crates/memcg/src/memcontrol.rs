@@ -58,9 +58,9 @@ use std::fmt;
 
 mod charge;
 mod hooks;
-mod stock;
 mod protection;
 mod stat;
+mod stock;
 mod swap;
 
 use charge::Accounting;
@@ -68,8 +68,8 @@ pub use charge::{ChargeError, ChargeKind, Gfp};
 use hooks::Hooks;
 pub use hooks::{MemcgReclaim, OomHandler, ReclaimOptions, TaskHooks};
 pub use stat::{MemcgEvent, MemcgStat, StatUnit, VmEvent};
-pub use stock::MEMCG_CHARGE_BATCH;
 use stock::ChargeStocks;
+pub use stock::MEMCG_CHARGE_BATCH;
 
 use crate::errno::Errno;
 use crate::idr::{IdAllocator, IdTable};
