@@ -14,6 +14,7 @@
 //! `--min-phase-ms`; [`timing`] times a phase and the CPU share its threads
 //! got.
 
+pub mod charge;
 pub mod list_lru;
 pub mod page_counter;
 pub mod reclaim;
@@ -59,6 +60,8 @@ pub enum BenchCommand {
     Swap(swap::SwapArgs),
     /// A usemem-like load at a memory cgroup's limit: reclaim-driven swap.
     Reclaim(reclaim::ReclaimArgs),
+    /// The memcg charge path with and without the per-thread charge stock.
+    Charge(charge::ChargeArgs),
 }
 
 /// Runs `memcg bench`.
@@ -75,6 +78,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         Some(BenchCommand::PageCounter(a)) => page_counter::run(&a),
         Some(BenchCommand::Swap(a)) => swap::run(&a),
         Some(BenchCommand::Reclaim(a)) => reclaim::run(&a),
+        Some(BenchCommand::Charge(a)) => charge::run(&a),
         None => {
             let dir = args.out_dir.as_deref();
             let mut sc = swap_cgroup::SwapCgroupArgs::for_suite(args.smoke);
@@ -86,6 +90,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             let mut pc = page_counter::PageCounterArgs::for_suite(args.smoke);
             pc.common.files = ReportFiles::in_dir(dir, "page-counter")?;
             page_counter::run(&pc)?;
+            let mut ch = charge::ChargeArgs::for_suite(args.smoke);
+            ch.common.files = ReportFiles::in_dir(dir, "charge")?;
+            charge::run(&ch)?;
             let mut sw = swap::SwapArgs::for_suite(args.smoke);
             sw.common.files = ReportFiles::in_dir(dir, "swap")?;
             swap::run(&sw)?;

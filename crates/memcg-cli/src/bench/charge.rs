@@ -1,0 +1,390 @@
+//! `memcg bench charge`: the memory cgroup charge path (`try_charge` +
+//! `uncharge` of one page through `memcontrol`: page counters, statistics,
+//! the charged-page pin) with and without the per-thread charge stock, in
+//! one run.
+//!
+//! Each thread charges and uncharges one anonymous page at a time, on its
+//! own leaf (`own`) or on one leaf all threads share (`shared`), the
+//! leaves `depth` levels below the root under one chain of ancestors. With
+//! the stock a charge takes 64 pages from the counters once and the next 63
+//! charges from its slot's stock; an uncharge always goes to the counters,
+//! as the kernel's does.
+
+use anyhow::ensure;
+use clap::Args;
+use memcg::memcontrol::{CgroupTree, ChargeKind, MemCgroup};
+use serde::Serialize;
+use std::sync::Arc;
+
+use super::{Benchmark, CommonArgs, Interleaved, Runs, Sample, run_plan, timed_threads};
+use crate::report::{self, Chart, Panel, PhaseFacts, Progress, ReportHead, Series, Stats};
+
+/// Flags of `memcg bench charge`.
+#[derive(Debug, Clone, Args)]
+#[command(mut_arg("threads", |a| a.default_value("1,2,4")))]
+pub struct ChargeArgs {
+    /// Depths of the leaves below the root, comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,8")]
+    pub depths: Vec<usize>,
+    /// Charge + uncharge pairs per thread per round [default: 1000000;
+    /// --quick 100000].
+    #[arg(long)]
+    pub ops: Option<u64>,
+    /// Compare the stock `on`, `off`, or both [default: both].
+    #[arg(long, value_delimiter = ',')]
+    pub charge_stock: Vec<StockSetting>,
+    /// `--threads`, `--reps`, `--quick`, `--json` and `--svg`.
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// Whether charges go through the per-thread stock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum StockSetting {
+    /// Every charge on the counters.
+    Off,
+    /// The kernel's per-CPU stock.
+    On,
+}
+
+impl StockSetting {
+    fn name(self) -> &'static str {
+        match self {
+            StockSetting::Off => "stock off",
+            StockSetting::On => "stock on",
+        }
+    }
+}
+
+/// Whose leaf the threads charge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+enum Leaf {
+    /// Each thread its own leaf (sharing the ancestors).
+    Own,
+    /// One leaf for every thread.
+    Shared,
+}
+
+impl Leaf {
+    const ALL: [Leaf; 2] = [Leaf::Own, Leaf::Shared];
+
+    fn name(self) -> &'static str {
+        match self {
+            Leaf::Own => "own leaf",
+            Leaf::Shared => "shared leaf",
+        }
+    }
+}
+
+impl ChargeArgs {
+    /// The arguments `memcg bench` uses: quick scale, or tiny for `--smoke`.
+    pub fn for_suite(smoke: bool) -> Self {
+        Self {
+            depths: vec![1, 4, 8],
+            ops: smoke.then_some(2_000),
+            charge_stock: Vec::new(),
+            common: CommonArgs::for_suite(smoke),
+        }
+    }
+}
+
+/// Runs the benchmark, prints its table, writes JSON/SVG if asked.
+pub fn run(args: &ChargeArgs) -> anyhow::Result<()> {
+    run_plan(&Plan::of(args)?, &args.common.files)
+}
+
+/// A tree with a chain of `depth - 1` ancestors and the leaves `threads`
+/// threads charge (one per thread, or one shared).
+fn hierarchy(
+    stock: StockSetting,
+    depth: usize,
+    threads: usize,
+    leaf: Leaf,
+) -> anyhow::Result<(CgroupTree, Vec<Arc<MemCgroup>>)> {
+    let tree = CgroupTree::default();
+    tree.set_charge_stock(stock == StockSetting::On);
+    let mut path = String::new();
+    for level in 1..depth {
+        path.push_str(&format!("/l{level}"));
+        tree.mkdir(&path)?;
+    }
+    let leaves = match leaf {
+        Leaf::Own => (0..threads)
+            .map(|t| tree.mkdir(&format!("{path}/t{t}")))
+            .collect::<Result<Vec<_>, _>>()?,
+        Leaf::Shared => {
+            let shared = tree.mkdir(&format!("{path}/shared"))?;
+            vec![shared; threads]
+        }
+    };
+    Ok((tree, leaves))
+}
+
+/// Mops/s (charge + uncharge pairs) of one run of `ops` pairs per thread.
+fn run_once(
+    stock: StockSetting,
+    depth: usize,
+    threads: usize,
+    leaf: Leaf,
+    ops: u64,
+) -> anyhow::Result<Sample> {
+    let (tree, leaves) = hierarchy(stock, depth, threads, leaf)?;
+    let timed = timed_threads(threads, |t| {
+        let cg = &leaves[t];
+        for _ in 0..ops {
+            tree.try_charge(cg, 1, ChargeKind::Anon)?;
+            tree.uncharge(cg, 1, ChargeKind::Anon);
+        }
+        Ok(())
+    })?;
+    tree.drain_all_stock(tree.root());
+    ensure!(
+        tree.root().memory().usage() == 0 && leaves.iter().all(|l| l.memory().usage() == 0),
+        "charges did not balance"
+    );
+    let mops = threads as f64 * ops as f64 / timed.secs / 1e6;
+    Ok(Sample::new(mops, &timed))
+}
+
+#[derive(Debug, Serialize)]
+struct ResultRow {
+    stock: StockSetting,
+    leaf: Leaf,
+    depth: usize,
+    threads: usize,
+    /// Median charge + uncharge pairs per second, millions.
+    mops: f64,
+    stdev: f64,
+    mops_min: f64,
+    mops_max: f64,
+    /// Median over the stock-off median of the same configuration.
+    ratio_stock_off: Option<f64>,
+    samples: Vec<f64>,
+    #[serde(flatten)]
+    phases: PhaseFacts,
+}
+
+#[derive(Debug, Serialize)]
+struct Config {
+    ops_per_thread: u64,
+    reps: usize,
+    min_phase_ms: u64,
+    depths: Vec<usize>,
+    threads: Vec<usize>,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    #[serde(flatten)]
+    head: ReportHead,
+    config: Config,
+    results: Vec<ResultRow>,
+}
+
+/// Validated settings of one invocation.
+struct Plan {
+    ops_per_thread: u64,
+    reps: usize,
+    min_phase_ms: u64,
+    depths: Vec<usize>,
+    threads: Vec<usize>,
+    stocks: Vec<StockSetting>,
+    arms: Vec<usize>,
+}
+
+impl Plan {
+    fn of(args: &ChargeArgs) -> anyhow::Result<Self> {
+        let common = &args.common;
+        let ops_per_thread = common.scaled(args.ops, 100_000, 1_000_000);
+        common.validate(&[("--ops", ops_per_thread)])?;
+        ensure!(
+            !args.depths.is_empty() && !args.depths.contains(&0),
+            "--depths needs depths of at least 1"
+        );
+        let stocks = if args.charge_stock.is_empty() {
+            vec![StockSetting::Off, StockSetting::On]
+        } else {
+            args.charge_stock.clone()
+        };
+        let threads = common.threads.clone();
+        let configs = args.depths.len() * threads.len() * Leaf::ALL.len();
+        Ok(Self {
+            ops_per_thread,
+            reps: common.reps(),
+            min_phase_ms: common.min_phase_ms(),
+            depths: args.depths.clone(),
+            threads,
+            arms: vec![stocks.len(); configs],
+            stocks,
+        })
+    }
+
+    /// Every `(depth, threads, leaf)`, depths outermost.
+    fn configs(&self) -> Vec<(usize, usize, Leaf)> {
+        let mut out = Vec::new();
+        for &d in &self.depths {
+            for &t in &self.threads {
+                for leaf in Leaf::ALL {
+                    out.push((d, t, leaf));
+                }
+            }
+        }
+        out
+    }
+}
+
+impl Benchmark for Plan {
+    const NAME: &'static str = "charge";
+    type Samples = Runs<Sample>;
+    type Report = Report;
+
+    fn describe(&self) -> String {
+        format!(
+            "{} try_charge+uncharge pairs of 1 page per thread per round through memcontrol, \
+             median of {} interleaved reps of phases >= {} ms, Mops/s",
+            self.ops_per_thread, self.reps, self.min_phase_ms
+        )
+    }
+
+    fn measure(&self) -> anyhow::Result<Runs<Sample>> {
+        let configs = self.configs();
+        let plan = Interleaved::new(self.reps, self.min_phase_ms, &self.arms, false);
+        let mut progress = Progress::new(Self::NAME, plan.steps());
+        let name = |c: usize, a: usize| {
+            let (depth, threads, leaf) = configs[c];
+            format!(
+                "{} depth {depth} {} x{threads}",
+                self.stocks[a].name(),
+                leaf.name()
+            )
+        };
+        let runs = plan.run(&mut progress, name, |c, a, rounds| {
+            let (depth, threads, leaf) = configs[c];
+            run_once(
+                self.stocks[a],
+                depth,
+                threads,
+                leaf,
+                self.ops_per_thread * rounds,
+            )
+        })?;
+        progress.finish();
+        Ok(runs)
+    }
+
+    fn summarise(&self, head: ReportHead, runs: Runs<Sample>) -> Report {
+        let off = self.stocks.iter().position(|&s| s == StockSetting::Off);
+        let mut results = Vec::new();
+        for (ci, (depth, threads, leaf)) in self.configs().into_iter().enumerate() {
+            let off_median = off.map(|a| Stats::of(&runs.values(ci, a)).median);
+            for (ai, &stock) in self.stocks.iter().enumerate() {
+                let samples = runs.values(ci, ai);
+                let st = Stats::of(&samples);
+                results.push(ResultRow {
+                    stock,
+                    leaf,
+                    depth,
+                    threads,
+                    mops: st.median,
+                    stdev: st.stdev,
+                    mops_min: st.min,
+                    mops_max: st.max,
+                    ratio_stock_off: off_median.map(|m| st.median / m),
+                    samples,
+                    phases: runs.facts(ci, ai),
+                });
+            }
+        }
+        Report {
+            head,
+            config: Config {
+                ops_per_thread: self.ops_per_thread,
+                reps: self.reps,
+                min_phase_ms: self.min_phase_ms,
+                depths: self.depths.clone(),
+                threads: self.threads.clone(),
+            },
+            results,
+        }
+    }
+
+    fn print_tables(report: &Report) {
+        let reps = report.config.reps;
+        let rows = report.results.iter().map(|r| {
+            vec![
+                r.depth.to_string(),
+                r.threads.to_string(),
+                r.leaf.name().to_owned(),
+                r.stock.name().to_owned(),
+                format!("{:.1}", r.mops),
+                report::fmt_stdev(r.stdev, reps, 1),
+                report::fmt_range(r.mops_min, r.mops_max, reps, 1),
+                r.ratio_stock_off
+                    .map_or_else(|| "-".to_owned(), |x| format!("{x:.2}x")),
+                r.phases.cpu_cell(),
+            ]
+        });
+        report::print_table(
+            &[
+                "depth",
+                "threads",
+                "leaf",
+                "stock",
+                "Mops/s",
+                "stdev",
+                "min–max",
+                "vs stock off",
+                "CPU",
+            ],
+            rows,
+        );
+        let facts = report.results.iter().map(|r| &r.phases);
+        report::print_method_note(facts, report.config.min_phase_ms as f64);
+    }
+
+    /// Mops/s against threads, one panel per depth and leaf sharing.
+    fn chart(&self, report: &Report) -> Chart<'static> {
+        let mut panels = Vec::new();
+        for &depth in &self.depths {
+            for leaf in Leaf::ALL {
+                let series = self
+                    .stocks
+                    .iter()
+                    .map(|&s| {
+                        let rows = report
+                            .results
+                            .iter()
+                            .filter(|r| r.depth == depth && r.leaf == leaf && r.stock == s);
+                        Series::by_threads(s.name(), rows.map(|r| (r.threads, r.mops, r.stdev)))
+                    })
+                    .collect();
+                panels.push(Panel {
+                    title: format!("depth {depth}, {}", leaf.name()),
+                    series,
+                });
+            }
+        }
+        report::chart_by_threads(
+            "memcg charge+uncharge Mops/s, charge stock off vs on",
+            "Mops/s",
+            panels,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_setting_balances() {
+        for stock in [StockSetting::Off, StockSetting::On] {
+            for leaf in Leaf::ALL {
+                let s = run_once(stock, 3, 2, leaf, 1_000).unwrap();
+                assert!(s.value > 0.0, "{s:?}");
+            }
+        }
+    }
+}
