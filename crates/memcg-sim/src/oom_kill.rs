@@ -25,32 +25,60 @@
 use std::cell::RefCell;
 use std::sync::{Arc, Weak};
 
-use memcg::memcontrol::{MemCgroup, OomHandler};
+use memcg::memcontrol::{Cgroup, CgroupTree, MemCgroup, OomHandler};
+use memcg::psi::PsiDelta;
 
 use crate::mm::{OOM_SCORE_ADJ_MIN, Task};
 use crate::{Inner, lock};
 
 thread_local! {
-    /// The task whose operation runs on this thread (`current`).
-    static CURRENT: RefCell<Option<Arc<Task>>> = const { RefCell::new(None) };
+    /// The task whose operation runs on this thread (`current`), and the
+    /// cgroup it ran in when the operation started.
+    static CURRENT: RefCell<Option<(Arc<Task>, Arc<Cgroup>)>> = const { RefCell::new(None) };
 }
 
-/// Announces the task an operation runs as, for as long as it lives.
-pub(crate) struct CurrentTask {
-    previous: Option<Arc<Task>>,
+/// Announces the task an operation runs as, for as long as it lives: the
+/// task counts as running in its cgroup's pressure (`psi`) meanwhile.
+pub(crate) struct CurrentTask<'a> {
+    tree: &'a CgroupTree,
+    cgroup: Arc<Cgroup>,
+    previous: Option<(Arc<Task>, Arc<Cgroup>)>,
 }
 
-impl CurrentTask {
-    pub(crate) fn enter(task: &Arc<Task>) -> Self {
-        let previous = CURRENT.with(|c| c.replace(Some(Arc::clone(task))));
-        Self { previous }
+impl<'a> CurrentTask<'a> {
+    pub(crate) fn enter(tree: &'a CgroupTree, task: &Arc<Task>) -> Self {
+        let cgroup = task.cgroup();
+        tree.psi_change(&cgroup, RUNNING);
+        let previous = CURRENT.with(|c| c.replace(Some((Arc::clone(task), Arc::clone(&cgroup)))));
+        Self {
+            tree,
+            cgroup,
+            previous,
+        }
     }
 }
 
-impl Drop for CurrentTask {
+impl Drop for CurrentTask<'_> {
     fn drop(&mut self) {
         CURRENT.with(|c| *c.borrow_mut() = self.previous.take());
+        let stop = PsiDelta {
+            running: -1,
+            ..PsiDelta::default()
+        };
+        self.tree.psi_change(&self.cgroup, stop);
     }
+}
+
+/// A task starting to run.
+const RUNNING: PsiDelta = PsiDelta {
+    running: 1,
+    memstall: 0,
+    memstall_running: 0,
+};
+
+/// The cgroup of the task running on this thread, if any.
+pub(crate) fn current_cgroup() -> Option<Arc<Cgroup>> {
+    CURRENT.with(|c| c.borrow().as_ref().map(|(_, cg)| Arc::clone(cg)))
 }
 
 /// The OOM hook a simulator installs on its tree.
@@ -90,7 +118,7 @@ impl OomHandler for OomKiller {
     }
 
     fn current_is_dying(&self) -> bool {
-        CURRENT.with(|c| c.borrow().as_ref().is_some_and(|t| t.is_killed()))
+        CURRENT.with(|c| c.borrow().as_ref().is_some_and(|(t, _)| t.is_killed()))
     }
 }
 

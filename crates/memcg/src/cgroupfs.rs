@@ -322,6 +322,13 @@ const FILES: &[FileSpec] = &[
     ),
     core("cgroup.procs", Scope::All, read_procs, Some(write_procs)),
     core("cgroup.stat", Scope::All, read_cgroup_stat, None),
+    // Read-only here: the kernel's file also takes poll triggers.
+    core(
+        "memory.pressure",
+        Scope::All,
+        |fs, cg| fs.tree.memory_pressure(cg),
+        None,
+    ),
     FileSpec {
         name: "cgroup.kill",
         scope: Scope::NotOnRoot,

@@ -28,6 +28,7 @@
 //! | [`folio`]        | include/linux/mm_types.h (`struct folio`) | pages of real bytes that carry their charge |
 //! | [`list_lru`]     | mm/list_lru.c                          | per-cgroup per-node LRUs (split, legacy)       |
 //! | [`swap_state`]   | mm/swap_state.c, mm/page_io.c, mm/vmscan.c (split on swap-out) | swap cache, swap-out/in |
+//! | [`psi`]          | kernel/sched/psi.c                     | memory pressure stall information              |
 //! | [`vmscan`]       | mm/vmscan.c                            | per-memcg LRU lists, memory cgroup reclaim     |
 //! | [`cgroupfs`]     | mm/memcontrol.c, kernel/cgroup/cgroup.c (cftypes) | the cgroup v2 interface files |
 //!
@@ -48,6 +49,7 @@ pub(crate) mod named;
 pub mod page_alloc;
 pub mod page_counter;
 pub(crate) mod percpu;
+pub mod psi;
 pub mod swap_cgroup;
 pub mod swap_state;
 pub mod swapfile;

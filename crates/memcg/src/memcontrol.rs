@@ -74,6 +74,7 @@ pub use stock::MEMCG_CHARGE_BATCH;
 use crate::errno::Errno;
 use crate::idr::{IdAllocator, IdTable};
 use crate::page_alloc::PageAllocator;
+use crate::psi::PsiGroup;
 use crate::sync::{Arc, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering, lock};
 use crate::vmscan::Lruvec;
 use std::sync::Weak;
@@ -280,6 +281,8 @@ pub struct Cgroup {
     max_descendants: AtomicU32,
     /// `cgroup.max.depth`.
     max_depth: AtomicU32,
+    /// Memory pressure of its tasks and its descendants' (`psi.rs`).
+    psi: PsiGroup,
 }
 
 impl Cgroup {
@@ -299,7 +302,13 @@ impl Cgroup {
             nr_dying_memcgs: AtomicUsize::new(0),
             max_descendants: AtomicU32::new(CGROUP_LIMIT_MAX),
             max_depth: AtomicU32::new(CGROUP_LIMIT_MAX),
+            psi: PsiGroup::default(),
         }
+    }
+
+    /// Its memory pressure state (its tasks' and its descendants').
+    pub fn psi(&self) -> &PsiGroup {
+        &self.psi
     }
 
     /// A number unique to this cgroup for the tree's life.

@@ -1,5 +1,6 @@
 //! The `/proc` files `memcg sh` knows: `/proc/swaps`, `/proc/meminfo`,
-//! `/proc/sys/vm/swappiness` and `/proc/PID/oom_score_adj`, read as the
+//! `/proc/pressure/memory`, `/proc/sys/vm/swappiness` and
+//! `/proc/PID/oom_score_adj`, read as the
 //! kernel prints them and written with its checks (a number in range, or
 //! `EINVAL`).
 
@@ -31,6 +32,10 @@ pub(super) fn read(sim: &Sim, path: &str) -> Option<Result<String, Errno>> {
         "/proc/swaps" => Ok(sim.proc_swaps()),
         "/proc/meminfo" => Ok(sim.proc_meminfo()),
         "/proc/sys/vm/swappiness" => Ok(format!("{}\n", sim.fs().tree().vm_swappiness())),
+        "/proc/pressure/memory" => {
+            let tree = sim.fs().tree();
+            Ok(tree.memory_pressure(tree.root().cgroup()))
+        }
         _ => match pid_file(path) {
             Some((pid, "oom_score_adj")) => sim
                 .task(pid)

@@ -324,9 +324,11 @@ impl CgroupTree {
             if !global {
                 over.memory_event(MemcgEvent::Max);
             }
-            let reclaimed = self
-                .reclaimer()
-                .reclaim(&over, nr_pages, ReclaimOptions::default());
+            let reclaimed = {
+                let _stall = self.memstall(true);
+                self.reclaimer()
+                    .reclaim(&over, nr_pages, ReclaimOptions::default())
+            };
             if over.memory().margin() >= nr_pages {
                 continue;
             }
@@ -467,6 +469,7 @@ impl CgroupTree {
                 in_retry = true;
                 continue;
             }
+            let _stall = self.memstall(false);
             self.clock().sleep(jiffies(penalty));
             return;
         }
@@ -484,6 +487,7 @@ impl CgroupTree {
                 continue;
             }
             c.memory_event(MemcgEvent::High);
+            let _stall = self.memstall(true);
             nr_reclaimed += self
                 .reclaimer()
                 .reclaim(c, nr_pages, ReclaimOptions::default());

@@ -15,6 +15,7 @@
 use super::{Cgroup, CgroupTree, MemCgroup};
 use crate::clock::{Clock, RealClock};
 use crate::errno::Errno;
+use crate::psi::PsiDelta;
 use crate::sync::{Arc, lock};
 
 /// How a reclaim may work (the `reclaim_options` and proactive
@@ -118,6 +119,11 @@ pub trait TaskHooks: Send + Sync {
     fn kill(&self, cg: &Arc<Cgroup>) {
         let _ = cg;
     }
+    /// The cgroup of the task running on this thread (`current`), if a
+    /// task runs here: where its memory stalls count.
+    fn current_cgroup(&self) -> Option<Arc<Cgroup>> {
+        None
+    }
 }
 
 /// No tasks: every cgroup is empty and no pid exists (the default until
@@ -131,6 +137,25 @@ impl TaskHooks for NoTasks {
 
     fn attach(&self, _: u32, _: &Arc<Cgroup>) -> Result<(), Errno> {
         Err(Errno::ESRCH)
+    }
+}
+
+/// A memory stall in progress; see [`CgroupTree::memstall`].
+pub(crate) struct Memstall<'a> {
+    tree: &'a CgroupTree,
+    cgroup: Arc<Cgroup>,
+    delta: PsiDelta,
+}
+
+impl Drop for Memstall<'_> {
+    fn drop(&mut self) {
+        let d = self.delta;
+        let undo = PsiDelta {
+            running: -d.running,
+            memstall: -d.memstall,
+            memstall_running: -d.memstall_running,
+        };
+        self.tree.psi_change(&self.cgroup, undo);
     }
 }
 
@@ -172,6 +197,40 @@ impl CgroupTree {
     /// Kills every task in `cg`'s subtree (`cgroup.kill`).
     pub fn kill_tasks(&self, cg: &Arc<Cgroup>) {
         self.task_hooks().kill(cg);
+    }
+
+    /// Applies a task state change to the pressure of `cg` and every
+    /// ancestor (`psi_task_change`), at the clock's time.
+    pub fn psi_change(&self, cg: &Cgroup, delta: PsiDelta) {
+        let now = self.clock().now();
+        for c in cg.self_and_ancestors() {
+            c.psi().change(now, delta);
+        }
+    }
+
+    /// `memory.pressure` of `cg` (of the whole machine for the root:
+    /// `/proc/pressure/memory`).
+    pub fn memory_pressure(&self, cg: &Cgroup) -> String {
+        cg.psi().show(self.clock().now())
+    }
+
+    /// Marks the task running on this thread as stalled on memory until
+    /// the guard drops (`psi_memstall_enter`/`_leave`); `running`: it keeps
+    /// running meanwhile (reclaim), or sleeps (a throttle). Nothing when no
+    /// task runs here.
+    pub(crate) fn memstall(&self, running: bool) -> Option<Memstall<'_>> {
+        let cgroup = self.task_hooks().current_cgroup()?;
+        let delta = PsiDelta {
+            running: if running { 0 } else { -1 },
+            memstall: 1,
+            memstall_running: i32::from(running),
+        };
+        self.psi_change(&cgroup, delta);
+        Some(Memstall {
+            tree: self,
+            cgroup,
+            delta,
+        })
     }
 
     pub(super) fn task_hooks(&self) -> Arc<dyn TaskHooks> {
