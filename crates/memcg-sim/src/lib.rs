@@ -298,6 +298,10 @@ impl TaskHooks for Hooks {
             inner.kill_cgroup(cg);
         }
     }
+
+    fn current_cgroup(&self) -> Option<Arc<Cgroup>> {
+        oom_kill::current_cgroup()
+    }
 }
 
 /// Connects charges over a limit to reclaim (`vmscan`).
@@ -715,7 +719,7 @@ impl Sim {
 
     /// Faults in every folio of a new mapping, filling its pages.
     fn populate(&self, m: &Mapping, size_bytes: u64, folio_pages: u32) -> Result<(), SimError> {
-        let _current = CurrentTask::enter(&m.task);
+        let _current = CurrentTask::enter(self.inner.fs.tree(), &m.task);
         let memcg = m.task.memcg();
         for first_page in (0..size_bytes / PAGE_BYTES as u64).step_by(folio_pages as usize) {
             let folios = self.fault_anon(&m.task, &memcg, first_page, folio_pages)?;
@@ -882,7 +886,7 @@ impl Sim {
     pub fn touch(&self, name: &str) -> Result<u64, SimError> {
         let m = self.mapping(name)?;
         let memcg = m.task.memcg();
-        let _current = CurrentTask::enter(&m.task);
+        let _current = CurrentTask::enter(self.inner.fs.tree(), &m.task);
         let mut faulted = 0;
         let mut result = Ok(());
         for block in m.blocks() {
@@ -1445,6 +1449,76 @@ mod tests {
         sim.fs().rmdir("/a").unwrap();
         sim.free("m").unwrap();
         assert_eq!(a.memory().usage(), 0);
+    }
+
+    /// Waits until `block` has `count` references (an operation took its
+    /// snapshot of the blocks and is waiting for this one's lock).
+    fn wait_for_refs(block: &Arc<Block>, count: usize) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while Arc::strong_count(block) < count {
+            assert!(std::time::Instant::now() < deadline, "never got there");
+            std::thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn a_killed_tasks_block_is_released_by_the_operation_that_held_it() {
+        // Regression: a kill leaves a block an operation holds for that
+        // operation; verify (and pageout, residency) let go of it without
+        // reaping, so its pages stayed charged until some later kill.
+        let sim = sim();
+        let a = sim.fs().memcg("/a").unwrap();
+        let pid = sim.alloc("/a", "m", 4 * 4096, 1, Fill::Pattern).unwrap();
+        let block = Arc::clone(&sim.mapping("m").unwrap().blocks()[0]);
+        let guard = block.lock();
+        let refs = Arc::strong_count(&block);
+        std::thread::scope(|s| {
+            let verifier = s.spawn(|| sim.verify("m"));
+            // The verifier has the blocks and waits for the first one.
+            wait_for_refs(&block, refs + 1);
+            sim.kill(pid).unwrap();
+            assert_eq!(a.memory().usage(), 1, "the held page stays for now");
+            drop(guard);
+            verifier.join().unwrap().unwrap();
+        });
+        assert_eq!(a.memory().usage(), 0, "the verifier reaped it");
+        assert_eq!(a.lruvec().size(vmscan::LruList::InactiveAnon), 0);
+    }
+
+    #[test]
+    fn a_killed_tasks_block_held_by_reclaim_is_released_by_it() {
+        // Regression: the same with reclaim holding the block while it
+        // swaps a folio out: the swapped page stayed charged to swap.
+        let sim = sim();
+        sim.swapon_ram(1 << 20, None).unwrap();
+        let a = sim.fs().memcg("/a").unwrap();
+        let pid = sim.alloc("/a", "m", 2 * 4096, 1, Fill::Pattern).unwrap();
+        let block = Arc::clone(&sim.mapping("m").unwrap().blocks()[0]);
+        let folio = {
+            let extents = block.lock();
+            let State::Resident(folio) = &extents[0].state else {
+                panic!("resident")
+            };
+            Arc::clone(folio)
+        };
+        {
+            // A reclaimer holds it (as `reclaim` does, by try_lock) when
+            // the kill comes...
+            let _held = block.try_lock().unwrap();
+            sim.kill(pid).unwrap();
+            assert_eq!((a.memory().usage(), a.swap().usage()), (1, 0));
+        }
+        // ... and goes on to swap the folio out and let go.
+        let outcome = vmscan::Rmap::reclaim(&*block, folio);
+        assert!(
+            matches!(outcome, vmscan::RmapOutcome::Reclaimed { nr_pages: 1 }),
+            "{outcome:?}"
+        );
+        assert_eq!((a.memory().usage(), a.swap().usage()), (0, 0));
+        assert_eq!(a.id_pins(), 1);
+        for device in sim.swap().swapfiles().iter() {
+            assert_eq!(device.inuse_pages(), 0);
+        }
     }
 
     #[test]
