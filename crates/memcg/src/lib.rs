@@ -29,6 +29,7 @@
 //! | [`list_lru`]     | mm/list_lru.c                          | per-cgroup per-node LRUs (split, legacy)       |
 //! | [`swap_state`]   | mm/swap_state.c, mm/page_io.c, mm/vmscan.c (split on swap-out) | swap cache, swap-out/in |
 //! | [`psi`]          | kernel/sched/psi.c                     | memory pressure stall information              |
+//! | [`shrinker`]     | mm/shrinker.c, mm/vmscan.c (shrink_slab) | shrinkers: caches that give objects back     |
 //! | [`vmscan`]       | mm/vmscan.c                            | per-memcg LRU lists, memory cgroup reclaim     |
 //! | [`cgroupfs`]     | mm/memcontrol.c, kernel/cgroup/cgroup.c (cftypes) | the cgroup v2 interface files |
 //!
@@ -50,6 +51,7 @@ pub mod page_alloc;
 pub mod page_counter;
 pub(crate) mod percpu;
 pub mod psi;
+pub mod shrinker;
 pub mod swap_cgroup;
 pub mod swap_state;
 pub mod swapfile;

@@ -75,6 +75,7 @@ use crate::errno::Errno;
 use crate::idr::{IdAllocator, IdTable};
 use crate::page_alloc::PageAllocator;
 use crate::psi::PsiGroup;
+use crate::shrinker::Shrinkers;
 use crate::sync::{Arc, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering, lock};
 use crate::vmscan::Lruvec;
 use std::sync::Weak;
@@ -938,6 +939,8 @@ struct TreeShared {
     hooks: Mutex<Hooks>,
     /// The per-thread charge stocks (`stock.rs`).
     stocks: ChargeStocks,
+    /// Registered shrinkers (`shrinker.rs`).
+    shrinkers: Shrinkers,
 }
 
 impl Drop for TreeShared {
@@ -1018,12 +1021,17 @@ impl CgroupTree {
                 next_serial: AtomicU64::new(1),
                 hooks: Mutex::new(Hooks::default()),
                 stocks: ChargeStocks::default(),
+                shrinkers: Shrinkers::default(),
             }),
         }
     }
 
     fn stocks(&self) -> &ChargeStocks {
         &self.shared.stocks
+    }
+
+    pub(crate) fn shrinkers(&self) -> &Shrinkers {
+        &self.shared.shrinkers
     }
 
     /// The root memory cgroup.

@@ -29,8 +29,9 @@
 //! - when nothing was reclaimed: a full walk, then forced deactivation,
 //!   then ignoring `memory.low` (`memcg_low_reclaim`).
 //!
-//! File lists, shadow entries (refault detection) and shrinkers are not
-//! here yet: there is no page cache. Proactive reclaim counts in
+//! After a memory cgroup's lists, its shrinkers run (`shrinker.rs`). File
+//! lists and shadow entries (refault detection) are not here yet: there is
+//! no page cache. Proactive reclaim counts in
 //! `pgscan_direct`/`pgsteal_direct`, as v6.14 does (`pgscan_proactive`
 //! came in v6.15).
 //!
@@ -58,6 +59,7 @@ use std::sync::Weak;
 
 use crate::folio::Folio;
 use crate::memcontrol::{CgroupTree, MemCgroup, MemcgEvent, MemcgStat, ReclaimOptions, VmEvent};
+use crate::shrinker::shrink_slab;
 use crate::sync::{Arc, AtomicBool, AtomicI64, AtomicU8, AtomicU64, Mutex, Ordering, lock};
 
 /// Pages per reclaim batch, and the least a reclaim aims for
@@ -529,6 +531,8 @@ impl Reclaim<'_> {
                 memcg.memory_event(MemcgEvent::Low);
             }
             self.shrink_lruvec(&memcg, sc);
+            let slab = shrink_slab(self.tree, 0, &memcg, sc.priority);
+            sc.nr_reclaimed += slab.reclaimed_pages;
             if partial && sc.nr_reclaimed >= sc.nr_to_reclaim {
                 break;
             }
