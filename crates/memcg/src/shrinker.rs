@@ -165,8 +165,14 @@ pub fn shrink_slab(
     memcg: &Arc<MemCgroup>,
     priority: u32,
 ) -> SlabShrunk {
-    let list = lock(&tree.shrinkers().list).clone();
     let mut total = SlabShrunk::default();
+    let list = {
+        let list = lock(&tree.shrinkers().list);
+        if list.is_empty() {
+            return total;
+        }
+        list.clone()
+    };
     if !memcg.is_root() {
         if memcg.is_dying() {
             return total;

@@ -426,10 +426,11 @@ struct ScanControl {
     memcg_full_walk: bool,
 }
 
-/// Reclaim's view of the world: the tree and the swap space.
+/// Reclaim's view of the world: the tree, the subtree and the swap space.
 struct Reclaim<'a> {
     tree: &'a CgroupTree,
     target: &'a Arc<MemCgroup>,
+    subtree: Subtree,
     swap: SwapSpace,
 }
 
@@ -460,7 +461,12 @@ pub fn try_to_free_mem_cgroup_pages(
         memcg_low_skipped: false,
         memcg_full_walk: false,
     };
-    let r = Reclaim { tree, target, swap };
+    let r = Reclaim {
+        tree,
+        target,
+        subtree: Subtree::of(target),
+        swap,
+    };
     r.do_try_to_free_pages(&mut sc)
 }
 
@@ -517,7 +523,7 @@ impl Reclaim<'_> {
     /// visits all), skipping the protected.
     fn shrink_node_memcgs(&self, sc: &mut ScanControl) {
         let partial = !sc.memcg_full_walk;
-        let mut walk = SubtreeWalk::new(self.target, partial);
+        let mut walk = SubtreeWalk::new(self.target, &self.subtree, partial);
         while let Some(memcg) = walk.next() {
             self.tree.calculate_protection(Some(self.target), &memcg);
             if self.tree.below_min(self.target, &memcg) {
@@ -808,36 +814,54 @@ fn mul_div_round_up(a: u64, b: u64, c: u64) -> u64 {
     (u128::from(a) * u128::from(b)).div_ceil(u128::from(c.max(1))) as u64
 }
 
-/// `mem_cgroup_iter` over a subtree for reclaim: pre-order, the target
-/// first, dying memory cgroups included. A partial walk resumes after the
-/// position the last reclaimer of this subtree reached and ends at the
-/// end of the subtree (or when another walker completed a round); a full
-/// walk visits everything from the top.
+/// A reclaim's view of its subtree: `target` and every memory cgroup below
+/// it, online or dying, in pre-order, taken once per reclaim call (the
+/// kernel walks the live tree; a cgroup created during one reclaim call is
+/// seen by the next).
+struct Subtree {
+    members: Vec<Arc<MemCgroup>>,
+    /// Serial → index, for subtrees too big to search.
+    index_of: Option<HashMap<u64, usize>>,
+}
+
+impl Subtree {
+    fn of(target: &Arc<MemCgroup>) -> Self {
+        let members = subtree_pre(target);
+        let index_of = (members.len() > 16).then(|| {
+            members
+                .iter()
+                .enumerate()
+                .map(|(i, m)| (m.serial(), i))
+                .collect()
+        });
+        Self { members, index_of }
+    }
+
+    fn index(&self, serial: u64) -> Option<usize> {
+        match &self.index_of {
+            Some(map) => map.get(&serial).copied(),
+            None => self.members.iter().position(|m| m.serial() == serial),
+        }
+    }
+}
+
+/// `mem_cgroup_iter` over a subtree for reclaim, target first. A partial
+/// walk resumes after the position the last reclaimer of this subtree
+/// reached and ends at the end of the subtree (or when another walker
+/// completed a round); a full walk visits everything from the top.
 struct SubtreeWalk<'a> {
     target: &'a MemCgroup,
-    members: Vec<Arc<MemCgroup>>,
-    index_of: HashMap<u64, usize>,
+    subtree: &'a Subtree,
     partial: bool,
     started: Option<u64>,
     next_full: usize,
 }
 
 impl<'a> SubtreeWalk<'a> {
-    fn new(target: &'a Arc<MemCgroup>, partial: bool) -> Self {
-        let members = subtree_pre(target);
-        let index_of = if partial {
-            members
-                .iter()
-                .enumerate()
-                .map(|(i, m)| (m.serial(), i))
-                .collect()
-        } else {
-            HashMap::new()
-        };
+    fn new(target: &'a Arc<MemCgroup>, subtree: &'a Subtree, partial: bool) -> Self {
         Self {
             target,
-            members,
-            index_of,
+            subtree,
             partial,
             started: None,
             next_full: 0,
@@ -845,8 +869,9 @@ impl<'a> SubtreeWalk<'a> {
     }
 
     fn next(&mut self) -> Option<Arc<MemCgroup>> {
+        let members = &self.subtree.members;
         if !self.partial {
-            let m = self.members.get(self.next_full).cloned();
+            let m = members.get(self.next_full).cloned();
             self.next_full += 1;
             return m;
         }
@@ -861,9 +886,9 @@ impl<'a> SubtreeWalk<'a> {
         };
         let after = iter
             .position
-            .and_then(|serial| self.index_of.get(&serial))
-            .map_or(0, |&i| i + 1);
-        let index = if after < self.members.len() {
+            .and_then(|serial| self.subtree.index(serial))
+            .map_or(0, |i| i + 1);
+        let index = if after < members.len() {
             after
         } else {
             // The end: a round is complete. A walker that just joined
@@ -876,7 +901,7 @@ impl<'a> SubtreeWalk<'a> {
             self.started = Some(iter.generation);
             0
         };
-        let m = Arc::clone(&self.members[index]);
+        let m = Arc::clone(&members[index]);
         iter.position = Some(m.serial());
         Some(m)
     }
