@@ -38,7 +38,19 @@ enum Command {
         /// host's available memory].
         #[arg(long, value_parser = parse_size)]
         mem: Option<u64>,
+        /// The per-thread charge stock: `on` as the kernel (memory.current
+        /// counts up to 64 pages more than the pages in use), `off` for
+        /// exact figures.
+        #[arg(long, value_enum, default_value = "on")]
+        charge_stock: Switch,
     },
+}
+
+/// `on` or `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Switch {
+    On,
+    Off,
 }
 
 /// A machine size with an optional K/M/G/T/P/E suffix, as the kernel's
@@ -80,11 +92,13 @@ fn main() -> anyhow::Result<()> {
             swap_cgroup,
             seed,
             mem,
+            charge_stock,
         } => {
             let config = memcg_sim::SimConfig {
                 seed,
                 swap_cgroup,
                 mem_bytes: machine_bytes(mem),
+                charge_stock: charge_stock == Switch::On,
             };
             let status = sh::main(file.as_deref(), config)?;
             std::process::exit(status)

@@ -62,6 +62,10 @@ pub struct SimConfig {
     /// tables) must fit in it. Pages are real, so this also bounds the host
     /// memory the simulation takes.
     pub mem_bytes: u64,
+    /// Charges go through the per-thread charge stock (the kernel's
+    /// behaviour): `memory.current` counts up to a batch of 64 pages per
+    /// thread more than the pages in use. Off: exact figures.
+    pub charge_stock: bool,
 }
 
 impl Default for SimConfig {
@@ -70,6 +74,7 @@ impl Default for SimConfig {
             seed: 0x5eed,
             swap_cgroup: Design::default(),
             mem_bytes: default_mem_bytes(),
+            charge_stock: true,
         }
     }
 }
@@ -459,6 +464,7 @@ impl Sim {
         let fs = CgroupFs::new(TreeConfig::default());
         fs.tree()
             .set_machine_pages(config.mem_bytes / PAGE_BYTES as u64);
+        fs.tree().set_charge_stock(config.charge_stock);
         let swap = SwapSystem::new(fs.tree(), config.swap_cgroup);
         let inner = Arc::new(Inner {
             fs,
@@ -1101,6 +1107,8 @@ impl std::fmt::Debug for Sim {
 #[cfg(test)]
 pub(crate) fn test_sim() -> Sim {
     let sim = Sim::new(SimConfig::default());
+    // Exact figures (no charge stock).
+    sim.fs().tree().set_charge_stock(false);
     sim.fs()
         .write("/cgroup.subtree_control", "+memory")
         .unwrap();
@@ -1122,6 +1130,7 @@ mod tests {
             mem_bytes,
             ..SimConfig::default()
         });
+        sim.fs().tree().set_charge_stock(false);
         sim.fs()
             .write("/cgroup.subtree_control", "+memory")
             .unwrap();

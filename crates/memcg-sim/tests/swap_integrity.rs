@@ -16,6 +16,9 @@ use rand_chacha::ChaCha8Rng;
 
 fn sim_with(cgroups: &[&str]) -> Sim {
     let sim = Sim::new(SimConfig::default());
+    // Exact figures: these tests count pages; the charge stock would add
+    // up to a batch per thread to memory.current.
+    sim.fs().tree().set_charge_stock(false);
     sim.fs()
         .write("/cgroup.subtree_control", "+memory")
         .unwrap();

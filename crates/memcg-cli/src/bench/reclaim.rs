@@ -144,6 +144,7 @@ fn run_timed(
         seed,
         swap_cgroup: design,
         mem_bytes: machine_bytes_for(limit_bytes, threads),
+        charge_stock: true,
     });
     sim.prefault(machine_bytes_for(limit_bytes, threads));
     sim.fs().write("/cgroup.subtree_control", "+memory")?;
@@ -231,6 +232,8 @@ fn run_rounds(
 /// Nothing left behind: no charge, no slot, no page on an LRU list.
 fn check_all_released(sim: &Sim, device: &str) -> anyhow::Result<()> {
     let bench = sim.fs().memcg("/bench")?;
+    // Stocked pages are charged but unused: give them back first.
+    sim.fs().tree().drain_all_stock(&bench);
     let inuse = sim
         .swap()
         .swapfiles()

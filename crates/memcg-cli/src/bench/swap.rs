@@ -290,6 +290,7 @@ fn run_once(
         seed,
         swap_cgroup: design,
         mem_bytes: machine_bytes_for(size_bytes, threads),
+        charge_stock: true,
     });
     // The machine's memory is real before the run: no host page faults in
     // a timed phase (the kernel's pages need none either).
@@ -354,6 +355,8 @@ fn swapon(sim: &Sim, device: Device, device_bytes: u64, swap_dir: &Path) -> anyh
 /// every task freed its mapping; `run` names the run in the error.
 fn check_all_released(sim: &Sim, device: &str, run: impl Fn() -> String) -> anyhow::Result<()> {
     let bench = sim.fs().memcg("/bench")?;
+    // Stocked pages are charged but unused: give them back first.
+    sim.fs().tree().drain_all_stock(&bench);
     let inuse = sim
         .swap()
         .swapfiles()

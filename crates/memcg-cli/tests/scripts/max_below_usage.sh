@@ -1,5 +1,7 @@
 # memory.max below usage is accepted (the kernel reclaims; here nothing is
 # reclaimable, so oom is raised) and later charges fail until usage drops.
+# The last memory.current is 64 pages: a 4K charge takes a batch of 64 from
+# the counters and keeps 63 in the charge stock, as the kernel's does.
 set -e
 echo +memory > /sys/fs/cgroup/cgroup.subtree_control
 mkdir /sys/fs/cgroup/memcg_test

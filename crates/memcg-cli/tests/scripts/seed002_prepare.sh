@@ -1,5 +1,6 @@
 # The prepare() step of the seed 002 benchmark, pasted unchanged, then a
-# few of its per-reader cgroups made and removed.
+# few of its per-reader cgroups made and removed. (The 8000-byte charge
+# shows as 64 pages: the charge stock's batch, as in the kernel.)
 mkdir -p /sys/fs/cgroup/system.slice/bench/test/1
 echo +memory > /sys/fs/cgroup/cgroup.subtree_control
 echo +memory > /sys/fs/cgroup/system.slice/cgroup.subtree_control

@@ -63,7 +63,7 @@ impl Default for ChargeStocks {
             slots: (0..NR_CPU_SLOTS)
                 .map(|_| CachePadded(Mutex::new(Stock::default())))
                 .collect(),
-            enabled: AtomicBool::new(false),
+            enabled: AtomicBool::new(true),
         }
     }
 }
