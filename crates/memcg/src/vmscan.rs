@@ -365,6 +365,18 @@ pub fn folio_putback_lru(folio: &Arc<Folio>, rmap: Weak<dyn Rmap>, active: bool)
     memcg.lruvec().add(memcg, folio, rmap, list);
 }
 
+/// Takes up to `nr_to_scan` pages' worth of the oldest folios off
+/// `memcg`'s `list` (`isolate_lru_folios`), for a caller that reclaims or
+/// moves them itself; returns them with their owners, and the pages
+/// scanned. Each must go back with [`folio_putback_lru`] or be freed.
+pub fn isolate_lru_folios(
+    memcg: &MemCgroup,
+    list: LruList,
+    nr_to_scan: u64,
+) -> (Vec<(Arc<Folio>, Weak<dyn Rmap>)>, u64) {
+    memcg.lruvec().isolate(memcg, list, nr_to_scan)
+}
+
 /// Records an access to a mapped folio (the hardware setting the accessed
 /// bit of its page-table entry).
 pub fn folio_mark_young(folio: &Folio) {
@@ -969,6 +981,53 @@ mod tests {
         assert!(inactive_is_low(&a), "0.5 GiB * 5 < 3 GiB");
         a.mod_stat(MemcgStat::InactiveAnon, -(gib / 2));
         a.mod_stat(MemcgStat::ActiveAnon, -(3 * gib));
+    }
+
+    struct NoOwner;
+    impl Rmap for NoOwner {
+        fn reclaim(&self, _: Arc<Folio>) -> RmapOutcome {
+            RmapOutcome::Gone
+        }
+    }
+
+    #[test]
+    fn a_freed_folio_leaves_a_dead_entry() {
+        let t = CgroupTree::default();
+        t.set_charge_stock(false);
+        let a = t.mkdir("/a").unwrap();
+        let owner: Arc<dyn Rmap> = Arc::new(NoOwner);
+        for _ in 0..3 {
+            let folio = Arc::new(Folio::new(&t, &a, 1).unwrap());
+            folio_add_lru(&folio, Arc::downgrade(&owner));
+        }
+        // Each folio was freed as its last reference went: the counts came
+        // off at once, the entries stay until a scan or compaction.
+        assert_eq!(a.lruvec().size(LruList::InactiveAnon), 0);
+        assert_eq!(a.stat(MemcgStat::InactiveAnon), 0);
+        assert_eq!(a.lruvec().nr_entries(), 3);
+        let (isolated, scanned) = isolate_lru_folios(&a, LruList::InactiveAnon, 32);
+        assert!(isolated.is_empty());
+        assert_eq!(scanned, 0, "dead entries are not scanned");
+        assert_eq!(a.lruvec().nr_entries(), 0);
+        assert_eq!(a.memory().usage(), 0);
+    }
+
+    #[test]
+    fn dead_entries_are_compacted_once_they_outnumber_the_live() {
+        let t = CgroupTree::default();
+        t.set_charge_stock(false);
+        let a = t.mkdir("/a").unwrap();
+        let owner: Arc<dyn Rmap> = Arc::new(NoOwner);
+        let live = Arc::new(Folio::new(&t, &a, 1).unwrap());
+        folio_add_lru(&live, Arc::downgrade(&owner));
+        for _ in 0..200 {
+            let folio = Arc::new(Folio::new(&t, &a, 1).unwrap());
+            folio_add_lru(&folio, Arc::downgrade(&owner));
+        }
+        assert!(a.lruvec().nr_entries() < 100, "{}", a.lruvec().nr_entries());
+        assert_eq!(a.lruvec().size(LruList::InactiveAnon), 1);
+        drop(live);
+        assert_eq!(a.memory().usage(), 0);
     }
 
     #[test]

@@ -34,6 +34,8 @@ use std::sync::Arc;
 /// with one small RAM device.
 fn setup() -> (CgroupTree, Arc<SwapSystem>, [Arc<MemCgroup>; 3]) {
     let tree = common::small_tree(1, 8);
+    // Exact figures: the model counts the owner's pages.
+    tree.set_charge_stock(false);
     let swap = Arc::new(SwapSystem::new(&tree, Design::Memcg));
     swap.swapon_ram("ram0", 2 * SWAPFILE_CLUSTER as u64 * PAGE_SIZE, None)
         .unwrap();
