@@ -160,7 +160,7 @@ pub enum RmapOutcome {
 }
 
 /// Folios taken off a list, with who maps them.
-type Isolated = Vec<(Arc<Folio>, Weak<dyn Rmap>)>;
+pub type Isolated = Vec<(Arc<Folio>, Weak<dyn Rmap>)>;
 
 /// One list entry: the folio and who maps it. Dead once the folio is
 /// freed.
@@ -373,7 +373,7 @@ pub fn isolate_lru_folios(
     memcg: &MemCgroup,
     list: LruList,
     nr_to_scan: u64,
-) -> (Vec<(Arc<Folio>, Weak<dyn Rmap>)>, u64) {
+) -> (Isolated, u64) {
     memcg.lruvec().isolate(memcg, list, nr_to_scan)
 }
 
