@@ -369,11 +369,7 @@ pub fn folio_putback_lru(folio: &Arc<Folio>, rmap: Weak<dyn Rmap>, active: bool)
 /// `memcg`'s `list` (`isolate_lru_folios`), for a caller that reclaims or
 /// moves them itself; returns them with their owners, and the pages
 /// scanned. Each must go back with [`folio_putback_lru`] or be freed.
-pub fn isolate_lru_folios(
-    memcg: &MemCgroup,
-    list: LruList,
-    nr_to_scan: u64,
-) -> (Isolated, u64) {
+pub fn isolate_lru_folios(memcg: &MemCgroup, list: LruList, nr_to_scan: u64) -> (Isolated, u64) {
     memcg.lruvec().isolate(memcg, list, nr_to_scan)
 }
 
