@@ -280,6 +280,50 @@ fn test_memcg_max() {
     assert!(max > 0, "max events {max}");
 }
 
+/// Port of `test_memcg_high` (test_memcontrol.c, v6.14): `memory.high`
+/// holds memory back without failing allocations. The kernel's two page
+/// cache steps (`alloc_pagecache_50M_check` must fail to keep 50M resident,
+/// `alloc_pagecache_max_30M` must end close to 30M) run with anonymous
+/// memory that `memory.high` reclaim may swap out, once `memory.swap.max`
+/// is lifted. The throttle sleeps on a simulated clock here.
+#[test]
+fn test_memcg_high() {
+    let sim = sim();
+    sim.fs()
+        .tree()
+        .set_clock(std::sync::Arc::new(memcg::clock::VirtualClock::default()));
+    let memcg = cg_name("", "memcg_test");
+    cg_create(&sim, &memcg);
+
+    assert!(cg_read_strcmp(&sim, &memcg, "memory.high", "max\n"));
+    assert_eq!(cg_write(&sim, &memcg, "memory.swap.max", "0"), 0);
+    assert_eq!(
+        cg_write(&sim, &memcg, "memory.high", &MB(30).to_string()),
+        0
+    );
+
+    // Over high with nothing reclaimable: throttled, never failed.
+    cg_run_alloc_anon(&sim, &memcg, MB(31)).unwrap();
+
+    // alloc_pagecache_50M_check must fail: 50M never stays resident.
+    assert_eq!(cg_write(&sim, &memcg, "memory.swap.max", "max"), 0);
+    let (_pid, name) = cg_run_nowait_alloc_anon_noexit(&sim, &memcg, MB(50)).unwrap();
+    let current = cg_read_long(&sim, &memcg, "memory.current");
+    assert!(current < MB(50), "current {current}");
+    sim.free(&name).unwrap();
+
+    // alloc_pagecache_max_30M: high is 30M, and 50M ends close to it.
+    let high = cg_read_long(&sim, &memcg, "memory.high");
+    let max = cg_read_long(&sim, &memcg, "memory.max");
+    assert!(high == MB(30) || max == MB(30), "high {high} max {max}");
+    let (_pid, _kept) = cg_run_nowait_alloc_anon_noexit(&sim, &memcg, MB(50)).unwrap();
+    let current = cg_read_long(&sim, &memcg, "memory.current");
+    assert!(values_close(current, MB(30), 5), "current {current}");
+
+    let high = cg_read_key_long(&sim, &memcg, "memory.events", "high ");
+    assert!(high > 0, "high events {high}");
+}
+
 /// Port of `test_memcg_reclaim` (test_memcontrol.c, v6.14):
 /// `memory.reclaim` reclaims the amount asked for.
 ///
