@@ -172,8 +172,8 @@ pub fn verbs_help() -> String {
         .map(|c| format!("  {}\n", c.usage))
         .collect();
     format!(
-        "Commands (also: `;`, `&&`, `||`, `$?`, `> FILE`, `2>/dev/null`, `&>/dev/null`, \
-         `cat /proc/swaps`, `cat /proc/meminfo`):\n{verbs}"
+        "Commands (also: `;`, `&&`, `||`, `$?`, `> FILE`, `2>/dev/null`, `&>/dev/null`; \
+         /proc files: swaps, meminfo, pressure/memory, sys/vm/swappiness, PID/oom_score_adj):\n{verbs}"
     )
 }
 
