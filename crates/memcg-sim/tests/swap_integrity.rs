@@ -310,3 +310,52 @@ fn bad_swapon_input_changes_nothing() {
         Errno::EINVAL
     );
 }
+
+/// The machine's size is the root's limit, with the same reclaim path: a
+/// task faulting in more than the machine holds, with a file swap device
+/// (a RAM disk's pages would come out of the machine too), pushes its own
+/// older pages out and succeeds, with no memory cgroup event; without
+/// swap the global OOM killer takes the largest task.
+#[test]
+fn a_full_machine_reclaims_globally_then_oom_kills() {
+    let sim = Sim::new(SimConfig {
+        mem_bytes: 16 << 20,
+        charge_stock: false,
+        ..SimConfig::default()
+    });
+    sim.fs()
+        .write("/cgroup.subtree_control", "+memory")
+        .unwrap();
+    sim.fs().mkdir("/a").unwrap();
+    let a = sim.fs().memcg("/a").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = sim
+        .swapon_file(&dir.path().join("swap"), 32 << 20, None)
+        .unwrap();
+    sim.alloc("/a", "big", 24 << 20, 1, Fill::Random).unwrap();
+    sim.verify("big").unwrap();
+    let r = sim.residency("big").unwrap();
+    assert_eq!(r.resident + r.swapped, 6144);
+    assert!(r.swapped >= 2048, "{r:?}");
+    assert!(sim.fs().tree().machine_used_pages() <= 4096);
+    assert_eq!(a.event(MemcgEvent::Max), 0, "not a memory cgroup event");
+    assert!(a.vm_event(VmEvent::PgstealDirect) >= 2048);
+    sim.free("big").unwrap();
+
+    sim.swapoff(&file).unwrap();
+    sim.alloc("/a", "small", 4 << 20, 1, Fill::Pattern).unwrap();
+    let err = sim
+        .alloc("/a", "huge", 32 << 20, 1, Fill::Pattern)
+        .unwrap_err();
+    assert!(matches!(err, SimError::Killed { .. }), "{err}");
+    assert_eq!(sim.mappings(), vec!["small".to_owned()]);
+    assert_eq!(a.event(MemcgEvent::OomKill), 1);
+    assert_eq!(
+        a.event(MemcgEvent::Oom),
+        0,
+        "the global OOM is not a memcg's"
+    );
+    sim.verify("small").unwrap();
+    sim.free("small").unwrap();
+    assert_eq!(sim.fs().tree().machine_used_pages(), 0);
+}
