@@ -323,7 +323,7 @@ impl MemcgReclaim for Reclaimer {
                 inner.fs.tree(),
                 cg,
                 nr_pages,
-                inner.swap_space(),
+                &|| inner.swap_space(),
                 opts,
             )
         })

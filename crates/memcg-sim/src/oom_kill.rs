@@ -25,7 +25,7 @@
 use std::cell::RefCell;
 use std::sync::{Arc, Weak};
 
-use memcg::memcontrol::{Cgroup, CgroupTree, MemCgroup, OomHandler};
+use memcg::memcontrol::{Cgroup, CgroupTree, MemCgroup, OomHandler, OomOutcome};
 use memcg::psi::PsiDelta;
 
 use crate::mm::{OOM_SCORE_ADJ_MIN, Task};
@@ -85,12 +85,19 @@ pub(crate) fn current_cgroup() -> Option<Arc<Cgroup>> {
 pub(crate) struct OomKiller(pub(crate) Weak<Inner>);
 
 impl OomHandler for OomKiller {
-    fn kill(&self, cg: &Arc<MemCgroup>) -> Vec<Arc<MemCgroup>> {
+    fn kill(&self, cg: &Arc<MemCgroup>) -> OomOutcome {
         let Some(sim) = self.0.upgrade() else {
-            return Vec::new();
+            return OomOutcome::NoVictim;
         };
+        // A victim of an earlier kill whose memory an operation still
+        // holds: wait for it (`oom_evaluate_task` aborts on an OOM victim
+        // whose mm is not reaped yet).
+        sim.reap_killed();
+        if victim_exiting(&sim, cg) {
+            return OomOutcome::VictimExiting;
+        }
         let Some(victim) = select_victim(&sim, cg) else {
-            return Vec::new();
+            return OomOutcome::NoVictim;
         };
         let victim_memcg = victim.memcg();
         let group = sim.fs.tree().oom_group(&victim_memcg, cg);
@@ -114,12 +121,20 @@ impl OomHandler for OomKiller {
                 }
             }
         }
-        killed
+        OomOutcome::Killed(killed)
     }
 
     fn current_is_dying(&self) -> bool {
         CURRENT.with(|c| c.borrow().as_ref().is_some_and(|(t, _)| t.is_killed()))
     }
+}
+
+/// Whether a killed task of `cg`'s subtree still has memory an operation
+/// holds (a mapping waiting to be reaped).
+fn victim_exiting(sim: &Inner, cg: &Arc<MemCgroup>) -> bool {
+    lock(&sim.killed_mappings)
+        .iter()
+        .any(|m| cg.is_root() || m.task.memcg().is_descendant_of(cg))
 }
 
 /// The live tasks charging into `cg`'s subtree, memory cgroups in

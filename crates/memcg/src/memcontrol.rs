@@ -66,7 +66,7 @@ mod swap;
 use charge::Accounting;
 pub use charge::{ChargeError, ChargeKind, Gfp};
 use hooks::Hooks;
-pub use hooks::{MemcgReclaim, OomHandler, ReclaimOptions, TaskHooks};
+pub use hooks::{MemcgReclaim, OomHandler, OomOutcome, ReclaimOptions, TaskHooks};
 pub use stat::{MemcgEvent, MemcgStat, StatUnit, VmEvent};
 use stock::ChargeStocks;
 pub use stock::MEMCG_CHARGE_BATCH;

@@ -105,7 +105,8 @@ impl State {
             for s in [SOME, FULL] {
                 let sample = (totals[s] - self.avg_total_ns[s]).min(period_ns);
                 self.avg_total_ns[s] += sample;
-                pcts[s] = sample * 100 * FIXED_1 / period_ns;
+                // Whole percent, then fixed point (`calc_avgs`).
+                pcts[s] = sample * 100 / period_ns * FIXED_1;
             }
             // Periods after this one, whole, in the same state: one step.
             let rest = (now - boundary).as_nanos() / PSI_FREQ.as_nanos();

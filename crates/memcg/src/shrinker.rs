@@ -26,7 +26,9 @@
 //!
 //! Objects are not pages: a shrinker that frees memory says how many pages
 //! in [`ShrinkControl::reclaimed_pages`] (the kernel's `reclaim_state`),
-//! and reclaim counts them as reclaimed.
+//! and reclaim of the whole machine counts them as reclaimed; a memory
+//! cgroup's reclaim runs the shrinkers but counts only its LRU pages
+//! (`flush_reclaim_state` with `root_reclaim`).
 //!
 //! Locking: the registry is one mutex, held only to copy the list out;
 //! deferred counts are a mutex per shrinker. Shrinkers run with no tree
@@ -377,19 +379,24 @@ mod tests {
         // protection, even none, and skipped, as in the kernel).
         t.try_charge(&b, 300, crate::memcontrol::ChargeKind::Anon)
             .unwrap();
-        // No LRU pages and no swap: only the shrinker can make progress;
-        // priorities fall until its batches free the 32 pages asked for.
-        let reclaimed = crate::vmscan::try_to_free_mem_cgroup_pages(
-            &t,
-            &a,
-            32,
-            crate::vmscan::SwapSpace::default(),
-            crate::memcontrol::ReclaimOptions::default(),
-        );
+        let no_swap = crate::vmscan::SwapSpace::default;
+        let opts = crate::memcontrol::ReclaimOptions::default();
+        // No LRU pages and no swap: only the shrinker can make progress.
+        // The machine's reclaim counts what it frees, and stops at its
+        // goal as priorities fall.
+        let reclaimed =
+            crate::vmscan::try_to_free_mem_cgroup_pages(&t, t.root(), 32, &no_swap, opts);
         assert!(reclaimed >= 32, "{reclaimed}");
-        assert_eq!(c.lru.count_one(0, &b).unwrap() as u64, 300 - reclaimed);
-        assert_eq!(b.memory().usage(), 300 - reclaimed);
-        t.uncharge(&b, 300 - reclaimed, crate::memcontrol::ChargeKind::Anon);
+        let left = c.lru.count_one(0, &b).unwrap() as u64;
+        assert_eq!(left, 300 - reclaimed);
+        // A memory cgroup's reclaim runs the shrinker too, but counts only
+        // LRU pages: it reports nothing, having gone through every priority.
+        let reclaimed = crate::vmscan::try_to_free_mem_cgroup_pages(&t, &a, 32, &no_swap, opts);
+        assert_eq!(reclaimed, 0);
+        let now = c.lru.count_one(0, &b).unwrap() as u64;
+        assert!(now < left, "the shrinker ran: {now} of {left} left");
+        assert_eq!(b.memory().usage(), now);
+        t.uncharge(&b, now, crate::memcontrol::ChargeKind::Anon);
     }
 
     #[test]

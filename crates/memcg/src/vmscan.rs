@@ -406,7 +406,8 @@ pub(crate) fn folio_freed(folio: &Folio) {
     lruvec.dead_entries.fetch_add(1, Ordering::Relaxed);
 }
 
-/// What the caller's swap can take, read once per reclaim call.
+/// What the swap devices can take (read afresh whenever reclaim weighs
+/// anon, as `get_nr_swap_pages` is).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SwapSpace {
     /// Free slots on every device (`get_nr_swap_pages`).
@@ -439,18 +440,19 @@ struct Reclaim<'a> {
     tree: &'a CgroupTree,
     target: &'a Arc<MemCgroup>,
     subtree: Subtree,
-    swap: SwapSpace,
+    swap: &'a dyn Fn() -> SwapSpace,
 }
 
 /// Frees at least `max(nr_pages, SWAP_CLUSTER_MAX)` pages charged to
 /// `target`'s subtree, if it can (`try_to_free_mem_cgroup_pages`);
-/// returns the pages reclaimed. `swap` is the swap space the devices
-/// have now; `opts.swappiness` overrides the tree's `vm.swappiness`.
+/// returns the pages reclaimed. `swap` tells the swap space the devices
+/// have at the moment; `opts.swappiness` overrides the tree's
+/// `vm.swappiness`.
 pub fn try_to_free_mem_cgroup_pages(
     tree: &CgroupTree,
     target: &Arc<MemCgroup>,
     nr_pages: u64,
-    swap: SwapSpace,
+    swap: &dyn Fn() -> SwapSpace,
     opts: ReclaimOptions,
 ) -> u64 {
     let mut sc = ScanControl {
@@ -546,7 +548,12 @@ impl Reclaim<'_> {
             }
             self.shrink_lruvec(&memcg, sc);
             let slab = shrink_slab(self.tree, 0, &memcg, sc.priority);
-            sc.nr_reclaimed += slab.reclaimed_pages;
+            // Pages shrinkers free count only for reclaim of the whole
+            // machine (`flush_reclaim_state` with `root_reclaim`): a memory
+            // cgroup's limit is met by its LRU pages.
+            if self.target.is_root() {
+                sc.nr_reclaimed += slab.reclaimed_pages;
+            }
             if partial && sc.nr_reclaimed >= sc.nr_to_reclaim {
                 break;
             }
@@ -577,7 +584,7 @@ impl Reclaim<'_> {
             }
         }
         sc.nr_reclaimed += nr_reclaimed;
-        if self.swap.total_pages > 0 && inactive_is_low(memcg) {
+        if (self.swap)().total_pages > 0 && inactive_is_low(memcg) {
             self.shrink_active_list(SWAP_CLUSTER_MAX, memcg, sc);
         }
     }
@@ -605,9 +612,9 @@ impl Reclaim<'_> {
 
     /// `get_scan_count` with anon lists only: how many pages of each list
     /// to scan at this priority.
-    fn get_scan_count(&self, memcg: &MemCgroup, sc: &ScanControl) -> [u64; NR_LRU_LISTS] {
+    fn get_scan_count(&self, memcg: &MemCgroup, sc: &mut ScanControl) -> [u64; NR_LRU_LISTS] {
         let may_scan_anon = sc.may_swap
-            && self.tree.nr_swap_pages(memcg, self.swap.free_pages) > 0
+            && self.tree.nr_swap_pages(memcg, (self.swap)().free_pages) > 0
             && sc.swappiness > 0;
         if !may_scan_anon {
             // SCAN_FILE: there is no file list, so nothing.
@@ -619,14 +626,16 @@ impl Reclaim<'_> {
         let (min, low) = self.protection(memcg);
         let online = !memcg.is_dying();
         let lruvec = memcg.lruvec();
+        // memory.low scaling, with a retry before OOM: the fallback pass
+        // that ignores it (`memcg_low_reclaim`) is owed.
+        let scale_by_low = (min > 0 || low > 0) && !sc.memcg_low_reclaim && low > min;
+        if scale_by_low {
+            sc.memcg_low_skipped = true;
+        }
         [LruList::InactiveAnon, LruList::ActiveAnon].map(|list| {
             let size = lruvec.size(list);
             let mut scan = if min > 0 || low > 0 {
-                let protection = if !sc.memcg_low_reclaim && low > min {
-                    low
-                } else {
-                    min
-                };
+                let protection = if scale_by_low { low } else { min };
                 let cgroup_size = memcg.memory().usage().max(protection);
                 let unprotected = size - mul_div(size, protection, cgroup_size + 1);
                 unprotected.max(SWAP_CLUSTER_MAX)

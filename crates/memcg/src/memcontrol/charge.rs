@@ -29,7 +29,7 @@
 use std::fmt;
 
 use super::stat::{Counts, MemcgEvent, MemcgStat};
-use super::{CgroupTree, MEMCG_CHARGE_BATCH, MemCgroup, ReclaimOptions};
+use super::{CgroupTree, MEMCG_CHARGE_BATCH, MemCgroup, OomOutcome, ReclaimOptions};
 use crate::clock::{HZ, jiffies};
 use crate::errno::Errno;
 use crate::page_alloc::PageBuf;
@@ -317,10 +317,6 @@ impl CgroupTree {
             if gfp == Gfp::NoReclaim {
                 return Err(nomem());
             }
-            // A task the OOM killer chose stops retrying (`task_is_dying`).
-            if passed_oom && self.oom_handler().current_is_dying() {
-                return Err(nomem());
-            }
             if !global {
                 over.memory_event(MemcgEvent::Max);
             }
@@ -344,6 +340,10 @@ impl CgroupTree {
             if retries > 0 {
                 retries -= 1;
                 continue;
+            }
+            // A task the OOM killer chose stops retrying (`task_is_dying`).
+            if passed_oom && self.oom_handler().current_is_dying() {
+                return Err(nomem());
             }
             if oom_passes < MAX_OOM_KILLS_PER_CHARGE && self.mem_cgroup_oom(&over, nr_pages) {
                 oom_passes += 1;
@@ -372,25 +372,31 @@ impl CgroupTree {
     }
 
     /// `mem_cgroup_out_of_memory`: if the margin came back meanwhile,
-    /// nothing is killed and the caller retries; else the OOM hook is asked
-    /// for a victim. `true` if there is reason to try again.
+    /// nothing is killed and the caller retries; so does a charging task
+    /// that is itself dying (`task_is_dying()`: it frees its memory as it
+    /// exits); else the OOM hook is asked for a victim. `true` if there is
+    /// reason to try again.
     fn out_of_memory(&self, cg: &Arc<MemCgroup>, nr_pages: u64) -> bool {
         // `1 << order` of the allocation: the charge rounded up to a power
         // of two.
         if cg.memory().margin() >= nr_pages.next_power_of_two() {
             return true;
         }
-        self.kill_victims(cg)
-    }
-
-    /// Asks the OOM hook to kill in `cg`'s subtree and raises `oom_kill`
-    /// where each killed task lived; `true` if one was killed.
-    fn kill_victims(&self, cg: &Arc<MemCgroup>) -> bool {
-        let killed = self.oom_handler().kill(cg);
-        for victim in &killed {
-            victim.memory_event(MemcgEvent::OomKill);
+        let oom = self.oom_handler();
+        if oom.current_is_dying() {
+            return true;
         }
-        !killed.is_empty()
+        match oom.kill(cg) {
+            OomOutcome::Killed(killed) => {
+                for victim in &killed {
+                    victim.memory_event(MemcgEvent::OomKill);
+                }
+                true
+            }
+            // An earlier victim still exiting: wait for it, kill no one.
+            OomOutcome::VictimExiting => true,
+            OomOutcome::NoVictim => false,
+        }
     }
 
     /// The memory cgroup whose tasks all die with an OOM victim in
@@ -435,13 +441,22 @@ impl CgroupTree {
     /// fruitless retries remain) reclaim again instead; else sleep the
     /// penalty, at most 2 s, on the tree's clock. Levels over
     /// `memory.swap.high` raise swap `high` each time they are weighed.
-    fn handle_over_high(&self, cg: &Arc<MemCgroup>, nr_pages: u64) {
-        let over_high = std::iter::once(cg)
-            .chain(cg.ancestors())
+    fn handle_over_high(&self, charged: &Arc<MemCgroup>, nr_pages: u64) {
+        let over_high = std::iter::once(charged)
+            .chain(charged.ancestors())
             .any(|c| c.memory().usage() > c.memory().high() || c.swap().usage() > c.swap().high());
         if !over_high {
             return;
         }
+        // The work falls on the charging task's own memory cgroup
+        // (`get_mem_cgroup_from_mm(current->mm)`), which differs from the
+        // charged one when a swap-in is charged to the page's owner; a
+        // charge with no task (a direct charge) works on the charged one.
+        let current = self
+            .task_hooks()
+            .current_cgroup()
+            .map(|c| c.effective_memcg());
+        let cg = current.as_ref().unwrap_or(charged);
         let mut retries = MAX_RECLAIM_RETRIES;
         let mut in_retry = false;
         loop {
@@ -746,12 +761,12 @@ mod tests {
     struct KillOnce(std::sync::Mutex<Option<(CgroupTree, Arc<MemCgroup>, u64)>>);
 
     impl OomHandler for KillOnce {
-        fn kill(&self, _: &Arc<MemCgroup>) -> Vec<Arc<MemCgroup>> {
+        fn kill(&self, _: &Arc<MemCgroup>) -> OomOutcome {
             let Some((t, victim, pages)) = self.0.lock().unwrap().take() else {
-                return Vec::new();
+                return OomOutcome::NoVictim;
             };
             t.uncharge(&victim, pages, ChargeKind::Anon);
-            vec![victim]
+            OomOutcome::Killed(vec![victim])
         }
     }
 

@@ -52,15 +52,27 @@ pub trait MemcgReclaim: Send + Sync {
     fn reclaim(&self, cg: &Arc<MemCgroup>, nr_pages: u64, opts: ReclaimOptions) -> u64;
 }
 
+/// What the OOM killer did (`out_of_memory`'s result and why).
+#[derive(Debug)]
+pub enum OomOutcome {
+    /// Killed: the memory cgroup of every task killed, once per
+    /// `__oom_kill_process` (each gets an `oom_kill` event; a victim whose
+    /// group is killed too appears twice, as in the kernel).
+    Killed(Vec<Arc<MemCgroup>>),
+    /// An earlier victim in the subtree has not freed its memory yet
+    /// (`oom_evaluate_task`'s abort on `tsk_is_oom_victim`): no kill, the
+    /// charge retries.
+    VictimExiting,
+    /// Nobody to kill.
+    NoVictim,
+}
+
 /// Picks and kills a task when a cgroup (or, at the root, the machine)
 /// is out of memory (`mem_cgroup_out_of_memory`, `out_of_memory`).
 pub trait OomHandler: Send + Sync {
     /// Kills a task in `cg`'s subtree, and with it its OOM group (see
-    /// [`CgroupTree::oom_group`]); returns the memory cgroup of every task
-    /// killed, once per `__oom_kill_process` (each gets an `oom_kill`
-    /// event; a victim whose group is killed too appears twice, as in the
-    /// kernel), empty when there was nothing to kill.
-    fn kill(&self, cg: &Arc<MemCgroup>) -> Vec<Arc<MemCgroup>>;
+    /// [`CgroupTree::oom_group`]).
+    fn kill(&self, cg: &Arc<MemCgroup>) -> OomOutcome;
 
     /// Whether the task charging on this thread has been killed
     /// (`task_is_dying`): its charge then fails rather than retrying.
@@ -83,8 +95,8 @@ impl MemcgReclaim for NoReclaim {
 pub(crate) struct NoOomVictim;
 
 impl OomHandler for NoOomVictim {
-    fn kill(&self, _: &Arc<MemCgroup>) -> Vec<Arc<MemCgroup>> {
-        Vec::new()
+    fn kill(&self, _: &Arc<MemCgroup>) -> OomOutcome {
+        OomOutcome::NoVictim
     }
 }
 
