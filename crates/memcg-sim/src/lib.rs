@@ -1246,6 +1246,31 @@ mod tests {
     }
 
     #[test]
+    fn memory_high_work_falls_on_the_faulting_tasks_cgroup() {
+        // A swap-in is charged to the page's owner, /a, which ends over its
+        // memory.high; the reclaim and throttle the kernel does on the way
+        // back to user space are for the task's own memory cgroup, /b,
+        // which is under its high: nothing happens (no `high` on /a).
+        let sim = sim();
+        sim.fs()
+            .tree()
+            .set_clock(Arc::new(memcg::clock::VirtualClock::default()));
+        sim.fs().mkdir("/b").unwrap();
+        sim.swapon_ram(16 << 20, None).unwrap();
+        let pid = sim.alloc("/a", "x", 256 << 10, 1, Fill::Pattern).unwrap();
+        sim.pageout("x").unwrap();
+        sim.fs().write("/b/cgroup.procs", &pid.to_string()).unwrap();
+        sim.fs().write("/a/memory.high", "128K").unwrap();
+        sim.touch("x").unwrap();
+        let (a, b) = (sim.fs().memcg("/a").unwrap(), sim.fs().memcg("/b").unwrap());
+        assert_eq!(a.memory().usage(), 64, "charged to the owner");
+        assert_eq!(a.event(MemcgEvent::High), 0);
+        assert_eq!(b.event(MemcgEvent::High), 0);
+        sim.verify("x").unwrap();
+        sim.free("x").unwrap();
+    }
+
+    #[test]
     fn faults_count_once_each_on_the_faulting_tasks_cgroup() {
         let sim = sim();
         sim.fs().mkdir("/b").unwrap();
