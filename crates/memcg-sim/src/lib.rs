@@ -1246,6 +1246,34 @@ mod tests {
     }
 
     #[test]
+    fn a_busy_mapping_keeps_its_folios_accessed_bits() {
+        // Reclaim meets the folio while its block is locked: it keeps it
+        // without looking at (and clearing) its references, as the
+        // kernel's `folio_trylock` comes before `folio_check_references`.
+        let sim = sim();
+        sim.swapon_ram(1 << 20, None).unwrap();
+        sim.alloc("/a", "m", 4096, 1, Fill::Pattern).unwrap();
+        let block = Arc::clone(&sim.mapping("m").unwrap().blocks()[0]);
+        let folio = {
+            let held = block.lock();
+            let State::Resident(folio) = &held[0].state else {
+                panic!("resident")
+            };
+            let folio = Arc::clone(folio);
+            let err = sim.fs().write("/a/memory.reclaim", "4K").unwrap_err();
+            assert_eq!(err.errno, Errno::EAGAIN, "nothing else to reclaim");
+            folio
+        };
+        assert_eq!(
+            vmscan::folio_check_references(&folio),
+            vmscan::FolioRef::Keep,
+            "the fault's access is still there"
+        );
+        drop(folio);
+        sim.free("m").unwrap();
+    }
+
+    #[test]
     fn memory_high_work_falls_on_the_faulting_tasks_cgroup() {
         // A swap-in is charged to the page's owner, /a, which ends over its
         // memory.high; the reclaim and throttle the kernel does on the way
@@ -1543,7 +1571,7 @@ mod tests {
             assert_eq!((a.memory().usage(), a.swap().usage()), (1, 0));
         }
         // ... and goes on to swap the folio out and let go.
-        let outcome = vmscan::Rmap::reclaim(&*block, folio);
+        let outcome = vmscan::Rmap::reclaim(&*block, folio, &mut |_| vmscan::FolioRef::Reclaim);
         assert!(
             matches!(outcome, vmscan::RmapOutcome::Reclaimed { nr_pages: 1 }),
             "{outcome:?}"

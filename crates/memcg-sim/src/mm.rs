@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex, MutexGuard, TryLockError, Weak};
 use memcg::folio::Folio;
 use memcg::memcontrol::{Cgroup, MemCgroup};
 use memcg::swapops::SwapEntry;
-use memcg::vmscan::{self, Rmap, RmapOutcome};
+use memcg::vmscan::{self, FolioRef, Rmap, RmapOutcome};
 
 use crate::fill::Fill;
 use crate::{Inner, lock};
@@ -293,17 +293,22 @@ impl Block {
 }
 
 impl Rmap for Block {
-    /// `try_to_unmap` + `pageout`: only if the block's lock is free and the
-    /// folio still mapped here; a large folio that finds no contiguous
-    /// swap is split, and pieces that stay go back to the LRU active.
-    fn reclaim(&self, folio: Arc<Folio>) -> RmapOutcome {
+    /// The reference check, then `try_to_unmap` + `pageout`: only if the
+    /// block's lock is free and the folio still mapped here; a large folio
+    /// that finds no contiguous swap is split, and pieces that stay go
+    /// back to the LRU active.
+    fn reclaim(
+        &self,
+        folio: Arc<Folio>,
+        references: &mut dyn FnMut(&Folio) -> FolioRef,
+    ) -> RmapOutcome {
         let Some(sim) = self.sim.upgrade() else {
             return RmapOutcome::Gone;
         };
         let Some(extents) = self.try_lock() else {
             return RmapOutcome::Busy(folio);
         };
-        let outcome = self.reclaim_locked(&sim, extents, folio);
+        let outcome = self.reclaim_locked(&sim, extents, folio, references);
         // Its task may have been killed while the block was held here.
         sim.after_unlock();
         outcome
@@ -317,6 +322,7 @@ impl Block {
         sim: &Inner,
         mut extents: BlockGuard<'_>,
         folio: Arc<Folio>,
+        references: &mut dyn FnMut(&Folio) -> FolioRef,
     ) -> RmapOutcome {
         let Some(index) = extents
             .iter()
@@ -324,6 +330,10 @@ impl Block {
         else {
             return RmapOutcome::Gone;
         };
+        match references(&folio) {
+            FolioRef::Reclaim => {}
+            referenced => return RmapOutcome::Referenced(folio, referenced),
+        }
         // Ours must be the only other reference for a split to succeed.
         drop(folio);
         let ext = extents.remove(index);

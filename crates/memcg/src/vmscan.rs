@@ -134,11 +134,20 @@ impl Default for FolioLru {
 /// The owner of a mapped folio, which reclaim asks to unmap it and swap it
 /// out (`try_to_unmap` + `pageout`, through the reverse map).
 pub trait Rmap: Send + Sync {
-    /// Unmaps `folio` and swaps it out. A large folio that finds no
-    /// contiguous swap space is split and its pages swapped one by one;
-    /// pieces that stay resident are put back on the LRU by the owner
-    /// ([`folio_putback_lru`], active: `activate_locked_split`).
-    fn reclaim(&self, folio: Arc<Folio>) -> RmapOutcome;
+    /// Locks the mapping of `folio` without waiting (`folio_trylock` and
+    /// the page-table lock in one; [`RmapOutcome::Busy`] if held), asks
+    /// `references` what to do with it under that lock
+    /// (`folio_check_references`, which reads and clears the accessed
+    /// bits), and when that says reclaim, unmaps it and swaps it out. A
+    /// large folio that finds no contiguous swap space is split and its
+    /// pages swapped one by one; pieces that stay resident are put back on
+    /// the LRU by the owner ([`folio_putback_lru`], active:
+    /// `activate_locked_split`).
+    fn reclaim(
+        &self,
+        folio: Arc<Folio>,
+        references: &mut dyn FnMut(&Folio) -> FolioRef,
+    ) -> RmapOutcome;
 }
 
 /// What became of a folio reclaim handed to its [`Rmap`].
@@ -151,8 +160,11 @@ pub enum RmapOutcome {
         nr_pages: u64,
     },
     /// The mapping is busy (its lock is held: `folio_trylock` failed);
-    /// the folio goes back to the inactive list.
+    /// the folio goes back to the inactive list, its accessed bits
+    /// untouched.
     Busy(Arc<Folio>),
+    /// Referenced: kept for another round, or activated.
+    Referenced(Arc<Folio>, FolioRef),
     /// No swap space: the folio is activated (`activate_locked`).
     NoSwap(Arc<Folio>),
     /// The folio is no longer mapped there (freed or replaced meanwhile).
@@ -732,37 +744,40 @@ enum Verdict {
 /// One isolated folio through `shrink_folio_list`: by its references it
 /// is activated, kept, or reclaimed through its owner.
 fn shrink_folio(folio: Arc<Folio>, rmap: Weak<dyn Rmap>) -> Verdict {
-    match folio_check_references(&folio) {
-        FolioRef::Activate => Verdict::Activate(folio, rmap),
-        FolioRef::Keep => Verdict::Keep(folio, rmap),
-        FolioRef::Reclaim => {
-            let Some(owner) = rmap.upgrade() else {
-                // Its mapping is gone: the folio is being freed with it.
-                return Verdict::Gone;
-            };
-            match owner.reclaim(folio) {
-                RmapOutcome::Reclaimed { nr_pages } => Verdict::Reclaimed(nr_pages),
-                RmapOutcome::Busy(folio) => Verdict::Keep(folio, rmap),
-                RmapOutcome::NoSwap(folio) => Verdict::Activate(folio, rmap),
-                RmapOutcome::Gone => Verdict::Gone,
-            }
+    let Some(owner) = rmap.upgrade() else {
+        // Its mapping is gone: the folio is being freed with it.
+        return Verdict::Gone;
+    };
+    match owner.reclaim(folio, &mut folio_check_references) {
+        RmapOutcome::Reclaimed { nr_pages } => Verdict::Reclaimed(nr_pages),
+        RmapOutcome::Busy(folio) | RmapOutcome::Referenced(folio, FolioRef::Keep) => {
+            Verdict::Keep(folio, rmap)
         }
+        RmapOutcome::NoSwap(folio) | RmapOutcome::Referenced(folio, _) => {
+            Verdict::Activate(folio, rmap)
+        }
+        RmapOutcome::Gone => Verdict::Gone,
     }
 }
 
 /// `folio_check_references`' verdicts for an anonymous folio.
-#[derive(Debug, PartialEq, Eq)]
-enum FolioRef {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FolioRef {
+    /// Accessed again while marked referenced (`FOLIOREF_ACTIVATE`).
     Activate,
+    /// Accessed once: another round on the inactive list
+    /// (`FOLIOREF_KEEP`).
     Keep,
+    /// Not accessed: reclaim it (`FOLIOREF_RECLAIM`).
     Reclaim,
 }
 
 /// `folio_check_references`: a folio accessed since the last look is
 /// marked referenced and kept for one more round; accessed again while
 /// marked, it is activated; not accessed, it is reclaimed (for anon the
-/// referenced mark alone does not save it).
-fn folio_check_references(folio: &Folio) -> FolioRef {
+/// referenced mark alone does not save it). Reads and clears the bits: a
+/// reclaimer calls it with the folio's mapping locked.
+pub fn folio_check_references(folio: &Folio) -> FolioRef {
     let lru = folio.lru();
     // Relaxed: hints, as the hardware's accessed bits are.
     let referenced_ptes = lru.young.swap(false, Ordering::Relaxed);
@@ -990,7 +1005,7 @@ mod tests {
 
     struct NoOwner;
     impl Rmap for NoOwner {
-        fn reclaim(&self, _: Arc<Folio>) -> RmapOutcome {
+        fn reclaim(&self, _: Arc<Folio>, _: &mut dyn FnMut(&Folio) -> FolioRef) -> RmapOutcome {
             RmapOutcome::Gone
         }
     }

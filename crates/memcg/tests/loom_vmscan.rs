@@ -16,13 +16,17 @@ use common::{explore, small_tree};
 use loom::thread;
 use memcg::folio::Folio;
 use memcg::memcontrol::MemcgStat;
-use memcg::vmscan::{self, LruList, Rmap, RmapOutcome};
+use memcg::vmscan::{self, FolioRef, LruList, Rmap, RmapOutcome};
 
 /// A mapping of one folio; reclaiming it "swaps it out" by dropping it.
 struct Mapping(Mutex<Option<Arc<Folio>>>);
 
 impl Rmap for Mapping {
-    fn reclaim(&self, folio: Arc<Folio>) -> RmapOutcome {
+    fn reclaim(
+        &self,
+        folio: Arc<Folio>,
+        _references: &mut dyn FnMut(&Folio) -> FolioRef,
+    ) -> RmapOutcome {
         let mut mapped = self.0.lock().unwrap();
         match mapped.as_ref() {
             Some(f) if Arc::ptr_eq(f, &folio) => {
@@ -55,7 +59,8 @@ fn reclaim_racing_the_free_of_a_folio_counts_it_once() {
         let mut reclaimed = 0;
         for (folio, rmap) in isolated {
             if let Some(owner) = rmap.upgrade()
-                && let RmapOutcome::Reclaimed { nr_pages } = owner.reclaim(folio)
+                && let RmapOutcome::Reclaimed { nr_pages } =
+                    owner.reclaim(folio, &mut vmscan::folio_check_references)
             {
                 reclaimed += nr_pages;
             }
