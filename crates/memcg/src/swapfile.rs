@@ -1077,6 +1077,14 @@ pub fn is_zero(page: &[u8]) -> bool {
     // early exit, so it vectorises into a streaming read, while `all`
     // still stops at the first block with a set byte. (Measured: 64-byte
     // blocks of byte-wise ORs ran at about a third of the read bandwidth.)
+    // A page with data usually shows it in its first word: stop there, as
+    // the kernel's `memchr_inv` would, before streaming a block.
+    if page
+        .get(..8)
+        .is_some_and(|first| first.iter().any(|&b| b != 0))
+    {
+        return false;
+    }
     let mut blocks = page.chunks_exact(1024);
     blocks.by_ref().all(|block| {
         block.chunks_exact(8).fold(0u64, |acc, w| {
