@@ -332,6 +332,10 @@ fn a_full_machine_reclaims_globally_then_oom_kills() {
     let file = sim
         .swapon_file(&dir.path().join("swap"), 32 << 20, None)
         .unwrap();
+    // Swappiness 0 keeps a memory cgroup's reclaim off anon, not the
+    // machine's: with no file pages to take, global reclaim swaps anyway
+    // (`file_is_tiny`).
+    sim.fs().tree().set_vm_swappiness(0).unwrap();
     sim.alloc("/a", "big", 24 << 20, 1, Fill::Random).unwrap();
     sim.verify("big").unwrap();
     let r = sim.residency("big").unwrap();
@@ -341,6 +345,15 @@ fn a_full_machine_reclaims_globally_then_oom_kills() {
     assert_eq!(a.event(MemcgEvent::Max), 0, "not a memory cgroup event");
     assert!(a.vm_event(VmEvent::PgstealDirect) >= 2048);
     sim.free("big").unwrap();
+    // The same at a memory cgroup's limit is an OOM kill.
+    sim.fs().write("/a/memory.max", "4M").unwrap();
+    let err = sim
+        .alloc("/a", "capped", 8 << 20, 1, Fill::Pattern)
+        .unwrap_err();
+    assert!(matches!(err, SimError::Killed { .. }), "{err}");
+    assert_eq!(a.event(MemcgEvent::Oom), 1);
+    sim.fs().write("/a/memory.max", "max").unwrap();
+    sim.fs().tree().set_vm_swappiness(60).unwrap();
 
     sim.swapoff(&file).unwrap();
     sim.alloc("/a", "small", 4 << 20, 1, Fill::Pattern).unwrap();
@@ -349,10 +362,10 @@ fn a_full_machine_reclaims_globally_then_oom_kills() {
         .unwrap_err();
     assert!(matches!(err, SimError::Killed { .. }), "{err}");
     assert_eq!(sim.mappings(), vec!["small".to_owned()]);
-    assert_eq!(a.event(MemcgEvent::OomKill), 1);
+    assert_eq!(a.event(MemcgEvent::OomKill), 2, "capped, then huge");
     assert_eq!(
         a.event(MemcgEvent::Oom),
-        0,
+        1,
         "the global OOM is not a memcg's"
     );
     sim.verify("small").unwrap();

@@ -625,16 +625,18 @@ impl Reclaim<'_> {
     /// `get_scan_count` with anon lists only: how many pages of each list
     /// to scan at this priority.
     fn get_scan_count(&self, memcg: &MemCgroup, sc: &mut ScanControl) -> [u64; NR_LRU_LISTS] {
-        let may_scan_anon = sc.may_swap
-            && self.tree.nr_swap_pages(memcg, (self.swap)().free_pages) > 0
-            && sc.swappiness > 0;
-        if !may_scan_anon {
+        let can_swap = sc.may_swap && self.tree.nr_swap_pages(memcg, (self.swap)().free_pages) > 0;
+        // Swappiness 0 turns anon off for a memory cgroup's reclaim only.
+        let cgroup_reclaim = !self.target.is_root();
+        if !can_swap || (cgroup_reclaim && sc.swappiness == 0) {
             // SCAN_FILE: there is no file list, so nothing.
             return [0; NR_LRU_LISTS];
         }
-        // SCAN_EQUAL at priority 0, else SCAN_FRACT (no file pages: neither
-        // `file_is_tiny`, global reclaim only, nor `cache_trim_mode` apply).
-        let fraction = (sc.priority > 0).then(|| anon_fraction(sc));
+        // Reclaim of the whole machine with no file pages: `file_is_tiny`,
+        // so SCAN_ANON (scan sizes as they are). Else SCAN_EQUAL at
+        // priority 0 and SCAN_FRACT above (no file pages: no
+        // `cache_trim_mode`).
+        let fraction = (cgroup_reclaim && sc.priority > 0).then(|| anon_fraction(sc));
         let (min, low) = self.protection(memcg);
         let online = !memcg.is_dying();
         let lruvec = memcg.lruvec();
