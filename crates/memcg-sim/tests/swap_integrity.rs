@@ -366,7 +366,7 @@ fn a_full_machine_reclaims_globally_then_oom_kills() {
     assert_eq!(
         a.event(MemcgEvent::Oom),
         1,
-        "the global OOM is not a memcg's"
+        "the capped one only: the global OOM is not a memcg's"
     );
     sim.verify("small").unwrap();
     sim.free("small").unwrap();
