@@ -19,17 +19,21 @@
 //!   `memory.low` too unless nothing else was reclaimable (then `low`
 //!   events are raised); scan targets shrink by the protected share;
 //! - `get_scan_count`: anon is scanned only when the cgroup may swap
-//!   (free slots under every `memory.swap.max`, `may_swap`, swappiness
-//!   above 0), in proportion to swappiness and the recorded costs;
+//!   (free slots under every `memory.swap.max`, `may_swap`, and for a
+//!   memory cgroup's reclaim swappiness above 0), in proportion to
+//!   swappiness and the recorded costs (the machine's reclaim, with no
+//!   file pages, scans anon alone);
 //! - `shrink_lruvec` in 32-page batches: the inactive list's oldest folios
-//!   are checked (accessed twice → activated, once → kept for another
-//!   round, not at all → reclaimed through the owner's [`Rmap`], which
-//!   unmaps and swaps them out); the active list is aged when the inactive
-//!   one is low (`inactive_is_low`);
+//!   go to their owner's [`Rmap`], which try-locks the mapping (busy:
+//!   kept, bits untouched), checks references under that lock (accessed
+//!   twice → activated, once → kept for another round, not at all →
+//!   reclaimed) and unmaps and swaps out the unreferenced; the active list
+//!   is aged when the inactive one is low (`inactive_is_low`);
 //! - when nothing was reclaimed: a full walk, then forced deactivation,
 //!   then ignoring `memory.low` (`memcg_low_reclaim`).
 //!
-//! After a memory cgroup's lists, its shrinkers run (`shrinker.rs`). File
+//! After a memory cgroup's lists, its shrinkers run (`shrinker.rs`; what
+//! they free counts as progress for the machine's reclaim only). File
 //! lists and shadow entries (refault detection) are not here yet: there is
 //! no page cache. Proactive reclaim counts in
 //! `pgscan_direct`/`pgsteal_direct`, as v6.14 does (`pgscan_proactive`
