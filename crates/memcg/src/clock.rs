@@ -60,8 +60,13 @@ impl VirtualClock {
     pub fn advance(&self, duration: Duration) {
         let ns = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
         // Relaxed: the counter is the only data; readers need no ordering
-        // with anything else.
-        self.now_ns.fetch_add(ns, Ordering::Relaxed);
+        // with anything else. Saturates: time stops at ~584 years rather
+        // than wrapping around.
+        let _ = self
+            .now_ns
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |now| {
+                Some(now.saturating_add(ns))
+            });
     }
 }
 

@@ -91,26 +91,30 @@ impl State {
     fn totals_at(&self, at: Duration) -> [u64; 2] {
         let elapsed = duration_ns(at.saturating_sub(self.since));
         let holds = self.holds();
-        [SOME, FULL].map(|s| self.total_ns[s] + if holds[s] { elapsed } else { 0 })
+        [SOME, FULL].map(|s| self.total_ns[s].saturating_add(if holds[s] { elapsed } else { 0 }))
     }
 
     /// Runs every averaging period that ended by `now`
     /// (`update_averages`, as the timer would have).
     fn catch_up(&mut self, now: Duration) {
         let period_ns = duration_ns(PSI_FREQ);
-        while self.next_update <= now {
+        // (A `next_update` at the end of time is never reached.)
+        while self.next_update <= now && self.next_update < Duration::MAX {
             let boundary = self.next_update;
             let totals = self.totals_at(boundary);
             let mut pcts = [0u64; 2];
             for s in [SOME, FULL] {
-                let sample = (totals[s] - self.avg_total_ns[s]).min(period_ns);
-                self.avg_total_ns[s] += sample;
+                let sample = totals[s]
+                    .saturating_sub(self.avg_total_ns[s])
+                    .min(period_ns);
+                self.avg_total_ns[s] = self.avg_total_ns[s].saturating_add(sample);
                 // Whole percent, then fixed point (`calc_avgs`).
                 pcts[s] = sample * 100 / period_ns * FIXED_1;
             }
-            // Periods after this one, whole, in the same state: one step.
-            let rest = (now - boundary).as_nanos() / PSI_FREQ.as_nanos();
-            let rest = u32::try_from(rest).unwrap_or(u32::MAX);
+            // Periods after this one, whole, in the same state: one step
+            // (past 2^32 of them the averages have long converged).
+            let rest_periods = (now - boundary).as_nanos() / PSI_FREQ.as_nanos();
+            let rest = u32::try_from(rest_periods).unwrap_or(u32::MAX);
             let holds = self.holds();
             for s in [SOME, FULL] {
                 for (w, &exp) in EXP.iter().enumerate() {
@@ -118,7 +122,7 @@ impl State {
                 }
             }
             if rest == 0 {
-                self.next_update = boundary + PSI_FREQ;
+                self.next_update = after_periods(boundary, 1);
                 continue;
             }
             for s in [SOME, FULL] {
@@ -127,12 +131,22 @@ impl State {
                     self.avg[s][w] = calc_load_n(self.avg[s][w], exp, pct, rest);
                 }
                 if holds[s] {
-                    self.avg_total_ns[s] += u64::from(rest) * period_ns;
+                    self.avg_total_ns[s] =
+                        self.avg_total_ns[s].saturating_add(u64::from(rest) * period_ns);
                 }
             }
-            self.next_update = boundary + PSI_FREQ * (rest + 1);
+            self.next_update = after_periods(boundary, rest_periods + 1);
         }
     }
+}
+
+/// `n` periods after `t`; the end of time if that is past what a
+/// `Duration` holds.
+fn after_periods(t: Duration, n: u128) -> Duration {
+    let ns = n.saturating_mul(PSI_FREQ.as_nanos());
+    let secs = u64::try_from(ns / 1_000_000_000).unwrap_or(u64::MAX);
+    let step = Duration::new(secs, (ns % 1_000_000_000) as u32);
+    t.checked_add(step).unwrap_or(Duration::MAX)
 }
 
 /// `calc_load`: one decay step of a fixed-point average towards `active`.
@@ -307,6 +321,17 @@ mod tests {
             text.starts_with("some avg10=0.00 avg60=0.00 avg300=0.00 total=10000000\n"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn centuries_of_stall_saturate_rather_than_wrap() {
+        let g = PsiGroup::new(Duration::ZERO);
+        stall(&g, Duration::ZERO, false);
+        let far = Duration::from_secs(u64::MAX / 1_000_000_000);
+        let text = g.show(far);
+        assert!(text.starts_with("some avg10=100.00"), "{text}");
+        let later = g.show(Duration::MAX);
+        assert!(later.contains("total="), "{later}");
     }
 
     #[test]
