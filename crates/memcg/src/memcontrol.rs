@@ -159,6 +159,13 @@ pub enum CgroupError {
     /// The tree's [`MemoryController`] mode does not allow the change.
     #[error("the memory controller is on in every cgroup of this tree")]
     FixedController,
+    /// The parent could not take the new memory cgroup's own metadata
+    /// (see [`CgroupTree::set_memcg_metadata_bytes`]).
+    #[error("{path}: no memory for the memory cgroup's metadata")]
+    NoMemory {
+        /// The path asked for.
+        path: String,
+    },
 }
 
 impl CgroupError {
@@ -172,6 +179,7 @@ impl CgroupError {
             CgroupError::InvalidName { .. } | CgroupError::FixedController => Errno::EINVAL,
             CgroupError::NameTooLong { .. } => Errno::ENAMETOOLONG,
             CgroupError::HierarchyLimit { .. } => Errno::EAGAIN,
+            CgroupError::NoMemory { .. } => Errno::ENOMEM,
         }
     }
 }
@@ -542,6 +550,9 @@ pub struct MemCgroup {
     /// Children taken offline while still holding pages: reclaim still
     /// walks them (a dying css stays on its parent's children list).
     dying_children: Mutex<Vec<Weak<MemCgroup>>>,
+    /// Pages of its own metadata charged to its parent, given back when it
+    /// is released.
+    metadata_pages: AtomicU64,
 }
 
 impl MemCgroup {
@@ -830,6 +841,13 @@ impl MemCgroup {
 
 impl Drop for MemCgroup {
     fn drop(&mut self) {
+        // Released: the metadata charged to the parent goes back.
+        let metadata = *self.metadata_pages.get_mut();
+        if let Some(parent) = &self.parent
+            && metadata > 0
+        {
+            parent.uncharge_pages(metadata, ChargeKind::Percpu);
+        }
         // Released: an offline memory cgroup stops counting as dying.
         // Relaxed: the last `Arc` going orders everything before it.
         if self.dying.load(Ordering::Relaxed) {
@@ -913,6 +931,9 @@ struct Options {
     /// `/proc/sys/vm/swappiness` (a sysctl, not a mount option, but as
     /// global to the tree).
     swappiness: AtomicU32,
+    /// Pages of its own metadata each new memory cgroup charges to its
+    /// parent (the kernel's per-CPU memcg structures; 0: none).
+    metadata_pages: AtomicU64,
 }
 
 impl Default for Options {
@@ -921,6 +942,7 @@ impl Default for Options {
             localevents: AtomicBool::new(false),
             recursiveprot: AtomicBool::new(false),
             swappiness: AtomicU32::new(crate::vmscan::DEFAULT_SWAPPINESS),
+            metadata_pages: AtomicU64::new(0),
         }
     }
 }
@@ -1119,6 +1141,21 @@ impl CgroupTree {
         Ok(())
     }
 
+    /// Bytes of metadata every memory cgroup created from now on charges
+    /// to its parent, as the kernel's `mem_cgroup_css_alloc` charges its
+    /// per-CPU statistics (about 1.7 KB per possible CPU) to the parent
+    /// with `set_active_memcg(parent)`: rounded up to pages, counted as
+    /// `kernel` and `percpu`, given back when the memory cgroup is
+    /// released. 0 (the default) charges nothing.
+    pub fn set_memcg_metadata_bytes(&self, bytes: u64) {
+        let pages = bytes.div_ceil(crate::mm_types::PAGE_SIZE);
+        // Relaxed: a setting read at mkdir.
+        self.shared
+            .options
+            .metadata_pages
+            .store(pages, Ordering::Relaxed);
+    }
+
     /// Changes the mount options (`mount -o remount,...`).
     pub fn set_mount_options(&self, options: MountOptions) {
         let o = &self.shared.options;
@@ -1291,11 +1328,23 @@ impl CgroupTree {
             .ok_or_else(|| CgroupError::NoMemoryController {
                 path: path.to_owned(),
             })?;
-        let id = lock(&self.shared.ids.alloc)
-            .alloc()
-            .ok_or(CgroupError::NoIds {
+        // Its own metadata is charged to the parent first (reclaim and the
+        // OOM killer may run for it); refused, the mkdir fails.
+        let metadata_pages = self.shared.options.metadata_pages.load(Ordering::Relaxed);
+        if metadata_pages > 0 {
+            self.try_charge(&parent, metadata_pages, ChargeKind::Percpu)
+                .map_err(|_| CgroupError::NoMemory {
+                    path: path.to_owned(),
+                })?;
+        }
+        let Some(id) = lock(&self.shared.ids.alloc).alloc() else {
+            if metadata_pages > 0 {
+                self.uncharge(&parent, metadata_pages, ChargeKind::Percpu);
+            }
+            return Err(CgroupError::NoIds {
                 max: self.shared.ids.max,
-            })?;
+            });
+        };
         let serial = self.shared.next_serial.fetch_add(1, Ordering::Relaxed);
         let memcg = Arc::new(new_memcg(
             id,
@@ -1306,6 +1355,9 @@ impl CgroupTree {
             &self.shared.ids,
             &self.shared.options,
         ));
+        memcg
+            .metadata_pages
+            .store(metadata_pages, Ordering::Relaxed);
         for lru in lock(&self.shared.list_lrus).iter() {
             lru.memcg_alloc(&memcg);
         }
@@ -1555,6 +1607,7 @@ fn new_memcg(
         zswap_writeback: AtomicBool::new(true),
         lruvec: Lruvec::default(),
         dying_children: Mutex::new(Vec::new()),
+        metadata_pages: AtomicU64::new(0),
     }
 }
 
@@ -1610,6 +1663,35 @@ pub(crate) fn test_tree(nr_nodes: usize, max_ids: u32) -> CgroupTree {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_memcg_charges_its_metadata_to_its_parent_until_released() {
+        let t = test_tree(1, 64);
+        t.set_memcg_metadata_bytes(10_000);
+        let p = t.mkdir("/p").unwrap();
+        let c = t.mkdir("/p/c").unwrap();
+        assert_eq!(p.memory().usage(), 3, "10000 bytes: 3 pages");
+        assert_eq!(p.stat(MemcgStat::Kernel), 3);
+        assert_eq!(p.stat(MemcgStat::Percpu), 3 * 4096);
+        assert_eq!(c.memory().usage(), 0, "not its own");
+        assert_eq!(t.root().memory().usage(), 6, "both, on the machine");
+        // A removed child's metadata stays charged while it lives on.
+        t.rmdir("/p/c").unwrap();
+        assert_eq!(p.memory().usage(), 3);
+        drop(c);
+        assert_eq!(p.memory().usage(), 0, "released");
+        // With no room in the parent (nothing to reclaim, nobody to kill),
+        // the mkdir fails and leaves nothing behind.
+        p.memory().set_max(2).unwrap();
+        let err = t.mkdir("/p/d").unwrap_err();
+        assert_eq!(err.errno(), Errno::ENOMEM);
+        assert!(p.cgroup().child("d").is_none());
+        assert_eq!(p.memory().usage(), 0);
+        assert_eq!(t.ids_in_use(), 2, "root and /p");
+        t.rmdir("/p").unwrap();
+        drop(p);
+        assert_eq!(t.root().memory().usage(), 0);
+    }
 
     fn small_tree() -> CgroupTree {
         test_tree(2, 8)

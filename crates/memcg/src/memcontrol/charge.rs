@@ -32,6 +32,7 @@ use super::stat::{Counts, MemcgEvent, MemcgStat};
 use super::{CgroupTree, MEMCG_CHARGE_BATCH, MemCgroup, OomOutcome, ReclaimOptions};
 use crate::clock::{HZ, jiffies};
 use crate::errno::Errno;
+use crate::mm_types::PAGE_SIZE;
 use crate::page_alloc::PageBuf;
 use crate::page_counter::{PAGE_COUNTER_MAX, PageCounter};
 use crate::swap_cgroup::SwapCgroupError;
@@ -58,13 +59,21 @@ pub enum ChargeKind {
     Anon,
     /// Page cache.
     File,
+    /// Per-CPU kernel memory (`pcpu_alloc` with `__GFP_ACCOUNT`): counts
+    /// as `kernel` pages and `percpu` bytes.
+    Percpu,
 }
 
-impl ChargeKind {
-    fn stat(self) -> MemcgStat {
-        match self {
-            ChargeKind::Anon => MemcgStat::Anon,
-            ChargeKind::File => MemcgStat::File,
+impl MemCgroup {
+    /// The statistics of `nr_pages` (negative: uncharged) of `kind`.
+    fn account(&self, kind: ChargeKind, nr_pages: i64) {
+        match kind {
+            ChargeKind::Anon => self.mod_stat(MemcgStat::Anon, nr_pages),
+            ChargeKind::File => self.mod_stat(MemcgStat::File, nr_pages),
+            ChargeKind::Percpu => {
+                self.mod_stat(MemcgStat::Kernel, nr_pages);
+                self.mod_stat(MemcgStat::Percpu, nr_pages * PAGE_SIZE as i64);
+            }
         }
     }
 }
@@ -149,7 +158,7 @@ impl MemCgroup {
     /// [`CgroupTree::uncharge`] does; a folio needs no tree for it).
     pub(crate) fn uncharge_pages(&self, nr_pages: u64, kind: ChargeKind) {
         self.memory().uncharge(nr_pages);
-        self.mod_stat(kind.stat(), -(nr_pages as i64));
+        self.account(kind, -(nr_pages as i64));
         self.unpin_pages(nr_pages);
     }
 
@@ -196,7 +205,7 @@ impl CgroupTree {
     ) -> Result<(), ChargeError> {
         self.try_charge_memcg(cg, nr_pages, gfp)?;
         cg.pin_pages(nr_pages);
-        cg.mod_stat(kind.stat(), nr_pages as i64);
+        cg.account(kind, nr_pages as i64);
         Ok(())
     }
 
