@@ -842,7 +842,8 @@ impl MemCgroup {
 impl Drop for MemCgroup {
     fn drop(&mut self) {
         // Released: the metadata charged to the parent goes back.
-        let metadata = *self.metadata_pages.get_mut();
+        // Relaxed: the last reference going orders everything before it.
+        let metadata = self.metadata_pages.load(Ordering::Relaxed);
         if let Some(parent) = &self.parent
             && metadata > 0
         {
