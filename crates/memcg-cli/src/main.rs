@@ -43,6 +43,11 @@ enum Command {
         /// exact figures.
         #[arg(long, value_enum, default_value = "on")]
         charge_stock: Switch,
+        /// Bytes of its own metadata each new memory cgroup charges to its
+        /// parent, as the kernel's per-CPU memcg structures are (about
+        /// 1.7K per CPU; K/M suffixes) [default: 0, none].
+        #[arg(long, value_parser = parse_bytes, default_value = "0")]
+        memcg_metadata: u64,
     },
 }
 
@@ -64,6 +69,11 @@ fn parse_size(text: &str) -> Result<u64, String> {
         )),
         Err(e) => Err(e.to_string()),
     }
+}
+
+/// A byte count with an optional K/M/G suffix (`memparse`).
+fn parse_bytes(text: &str) -> Result<u64, String> {
+    memcg::cgroupfs::memparse(text).map_err(|e| e.to_string())
 }
 
 /// The machine size for `--mem` (or the default), with a warning when it
@@ -93,12 +103,14 @@ fn main() -> anyhow::Result<()> {
             seed,
             mem,
             charge_stock,
+            memcg_metadata,
         } => {
             let config = memcg_sim::SimConfig {
                 seed,
                 swap_cgroup,
                 mem_bytes: machine_bytes(mem),
                 charge_stock: charge_stock == Switch::On,
+                memcg_metadata_bytes: memcg_metadata,
             };
             let status = sh::main(file.as_deref(), config)?;
             std::process::exit(status)

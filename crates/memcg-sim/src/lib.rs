@@ -66,6 +66,9 @@ pub struct SimConfig {
     /// behaviour): `memory.current` counts up to a batch of 64 pages per
     /// thread more than the pages in use. Off: exact figures.
     pub charge_stock: bool,
+    /// Bytes of its own metadata each new memory cgroup charges to its
+    /// parent (see `CgroupTree::set_memcg_metadata_bytes`; 0: none).
+    pub memcg_metadata_bytes: u64,
 }
 
 impl Default for SimConfig {
@@ -75,6 +78,7 @@ impl Default for SimConfig {
             swap_cgroup: Design::default(),
             mem_bytes: default_mem_bytes(),
             charge_stock: true,
+            memcg_metadata_bytes: 0,
         }
     }
 }
@@ -465,6 +469,8 @@ impl Sim {
         fs.tree()
             .set_machine_pages(config.mem_bytes / PAGE_BYTES as u64);
         fs.tree().set_charge_stock(config.charge_stock);
+        fs.tree()
+            .set_memcg_metadata_bytes(config.memcg_metadata_bytes);
         let swap = SwapSystem::new(fs.tree(), config.swap_cgroup);
         let inner = Arc::new(Inner {
             fs,

@@ -145,6 +145,7 @@ fn run_timed(
         swap_cgroup: design,
         mem_bytes: machine_bytes_for(limit_bytes, threads),
         charge_stock: true,
+        memcg_metadata_bytes: 0,
     });
     sim.prefault(machine_bytes_for(limit_bytes, threads));
     sim.fs().write("/cgroup.subtree_control", "+memory")?;
