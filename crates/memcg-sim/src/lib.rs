@@ -906,42 +906,57 @@ impl Sim {
                 break;
             }
             let mut extents = block.lock();
-            let mut out = Vec::with_capacity(extents.len());
-            for ext in extents.drain(..) {
-                let entry = match &ext.state {
+            let mut i = 0;
+            while i < extents.len() {
+                let (entry, first_page, nr) = match &extents[i].state {
                     State::Resident(folio) => {
                         vmscan::folio_mark_young(folio);
-                        out.push(ext);
+                        i += 1;
                         continue;
                     }
-                    State::Swapped(entry) if result.is_ok() => *entry,
+                    State::Swapped(entry) if result.is_ok() => {
+                        (*entry, extents[i].first_page, extents[i].nr)
+                    }
                     State::Swapped(_) => {
-                        out.push(ext);
+                        i += 1;
                         continue;
                     }
                 };
-                match self.fault_swapped(&memcg, entry, ext.first_page, ext.nr) {
-                    Ok(pieces) => {
-                        faulted += u64::from(ext.nr);
-                        for piece in &pieces {
-                            if let State::Resident(folio) = &piece.state {
-                                vmscan::folio_add_lru(folio, block.rmap());
-                            }
-                        }
-                        out.extend(pieces);
+                // The common case, the folio back whole, changes the extent
+                // in place; a fallback to pages replaces it with pieces.
+                let pieces = match self.fault_whole(&memcg, entry, nr) {
+                    Ok(folio) => {
+                        vmscan::folio_add_lru(&folio, block.rmap());
+                        extents[i].state = State::Resident(folio);
+                        faulted += u64::from(nr);
+                        i += 1;
+                        continue;
                     }
-                    Err((e, left)) => {
-                        for piece in &left {
-                            if let State::Resident(folio) = &piece.state {
-                                vmscan::folio_add_lru(folio, block.rmap());
-                            }
+                    Err(Some(e)) => {
+                        result = Err(e.into());
+                        i += 1;
+                        continue;
+                    }
+                    Err(None) => match self.fault_pages(&memcg, entry, first_page, nr) {
+                        Ok(pieces) => {
+                            faulted += u64::from(nr);
+                            pieces
                         }
-                        out.extend(left);
-                        result = Err(e);
+                        Err((e, left)) => {
+                            result = Err(e);
+                            left
+                        }
+                    },
+                };
+                for piece in &pieces {
+                    if let State::Resident(folio) = &piece.state {
+                        vmscan::folio_add_lru(folio, block.rmap());
                     }
                 }
+                let n = pieces.len();
+                extents.splice(i..i + 1, pieces);
+                i += n;
             }
-            *extents = out;
         }
         self.inner.after_unlock();
         if m.task.is_killed() {
@@ -950,20 +965,18 @@ impl Sim {
         result.map(|()| faulted)
     }
 
-    /// The faults that bring back a swapped run of `nr` pages from
-    /// `first_page` (`do_swap_page`): a large folio is charged without
-    /// reclaim (`alloc_swap_folio`), and when that fails each page faults
-    /// in on its own with the full charge path. One `pgfault` per fault on
-    /// the faulting task's memory cgroup, whoever the page is charged to.
-    /// On failure, returns the extents as they are (pages brought in so far
-    /// and the rest still swapped).
-    fn fault_swapped(
+    /// The fault that brings back a swapped run of `nr` pages from `entry`
+    /// whole (`do_swap_page`): a large folio is charged without reclaim
+    /// (`alloc_swap_folio`); `Err(None)` when that charge fails, and each
+    /// page must then fault on its own ([`Sim::fault_pages`]). One
+    /// `pgfault` on the faulting task's memory cgroup, whoever the page is
+    /// charged to.
+    fn fault_whole(
         &self,
         memcg: &Arc<MemCgroup>,
         entry: SwapEntry,
-        first_page: u64,
         nr: u32,
-    ) -> Result<Vec<Extent>, (SimError, Vec<Extent>)> {
+    ) -> Result<Arc<Folio>, Option<SwapInError>> {
         let swap = &self.inner.swap;
         memcg.count_vm_event(VmEvent::Pgfault, 1);
         let whole = if nr > 1 {
@@ -971,25 +984,29 @@ impl Sim {
         } else {
             swap.do_swap_page(entry, nr, memcg)
         };
-        let err = match whole {
-            Ok(folio) => {
-                return Ok(vec![Extent {
-                    first_page,
-                    nr,
-                    state: State::Resident(folio),
-                }]);
-            }
-            Err(SwapInError::Charge(_)) if nr > 1 => None,
-            Err(e) => Some(e),
-        };
+        whole.map_err(|e| match e {
+            SwapInError::Charge(_) if nr > 1 => None,
+            e => Some(e),
+        })
+    }
+
+    /// The page-by-page fallback of [`Sim::fault_whole`], each page with the
+    /// full charge path (the first page's fault was already counted). On
+    /// failure, returns the extents as they are (pages brought in so far
+    /// and the rest still swapped).
+    fn fault_pages(
+        &self,
+        memcg: &Arc<MemCgroup>,
+        entry: SwapEntry,
+        first_page: u64,
+        nr: u32,
+    ) -> Result<Vec<Extent>, (SimError, Vec<Extent>)> {
+        let swap = &self.inner.swap;
         let still_swapped = |from: u32| Extent {
             first_page: first_page + u64::from(from),
             nr: nr - from,
             state: State::Swapped(entry.add(u64::from(from)).expect("inside the run")),
         };
-        if let Some(e) = err {
-            return Err((e.into(), vec![still_swapped(0)]));
-        }
         let mut pieces = Vec::with_capacity(nr as usize);
         for i in 0..nr {
             if i > 0 {
