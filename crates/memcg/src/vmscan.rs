@@ -248,24 +248,8 @@ impl Lruvec {
 
     /// Puts `folio` on `list` (newest end), counting its pages.
     fn add(&self, memcg: &MemCgroup, folio: &Arc<Folio>, rmap: Weak<dyn Rmap>, list: LruList) {
-        let nr = u64::from(folio.nr());
         let mut lists = lock(&self.lists);
-        // AcqRel: pairs with the swap in `take_off` (isolation or free):
-        // whoever takes the folio off sees the list it was put on. A folio
-        // already listed stays where it is (one list at most).
-        if folio
-            .lru()
-            .list
-            .compare_exchange(NOT_ON_LRU, list as u8, Ordering::AcqRel, Ordering::Acquire)
-            .is_err()
-        {
-            debug_assert!(false, "{folio:?} is on an LRU list already");
-            return;
-        }
-        lists[list as usize].push_back(LruEntry {
-            folio: Arc::downgrade(folio),
-            rmap,
-        });
+        let nr = link(&mut lists, folio, rmap, list);
         self.nr_pages[list as usize].fetch_add(nr, Ordering::Relaxed);
         memcg.mod_stat(list.stat(), nr as i64);
         self.compact_if_mostly_dead(&mut lists);
@@ -323,33 +307,47 @@ impl Lruvec {
             return;
         }
         let mut lists = lock(&self.lists);
-        let mut nr = 0;
-        for (folio, rmap) in folios {
-            // AcqRel: as in `add`.
-            if folio
-                .lru()
-                .list
-                .compare_exchange(NOT_ON_LRU, list as u8, Ordering::AcqRel, Ordering::Acquire)
-                .is_err()
-            {
-                debug_assert!(false, "{folio:?} is on an LRU list already");
-                continue;
-            }
-            nr += u64::from(folio.nr());
-            lists[list as usize].push_back(LruEntry {
-                folio: Arc::downgrade(&folio),
-                rmap,
-            });
-        }
+        let nr: u64 = folios
+            .into_iter()
+            .map(|(folio, rmap)| link(&mut lists, &folio, rmap, list))
+            .sum();
         self.nr_pages[list as usize].fetch_add(nr, Ordering::Relaxed);
         memcg.mod_stat(list.stat(), nr as i64);
     }
 }
 
+/// Puts `folio` at the newest end of `list` (under the lru lock, which
+/// `lists` proves is held) and returns its pages; 0 for a folio already on
+/// a list, which stays where it is (one list at most). The caller adds the
+/// pages to the counts.
+fn link(
+    lists: &mut [VecDeque<LruEntry>; NR_LRU_LISTS],
+    folio: &Arc<Folio>,
+    rmap: Weak<dyn Rmap>,
+    list: LruList,
+) -> u64 {
+    // AcqRel: pairs with the swap in `take_off` (isolation or free):
+    // whoever takes the folio off sees the list it was put on.
+    if folio
+        .lru()
+        .list
+        .compare_exchange(NOT_ON_LRU, list as u8, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        debug_assert!(false, "{folio:?} is on an LRU list already");
+        return 0;
+    }
+    lists[list as usize].push_back(LruEntry {
+        folio: Arc::downgrade(folio),
+        rmap,
+    });
+    u64::from(folio.nr())
+}
+
 /// Swaps `folio`'s list state from `list` to none; false if it was not on
 /// `list` (never expected: the entry and the state move together).
 fn take_off(folio: &Folio, list: LruList) -> bool {
-    // AcqRel: pairs with the swap in `Lruvec::add`.
+    // AcqRel: pairs with the compare-exchange in `link`.
     let was = folio.lru().list.swap(NOT_ON_LRU, Ordering::AcqRel);
     debug_assert_eq!(was, list as u8, "entry and state disagree");
     was == list as u8
@@ -407,7 +405,7 @@ pub fn folio_lru_list(folio: &Folio) -> Option<LruList> {
 /// A folio is being freed: if it is still listed, take its pages off the
 /// counts (its entry stays behind, dead). Called by `Folio`'s drop.
 pub(crate) fn folio_freed(folio: &Folio) {
-    // AcqRel: pairs with `Lruvec::add`. No reclaimer can isolate it now:
+    // AcqRel: pairs with the compare-exchange in `link`. No reclaimer can isolate it now:
     // isolating needs a strong reference, and this is the last one.
     let was = folio.lru().list.swap(NOT_ON_LRU, Ordering::AcqRel);
     if was == NOT_ON_LRU {
@@ -451,6 +449,29 @@ struct ScanControl {
     memcg_full_walk: bool,
 }
 
+impl ScanControl {
+    /// A reclaim of at least `max(nr_pages, SWAP_CLUSTER_MAX)` pages at
+    /// the first priority, nothing done yet.
+    fn new(nr_pages: u64, may_swap: bool, swappiness: u32) -> Self {
+        Self {
+            nr_to_reclaim: nr_pages.max(SWAP_CLUSTER_MAX),
+            priority: DEF_PRIORITY,
+            may_swap,
+            swappiness,
+            nr_scanned: 0,
+            nr_reclaimed: 0,
+            anon_cost: 0,
+            file_cost: 0,
+            may_deactivate_anon: false,
+            force_deactivate: false,
+            skipped_deactivate: false,
+            memcg_low_reclaim: false,
+            memcg_low_skipped: false,
+            memcg_full_walk: false,
+        }
+    }
+}
+
 /// Reclaim's view of the world: the tree, the subtree and the swap space.
 struct Reclaim<'a> {
     tree: &'a CgroupTree,
@@ -471,22 +492,8 @@ pub fn try_to_free_mem_cgroup_pages(
     swap: &dyn Fn() -> SwapSpace,
     opts: ReclaimOptions,
 ) -> u64 {
-    let mut sc = ScanControl {
-        nr_to_reclaim: nr_pages.max(SWAP_CLUSTER_MAX),
-        priority: DEF_PRIORITY,
-        may_swap: opts.may_swap,
-        swappiness: opts.swappiness.unwrap_or_else(|| tree.vm_swappiness()),
-        nr_scanned: 0,
-        nr_reclaimed: 0,
-        anon_cost: 0,
-        file_cost: 0,
-        may_deactivate_anon: false,
-        force_deactivate: false,
-        skipped_deactivate: false,
-        memcg_low_reclaim: false,
-        memcg_low_skipped: false,
-        memcg_full_walk: false,
-    };
+    let swappiness = opts.swappiness.unwrap_or_else(|| tree.vm_swappiness());
+    let mut sc = ScanControl::new(nr_pages, opts.may_swap, swappiness);
     let r = Reclaim {
         tree,
         target,
@@ -964,22 +971,7 @@ mod tests {
 
     #[test]
     fn fractions_follow_swappiness_and_costs() {
-        let mut sc = ScanControl {
-            nr_to_reclaim: 32,
-            priority: 12,
-            may_swap: true,
-            swappiness: 60,
-            nr_scanned: 0,
-            nr_reclaimed: 0,
-            anon_cost: 0,
-            file_cost: 0,
-            may_deactivate_anon: false,
-            force_deactivate: false,
-            skipped_deactivate: false,
-            memcg_low_reclaim: false,
-            memcg_low_skipped: false,
-            memcg_full_walk: false,
-        };
+        let mut sc = ScanControl::new(32, true, 60);
         assert_eq!(anon_fraction(&sc), (60, 200));
         sc.anon_cost = 100;
         // total 100: anon 200, file 100, sum 300 → ap = 60*301/201 = 89,
