@@ -378,19 +378,10 @@ impl Inner {
         };
         let mut left_busy = false;
         for m in gone {
-            let mut first_error = None;
-            let busy: Vec<Arc<Block>> = m
-                .take_blocks()
-                .into_iter()
-                .filter(|b| !mm::release_block(self, b, false, &mut first_error))
-                .collect();
-            if busy.is_empty() {
+            // An operation in flight may hold some blocks (its own, or a
+            // reclaimer of any task unmapping a folio): left for the reaping.
+            if !self.release_unheld_blocks(&m) {
                 continue;
-            }
-            // An operation in flight holds these (its own, or a reclaimer
-            // of any task unmapping a folio): left for the reaping.
-            for b in busy {
-                m.push_block(b);
             }
             let mut pending = lock(&self.killed_mappings);
             pending.push(m);
@@ -432,20 +423,25 @@ impl Inner {
     /// mappings out.
     fn reap_killed(&self) {
         let mut pending = lock(&self.killed_mappings);
-        pending.retain(|m| {
-            let mut first_error = None;
-            let busy: Vec<Arc<Block>> = m
-                .take_blocks()
-                .into_iter()
-                .filter(|b| !mm::release_block(self, b, false, &mut first_error))
-                .collect();
-            let still_busy = !busy.is_empty();
-            for b in busy {
-                m.push_block(b);
-            }
-            still_busy
-        });
+        pending.retain(|m| self.release_unheld_blocks(m));
         self.killed_pending.store(pending.len(), Ordering::Relaxed);
+    }
+
+    /// Releases every block of a killed task's mapping that no operation
+    /// holds (try-locking each); the held ones stay in the mapping. True
+    /// if any is still held.
+    fn release_unheld_blocks(&self, m: &Mapping) -> bool {
+        let mut first_error = None;
+        let held: Vec<Arc<Block>> = m
+            .take_blocks()
+            .into_iter()
+            .filter(|b| !mm::release_block(self, b, false, &mut first_error))
+            .collect();
+        let still_held = !held.is_empty();
+        for b in held {
+            m.push_block(b);
+        }
+        still_held
     }
 
     /// Called by whoever held blocks (an operation on a mapping, reclaim
