@@ -394,14 +394,6 @@ pub fn folio_mark_young(folio: &Folio) {
     folio.lru().young.store(true, Ordering::Relaxed);
 }
 
-/// The list `folio` is on, if any.
-pub fn folio_lru_list(folio: &Folio) -> Option<LruList> {
-    match folio.lru().list.load(Ordering::Acquire) {
-        NOT_ON_LRU => None,
-        i => Some(LruList::from_index(i)),
-    }
-}
-
 /// A folio is being freed: if it is still listed, take its pages off the
 /// counts (its entry stays behind, dead). Called by `Folio`'s drop.
 pub(crate) fn folio_freed(folio: &Folio) {
