@@ -1,41 +1,74 @@
-//! A folio: a run of `nr` pages of anonymous memory with real bytes, and
-//! the charge that comes with them (the kernel's `struct folio`, reduced to
-//! what reclaim and swap need).
+//! A folio: a run of `nr` pages with real bytes, anonymous memory or page
+//! cache, and the charge that comes with them (the kernel's `struct folio`,
+//! reduced to what reclaim, swap and the page cache need).
 //!
 //! Invariants: a folio holds `nr * PAGE_SIZE` bytes and, until it is split,
-//! `nr` pages of `Anon` charge on its memory cgroup; dropping it uncharges
-//! exactly what it still holds, so a folio cannot leak or double its
-//! charge. Splitting moves the charge page by page to the pieces.
+//! `nr` pages of charge of its kind (`Anon` or `File`) on its memory
+//! cgroup; dropping it uncharges exactly what it still holds, so a folio
+//! cannot leak or double its charge. Splitting moves the charge page by
+//! page to the pieces. A dirty page-cache folio counts in `file_dirty`
+//! until it is cleaned or freed.
+//!
+//! The memory cgroup of a folio changes only when the tree reparents LRU
+//! folios at offline (the 2026 behaviour, `vmscan::reparent_lruvec`),
+//! which moves the charge with it under both memory cgroups' LRU locks;
+//! readers load it without a lock ([`Folio::memcg`], the kernel's
+//! `folio_memcg` under RCU).
 //!
 //! Locking: the bytes sit behind the folio's own mutex, taken only to copy
 //! pages in or out; the charge fields never change after creation except
 //! in [`Folio::split`], which owns the folio.
 
 use std::fmt;
+use std::ops::Deref;
 
-use crate::memcontrol::{CgroupTree, ChargeError, ChargeKind, Gfp, MemCgroup};
+use crate::memcontrol::{CgroupTree, ChargeError, ChargeKind, Gfp, MemCgroup, MemcgStat};
 use crate::mm_types::PAGE_BYTES;
 use crate::page_alloc::PageBuf;
-use crate::sync::{Arc, Mutex, MutexGuard, lock};
+use crate::sync::{Arc, ArcSlot, AtomicBool, Mutex, MutexGuard, Ordering, SlotGuard, lock};
 use crate::vmscan::{self, FolioLru};
 
-/// A folio of anonymous memory: `nr` pages of real bytes, charged to a
-/// cgroup for as long as it lives (dropping it uncharges).
+/// What a folio holds (`folio_is_file_lru`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FolioKind {
+    /// Anonymous memory: swapped out by reclaim.
+    Anon,
+    /// Page cache: dropped by reclaim once clean.
+    File,
+}
+
+/// A folio: `nr` pages of real bytes, charged to a cgroup for as long as it
+/// lives (dropping it uncharges).
 pub struct Folio {
     data: Mutex<PageBuf>,
     nr: u32,
+    kind: FolioKind,
     /// Pages this folio will uncharge when dropped (0 once split).
     charged: u32,
     /// The memory cgroup charged; it also leads to the machine's frames
     /// the bytes go back to, so a folio holds no reference to the tree.
-    memcg: Arc<MemCgroup>,
+    /// Changed only by LRU reparenting (module docs).
+    memcg: ArcSlot<MemCgroup>,
+    /// `PG_dirty`: written and not yet written back (page cache only).
+    dirty: AtomicBool,
     /// Its place on the memory cgroup's LRU lists (`vmscan.rs`).
     lru: FolioLru,
 }
 
+/// A folio's memory cgroup, loaded (see [`Folio::memcg`]).
+pub struct FolioMemcg(SlotGuard<MemCgroup>);
+
+impl Deref for FolioMemcg {
+    type Target = Arc<MemCgroup>;
+
+    fn deref(&self) -> &Arc<MemCgroup> {
+        self.0.arc().expect("a folio always has a memory cgroup")
+    }
+}
+
 impl Folio {
-    /// A zeroed folio of `nr` pages charged to `memcg` (which must belong
-    /// to `tree`).
+    /// A zeroed anonymous folio of `nr` pages charged to `memcg` (which
+    /// must belong to `tree`).
     pub fn new(tree: &CgroupTree, memcg: &Arc<MemCgroup>, nr: u32) -> Result<Self, ChargeError> {
         Self::new_gfp(tree, memcg, nr, Gfp::Kernel)
     }
@@ -53,39 +86,61 @@ impl Folio {
         Ok(Self::adopt(Arc::clone(memcg), nr))
     }
 
+    /// A page-cache folio of `nr` pages charged to `memcg`, its bytes left
+    /// for the caller to fill whole (`filemap_alloc_folio` +
+    /// `mem_cgroup_charge`).
+    pub fn new_file(
+        tree: &CgroupTree,
+        memcg: &Arc<MemCgroup>,
+        nr: u32,
+    ) -> Result<Self, ChargeError> {
+        tree.try_charge(memcg, u64::from(nr), ChargeKind::File)?;
+        Ok(Self::with_buffer(
+            Arc::clone(memcg),
+            nr,
+            FolioKind::File,
+            false,
+        ))
+    }
+
     /// A zeroed folio whose charge was already made to `memcg` (a swap-in
     /// charged before it reads).
     pub(crate) fn adopt(memcg: Arc<MemCgroup>, nr: u32) -> Self {
-        Self::with_buffer(memcg, nr, true)
+        Self::with_buffer(memcg, nr, FolioKind::Anon, true)
     }
 
     /// [`Folio::adopt`] for a caller that fills every byte itself (a read
     /// from swap): a reused buffer is not zeroed first.
     pub(crate) fn adopt_to_fill(memcg: Arc<MemCgroup>, nr: u32) -> Self {
-        Self::with_buffer(memcg, nr, false)
+        Self::with_buffer(memcg, nr, FolioKind::Anon, false)
     }
 
-    fn with_buffer(memcg: Arc<MemCgroup>, nr: u32, zeroed: bool) -> Self {
+    fn with_buffer(memcg: Arc<MemCgroup>, nr: u32, kind: FolioKind, zeroed: bool) -> Self {
         Self {
             data: Mutex::new(memcg.page_allocator().alloc(nr, zeroed)),
             nr,
+            kind,
             charged: nr,
-            memcg,
+            memcg: ArcSlot::new(memcg),
+            dirty: AtomicBool::new(false),
             lru: FolioLru::default(),
         }
     }
 
-    /// Splits a large folio into single-page folios with the same bytes,
-    /// moving its charge to them (no page is charged twice, as the kernel's
-    /// `split_folio`). Fails, returning the folio, if it is shared.
+    /// Splits a large anonymous folio into single-page folios with the
+    /// same bytes, moving its charge to them (no page is charged twice, as
+    /// the kernel's `split_folio`). Fails, returning the folio, if it is
+    /// shared.
     pub fn split(folio: Arc<Folio>) -> Result<Vec<Arc<Folio>>, Arc<Folio>> {
+        debug_assert_eq!(folio.kind, FolioKind::Anon, "only anon folios split");
         let mut folio = Arc::try_unwrap(folio)?;
         folio.charged = 0;
+        let memcg = Arc::clone(&folio.memcg());
         let bytes = folio.bytes();
         Ok(bytes
             .chunks_exact(PAGE_BYTES)
             .map(|page| {
-                let piece = Folio::adopt_to_fill(Arc::clone(&folio.memcg), 1);
+                let piece = Folio::adopt_to_fill(Arc::clone(&memcg), 1);
                 piece.bytes().copy_from_slice(page);
                 Arc::new(piece)
             })
@@ -97,9 +152,25 @@ impl Folio {
         self.nr
     }
 
-    /// The cgroup its memory is charged to.
-    pub fn memcg(&self) -> &Arc<MemCgroup> {
-        &self.memcg
+    /// Anonymous memory or page cache.
+    pub fn kind(&self) -> FolioKind {
+        self.kind
+    }
+
+    /// Whether it is page cache (`folio_is_file_lru`).
+    pub fn is_file(&self) -> bool {
+        self.kind == FolioKind::File
+    }
+
+    /// The memory cgroup its memory is charged to (`folio_memcg`).
+    pub fn memcg(&self) -> FolioMemcg {
+        FolioMemcg(self.memcg.load())
+    }
+
+    /// Moves the folio to `memcg` (LRU reparenting; the caller moves the
+    /// charge and holds both LRU locks).
+    pub(crate) fn set_memcg(&self, memcg: Arc<MemCgroup>) {
+        drop(self.memcg.swap(Some(memcg)));
     }
 
     /// Reclaim's state of the folio.
@@ -107,21 +178,59 @@ impl Folio {
         &self.lru
     }
 
+    /// Whether it holds data not yet written back (`folio_test_dirty`).
+    pub fn is_dirty(&self) -> bool {
+        // Relaxed: set and cleared under the owning mapping's lock.
+        self.dirty.load(Ordering::Relaxed)
+    }
+
+    /// Marks a page-cache folio written (`folio_mark_dirty`); true if it
+    /// was clean. Counts `file_dirty`.
+    pub fn mark_dirty(&self) -> bool {
+        // Relaxed: under the owning mapping's lock.
+        let was = self.dirty.swap(true, Ordering::Relaxed);
+        if !was {
+            self.memcg()
+                .mod_stat(MemcgStat::FileDirty, i64::from(self.nr));
+        }
+        !was
+    }
+
+    /// Clears the dirty mark for writeback (`folio_clear_dirty_for_io`);
+    /// true if it was dirty.
+    pub fn clear_dirty(&self) -> bool {
+        // Relaxed: under the owning mapping's lock.
+        let was = self.dirty.swap(false, Ordering::Relaxed);
+        if was {
+            self.memcg()
+                .mod_stat(MemcgStat::FileDirty, -i64::from(self.nr));
+        }
+        was
+    }
+
     /// Its bytes (`nr * 4096`), locked.
     pub fn bytes(&self) -> MutexGuard<'_, PageBuf> {
         lock(&self.data)
+    }
+
+    fn charge_kind(&self) -> ChargeKind {
+        match self.kind {
+            FolioKind::Anon => ChargeKind::Anon,
+            FolioKind::File => ChargeKind::File,
+        }
     }
 }
 
 impl Drop for Folio {
     fn drop(&mut self) {
         vmscan::folio_freed(self);
+        self.clear_dirty();
+        let memcg = self.memcg();
         if self.charged > 0 {
-            self.memcg
-                .uncharge_pages(u64::from(self.charged), ChargeKind::Anon);
+            memcg.uncharge_pages(u64::from(self.charged), self.charge_kind());
         }
         let buf = std::mem::replace(&mut *lock(&self.data), PageBuf::empty());
-        self.memcg.page_allocator().free(buf);
+        memcg.page_allocator().free(buf);
     }
 }
 
@@ -129,7 +238,8 @@ impl fmt::Debug for Folio {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Folio")
             .field("nr", &self.nr)
-            .field("memcg", &self.memcg.path())
+            .field("kind", &self.kind)
+            .field("memcg", &self.memcg().path())
             .finish_non_exhaustive()
     }
 }

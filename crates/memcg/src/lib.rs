@@ -30,6 +30,7 @@
 //! | [`swap_state`]   | mm/swap_state.c, mm/page_io.c, mm/vmscan.c (split on swap-out) | swap cache, swap-out/in |
 //! | [`psi`]          | kernel/sched/psi.c                     | memory pressure stall information              |
 //! | [`shrinker`]     | mm/shrinker.c, mm/vmscan.c (shrink_slab) | shrinkers: caches that give objects back     |
+//! | [`workingset`]   | mm/workingset.c                        | shadow entries, refault distances              |
 //! | [`vmscan`]       | mm/vmscan.c                            | per-memcg LRU lists, memory cgroup reclaim     |
 //! | [`cgroupfs`]     | mm/memcontrol.c, kernel/cgroup/cgroup.c (cftypes) | the cgroup v2 interface files |
 //!
@@ -58,6 +59,7 @@ pub mod swapfile;
 pub mod swapops;
 pub(crate) mod sync;
 pub mod vmscan;
+pub mod workingset;
 
 pub use errno::Errno;
 pub use swap_cgroup::{Design as SwapCgroupDesign, SwapCgroup, SwapCgroupError, SwapCgroupMap};

@@ -58,6 +58,7 @@ use std::fmt;
 
 mod charge;
 mod hooks;
+mod kmem;
 mod protection;
 mod stat;
 mod stock;
@@ -67,6 +68,7 @@ use charge::Accounting;
 pub use charge::{ChargeError, ChargeKind, Gfp};
 use hooks::Hooks;
 pub use hooks::{MemcgReclaim, OomHandler, OomOutcome, ReclaimOptions, TaskHooks};
+pub use kmem::{ObjCgroup, SlabKind};
 pub use stat::{MemcgEvent, MemcgStat, StatUnit, VmEvent};
 use stock::ChargeStocks;
 pub use stock::MEMCG_CHARGE_BATCH;
@@ -517,6 +519,45 @@ impl Iterator for DescendantsPre {
     }
 }
 
+/// Reclaim work counted by a tree ([`CgroupTree::reclaim_counts`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReclaimCounts {
+    /// `try_to_free_mem_cgroup_pages` calls.
+    pub calls: u64,
+    /// Memory cgroups those calls visited (dying ones included).
+    pub memcgs_visited: u64,
+}
+
+/// Moves `nr_pages` of `kind` charged to `child` to its `parent` (offline
+/// reparenting): the parent and every ancestor keep their usage, the child
+/// loses it, and the pages pin the parent instead.
+pub(crate) fn move_charge(
+    child: &MemCgroup,
+    parent: &Arc<MemCgroup>,
+    nr_pages: u64,
+    kind: ChargeKind,
+) {
+    if nr_pages == 0 {
+        return;
+    }
+    // The parent first, so the usage above never dips.
+    parent.memory().charge(nr_pages);
+    parent.pin_pages(nr_pages);
+    parent.account(kind, nr_pages as i64);
+    child.uncharge_pages(nr_pages, kind);
+}
+
+/// [`move_charge`] for the anon and file pages of reparented LRU folios.
+pub(crate) fn move_charge_to_parent(
+    child: &MemCgroup,
+    parent: &Arc<MemCgroup>,
+    anon: u64,
+    file: u64,
+) {
+    move_charge(child, parent, anon, ChargeKind::Anon);
+    move_charge(child, parent, file, ChargeKind::File);
+}
+
 /// One memory cgroup (the memory controller's css of a cgroup). Shared as
 /// `Arc<MemCgroup>`; see the module docs for its lifecycle.
 pub struct MemCgroup {
@@ -553,6 +594,8 @@ pub struct MemCgroup {
     /// Pages of its own metadata charged to its parent, given back when it
     /// is released.
     metadata_pages: AtomicU64,
+    /// Its object cgroups and slab accounting (`kmem.rs`).
+    kmem: kmem::Kmem,
 }
 
 impl MemCgroup {
@@ -935,6 +978,9 @@ struct Options {
     /// Pages of its own metadata each new memory cgroup charges to its
     /// parent (the kernel's per-CPU memcg structures; 0: none).
     metadata_pages: AtomicU64,
+    /// Offline moves LRU folios to the parent (the 2026 behaviour)
+    /// instead of leaving them to pin the dying memory cgroup (v6.14).
+    reparent_lru_folios: AtomicBool,
 }
 
 impl Default for Options {
@@ -944,6 +990,7 @@ impl Default for Options {
             recursiveprot: AtomicBool::new(false),
             swappiness: AtomicU32::new(crate::vmscan::DEFAULT_SWAPPINESS),
             metadata_pages: AtomicU64::new(0),
+            reparent_lru_folios: AtomicBool::new(false),
         }
     }
 }
@@ -964,6 +1011,9 @@ struct TreeShared {
     stocks: ChargeStocks,
     /// Registered shrinkers (`shrinker.rs`).
     shrinkers: Shrinkers,
+    /// Reclaim calls and memory cgroups they visited (for experiments).
+    reclaim_calls: AtomicU64,
+    reclaim_visits: AtomicU64,
 }
 
 impl Drop for TreeShared {
@@ -1027,6 +1077,7 @@ impl CgroupTree {
             &ids,
             &options,
         ));
+        kmem::Kmem::online(&root_memcg);
         *lock(&root.memcg) = Some(Arc::clone(&root_memcg));
         ids.table
             .store(root_id as usize, Some(Arc::clone(&root_memcg)));
@@ -1045,6 +1096,8 @@ impl CgroupTree {
                 hooks: Mutex::new(Hooks::default()),
                 stocks: ChargeStocks::default(),
                 shrinkers: Shrinkers::default(),
+                reclaim_calls: AtomicU64::new(0),
+                reclaim_visits: AtomicU64::new(0),
             }),
         }
     }
@@ -1155,6 +1208,44 @@ impl CgroupTree {
             .options
             .metadata_pages
             .store(pages, Ordering::Relaxed);
+    }
+
+    /// Whether offline moves LRU folios to the parent (the 2026
+    /// behaviour); off (v6.14: they pin the dying memory cgroup) by
+    /// default.
+    pub fn reparent_lru_folios(&self) -> bool {
+        self.shared
+            .options
+            .reparent_lru_folios
+            .load(Ordering::Relaxed)
+    }
+
+    /// Chooses what offline does with LRU folios (see
+    /// [`CgroupTree::reparent_lru_folios`]).
+    pub fn set_reparent_lru_folios(&self, on: bool) {
+        self.shared
+            .options
+            .reparent_lru_folios
+            .store(on, Ordering::Relaxed);
+    }
+
+    /// Reclaim calls so far, and memory cgroups they visited.
+    pub fn reclaim_counts(&self) -> ReclaimCounts {
+        // Relaxed: statistics.
+        ReclaimCounts {
+            calls: self.shared.reclaim_calls.load(Ordering::Relaxed),
+            memcgs_visited: self.shared.reclaim_visits.load(Ordering::Relaxed),
+        }
+    }
+
+    pub(crate) fn note_reclaim(&self) {
+        // Relaxed: a statistic.
+        self.shared.reclaim_calls.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn note_reclaim_visit(&self) {
+        // Relaxed: a statistic.
+        self.shared.reclaim_visits.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Changes the mount options (`mount -o remount,...`).
@@ -1362,6 +1453,7 @@ impl CgroupTree {
         for lru in lock(&self.shared.list_lrus).iter() {
             lru.memcg_alloc(&memcg);
         }
+        kmem::Kmem::online(&memcg);
         // Online: publish the id, then attach to the cgroup.
         self.shared
             .ids
@@ -1389,6 +1481,10 @@ impl CgroupTree {
         memcg.memory().set_low(0);
         for lru in lock(&self.shared.list_lrus).iter() {
             lru.reparent(&memcg, parent);
+        }
+        self.reparent_objcgs(&memcg, parent);
+        if self.reparent_lru_folios() {
+            crate::vmscan::reparent_lruvec(&memcg, parent);
         }
         lock(&parent.dying_children).push(Arc::downgrade(&memcg));
         // Stocked pages go back, and with them the stocks' references.
@@ -1609,6 +1705,7 @@ fn new_memcg(
         lruvec: Lruvec::default(),
         dying_children: Mutex::new(Vec::new()),
         metadata_pages: AtomicU64::new(0),
+        kmem: kmem::Kmem::default(),
     }
 }
 

@@ -430,7 +430,7 @@ impl SwapSystem {
     /// Swaps `folio` out (see the module docs); returns its first entry.
     pub fn swap_out(&self, folio: &Arc<Folio>) -> Result<SwapEntry, SwapOutError> {
         let nr = folio.nr();
-        let (entry, device) = self.alloc_charged(folio.memcg(), nr)?;
+        let (entry, device) = self.alloc_charged(&folio.memcg(), nr)?;
         self.cache
             .shard(entry)
             .insert(entry, CacheSlot::resolved(folio));

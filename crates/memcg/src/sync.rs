@@ -96,6 +96,11 @@ impl<T> SlotGuard<T> {
     pub(crate) fn get(&self) -> Option<&T> {
         self.0.as_deref()
     }
+
+    /// The value's `Arc`, if the slot held one.
+    pub(crate) fn arc(&self) -> Option<&Arc<T>> {
+        self.0.as_ref()
+    }
 }
 
 /// A loaded [`ArcSlot`] value: under loom, a counted reference.
@@ -108,6 +113,11 @@ impl<T> SlotGuard<T> {
     pub(crate) fn get(&self) -> Option<&T> {
         self.0.as_deref()
     }
+
+    /// The value's `Arc`, if the slot held one.
+    pub(crate) fn arc(&self) -> Option<&Arc<T>> {
+        self.0.as_ref()
+    }
 }
 
 #[cfg(not(loom))]
@@ -115,6 +125,11 @@ impl<T> ArcSlot<T> {
     /// An empty cell.
     pub(crate) fn empty() -> Self {
         Self(arc_swap::ArcSwapOption::empty())
+    }
+
+    /// A cell holding `value`.
+    pub(crate) fn new(value: Arc<T>) -> Self {
+        Self(arc_swap::ArcSwapOption::new(Some(value)))
     }
 
     /// Calls `f` with the current value without touching its reference count.
@@ -158,6 +173,11 @@ impl<T> ArcSlot<T> {
     /// An empty cell.
     pub(crate) fn empty() -> Self {
         Self(loom::sync::RwLock::new(None))
+    }
+
+    /// A cell holding `value`.
+    pub(crate) fn new(value: Arc<T>) -> Self {
+        Self(loom::sync::RwLock::new(Some(value)))
     }
 
     /// Calls `f` with the current value.

@@ -64,7 +64,10 @@ use std::sync::Weak;
 use crate::folio::Folio;
 use crate::memcontrol::{CgroupTree, MemCgroup, MemcgEvent, MemcgStat, ReclaimOptions, VmEvent};
 use crate::shrinker::shrink_slab;
-use crate::sync::{Arc, AtomicBool, AtomicI64, AtomicU8, AtomicU64, Mutex, Ordering, lock};
+use crate::sync::{
+    Arc, AtomicBool, AtomicI64, AtomicU8, AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering, lock,
+};
+use crate::workingset;
 
 /// Pages per reclaim batch, and the least a reclaim aims for
 /// (`SWAP_CLUSTER_MAX`).
@@ -80,25 +83,60 @@ pub const DEFAULT_SWAPPINESS: u32 = 60;
 /// The highest swappiness (`MAX_SWAPPINESS`).
 pub const MAX_SWAPPINESS: u32 = 200;
 
-/// The LRU lists of a lruvec that exist so far (anonymous memory only).
+/// The evictable LRU lists of a lruvec, in the kernel's order
+/// (`enum lru_list`, `for_each_evictable_lru`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LruList {
-    /// `LRU_INACTIVE_ANON`: reclaim candidates, oldest first.
+    /// `LRU_INACTIVE_ANON`: anonymous reclaim candidates, oldest first.
     InactiveAnon = 0,
-    /// `LRU_ACTIVE_ANON`: the working set.
+    /// `LRU_ACTIVE_ANON`: the anonymous working set.
     ActiveAnon = 1,
+    /// `LRU_INACTIVE_FILE`: page-cache reclaim candidates.
+    InactiveFile = 2,
+    /// `LRU_ACTIVE_FILE`: the page-cache working set.
+    ActiveFile = 3,
 }
 
-const NR_LRU_LISTS: usize = 2;
+const NR_LRU_LISTS: usize = 4;
 
 /// "Not on any list" in [`FolioLru::list`].
 const NOT_ON_LRU: u8 = u8::MAX;
 
 impl LruList {
+    /// Every list, in scan order.
+    pub const ALL: [LruList; NR_LRU_LISTS] = [
+        LruList::InactiveAnon,
+        LruList::ActiveAnon,
+        LruList::InactiveFile,
+        LruList::ActiveFile,
+    ];
+
+    /// The list a folio of this type and activity goes on.
+    pub fn of(file: bool, active: bool) -> Self {
+        match (file, active) {
+            (false, false) => LruList::InactiveAnon,
+            (false, true) => LruList::ActiveAnon,
+            (true, false) => LruList::InactiveFile,
+            (true, true) => LruList::ActiveFile,
+        }
+    }
+
+    /// Whether it holds page cache (`is_file_lru`).
+    pub fn is_file(self) -> bool {
+        matches!(self, LruList::InactiveFile | LruList::ActiveFile)
+    }
+
+    /// Whether it is an active list (`is_active_lru`).
+    pub fn is_active(self) -> bool {
+        matches!(self, LruList::ActiveAnon | LruList::ActiveFile)
+    }
+
     fn stat(self) -> MemcgStat {
         match self {
             LruList::InactiveAnon => MemcgStat::InactiveAnon,
             LruList::ActiveAnon => MemcgStat::ActiveAnon,
+            LruList::InactiveFile => MemcgStat::InactiveFile,
+            LruList::ActiveFile => MemcgStat::ActiveFile,
         }
     }
 
@@ -106,47 +144,77 @@ impl LruList {
         match i {
             0 => LruList::InactiveAnon,
             1 => LruList::ActiveAnon,
+            2 => LruList::InactiveFile,
+            3 => LruList::ActiveFile,
             _ => unreachable!("LRU list index {i}"),
         }
     }
 }
 
 /// What reclaim knows about a folio (`folio->lru` membership, `PG_lru`,
-/// `PG_active`, `PG_referenced` and the accessed bit of its mapping).
+/// `PG_active`, `PG_referenced`, `PG_workingset` and the accessed bit of
+/// its mapping).
 #[derive(Debug)]
 pub(crate) struct FolioLru {
     /// The list holding it, or [`NOT_ON_LRU`].
     list: AtomicU8,
+    /// Bumped each time the folio is linked: the entry carrying the
+    /// current value is the folio's one live entry (an activation moves a
+    /// folio by linking it anew and leaves the old entry stale).
+    generation: AtomicU32,
     /// The accessed bit of the page-table entry mapping it (one mapping
     /// per folio here): set by the fault and by accesses, cleared by
-    /// `folio_referenced`.
+    /// `folio_referenced`. Page cache read with `read()` is not mapped.
     young: AtomicBool,
-    /// `PG_referenced`: seen accessed by one reclaim pass already.
+    /// `PG_referenced`: seen accessed by one reclaim pass already, or read
+    /// once (`folio_mark_accessed`).
     referenced: AtomicBool,
+    /// `PG_workingset`: it was on an active list (deactivated or evicted
+    /// since); a refault of it is a `workingset_restore`.
+    workingset: AtomicBool,
 }
 
 impl Default for FolioLru {
     fn default() -> Self {
         Self {
             list: AtomicU8::new(NOT_ON_LRU),
+            generation: AtomicU32::new(0),
             young: AtomicBool::new(false),
             referenced: AtomicBool::new(false),
+            workingset: AtomicBool::new(false),
         }
     }
 }
 
-/// The owner of a mapped folio, which reclaim asks to unmap it and swap it
-/// out (`try_to_unmap` + `pageout`, through the reverse map).
+impl FolioLru {
+    /// `folio_test_workingset`.
+    pub(crate) fn workingset(&self) -> bool {
+        // Relaxed: a hint, as the page flag is.
+        self.workingset.load(Ordering::Relaxed)
+    }
+
+    /// `folio_set_workingset`.
+    pub(crate) fn set_workingset(&self) {
+        // Relaxed: a hint, as the page flag is.
+        self.workingset.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The owner of a folio, which reclaim asks to free it: for anonymous
+/// memory the address space mapping it (`try_to_unmap` + `pageout`,
+/// through the reverse map), for page cache the file's mapping
+/// (`__remove_mapping`, leaving a shadow entry).
 pub trait Rmap: Send + Sync {
-    /// Locks the mapping of `folio` without waiting (`folio_trylock` and
-    /// the page-table lock in one; [`RmapOutcome::Busy`] if held), asks
+    /// Locks the folio's owner without waiting (`folio_trylock` and the
+    /// page-table lock in one; [`RmapOutcome::Busy`] if held), asks
     /// `references` what to do with it under that lock
     /// (`folio_check_references`, which reads and clears the accessed
-    /// bits), and when that says reclaim, unmaps it and swaps it out. A
-    /// large folio that finds no contiguous swap space is split and its
-    /// pages swapped one by one; pieces that stay resident are put back on
-    /// the LRU by the owner ([`folio_putback_lru`], active:
-    /// `activate_locked_split`).
+    /// bits), and when that says reclaim, frees it: unmapped and swapped
+    /// out (anon), or dropped from the page cache (file; a dirty folio is
+    /// written back first). A large anonymous folio that finds no
+    /// contiguous swap space is split and its pages swapped one by one;
+    /// pieces that stay resident are put back on the LRU by the owner
+    /// ([`folio_putback_lru`], active: `activate_locked_split`).
     fn reclaim(
         &self,
         folio: Arc<Folio>,
@@ -157,40 +225,58 @@ pub trait Rmap: Send + Sync {
 /// What became of a folio reclaim handed to its [`Rmap`].
 #[derive(Debug)]
 pub enum RmapOutcome {
-    /// `nr_pages` pages went to swap and were freed (a split folio may have
-    /// left pieces behind, already back on the LRU).
+    /// `nr_pages` pages were freed (swapped out, or dropped from the page
+    /// cache); a split folio may have left pieces behind, already back on
+    /// the LRU.
     Reclaimed {
-        /// Pages swapped out.
+        /// Pages freed.
         nr_pages: u64,
     },
-    /// The mapping is busy (its lock is held: `folio_trylock` failed);
-    /// the folio goes back to the inactive list, its accessed bits
-    /// untouched.
+    /// The owner is busy (its lock is held: `folio_trylock` failed), or
+    /// someone else holds the folio (`folio_ref_freeze` failed); the folio
+    /// goes back to the inactive list, its accessed bits untouched.
     Busy(Arc<Folio>),
     /// Referenced: kept for another round, or activated.
     Referenced(Arc<Folio>, FolioRef),
     /// No swap space: the folio is activated (`activate_locked`).
     NoSwap(Arc<Folio>),
-    /// The folio is no longer mapped there (freed or replaced meanwhile).
+    /// The folio is no longer there (freed or replaced meanwhile).
     Gone,
 }
 
-/// Folios taken off a list, with who maps them.
+/// Folios taken off a list, with who owns them.
 pub type Isolated = Vec<(Arc<Folio>, Weak<dyn Rmap>)>;
 
-/// One list entry: the folio and who maps it. Dead once the folio is
-/// freed.
+/// One list entry: the folio, who owns it, and the link generation it was
+/// made for. Dead once the folio is freed or linked again elsewhere.
 struct LruEntry {
     folio: Weak<Folio>,
     rmap: Weak<dyn Rmap>,
+    generation: u32,
+}
+
+impl LruEntry {
+    /// The folio, if this entry is still its live entry on `list`.
+    fn live(&self, list: LruList) -> Option<Arc<Folio>> {
+        let folio = self.folio.upgrade()?;
+        let lru = folio.lru();
+        // Relaxed: both change only under the lru lock the caller holds.
+        (lru.list.load(Ordering::Relaxed) == list as u8
+            && lru.generation.load(Ordering::Relaxed) == self.generation)
+            .then_some(folio)
+    }
 }
 
 /// `anon_cost`/`file_cost` (`lru_note_cost`): the recent price of
-/// reclaiming each type, which balances the scan between them.
+/// reclaiming each type, which balances the scan between them; and the
+/// workingset activations seen by the last reclaim of this lruvec
+/// (`lruvec->refaults`, `snapshot_refaults`).
 #[derive(Debug, Default, Clone, Copy)]
 struct ReclaimCost {
     anon: u64,
     file: u64,
+    refaults_anon: i64,
+    refaults_file: i64,
 }
 
 /// The shared reclaim cursor of a subtree (`mem_cgroup_reclaim_iter`).
@@ -202,15 +288,21 @@ struct ReclaimIter {
     generation: u64,
 }
 
+type Lists = [VecDeque<LruEntry>; NR_LRU_LISTS];
+
 /// A memory cgroup's LRU lists on the one node (`struct lruvec`).
 pub struct Lruvec {
-    lists: Mutex<[VecDeque<LruEntry>; NR_LRU_LISTS]>,
+    lists: Mutex<Lists>,
     /// Pages on each list (`lru_zone_size`, local to this memory cgroup).
     nr_pages: [AtomicU64; NR_LRU_LISTS],
     /// Dead entries left on the lists (a hint for compaction; may lag).
     dead_entries: AtomicI64,
     cost: Mutex<ReclaimCost>,
     iter: Mutex<ReclaimIter>,
+    /// Evictions and activations of this memory cgroup and its
+    /// descendants (`nonresident_age`), the clock refault distances are
+    /// measured on (`workingset.rs`).
+    pub(crate) nonresident_age: AtomicU64,
 }
 
 impl Default for Lruvec {
@@ -221,16 +313,18 @@ impl Default for Lruvec {
             dead_entries: AtomicI64::new(0),
             cost: Mutex::new(ReclaimCost::default()),
             iter: Mutex::new(ReclaimIter::default()),
+            nonresident_age: AtomicU64::new(0),
         }
     }
 }
 
 impl std::fmt::Debug for Lruvec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Lruvec")
-            .field("inactive_anon", &self.size(LruList::InactiveAnon))
-            .field("active_anon", &self.size(LruList::ActiveAnon))
-            .finish_non_exhaustive()
+        let mut d = f.debug_struct("Lruvec");
+        for list in LruList::ALL {
+            d.field(list.stat().key().unwrap_or("?"), &self.size(list));
+        }
+        d.finish_non_exhaustive()
     }
 }
 
@@ -250,23 +344,28 @@ impl Lruvec {
     fn add(&self, memcg: &MemCgroup, folio: &Arc<Folio>, rmap: Weak<dyn Rmap>, list: LruList) {
         let mut lists = lock(&self.lists);
         let nr = link(&mut lists, folio, rmap, list);
-        self.nr_pages[list as usize].fetch_add(nr, Ordering::Relaxed);
-        memcg.mod_stat(list.stat(), nr as i64);
+        self.count(memcg, list, nr as i64);
         self.compact_if_mostly_dead(&mut lists);
     }
 
+    /// Adds `delta` pages to `list`'s count and statistic.
+    fn count(&self, memcg: &MemCgroup, list: LruList, delta: i64) {
+        self.nr_pages[list as usize].fetch_add(delta as u64, Ordering::Relaxed);
+        memcg.mod_stat(list.stat(), delta);
+    }
+
     /// Drops dead entries once they outnumber the live ones.
-    fn compact_if_mostly_dead(&self, lists: &mut [VecDeque<LruEntry>; NR_LRU_LISTS]) {
+    fn compact_if_mostly_dead(&self, lists: &mut Lists) {
         let len: usize = lists.iter().map(VecDeque::len).sum();
         let dead = self.dead_entries.load(Ordering::Relaxed);
         if dead < 64 || (dead as usize) < len / 2 {
             return;
         }
         let mut removed = 0;
-        for list in lists.iter_mut() {
-            let before = list.len();
-            list.retain(|e| e.folio.strong_count() > 0);
-            removed += before - list.len();
+        for (list, entries) in LruList::ALL.into_iter().zip(lists.iter_mut()) {
+            let before = entries.len();
+            entries.retain(|e| e.live(list).is_some());
+            removed += before - entries.len();
         }
         self.dead_entries
             .fetch_sub(removed as i64, Ordering::Relaxed);
@@ -283,20 +382,18 @@ impl Lruvec {
             let Some(entry) = lists[list as usize].pop_front() else {
                 break;
             };
-            let Some(folio) = entry.folio.upgrade() else {
+            let Some(folio) = entry.live(list) else {
                 self.dead_entries.fetch_sub(1, Ordering::Relaxed);
                 continue;
             };
             let nr = u64::from(folio.nr());
             scanned += nr;
-            if take_off(&folio, list) {
-                taken_pages += nr;
-                taken.push((folio, entry.rmap));
-            }
+            take_off(&folio, list);
+            taken_pages += nr;
+            taken.push((folio, entry.rmap));
         }
         // The counts once per batch, as the kernel's `update_lru_sizes`.
-        self.nr_pages[list as usize].fetch_sub(taken_pages, Ordering::Relaxed);
-        memcg.mod_stat(list.stat(), -(taken_pages as i64));
+        self.count(memcg, list, -(taken_pages as i64));
         (taken, scanned)
     }
 
@@ -311,21 +408,50 @@ impl Lruvec {
             .into_iter()
             .map(|(folio, rmap)| link(&mut lists, &folio, rmap, list))
             .sum();
-        self.nr_pages[list as usize].fetch_add(nr, Ordering::Relaxed);
-        memcg.mod_stat(list.stat(), nr as i64);
+        self.count(memcg, list, nr as i64);
     }
+
+    /// Moves a listed inactive folio to its active list (`folio_activate`);
+    /// false if it is not on the inactive list (isolated, or active).
+    fn activate(&self, memcg: &MemCgroup, folio: &Arc<Folio>) -> bool {
+        let mut lists = lock(&self.lists);
+        let inactive = LruList::of(folio.is_file(), false);
+        // Relaxed: the state changes only under this lock.
+        if folio.lru().list.load(Ordering::Relaxed) != inactive as u8 {
+            return false;
+        }
+        let Some(rmap) = live_rmap(&lists[inactive as usize], folio) else {
+            return false;
+        };
+        take_off(folio, inactive);
+        // The old entry is stale now (its generation is behind).
+        self.dead_entries.fetch_add(1, Ordering::Relaxed);
+        let nr = i64::from(folio.nr());
+        self.count(memcg, inactive, -nr);
+        let active = LruList::of(folio.is_file(), true);
+        link(&mut lists, folio, rmap, active);
+        self.count(memcg, active, nr);
+        true
+    }
+}
+
+/// The owner recorded in `folio`'s live entry on `entries` (searched from
+/// the newest end, where a recently read folio is).
+fn live_rmap(entries: &VecDeque<LruEntry>, folio: &Arc<Folio>) -> Option<Weak<dyn Rmap>> {
+    // Relaxed: under the lru lock.
+    let generation = folio.lru().generation.load(Ordering::Relaxed);
+    entries
+        .iter()
+        .rev()
+        .find(|e| e.generation == generation && std::ptr::eq(e.folio.as_ptr(), Arc::as_ptr(folio)))
+        .map(|e| e.rmap.clone())
 }
 
 /// Puts `folio` at the newest end of `list` (under the lru lock, which
 /// `lists` proves is held) and returns its pages; 0 for a folio already on
 /// a list, which stays where it is (one list at most). The caller adds the
 /// pages to the counts.
-fn link(
-    lists: &mut [VecDeque<LruEntry>; NR_LRU_LISTS],
-    folio: &Arc<Folio>,
-    rmap: Weak<dyn Rmap>,
-    list: LruList,
-) -> u64 {
+fn link(lists: &mut Lists, folio: &Arc<Folio>, rmap: Weak<dyn Rmap>, list: LruList) -> u64 {
     // AcqRel: pairs with the swap in `take_off` (isolation or free):
     // whoever takes the folio off sees the list it was put on.
     if folio
@@ -337,32 +463,44 @@ fn link(
         debug_assert!(false, "{folio:?} is on an LRU list already");
         return 0;
     }
+    // Relaxed: read under this same lru lock (`LruEntry::live`).
+    let generation = folio.lru().generation.fetch_add(1, Ordering::Relaxed) + 1;
     lists[list as usize].push_back(LruEntry {
         folio: Arc::downgrade(folio),
         rmap,
+        generation,
     });
     u64::from(folio.nr())
 }
 
-/// Swaps `folio`'s list state from `list` to none; false if it was not on
-/// `list` (never expected: the entry and the state move together).
-fn take_off(folio: &Folio, list: LruList) -> bool {
+/// Swaps `folio`'s list state from `list` to none (under the lru lock).
+fn take_off(folio: &Folio, list: LruList) {
     // AcqRel: pairs with the compare-exchange in `link`.
     let was = folio.lru().list.swap(NOT_ON_LRU, Ordering::AcqRel);
     debug_assert_eq!(was, list as u8, "entry and state disagree");
-    was == list as u8
 }
 
-/// A newly mapped folio (a fault, a swap-in) goes on its memory cgroup's
-/// inactive list, accessed once by the fault that mapped it
-/// (`folio_add_lru`). `rmap` is who reclaim asks to unmap it.
+/// A new folio goes on its memory cgroup's LRU (`folio_add_lru`): a
+/// faulted anonymous folio on the inactive anon list, accessed once by the
+/// fault that mapped it. `rmap` is who reclaim asks to free it.
 pub fn folio_add_lru(folio: &Arc<Folio>, rmap: Weak<dyn Rmap>) {
     // Relaxed: a hint read by reclaim; the list add below publishes it.
-    folio.lru().young.store(true, Ordering::Relaxed);
+    folio.lru().young.store(!folio.is_file(), Ordering::Relaxed);
+    folio_add_lru_list(folio, rmap, false);
+}
+
+/// A new page-cache folio goes on its memory cgroup's file LRU, active if
+/// its refault said it belongs to the working set (`PG_active` set by
+/// `workingset_refault` before `folio_add_lru`).
+pub fn folio_add_lru_file(folio: &Arc<Folio>, rmap: Weak<dyn Rmap>, active: bool) {
+    debug_assert!(folio.is_file());
+    folio_add_lru_list(folio, rmap, active);
+}
+
+fn folio_add_lru_list(folio: &Arc<Folio>, rmap: Weak<dyn Rmap>, active: bool) {
     let memcg = folio.memcg();
-    memcg
-        .lruvec()
-        .add(memcg, folio, rmap, LruList::InactiveAnon);
+    let list = LruList::of(folio.is_file(), active);
+    memcg.lruvec().add(&memcg, folio, rmap, list);
 }
 
 /// Puts back a folio an [`Rmap`] kept resident (a piece of a split whose
@@ -370,13 +508,11 @@ pub fn folio_add_lru(folio: &Arc<Folio>, rmap: Weak<dyn Rmap>) {
 /// (`activate_locked_split`, counting `pgactivate`), else inactive.
 pub fn folio_putback_lru(folio: &Arc<Folio>, rmap: Weak<dyn Rmap>, active: bool) {
     let memcg = folio.memcg();
-    let list = if active {
+    if active {
         memcg.count_vm_event(VmEvent::Pgactivate, u64::from(folio.nr()));
-        LruList::ActiveAnon
-    } else {
-        LruList::InactiveAnon
-    };
-    memcg.lruvec().add(memcg, folio, rmap, list);
+    }
+    let list = LruList::of(folio.is_file(), active);
+    memcg.lruvec().add(&memcg, folio, rmap, list);
 }
 
 /// Takes up to `nr_to_scan` pages' worth of the oldest folios off
@@ -394,6 +530,23 @@ pub fn folio_mark_young(folio: &Folio) {
     folio.lru().young.store(true, Ordering::Relaxed);
 }
 
+/// A `read()` of a page-cache folio (`folio_mark_accessed`): the first
+/// marks it referenced; the next, while it is inactive, activates it
+/// (`pgactivate`, and the workingset clock ages: `workingset_activation`).
+pub fn folio_mark_accessed(folio: &Arc<Folio>) {
+    let lru = folio.lru();
+    // Relaxed: hints, as the page flags are.
+    if !lru.referenced.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    let memcg = folio.memcg();
+    if memcg.lruvec().activate(&memcg, folio) {
+        memcg.count_vm_event(VmEvent::Pgactivate, u64::from(folio.nr()));
+        lru.referenced.store(false, Ordering::Relaxed);
+        workingset::workingset_activation(folio);
+    }
+}
+
 /// A folio is being freed: if it is still listed, take its pages off the
 /// counts (its entry stays behind, dead). Called by `Folio`'s drop.
 pub(crate) fn folio_freed(folio: &Folio) {
@@ -404,12 +557,79 @@ pub(crate) fn folio_freed(folio: &Folio) {
         return;
     }
     let list = LruList::from_index(was);
-    let nr = u64::from(folio.nr());
+    let nr = i64::from(folio.nr());
     let memcg = folio.memcg();
     let lruvec = memcg.lruvec();
-    lruvec.nr_pages[list as usize].fetch_sub(nr, Ordering::Relaxed);
-    memcg.mod_stat(list.stat(), -(nr as i64));
+    lruvec.count(&memcg, list, -nr);
     lruvec.dead_entries.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Moves every listed folio of a memory cgroup going offline to its
+/// parent's lists, with its charge (the 2026 "reparent LRU folios at
+/// offline", `lru_reparent_memcg`): the folios stop pinning the child,
+/// which is freed once nothing else holds it. Entries go to the parent's
+/// newest end, list by list. A folio isolated by a reclaimer at that
+/// moment is not on a list and stays with the child until freed (the
+/// kernel instead retries `folio_lruvec_lock` until it sees the new
+/// owner). Returns the pages moved.
+pub(crate) fn reparent_lruvec(child: &MemCgroup, parent: &Arc<MemCgroup>) -> u64 {
+    // Lock order: child before parent, as list_lru's reparent.
+    let mut from = lock(&child.lruvec().lists);
+    let mut to = lock(&parent.lruvec().lists);
+    let mut moved = Moved::default();
+    for list in LruList::ALL {
+        let entries = std::mem::take(&mut from[list as usize]);
+        for entry in entries {
+            let Some(folio) = entry.live(list) else {
+                continue;
+            };
+            take_off(&folio, list);
+            folio.set_memcg(Arc::clone(parent));
+            let nr = link(&mut to, &folio, entry.rmap, list);
+            moved.add(list, &folio, nr);
+        }
+    }
+    child.lruvec().dead_entries.store(0, Ordering::Relaxed);
+    moved.transfer(child, parent);
+    drop(to);
+    drop(from);
+    moved.total()
+}
+
+/// Pages a reparent moved, by list and kind.
+#[derive(Default)]
+struct Moved {
+    per_list: [u64; NR_LRU_LISTS],
+    dirty: u64,
+}
+
+impl Moved {
+    fn add(&mut self, list: LruList, folio: &Folio, nr: u64) {
+        self.per_list[list as usize] += nr;
+        if folio.is_dirty() {
+            self.dirty += nr;
+        }
+    }
+
+    fn total(&self) -> u64 {
+        self.per_list.iter().sum()
+    }
+
+    /// Moves the counts, statistics and charges of the moved folios from
+    /// `child` to `parent` (under both lru locks).
+    fn transfer(&self, child: &MemCgroup, parent: &Arc<MemCgroup>) {
+        for list in LruList::ALL {
+            let nr = self.per_list[list as usize] as i64;
+            child.lruvec().count(child, list, -nr);
+            parent.lruvec().count(parent, list, nr);
+        }
+        let anon = self.per_list[0] + self.per_list[1];
+        let file = self.per_list[2] + self.per_list[3];
+        crate::memcontrol::move_charge_to_parent(child, parent, anon, file);
+        let dirty = self.dirty as i64;
+        child.mod_stat(MemcgStat::FileDirty, -dirty);
+        parent.mod_stat(MemcgStat::FileDirty, dirty);
+    }
 }
 
 /// What the swap devices can take (read afresh whenever reclaim weighs
@@ -434,6 +654,9 @@ struct ScanControl {
     anon_cost: u64,
     file_cost: u64,
     may_deactivate_anon: bool,
+    may_deactivate_file: bool,
+    cache_trim_mode: bool,
+    file_is_tiny: bool,
     force_deactivate: bool,
     skipped_deactivate: bool,
     memcg_low_reclaim: bool,
@@ -455,6 +678,9 @@ impl ScanControl {
             anon_cost: 0,
             file_cost: 0,
             may_deactivate_anon: false,
+            may_deactivate_file: false,
+            cache_trim_mode: false,
+            file_is_tiny: false,
             force_deactivate: false,
             skipped_deactivate: false,
             memcg_low_reclaim: false,
@@ -462,6 +688,27 @@ impl ScanControl {
             memcg_full_walk: false,
         }
     }
+
+    fn may_deactivate(&self, file: bool) -> bool {
+        if file {
+            self.may_deactivate_file
+        } else {
+            self.may_deactivate_anon
+        }
+    }
+}
+
+/// `get_scan_count`'s choice of what to scan (`enum scan_balance`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ScanBalance {
+    /// Both types, in full (priority 0).
+    Equal,
+    /// Both types, in proportion `(anon share, denominator)`.
+    Fract(u64, u64),
+    /// Anon only.
+    Anon,
+    /// File only.
+    File,
 }
 
 /// Reclaim's view of the world: the tree, the subtree and the swap space.
@@ -486,10 +733,12 @@ pub fn try_to_free_mem_cgroup_pages(
 ) -> u64 {
     let swappiness = opts.swappiness.unwrap_or_else(|| tree.vm_swappiness());
     let mut sc = ScanControl::new(nr_pages, opts.may_swap, swappiness);
+    let subtree = Subtree::of(target);
+    tree.note_reclaim();
     let r = Reclaim {
         tree,
         target,
-        subtree: Subtree::of(target),
+        subtree,
         swap,
     };
     r.do_try_to_free_pages(&mut sc)
@@ -508,6 +757,7 @@ impl Reclaim<'_> {
                 }
                 sc.priority -= 1;
             }
+            self.snapshot_refaults();
             if sc.nr_reclaimed > 0 {
                 return sc.nr_reclaimed;
             }
@@ -527,6 +777,15 @@ impl Reclaim<'_> {
         }
     }
 
+    /// `snapshot_refaults`: the target's workingset activations so far,
+    /// so the next reclaim sees whether new ones came (a sign the active
+    /// lists hold too little and should be deactivated).
+    fn snapshot_refaults(&self) {
+        let mut cost = lock(&self.target.lruvec().cost);
+        cost.refaults_anon = self.target.stat(MemcgStat::WorkingsetActivateAnon);
+        cost.refaults_file = self.target.stat(MemcgStat::WorkingsetActivateFile);
+    }
+
     /// `shrink_node` for a memory cgroup reclaim (no compaction, no
     /// writeback throttling): prepare, then walk the subtree.
     fn shrink_node(&self, sc: &mut ScanControl) {
@@ -534,13 +793,43 @@ impl Reclaim<'_> {
         self.shrink_node_memcgs(sc);
     }
 
-    /// `prepare_scan_control`: the target's costs, and whether active
-    /// anon may be deactivated (its inactive list is low, or forced).
+    /// `prepare_scan_control`: the target's costs; whether each active
+    /// list may be deactivated (refaults came since the last reclaim, its
+    /// inactive list is low, or forced); `cache_trim_mode` (plenty of
+    /// inactive file and no refaults: trim the cache alone); for the
+    /// machine's reclaim, `file_is_tiny`.
     fn prepare_scan_control(&self, sc: &mut ScanControl) {
-        let cost = *lock(&self.target.lruvec().cost);
+        let target = self.target;
+        let cost = *lock(&target.lruvec().cost);
         sc.anon_cost = cost.anon;
         sc.file_cost = cost.file;
-        sc.may_deactivate_anon = sc.force_deactivate || inactive_is_low(self.target);
+        if sc.force_deactivate {
+            sc.may_deactivate_anon = true;
+            sc.may_deactivate_file = true;
+        } else {
+            let refaults_anon = target.stat(MemcgStat::WorkingsetActivateAnon);
+            let refaults_file = target.stat(MemcgStat::WorkingsetActivateFile);
+            sc.may_deactivate_anon =
+                refaults_anon != cost.refaults_anon || inactive_is_low(target, false);
+            sc.may_deactivate_file =
+                refaults_file != cost.refaults_file || inactive_is_low(target, true);
+        }
+        let inactive_file = stat_pages(target, MemcgStat::InactiveFile);
+        sc.cache_trim_mode = (inactive_file >> sc.priority) > 0 && !sc.may_deactivate_file;
+        if target.is_root() {
+            // No zone watermarks here: the machine's high watermark is
+            // taken as 1/256 of its memory (about what min_free_kbytes
+            // gives a machine of a few GiB).
+            let file = inactive_file + stat_pages(target, MemcgStat::ActiveFile);
+            let free = self
+                .tree
+                .machine_pages()
+                .saturating_sub(self.tree.machine_used_pages());
+            let high_wmark = self.tree.machine_pages() / 256;
+            let anon = stat_pages(target, MemcgStat::InactiveAnon);
+            sc.file_is_tiny =
+                file + free <= high_wmark && !sc.may_deactivate_anon && (anon >> sc.priority) > 0;
+        }
     }
 
     /// `shrink_node_memcgs`: every memory cgroup of the subtree through
@@ -550,6 +839,7 @@ impl Reclaim<'_> {
         let partial = !sc.memcg_full_walk;
         let mut walk = SubtreeWalk::new(self.target, &self.subtree, partial);
         while let Some(memcg) = walk.next() {
+            self.tree.note_reclaim_visit();
             self.tree.calculate_protection(Some(self.target), &memcg);
             if self.tree.below_min(self.target, &memcg) {
                 continue;
@@ -575,16 +865,23 @@ impl Reclaim<'_> {
         }
     }
 
-    /// `shrink_lruvec`: scan the lists in 32-page batches until the scan
-    /// targets are spent or this cgroup alone met the goal; then age the
-    /// active list if the inactive one is low.
+    /// `shrink_lruvec`: scan the four lists in 32-page batches until the
+    /// scan targets are spent. Once the goal is met, the type with less
+    /// left to scan stops and the other is cut to the share of its target
+    /// the first had left, so both types are scanned in the proportion
+    /// `get_scan_count` chose (reclaim of the whole machine at the first
+    /// priority scans everything: `proportional_reclaim`). Then the active
+    /// anon list is aged if its inactive one is low.
     fn shrink_lruvec(&self, memcg: &Arc<MemCgroup>, sc: &mut ScanControl) {
-        let mut nr = self.get_scan_count(memcg, sc);
+        let targets = self.get_scan_count(memcg, sc);
+        let mut nr = targets;
         let mut nr_reclaimed = 0;
-        // Only the inactive list keeps the loop going (with file lists,
-        // they would too); the active one is aged alongside.
-        while nr[LruList::InactiveAnon as usize] > 0 {
-            for list in [LruList::InactiveAnon, LruList::ActiveAnon] {
+        let proportional = self.target.is_root() && sc.priority == DEF_PRIORITY;
+        while nr[LruList::InactiveAnon as usize] > 0
+            || nr[LruList::ActiveFile as usize] > 0
+            || nr[LruList::InactiveFile as usize] > 0
+        {
+            for list in LruList::ALL {
                 let left = &mut nr[list as usize];
                 if *left > 0 {
                     let nr_to_scan = (*left).min(SWAP_CLUSTER_MAX);
@@ -592,19 +889,22 @@ impl Reclaim<'_> {
                     nr_reclaimed += self.shrink_list(list, nr_to_scan, memcg, sc);
                 }
             }
-            // Memory cgroup reclaim is never proportional: once the goal is
-            // met, and with no file pages to balance against, stop.
-            if nr_reclaimed >= sc.nr_to_reclaim {
+            if nr_reclaimed < sc.nr_to_reclaim || proportional {
+                continue;
+            }
+            // One nudge towards proportion: the next round finds one type
+            // at zero and stops.
+            if !scale_remaining_scan(&mut nr, &targets) {
                 break;
             }
         }
         sc.nr_reclaimed += nr_reclaimed;
-        if (self.swap)().total_pages > 0 && inactive_is_low(memcg) {
-            self.shrink_active_list(SWAP_CLUSTER_MAX, memcg, sc);
+        if (self.swap)().total_pages > 0 && inactive_is_low(memcg, false) {
+            self.shrink_active_list(SWAP_CLUSTER_MAX, memcg, LruList::ActiveAnon);
         }
     }
 
-    /// `shrink_list`: the active list is only deactivated when allowed.
+    /// `shrink_list`: an active list is only deactivated when allowed.
     fn shrink_list(
         &self,
         list: LruList,
@@ -612,34 +912,21 @@ impl Reclaim<'_> {
         memcg: &Arc<MemCgroup>,
         sc: &mut ScanControl,
     ) -> u64 {
-        match list {
-            LruList::ActiveAnon => {
-                if sc.may_deactivate_anon {
-                    self.shrink_active_list(nr_to_scan, memcg, sc);
-                } else {
-                    sc.skipped_deactivate = true;
-                }
-                0
+        if list.is_active() {
+            if sc.may_deactivate(list.is_file()) {
+                self.shrink_active_list(nr_to_scan, memcg, list);
+            } else {
+                sc.skipped_deactivate = true;
             }
-            LruList::InactiveAnon => self.shrink_inactive_list(nr_to_scan, memcg, sc),
+            return 0;
         }
+        self.shrink_inactive_list(nr_to_scan, memcg, list, sc)
     }
 
-    /// `get_scan_count` with anon lists only: how many pages of each list
-    /// to scan at this priority.
+    /// `get_scan_count`: how many pages of each list to scan at this
+    /// priority.
     fn get_scan_count(&self, memcg: &MemCgroup, sc: &mut ScanControl) -> [u64; NR_LRU_LISTS] {
-        let can_swap = sc.may_swap && self.tree.nr_swap_pages(memcg, (self.swap)().free_pages) > 0;
-        // Swappiness 0 turns anon off for a memory cgroup's reclaim only.
-        let cgroup_reclaim = !self.target.is_root();
-        if !can_swap || (cgroup_reclaim && sc.swappiness == 0) {
-            // SCAN_FILE: there is no file list, so nothing.
-            return [0; NR_LRU_LISTS];
-        }
-        // Reclaim of the whole machine with no file pages: `file_is_tiny`,
-        // so SCAN_ANON (scan sizes as they are). Else SCAN_EQUAL at
-        // priority 0 and SCAN_FRACT above (no file pages: no
-        // `cache_trim_mode`).
-        let fraction = (cgroup_reclaim && sc.priority > 0).then(|| anon_fraction(sc));
+        let balance = self.scan_balance(memcg, sc);
         let (min, low) = self.protection(memcg);
         let online = !memcg.is_dying();
         let lruvec = memcg.lruvec();
@@ -649,7 +936,7 @@ impl Reclaim<'_> {
         if scale_by_low {
             sc.memcg_low_skipped = true;
         }
-        [LruList::InactiveAnon, LruList::ActiveAnon].map(|list| {
+        LruList::ALL.map(|list| {
             let size = lruvec.size(list);
             let mut scan = if min > 0 || low > 0 {
                 let protection = if scale_by_low { low } else { min };
@@ -660,16 +947,51 @@ impl Reclaim<'_> {
                 size
             };
             scan >>= sc.priority;
-            // A deleted cgroup's last pages are scraped out.
+            // A dying memory cgroup is scraped even at low priorities, so
+            // that its last pages go and it can be freed.
             if scan == 0 && !online {
                 scan = size.min(SWAP_CLUSTER_MAX);
             }
-            match fraction {
-                None => scan,
-                Some((anon, denominator)) if online => mul_div(scan, anon, denominator),
-                Some((anon, denominator)) => mul_div_round_up(scan, anon, denominator),
+            match balance {
+                ScanBalance::Equal => scan,
+                ScanBalance::Fract(anon, denominator) => {
+                    let share = if list.is_file() {
+                        denominator - anon
+                    } else {
+                        anon
+                    };
+                    if online {
+                        mul_div(scan, share, denominator)
+                    } else {
+                        mul_div_round_up(scan, share, denominator)
+                    }
+                }
+                ScanBalance::Anon if list.is_file() => 0,
+                ScanBalance::File if !list.is_file() => 0,
+                ScanBalance::Anon | ScanBalance::File => scan,
             }
         })
+    }
+
+    /// The first half of `get_scan_count`: which types to scan, and in
+    /// what proportion.
+    fn scan_balance(&self, memcg: &MemCgroup, sc: &ScanControl) -> ScanBalance {
+        let can_swap = sc.may_swap && self.tree.nr_swap_pages(memcg, (self.swap)().free_pages) > 0;
+        let cgroup_reclaim = !self.target.is_root();
+        if !can_swap || (cgroup_reclaim && sc.swappiness == 0) {
+            return ScanBalance::File;
+        }
+        if sc.priority == 0 && sc.swappiness > 0 {
+            return ScanBalance::Equal;
+        }
+        if sc.file_is_tiny {
+            return ScanBalance::Anon;
+        }
+        if sc.cache_trim_mode {
+            return ScanBalance::File;
+        }
+        let (anon, denominator) = anon_fraction(sc);
+        ScanBalance::Fract(anon, denominator)
     }
 
     /// `mem_cgroup_protection`: the effective min and low of `memcg` for
@@ -687,10 +1009,11 @@ impl Reclaim<'_> {
         &self,
         nr_to_scan: u64,
         memcg: &Arc<MemCgroup>,
+        list: LruList,
         sc: &mut ScanControl,
     ) -> u64 {
         let lruvec = memcg.lruvec();
-        let (isolated, nr_scanned) = lruvec.isolate(memcg, LruList::InactiveAnon, nr_to_scan);
+        let (isolated, nr_scanned) = lruvec.isolate(memcg, list, nr_to_scan);
         memcg.count_vm_event(VmEvent::PgscanDirect, nr_scanned);
         sc.nr_scanned += nr_scanned;
         if isolated.is_empty() {
@@ -708,41 +1031,77 @@ impl Reclaim<'_> {
         }
         let nr_activate: u64 = activate.iter().map(|(f, _)| u64::from(f.nr())).sum();
         memcg.count_vm_event(VmEvent::Pgactivate, nr_activate);
-        lruvec.putback(memcg, keep, LruList::InactiveAnon);
-        lruvec.putback(memcg, activate, LruList::ActiveAnon);
+        lruvec.putback(memcg, keep, list);
+        let active = LruList::of(list.is_file(), true);
+        lruvec.putback(memcg, activate, active);
         memcg.count_vm_event(VmEvent::PgstealDirect, nr_reclaimed);
-        // Every page written counts as I/O; the rest scanned were rotated.
-        lru_note_cost(memcg, nr_reclaimed, nr_scanned.saturating_sub(nr_reclaimed));
+        // Anon: every page swapped is I/O; the rest scanned were rotated.
+        // File: clean pages cost nothing to drop, only rotations count
+        // (the writeback of dirty ones is the flusher's here, not I/O
+        // reclaim waits on).
+        let nr_rotated = nr_scanned.saturating_sub(nr_reclaimed);
+        let nr_io = if list.is_file() { 0 } else { nr_reclaimed };
+        lru_note_cost(memcg, list.is_file(), nr_io, nr_rotated);
         nr_reclaimed
     }
 
-    /// `shrink_active_list` for anon: every isolated folio loses its
-    /// accessed bit and moves to the inactive list (anon is never kept
-    /// active for being referenced; only executable file pages are).
-    fn shrink_active_list(&self, nr_to_scan: u64, memcg: &Arc<MemCgroup>, _sc: &ScanControl) {
+    /// `shrink_active_list`: every isolated folio loses its accessed bit
+    /// and moves to the inactive list, marked as having been in the
+    /// working set (anon is never kept active for being referenced; only
+    /// executable file pages would be, and there are none).
+    fn shrink_active_list(&self, nr_to_scan: u64, memcg: &Arc<MemCgroup>, list: LruList) {
         let lruvec = memcg.lruvec();
-        let (isolated, nr_scanned) = lruvec.isolate(memcg, LruList::ActiveAnon, nr_to_scan);
+        let (isolated, nr_scanned) = lruvec.isolate(memcg, list, nr_to_scan);
         memcg.count_vm_event(VmEvent::Pgrefill, nr_scanned);
         let mut nr_deactivate = 0;
         for (folio, _) in &isolated {
             // folio_referenced clears the accessed bit.
             folio.lru().young.store(false, Ordering::Relaxed);
+            folio.lru().set_workingset();
             nr_deactivate += u64::from(folio.nr());
         }
-        lruvec.putback(memcg, isolated, LruList::InactiveAnon);
+        lruvec.putback(memcg, isolated, LruList::of(list.is_file(), false));
         memcg.count_vm_event(VmEvent::Pgdeactivate, nr_deactivate);
     }
 }
 
+/// `shrink_lruvec`'s proportional cut once the goal is met: the type with
+/// less left stops; the other keeps the share of its target that the
+/// first had left, minus what it scanned already. False when one type has
+/// nothing left (stop scanning).
+fn scale_remaining_scan(nr: &mut [u64; NR_LRU_LISTS], targets: &[u64; NR_LRU_LISTS]) -> bool {
+    let (ia, aa, ifl, af) = (0, 1, 2, 3);
+    let nr_file = nr[ifl] + nr[af];
+    let nr_anon = nr[ia] + nr[aa];
+    if nr_file == 0 || nr_anon == 0 {
+        return false;
+    }
+    let (stop, keep, percentage) = if nr_file > nr_anon {
+        let scan_target = targets[ia] + targets[aa] + 1;
+        ((ia, aa), (ifl, af), nr_anon * 100 / scan_target)
+    } else {
+        let scan_target = targets[ifl] + targets[af] + 1;
+        ((ifl, af), (ia, aa), nr_file * 100 / scan_target)
+    };
+    nr[stop.0] = 0;
+    nr[stop.1] = 0;
+    for lru in [keep.0, keep.1] {
+        let scanned = targets[lru] - nr[lru];
+        nr[lru] = targets[lru] * (100 - percentage) / 100;
+        nr[lru] -= nr[lru].min(scanned);
+    }
+    true
+}
+
 /// What `shrink_folio_list` made of one folio.
 enum Verdict {
-    /// Its pages went to swap.
+    /// Its pages were freed.
     Reclaimed(u64),
     /// Back to the inactive list.
     Keep(Arc<Folio>, Weak<dyn Rmap>),
     /// To the active list (`activate_locked`, counting `pgactivate`).
     Activate(Arc<Folio>, Weak<dyn Rmap>),
-    /// Unmapped meanwhile: dropped.
+    /// Unmapped or truncated meanwhile: dropped.
     Gone,
 }
 
@@ -750,7 +1109,7 @@ enum Verdict {
 /// is activated, kept, or reclaimed through its owner.
 fn shrink_folio(folio: Arc<Folio>, rmap: Weak<dyn Rmap>) -> Verdict {
     let Some(owner) = rmap.upgrade() else {
-        // Its mapping is gone: the folio is being freed with it.
+        // Its owner is gone: the folio is being freed with it.
         return Verdict::Gone;
     };
     match owner.reclaim(folio, &mut folio_check_references) {
@@ -765,7 +1124,7 @@ fn shrink_folio(folio: Arc<Folio>, rmap: Weak<dyn Rmap>) -> Verdict {
     }
 }
 
-/// `folio_check_references`' verdicts for an anonymous folio.
+/// `folio_check_references`' verdicts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FolioRef {
     /// Accessed again while marked referenced (`FOLIOREF_ACTIVATE`).
@@ -775,51 +1134,65 @@ pub enum FolioRef {
     Keep,
     /// Not accessed: reclaim it (`FOLIOREF_RECLAIM`).
     Reclaim,
+    /// Page cache read once but not mapped: reclaim it if it is clean
+    /// (`FOLIOREF_RECLAIM_CLEAN`).
+    ReclaimClean,
 }
 
-/// `folio_check_references`: a folio accessed since the last look is
-/// marked referenced and kept for one more round; accessed again while
-/// marked, it is activated; not accessed, it is reclaimed (for anon the
-/// referenced mark alone does not save it). Reads and clears the bits: a
-/// reclaimer calls it with the folio's mapping locked.
+/// `folio_check_references`: a folio whose mapping accessed it since the
+/// last look is marked referenced and kept for one more round; accessed
+/// again while marked, it is activated; not accessed, it is reclaimed
+/// (for anon the referenced mark alone does not save it; page cache
+/// marked by a `read()` is reclaimed only if clean). Reads and clears the
+/// bits: a reclaimer calls it with the folio's owner locked.
 pub fn folio_check_references(folio: &Folio) -> FolioRef {
     let lru = folio.lru();
     // Relaxed: hints, as the hardware's accessed bits are.
     let referenced_ptes = lru.young.swap(false, Ordering::Relaxed);
     let referenced_folio = lru.referenced.swap(false, Ordering::Relaxed);
-    if !referenced_ptes {
-        return FolioRef::Reclaim;
+    if referenced_ptes {
+        lru.referenced.store(true, Ordering::Relaxed);
+        return if referenced_folio {
+            FolioRef::Activate
+        } else {
+            FolioRef::Keep
+        };
     }
-    lru.referenced.store(true, Ordering::Relaxed);
-    if referenced_folio {
-        FolioRef::Activate
-    } else {
-        FolioRef::Keep
+    if referenced_folio && folio.is_file() {
+        return FolioRef::ReclaimClean;
     }
+    FolioRef::Reclaim
 }
 
-/// `inactive_is_low` on the hierarchical anon lists: the inactive list is
-/// low when `inactive * sqrt(10 * GiB) < active` (ratio 1 under 1 GiB).
-fn inactive_is_low(memcg: &MemCgroup) -> bool {
-    let pages = |s: MemcgStat| u64::try_from(memcg.stat(s)).unwrap_or(0);
-    let inactive = pages(MemcgStat::InactiveAnon);
-    let active = pages(MemcgStat::ActiveAnon);
+/// A hierarchical statistic in pages, clamped at 0.
+fn stat_pages(memcg: &MemCgroup, stat: MemcgStat) -> u64 {
+    u64::try_from(memcg.stat(stat)).unwrap_or(0)
+}
+
+/// `inactive_is_low` on the hierarchical anon or file lists: the inactive
+/// list is low when `inactive * sqrt(10 * GiB) < active` (ratio 1 under
+/// 1 GiB).
+fn inactive_is_low(memcg: &MemCgroup, file: bool) -> bool {
+    let inactive = stat_pages(memcg, LruList::of(file, false).stat());
+    let active = stat_pages(memcg, LruList::of(file, true).stat());
     let gb = (inactive + active) >> (30 - 12);
     let ratio = if gb > 0 { (10 * gb).isqrt() } else { 1 };
     inactive * ratio < active
 }
 
-/// `lru_note_cost` for anon: `nr_io * SWAP_CLUSTER_MAX + nr_rotated` on
-/// `memcg` and every ancestor, halving both costs at a level once they
-/// exceed a quarter of its LRU pages.
-fn lru_note_cost(memcg: &MemCgroup, nr_io: u64, nr_rotated: u64) {
+/// `lru_note_cost`: `nr_io * SWAP_CLUSTER_MAX + nr_rotated` on `memcg` and
+/// every ancestor, for the type reclaimed, halving both costs at a level
+/// once they exceed a quarter of its LRU pages.
+pub(crate) fn lru_note_cost(memcg: &MemCgroup, file: bool, nr_io: u64, nr_rotated: u64) {
     let cost = nr_io * SWAP_CLUSTER_MAX + nr_rotated;
     for m in memcg.self_and_ancestors() {
-        let lru_pages =
-            u64::try_from(m.stat(MemcgStat::InactiveAnon) + m.stat(MemcgStat::ActiveAnon))
-                .unwrap_or(0);
-        let mut c = lock(&m.lruvec().cost);
-        c.anon += cost;
+        let lru_pages: u64 = LruList::ALL.iter().map(|l| stat_pages(m, l.stat())).sum();
+        let mut c: MutexGuard<'_, ReclaimCost> = lock(&m.lruvec().cost);
+        if file {
+            c.file += cost;
+        } else {
+            c.anon += cost;
+        }
         if c.anon + c.file > lru_pages / 4 {
             c.anon /= 2;
             c.file /= 2;
@@ -979,16 +1352,16 @@ mod tests {
         let a = t.mkdir("/a").unwrap();
         a.mod_stat(MemcgStat::InactiveAnon, 100);
         a.mod_stat(MemcgStat::ActiveAnon, 101);
-        assert!(inactive_is_low(&a), "ratio 1 under 1 GiB");
+        assert!(inactive_is_low(&a, false), "ratio 1 under 1 GiB");
         a.mod_stat(MemcgStat::ActiveAnon, -1);
-        assert!(!inactive_is_low(&a));
+        assert!(!inactive_is_low(&a, false));
         // Just under 4 GiB in all: ratio sqrt(10 * 3) = 5.
         let gib = 1 << 18;
         a.mod_stat(MemcgStat::InactiveAnon, gib - 100);
         a.mod_stat(MemcgStat::ActiveAnon, 3 * gib - 100);
-        assert!(!inactive_is_low(&a), "1 GiB * 5 > 3 GiB");
+        assert!(!inactive_is_low(&a, false), "1 GiB * 5 > 3 GiB");
         a.mod_stat(MemcgStat::InactiveAnon, -(gib / 2));
-        assert!(inactive_is_low(&a), "0.5 GiB * 5 < 3 GiB");
+        assert!(inactive_is_low(&a, false), "0.5 GiB * 5 < 3 GiB");
         a.mod_stat(MemcgStat::InactiveAnon, -(gib / 2));
         a.mod_stat(MemcgStat::ActiveAnon, -(3 * gib));
     }

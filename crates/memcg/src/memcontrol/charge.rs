@@ -62,14 +62,18 @@ pub enum ChargeKind {
     /// Per-CPU kernel memory (`pcpu_alloc` with `__GFP_ACCOUNT`): counts
     /// as `kernel` pages and `percpu` bytes.
     Percpu,
+    /// Pages backing slab objects (`obj_cgroup_charge_pages`): `kernel`
+    /// pages (the objects' bytes count in `slab_*`, `kmem.rs`).
+    Kmem,
 }
 
 impl MemCgroup {
     /// The statistics of `nr_pages` (negative: uncharged) of `kind`.
-    fn account(&self, kind: ChargeKind, nr_pages: i64) {
+    pub(super) fn account(&self, kind: ChargeKind, nr_pages: i64) {
         match kind {
             ChargeKind::Anon => self.mod_stat(MemcgStat::Anon, nr_pages),
             ChargeKind::File => self.mod_stat(MemcgStat::File, nr_pages),
+            ChargeKind::Kmem => self.mod_stat(MemcgStat::Kernel, nr_pages),
             ChargeKind::Percpu => {
                 self.mod_stat(MemcgStat::Kernel, nr_pages);
                 self.mod_stat(MemcgStat::Percpu, nr_pages * PAGE_SIZE as i64);

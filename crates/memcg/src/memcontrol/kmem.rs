@@ -1,0 +1,252 @@
+//! Kernel-memory accounting of slab objects through object cgroups
+//! (`struct obj_cgroup`, `obj_cgroup_charge`, `memcg_reparent_objcgs` in
+//! mm/memcontrol.c, v6.14).
+//!
+//! A slab object (a dentry, an inode, an open file) is charged in bytes
+//! to the [`ObjCgroup`] of the memory cgroup that allocated it, and keeps
+//! that object cgroup, not the memory cgroup. Bytes become page charges
+//! on the memory cgroup (`kernel` in memory.stat) through a reserve of
+//! prepaid bytes per memory cgroup (the kernel's per-CPU `obj_stock` and
+//! `nr_charged_bytes`, here one per memory cgroup): a charge takes bytes
+//! from the reserve, or charges whole pages and keeps the rest; an
+//! uncharge gives bytes back and whole pages go back to the counter. The
+//! objects' sizes count in `slab_reclaimable` / `slab_unreclaimable`.
+//!
+//! When a memory cgroup goes offline its object cgroups are pointed at
+//! the parent, with the pages, reserve and statistics they account
+//! (`memcg_reparent_objcgs`): slab objects never keep a dying memory
+//! cgroup alive, unlike page-cache folios in v6.14.
+//!
+//! Invariant: for every memory cgroup, `charged_pages * PAGE_SIZE ==
+//! live object bytes + reserve_bytes`, with `reserve_bytes` below a page
+//! once no charge is in flight.
+//!
+//! Locking: one mutex per memory cgroup (`SlabAcct`), never held while
+//! charging (a charge may reclaim, and reclaim frees slab objects); a
+//! reparent takes the child's, then the parent's. The object cgroup's
+//! memory cgroup pointer is a mutex, read once per charge; a charge that
+//! finds, under the accounting lock, that the memory cgroup it charged was
+//! reparented meanwhile gives its pages back and retries at the new one.
+
+use std::sync::Weak;
+
+use super::{ChargeError, ChargeKind, MemCgroup, MemcgStat};
+use crate::mm_types::PAGE_SIZE;
+use crate::sync::{Arc, Mutex, lock};
+
+/// What a memory cgroup accounts for the slab objects of its object
+/// cgroups.
+#[derive(Debug, Default)]
+pub(crate) struct SlabAcct {
+    /// Bytes charged as pages and not used by an object.
+    reserve_bytes: u64,
+    /// Pages charged for objects and the reserve.
+    charged_pages: u64,
+    /// Set at offline: the accounting moved to the parent.
+    reparented: bool,
+}
+
+/// An object cgroup: what a slab object points to instead of its memory
+/// cgroup, so that the memory cgroup can go away before the object does.
+#[derive(Debug)]
+pub struct ObjCgroup {
+    /// The memory cgroup charged now: the one it was made for, or after
+    /// that one's offline, its nearest online ancestor.
+    memcg: Mutex<Weak<MemCgroup>>,
+}
+
+impl ObjCgroup {
+    pub(crate) fn new(memcg: &Arc<MemCgroup>) -> Self {
+        Self {
+            memcg: Mutex::new(Arc::downgrade(memcg)),
+        }
+    }
+
+    /// The memory cgroup its objects are charged to now
+    /// (`obj_cgroup_memcg`).
+    pub fn memcg(&self) -> Arc<MemCgroup> {
+        lock(&self.memcg)
+            .upgrade()
+            .expect("an object cgroup points at a live memory cgroup")
+    }
+}
+
+/// Whether an object counts as reclaimable slab (`SLAB_RECLAIM_ACCOUNT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlabKind {
+    /// `slab_reclaimable` (dentries, inodes).
+    Reclaimable,
+    /// `slab_unreclaimable` (open files, everything else).
+    Unreclaimable,
+}
+
+impl SlabKind {
+    fn stat(self) -> MemcgStat {
+        match self {
+            SlabKind::Reclaimable => MemcgStat::SlabReclaimable,
+            SlabKind::Unreclaimable => MemcgStat::SlabUnreclaimable,
+        }
+    }
+}
+
+impl MemCgroup {
+    /// The object cgroup new slab objects of this memory cgroup charge
+    /// (`current_obj_cgroup`): its own while online, else the nearest
+    /// online ancestor's.
+    pub fn obj_cgroup(&self) -> Arc<ObjCgroup> {
+        self.self_and_ancestors()
+            .find_map(|m| lock(&m.kmem.objcg).clone())
+            .expect("the root always has an object cgroup")
+    }
+
+    /// Bytes of slab charge held in reserve, and pages charged for slab
+    /// (for tests of the invariant).
+    pub fn slab_charge(&self) -> (u64, u64) {
+        let acct = lock(&self.kmem.acct);
+        (acct.reserve_bytes, acct.charged_pages)
+    }
+}
+
+/// A memory cgroup's kernel-memory state.
+#[derive(Debug, Default)]
+pub(crate) struct Kmem {
+    /// `memcg->objcg`: its own object cgroup while online.
+    objcg: Mutex<Option<Arc<ObjCgroup>>>,
+    /// `memcg->objcg_list`: every object cgroup pointing here (its own and
+    /// those of offline descendants).
+    objcg_list: Mutex<Vec<Weak<ObjCgroup>>>,
+    acct: Mutex<SlabAcct>,
+}
+
+impl Kmem {
+    /// Gives `memcg` its object cgroup (`memcg_online_kmem`).
+    pub(crate) fn online(memcg: &Arc<MemCgroup>) {
+        let objcg = Arc::new(ObjCgroup::new(memcg));
+        lock(&memcg.kmem.objcg_list).push(Arc::downgrade(&objcg));
+        *lock(&memcg.kmem.objcg) = Some(objcg);
+    }
+}
+
+impl super::CgroupTree {
+    /// Charges a slab object of `bytes` to `objcg` (`obj_cgroup_charge` +
+    /// `mod_objcg_state`), reclaiming like any charge.
+    pub fn charge_slab(
+        &self,
+        objcg: &ObjCgroup,
+        bytes: u64,
+        kind: SlabKind,
+    ) -> Result<(), ChargeError> {
+        loop {
+            let memcg = objcg.memcg();
+            let had = {
+                let mut acct = lock(&memcg.kmem.acct);
+                if acct.reparented {
+                    continue;
+                }
+                if acct.reserve_bytes >= bytes {
+                    acct.reserve_bytes -= bytes;
+                    memcg.mod_stat(kind.stat(), bytes as i64);
+                    return Ok(());
+                }
+                std::mem::take(&mut acct.reserve_bytes)
+            };
+            let nr_pages = (bytes - had).div_ceil(PAGE_SIZE);
+            if let Err(e) = self.try_charge(&memcg, nr_pages, ChargeKind::Kmem) {
+                self.return_reserve(&memcg, had);
+                return Err(e);
+            }
+            let mut acct = lock(&memcg.kmem.acct);
+            if acct.reparented {
+                // Offline moved the accounting meanwhile: undo here and
+                // charge where the object cgroup points now.
+                drop(acct);
+                memcg.uncharge_pages(nr_pages, ChargeKind::Kmem);
+                self.return_reserve(&memcg, had);
+                continue;
+            }
+            acct.charged_pages += nr_pages;
+            acct.reserve_bytes += nr_pages * PAGE_SIZE + had - bytes;
+            memcg.mod_stat(kind.stat(), bytes as i64);
+            return Ok(());
+        }
+    }
+
+    /// Puts reserve bytes a failed charge took back where they belong now.
+    fn return_reserve(&self, memcg: &Arc<MemCgroup>, bytes: u64) {
+        if bytes > 0 {
+            let objcg = memcg.obj_cgroup();
+            self.uncharge_slab_bytes(&objcg, bytes);
+        }
+    }
+
+    /// Uncharges a freed slab object of `bytes` (`obj_cgroup_uncharge`).
+    pub fn uncharge_slab(&self, objcg: &ObjCgroup, bytes: u64, kind: SlabKind) {
+        let memcg = self.uncharge_slab_bytes(objcg, bytes);
+        memcg.mod_stat(kind.stat(), -(bytes as i64));
+    }
+
+    /// Gives `bytes` back to the reserve of `objcg`'s memory cgroup and
+    /// whole pages back to its counter; returns that memory cgroup.
+    fn uncharge_slab_bytes(&self, objcg: &ObjCgroup, bytes: u64) -> Arc<MemCgroup> {
+        loop {
+            let memcg = objcg.memcg();
+            let nr_pages = {
+                let mut acct = lock(&memcg.kmem.acct);
+                if acct.reparented {
+                    continue;
+                }
+                acct.reserve_bytes += bytes;
+                let nr_pages = acct.reserve_bytes / PAGE_SIZE;
+                acct.reserve_bytes %= PAGE_SIZE;
+                acct.charged_pages -= nr_pages;
+                nr_pages
+            };
+            if nr_pages > 0 {
+                memcg.uncharge_pages(nr_pages, ChargeKind::Kmem);
+            }
+            return memcg;
+        }
+    }
+
+    /// `memcg_reparent_objcgs`: `child` goes offline; its object cgroups
+    /// and their accounting move to `parent`. Called under the cgroup
+    /// mutex.
+    pub(crate) fn reparent_objcgs(&self, child: &MemCgroup, parent: &Arc<MemCgroup>) {
+        lock(&child.kmem.objcg).take();
+        let mut from = lock(&child.kmem.acct);
+        from.reparented = true;
+        let objcgs = std::mem::take(&mut *lock(&child.kmem.objcg_list));
+        let mut live = Vec::with_capacity(objcgs.len());
+        for objcg in objcgs.iter().filter_map(Weak::upgrade) {
+            *lock(&objcg.memcg) = Arc::downgrade(parent);
+            live.push(Arc::downgrade(&objcg));
+        }
+        lock(&parent.kmem.objcg_list).extend(live);
+        let (reserve, pages) = (
+            std::mem::take(&mut from.reserve_bytes),
+            std::mem::take(&mut from.charged_pages),
+        );
+        super::move_charge(child, parent, pages, ChargeKind::Kmem);
+        let surplus_pages = {
+            let mut to = lock(&parent.kmem.acct);
+            to.reserve_bytes += reserve;
+            to.charged_pages += pages;
+            // Two reserves together may hold whole pages: give them back.
+            let surplus = to.reserve_bytes / PAGE_SIZE;
+            to.reserve_bytes %= PAGE_SIZE;
+            to.charged_pages -= surplus;
+            surplus
+        };
+        if surplus_pages > 0 {
+            parent.uncharge_pages(surplus_pages, ChargeKind::Kmem);
+        }
+        for kind in [SlabKind::Reclaimable, SlabKind::Unreclaimable] {
+            // Its offline descendants' slab moved here already: the
+            // hierarchical figure is all this cgroup's.
+            let bytes = child.stat(kind.stat());
+            child.mod_stat(kind.stat(), -bytes);
+            parent.mod_stat(kind.stat(), bytes);
+        }
+        drop(from);
+    }
+}

@@ -1,0 +1,125 @@
+//! Workingset detection: shadow entries and refault distances
+//! (mm/workingset.c, v6.14, classic LRU).
+//!
+//! When reclaim drops a page-cache folio, the file's mapping keeps a
+//! [`Shadow`] in its place: the memory cgroup it was charged to, that
+//! cgroup's eviction clock (`nonresident_age`) at the time, and whether
+//! the folio had been in the working set (`PG_workingset`). The clock of
+//! a memory cgroup and of all its ancestors advances with every eviction
+//! and every activation below it.
+//!
+//! When the page is read again (a refault), the distance `now - then` on
+//! the evicting cgroup's clock is how many pages were evicted or
+//! activated since: had the active file list (plus the anon lists when
+//! the cgroup can swap) been that much bigger, the folio would have
+//! stayed. If the distance fits in it, the refaulting folio goes straight
+//! to the active list (`workingset_activate_*`), and if it had been in
+//! the working set before, it is a `workingset_restore_*`; every refault
+//! counts `workingset_refault_*`. Activations are what reclaim watches to
+//! decide that the active lists are too big (`prepare_scan_control`).
+//!
+//! Shadows of anonymous pages (kept in the swap cache by the kernel) are
+//! not modelled: the `_anon` counters stay 0, as do
+//! `workingset_nodereclaim` (no shadow-node shrinker: a mapping's shadows
+//! go with its file).
+//!
+//! Locking: none of its own. The clocks are relaxed atomics (a statistic
+//! whose exact interleaving does not matter); statistics are the memory
+//! cgroup's.
+
+use crate::folio::Folio;
+use crate::memcontrol::{CgroupTree, MemCgroup, MemcgStat};
+use crate::sync::Ordering;
+use crate::vmscan::lru_note_cost;
+
+/// What a mapping keeps in place of an evicted folio (`pack_shadow`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shadow {
+    /// The evicting memory cgroup's id.
+    pub memcg_id: u16,
+    /// Its serial, so that a reused id is not taken for the same cgroup
+    /// (the kernel accepts that confusion; it only costs accuracy).
+    serial: u64,
+    /// Its `nonresident_age` after the eviction.
+    eviction: u64,
+    /// `PG_workingset` at eviction.
+    workingset: bool,
+}
+
+/// Advances the eviction clock of `memcg` and every ancestor by `nr_pages`
+/// (`workingset_age_nonresident`).
+fn age_nonresident(memcg: &MemCgroup, nr_pages: u64) {
+    for m in memcg.self_and_ancestors() {
+        // Relaxed: a clock read for distances only.
+        m.lruvec()
+            .nonresident_age
+            .fetch_add(nr_pages, Ordering::Relaxed);
+    }
+}
+
+/// A folio is leaving the page cache by reclaim (`workingset_eviction`):
+/// ages its cgroup's clock and returns the shadow to keep.
+pub fn workingset_eviction(folio: &Folio) -> Shadow {
+    let memcg = folio.memcg();
+    age_nonresident(&memcg, u64::from(folio.nr()));
+    Shadow {
+        memcg_id: memcg.id(),
+        serial: memcg.serial(),
+        // Relaxed: see `age_nonresident`.
+        eviction: memcg.lruvec().nonresident_age.load(Ordering::Relaxed),
+        workingset: folio.lru().workingset(),
+    }
+}
+
+/// A folio was activated by an access (`workingset_activation`).
+pub fn workingset_activation(folio: &Folio) {
+    age_nonresident(&folio.memcg(), u64::from(folio.nr()));
+}
+
+/// `workingset_test_recent` for a file page: whether the refault distance
+/// fits in the evicting cgroup's working set. `swap_free_pages` is the
+/// swap devices' free space (`get_nr_swap_pages`).
+fn test_recent(tree: &CgroupTree, shadow: &Shadow, swap_free_pages: u64) -> bool {
+    let Some(memcg) = tree.lookup(shadow.memcg_id) else {
+        return false;
+    };
+    if memcg.serial() != shadow.serial {
+        return false;
+    }
+    // Relaxed: see `age_nonresident`.
+    let now = memcg.lruvec().nonresident_age.load(Ordering::Relaxed);
+    let distance = now.wrapping_sub(shadow.eviction);
+    let pages = |s| u64::try_from(memcg.stat(s)).unwrap_or(0);
+    let mut workingset_size = pages(MemcgStat::ActiveFile);
+    if tree.nr_swap_pages(&memcg, swap_free_pages) > 0 {
+        workingset_size += pages(MemcgStat::ActiveAnon) + pages(MemcgStat::InactiveAnon);
+    }
+    distance <= workingset_size
+}
+
+/// A page-cache folio is coming back where `shadow` was
+/// (`workingset_refault`), charged to its new memory cgroup already.
+/// Counts the refault there; returns whether the folio goes on the active
+/// list (counting the activation, and the restore if it had been in the
+/// working set, which also makes reclaiming file look more costly).
+pub fn workingset_refault(
+    tree: &CgroupTree,
+    folio: &Folio,
+    shadow: &Shadow,
+    swap_free_pages: u64,
+) -> bool {
+    let memcg = folio.memcg();
+    let nr = i64::from(folio.nr());
+    memcg.mod_stat(MemcgStat::WorkingsetRefaultFile, nr);
+    if !test_recent(tree, shadow, swap_free_pages) {
+        return false;
+    }
+    age_nonresident(&memcg, nr as u64);
+    memcg.mod_stat(MemcgStat::WorkingsetActivateFile, nr);
+    if shadow.workingset {
+        folio.lru().set_workingset();
+        lru_note_cost(&memcg, true, nr as u64, 0);
+        memcg.mod_stat(MemcgStat::WorkingsetRestoreFile, nr);
+    }
+    true
+}
