@@ -43,6 +43,8 @@ pub struct Folio {
     data: Mutex<PageBuf>,
     nr: u32,
     kind: FolioKind,
+    /// Its first page's index in its file (`folio->index`; 0 for anon).
+    index: u64,
     /// Pages this folio will uncharge when dropped (0 once split).
     charged: u32,
     /// The memory cgroup charged; it also leads to the machine's frames
@@ -93,14 +95,12 @@ impl Folio {
         tree: &CgroupTree,
         memcg: &Arc<MemCgroup>,
         nr: u32,
+        index: u64,
     ) -> Result<Self, ChargeError> {
         tree.try_charge(memcg, u64::from(nr), ChargeKind::File)?;
-        Ok(Self::with_buffer(
-            Arc::clone(memcg),
-            nr,
-            FolioKind::File,
-            false,
-        ))
+        let mut folio = Self::with_buffer(Arc::clone(memcg), nr, FolioKind::File, false);
+        folio.index = index;
+        Ok(folio)
     }
 
     /// A zeroed folio whose charge was already made to `memcg` (a swap-in
@@ -120,6 +120,7 @@ impl Folio {
             data: Mutex::new(memcg.page_allocator().alloc(nr, zeroed)),
             nr,
             kind,
+            index: 0,
             charged: nr,
             memcg: ArcSlot::new(memcg),
             dirty: AtomicBool::new(false),
@@ -150,6 +151,11 @@ impl Folio {
     /// Pages in the folio.
     pub fn nr(&self) -> u32 {
         self.nr
+    }
+
+    /// Its first page's index in its file (page cache).
+    pub fn index(&self) -> u64 {
+        self.index
     }
 
     /// Anonymous memory or page cache.

@@ -30,8 +30,10 @@
 //! | [`swap_state`]   | mm/swap_state.c, mm/page_io.c, mm/vmscan.c (split on swap-out) | swap cache, swap-out/in |
 //! | [`psi`]          | kernel/sched/psi.c                     | memory pressure stall information              |
 //! | [`shrinker`]     | mm/shrinker.c, mm/vmscan.c (shrink_slab) | shrinkers: caches that give objects back     |
-//! | [`workingset`]   | mm/workingset.c                        | shadow entries, refault distances              |
 //! | [`vmscan`]       | mm/vmscan.c                            | per-memcg LRU lists, memory cgroup reclaim     |
+//! | [`workingset`]   | mm/workingset.c                        | shadow entries, refault distances              |
+//! | [`filemap`]      | mm/filemap.c, mm/truncate.c            | the page cache of a file, shadows, writeback   |
+//! | [`fs`]           | fs/dcache.c, fs/inode.c, fs/super.c, fs/drop_caches.c, drivers/block/brd.c | a filesystem: dentry/inode caches on list_lru, its shrinker, drop_caches |
 //! | [`cgroupfs`]     | mm/memcontrol.c, kernel/cgroup/cgroup.c (cftypes) | the cgroup v2 interface files |
 //!
 //! Every atomic and lock comes from one shim (`sync`), which `--cfg loom`
@@ -41,7 +43,9 @@
 pub mod cgroupfs;
 pub mod clock;
 pub mod errno;
+pub mod filemap;
 pub mod folio;
+pub mod fs;
 pub(crate) mod idr;
 pub(crate) mod lazy_zeroed;
 pub mod list_lru;

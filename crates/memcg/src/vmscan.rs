@@ -67,7 +67,6 @@ use crate::shrinker::shrink_slab;
 use crate::sync::{
     Arc, AtomicBool, AtomicI64, AtomicU8, AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering, lock,
 };
-use crate::workingset;
 
 /// Pages per reclaim batch, and the least a reclaim aims for
 /// (`SWAP_CLUSTER_MAX`).
@@ -530,21 +529,21 @@ pub fn folio_mark_young(folio: &Folio) {
     folio.lru().young.store(true, Ordering::Relaxed);
 }
 
-/// A `read()` of a page-cache folio (`folio_mark_accessed`): the first
-/// marks it referenced; the next, while it is inactive, activates it
-/// (`pgactivate`, and the workingset clock ages: `workingset_activation`).
-pub fn folio_mark_accessed(folio: &Arc<Folio>) {
-    let lru = folio.lru();
-    // Relaxed: hints, as the page flags are.
-    if !lru.referenced.swap(true, Ordering::Relaxed) {
-        return;
-    }
+/// Moves a listed inactive folio to its active list (`folio_activate`),
+/// counting `pgactivate`; false if it is not on an inactive list.
+pub(crate) fn folio_activate(folio: &Arc<Folio>) -> bool {
     let memcg = folio.memcg();
-    if memcg.lruvec().activate(&memcg, folio) {
+    let moved = memcg.lruvec().activate(&memcg, folio);
+    if moved {
         memcg.count_vm_event(VmEvent::Pgactivate, u64::from(folio.nr()));
-        lru.referenced.store(false, Ordering::Relaxed);
-        workingset::workingset_activation(folio);
     }
+    moved
+}
+
+/// Reads and clears `PG_referenced`; sets it when `set`.
+pub(crate) fn folio_test_set_referenced(folio: &Folio, set: bool) -> bool {
+    // Relaxed: a hint, as the page flag is.
+    folio.lru().referenced.swap(set, Ordering::Relaxed)
 }
 
 /// A folio is being freed: if it is still listed, take its pages off the
@@ -1315,6 +1314,33 @@ impl<'a> SubtreeWalk<'a> {
         iter.position = Some(m.serial());
         Some(m)
     }
+}
+
+/// `drop_slab` (`echo 2 > /proc/sys/vm/drop_caches`): every shrinker on
+/// every memory cgroup, the root and dying ones included (a dying one
+/// returns at once: its list_lrus went to its parent), at priority 0,
+/// round after round while a round frees more than `2 << round` objects.
+/// Returns the objects freed.
+pub fn drop_slab(tree: &CgroupTree) -> u64 {
+    let mut total = 0;
+    let mut shift = 0;
+    loop {
+        let freed: u64 = all_memcgs(tree)
+            .iter()
+            .map(|memcg| shrink_slab(tree, 0, memcg, 0).freed)
+            .sum();
+        total += freed;
+        if (freed >> shift) <= 1 {
+            return total;
+        }
+        shift += 1;
+    }
+}
+
+/// Every memory cgroup of `tree`, online or dying, parents before children
+/// (`mem_cgroup_iter(NULL, ...)` over the whole hierarchy).
+pub(crate) fn all_memcgs(tree: &CgroupTree) -> Vec<Arc<MemCgroup>> {
+    subtree_pre(tree.root())
 }
 
 /// `target` and every memory cgroup below it, online or dying, parents

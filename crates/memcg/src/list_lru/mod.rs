@@ -481,6 +481,9 @@ struct Shared {
     /// The tree's id space, as a tag: what `check` compares a cgroup's with.
     id_space: usize,
     shrinker: Option<ShrinkerId>,
+    /// Whether the shrinker id is this list_lru's to free (not one shared
+    /// with another list_lru, [`ListLru::sharing_shrinker`]).
+    owns_shrinker: bool,
 }
 
 impl ListLru {
@@ -496,10 +499,36 @@ impl ListLru {
         } else {
             None
         };
-        let shared = Shared::new(tree, &config, shrinker).inspect_err(|_| {
+        Self::with_shrinker(tree, config, shrinker, true)
+    }
+
+    /// A memcg-aware list_lru whose cgroups' shrinker bits are those of
+    /// `other`'s id (`list_lru_init_memcg` with a superblock's one
+    /// shrinker for its dentry and inode lists): one shrinker serves both.
+    /// `other` must outlive it.
+    pub fn sharing_shrinker(
+        tree: &CgroupTree,
+        config: ListLruConfig,
+        other: &ListLru,
+    ) -> Result<Self, ListLruError> {
+        let shrinker = other.shrinker_id().ok_or(ListLruError::NoShrinkerId)?;
+        let config = ListLruConfig {
+            memcg_aware: true,
+            ..config
+        };
+        Self::with_shrinker(tree, config, Some(shrinker), false)
+    }
+
+    fn with_shrinker(
+        tree: &CgroupTree,
+        config: ListLruConfig,
+        shrinker: Option<ShrinkerId>,
+        owns_shrinker: bool,
+    ) -> Result<Self, ListLruError> {
+        let shared = Shared::new(tree, &config, shrinker, owns_shrinker).inspect_err(|_| {
             // Refused: the id goes back, as the kernel's
             // `list_lru_init_memcg` unwinds `register_shrinker`.
-            if let Some(id) = shrinker {
+            if let Some(id) = shrinker.filter(|_| owns_shrinker) {
                 tree.free_shrinker_id(id);
             }
         })?;
@@ -649,7 +678,7 @@ impl Drop for ListLru {
             let hooks = Arc::clone(&self.inner) as Arc<dyn MemcgLruHooks>;
             shared.tree.unregister_list_lru(&hooks);
         }
-        if let Some(id) = shared.shrinker {
+        if let Some(id) = shared.shrinker.filter(|_| shared.owns_shrinker) {
             shared.tree.free_shrinker_id(id);
         }
     }
@@ -805,6 +834,7 @@ impl Shared {
         tree: &CgroupTree,
         config: &ListLruConfig,
         shrinker: Option<ShrinkerId>,
+        owns_shrinker: bool,
     ) -> Result<Self, ListLruError> {
         let nr_nodes = tree.nr_nodes();
         // One sentinel per list, after the item ids: the root lists, then
@@ -838,6 +868,7 @@ impl Shared {
             alloc_lock: Mutex::new(()),
             id_space: tree.id_space_tag(),
             shrinker,
+            owns_shrinker,
         })
     }
 

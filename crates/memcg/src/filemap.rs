@@ -1,0 +1,421 @@
+//! The page cache of one file (mm/filemap.c, mm/truncate.c, the
+//! page-cache half of mm/vmscan.c's `__remove_mapping`, v6.14).
+//!
+//! # What it does
+//!
+//! An [`AddressSpace`] maps page indices of a file to cached folios, or
+//! to the [`Shadow`] an evicted folio left behind. A read of a page not
+//! in the cache allocates a folio charged to the reading task's memory
+//! cgroup (`filemap_add_folio` + `mem_cgroup_charge`), fills it from the
+//! file's [`Backing`] store, and puts it on that cgroup's file LRU: on the
+//! active list straight away if a shadow says it was evicted recently
+//! (`workingset_refault`). Every read marks the folio accessed
+//! (`folio_mark_accessed`: referenced, then active). A write fills the
+//! cache the same way and marks the folio dirty (`file_dirty`);
+//! [`AddressSpace::writeback`] writes dirty folios to the backing store
+//! (`file_writeback` while in flight).
+//!
+//! Reclaim reaches a folio through its LRU entry, whose [`Rmap`] is the
+//! mapping: the mapping, locked without waiting, drops the folio if
+//! nobody else holds it (`folio_ref_freeze`), leaving a shadow. A dirty
+//! folio is written back first, synchronously: the kernel instead wakes
+//! the flusher threads and reclaims the folio once written, which this
+//! compresses into one step. `drop_caches` ([`AddressSpace::invalidate`])
+//! drops every clean unused folio and the shadows, leaving no shadows for
+//! what it dropped (`mapping_try_invalidate`); removing the file
+//! ([`AddressSpace::truncate`]) drops everything.
+//!
+//! # Invariants
+//!
+//! - An index holds at most one folio; a folio is in at most one mapping,
+//!   at its own [`Folio::index`], and charged to one memory cgroup as a
+//!   `File` page for as long as it lives.
+//! - A truncated mapping holds nothing and takes nothing in.
+//!
+//! # Locking
+//!
+//! One mutex per mapping (`i_pages`' xa lock), taken to look up, insert,
+//! evict and dirty; never held while charging (a charge may reclaim this
+//! very mapping) or while copying a read's bytes. A reader copies from a
+//! folio it holds a reference to, which keeps reclaim from evicting it:
+//! reclaim evicts only a folio whose references are the mapping's and the
+//! reclaimer's own. Lock order: the mapping, then a folio's bytes.
+
+use std::collections::BTreeMap;
+
+use crate::errno::Errno;
+use crate::folio::Folio;
+use crate::memcontrol::{CgroupTree, ChargeError, MemCgroup, MemcgStat};
+use crate::mm_types::{PAGE_BYTES, PAGE_SIZE};
+use crate::sync::{Arc, Mutex, MutexGuard, lock};
+use crate::vmscan::{self, FolioRef, Rmap, RmapOutcome, SwapSpace};
+use crate::workingset::{self, Shadow};
+
+/// Why a page-cache operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FilemapError {
+    /// The page could not be charged (`ENOMEM`).
+    #[error("page cache charge failed: {0}")]
+    Charge(#[from] ChargeError),
+    /// The backing store failed.
+    #[error("backing store: {0}")]
+    Backing(#[from] BackingError),
+}
+
+impl FilemapError {
+    /// The errno a system call would return.
+    pub fn errno(&self) -> Errno {
+        match self {
+            FilemapError::Charge(_) => Errno::ENOMEM,
+            FilemapError::Backing(e) => e.errno(),
+        }
+    }
+}
+
+/// Why a backing store refused a page.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BackingError {
+    /// No space left on the device (`ENOSPC`).
+    #[error("no space left on the device")]
+    NoSpace,
+    /// The device is gone (unmounted) or the host file failed (`EIO`).
+    #[error("I/O error: {0:?}")]
+    Io(std::io::ErrorKind),
+}
+
+impl BackingError {
+    /// The errno a system call would return.
+    pub fn errno(&self) -> Errno {
+        match self {
+            BackingError::NoSpace => Errno::ENOSPC,
+            BackingError::Io(_) => Errno::EIO,
+        }
+    }
+}
+
+/// Where a file's bytes live when they are not cached (the block device
+/// or the host file).
+pub trait Backing: Send + Sync {
+    /// Reads page `index` into `buf` (one page): zeros for a hole.
+    fn read_page(&self, index: u64, buf: &mut [u8]) -> Result<(), BackingError>;
+    /// Writes one page at `index`.
+    fn write_page(&self, index: u64, buf: &[u8]) -> Result<(), BackingError>;
+}
+
+/// What an index of the cache holds.
+enum Slot {
+    Folio(Arc<Folio>),
+    Shadow(Shadow),
+}
+
+/// The indices of a file, locked.
+#[derive(Default)]
+struct Pages {
+    slots: BTreeMap<u64, Slot>,
+    /// Folios among `slots` (`nrpages`).
+    nr_folios: u64,
+    /// Truncated for good: takes nothing in.
+    dead: bool,
+}
+
+/// The page cache of one file (`struct address_space`).
+pub struct AddressSpace {
+    tree: CgroupTree,
+    backing: Arc<dyn Backing>,
+    /// The swap space, for refault distances (`get_nr_swap_pages`).
+    swap: Arc<dyn Fn() -> SwapSpace + Send + Sync>,
+    pages: Mutex<Pages>,
+    /// Itself, as reclaim's owner of its folios.
+    me: std::sync::Weak<AddressSpace>,
+}
+
+impl std::fmt::Debug for AddressSpace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AddressSpace")
+            .field("nr_folios", &self.nr_folios())
+            .finish_non_exhaustive()
+    }
+}
+
+impl AddressSpace {
+    /// An empty cache for a file stored in `backing`.
+    pub fn new(
+        tree: &CgroupTree,
+        backing: Arc<dyn Backing>,
+        swap: Arc<dyn Fn() -> SwapSpace + Send + Sync>,
+    ) -> Arc<Self> {
+        Arc::new_cyclic(|me| Self {
+            tree: tree.clone(),
+            backing,
+            swap,
+            pages: Mutex::new(Pages::default()),
+            me: me.clone(),
+        })
+    }
+
+    /// Folios cached (`mapping->nrpages`).
+    pub fn nr_folios(&self) -> u64 {
+        lock(&self.pages).nr_folios
+    }
+
+    /// Shadow entries kept.
+    pub fn nr_shadows(&self) -> u64 {
+        let pages = lock(&self.pages);
+        pages.slots.len() as u64 - pages.nr_folios
+    }
+
+    /// Whether nothing, not even a shadow, is cached (`mapping_empty`).
+    pub fn is_empty(&self) -> bool {
+        lock(&self.pages).slots.is_empty()
+    }
+
+    fn rmap(&self) -> std::sync::Weak<dyn Rmap> {
+        self.me.clone()
+    }
+
+    /// Reads `buf.len()` bytes at `offset` (`filemap_read`), bringing
+    /// missing pages in charged to `memcg`. The caller stops at the end of
+    /// the file.
+    pub fn read(
+        &self,
+        memcg: &Arc<MemCgroup>,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<(), FilemapError> {
+        let mut done = 0;
+        while done < buf.len() {
+            let pos = offset + done as u64;
+            let (index, in_page) = (pos / PAGE_SIZE, (pos % PAGE_SIZE) as usize);
+            let len = (PAGE_BYTES - in_page).min(buf.len() - done);
+            let folio = self.get_folio(memcg, index, true)?;
+            folio_mark_accessed(&folio);
+            buf[done..done + len].copy_from_slice(&folio.bytes()[in_page..in_page + len]);
+            done += len;
+        }
+        Ok(())
+    }
+
+    /// Writes `data` at `offset` through the cache (`generic_perform_write`):
+    /// the folios are charged to `memcg` if not cached, and left dirty.
+    pub fn write(
+        &self,
+        memcg: &Arc<MemCgroup>,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), FilemapError> {
+        let mut done = 0;
+        while done < data.len() {
+            let pos = offset + done as u64;
+            let (index, in_page) = (pos / PAGE_SIZE, (pos % PAGE_SIZE) as usize);
+            let len = (PAGE_BYTES - in_page).min(data.len() - done);
+            // A whole page overwritten needs no read of the old bytes.
+            let folio = self.get_folio(memcg, index, len < PAGE_BYTES)?;
+            {
+                let pages = lock(&self.pages);
+                folio.bytes()[in_page..in_page + len].copy_from_slice(&data[done..done + len]);
+                folio.mark_dirty();
+                drop(pages);
+            }
+            folio_mark_accessed(&folio);
+            done += len;
+        }
+        Ok(())
+    }
+
+    /// The folio at `index`, brought in if missing (filled from the
+    /// backing store if `fill`, else zeroed).
+    fn get_folio(
+        &self,
+        memcg: &Arc<MemCgroup>,
+        index: u64,
+        fill: bool,
+    ) -> Result<Arc<Folio>, FilemapError> {
+        if let Some(Slot::Folio(folio)) = lock(&self.pages).slots.get(&index) {
+            return Ok(Arc::clone(folio));
+        }
+        let folio = Folio::new_file(&self.tree, memcg, 1, index)?;
+        {
+            let mut bytes = folio.bytes();
+            if fill {
+                self.backing.read_page(index, &mut bytes)?;
+            } else {
+                bytes.fill(0);
+            }
+        }
+        let folio = Arc::new(folio);
+        let mut pages = lock(&self.pages);
+        let shadow = match pages.slots.get(&index) {
+            // Another task brought it in meanwhile: use theirs.
+            Some(Slot::Folio(theirs)) => return Ok(Arc::clone(theirs)),
+            Some(Slot::Shadow(shadow)) => Some(*shadow),
+            None => None,
+        };
+        if pages.dead {
+            // Truncated meanwhile: the caller gets the bytes, the cache
+            // keeps nothing.
+            return Ok(folio);
+        }
+        pages.slots.insert(index, Slot::Folio(Arc::clone(&folio)));
+        pages.nr_folios += 1;
+        drop(pages);
+        let active = shadow.is_some_and(|shadow| {
+            let free = (self.swap)().free_pages;
+            workingset::workingset_refault(&self.tree, &folio, &shadow, free)
+        });
+        vmscan::folio_add_lru_file(&folio, self.rmap(), active);
+        Ok(folio)
+    }
+
+    /// Writes every dirty folio back (`filemap_write_and_wait`); returns
+    /// the pages written.
+    pub fn writeback(&self) -> Result<u64, FilemapError> {
+        let dirty: Vec<Arc<Folio>> = lock(&self.pages)
+            .slots
+            .values()
+            .filter_map(|slot| match slot {
+                Slot::Folio(f) if f.is_dirty() => Some(Arc::clone(f)),
+                _ => None,
+            })
+            .collect();
+        let mut written = 0;
+        for folio in dirty {
+            let pages = lock(&self.pages);
+            if folio.clear_dirty() {
+                self.write_folio(&folio, pages)?;
+                written += u64::from(folio.nr());
+            }
+        }
+        Ok(written)
+    }
+
+    /// Writes a folio whose dirty mark was just cleared, counting it under
+    /// writeback meanwhile; `pages` keeps the folio's index stable while
+    /// its bytes are copied out, then is released for the write.
+    fn write_folio(&self, folio: &Folio, pages: MutexGuard<'_, Pages>) -> Result<(), BackingError> {
+        let nr = i64::from(folio.nr());
+        let memcg = folio.memcg();
+        memcg.mod_stat(MemcgStat::FileWriteback, nr);
+        let bytes = folio.bytes().to_vec();
+        drop(pages);
+        let result = self.backing.write_page(folio.index(), &bytes);
+        memcg.mod_stat(MemcgStat::FileWriteback, -nr);
+        if result.is_err() {
+            folio.mark_dirty();
+        }
+        result
+    }
+
+    /// Drops every clean folio nobody holds, and every shadow
+    /// (`invalidate_mapping_pages`, for `drop_caches`); returns the pages
+    /// dropped.
+    pub fn invalidate(&self) -> u64 {
+        let mut dropped = Vec::new();
+        let mut pages = lock(&self.pages);
+        let mut nr_dropped = 0;
+        pages.slots.retain(|_, slot| match slot {
+            Slot::Shadow(_) => false,
+            Slot::Folio(f) if !f.is_dirty() && Arc::strong_count(f) == 1 => {
+                nr_dropped += 1;
+                dropped.push(Arc::clone(f));
+                false
+            }
+            Slot::Folio(_) => true,
+        });
+        pages.nr_folios -= nr_dropped;
+        drop(pages);
+        // Freed (and uncharged) here, outside the lock.
+        drop(dropped);
+        nr_dropped
+    }
+
+    /// Drops everything, dirty folios included, and takes nothing in from
+    /// now on (`truncate_inode_pages_final`, the file removed or evicted
+    /// after its data was written back).
+    pub fn truncate(&self) {
+        let slots = {
+            let mut pages = lock(&self.pages);
+            pages.dead = true;
+            pages.nr_folios = 0;
+            std::mem::take(&mut pages.slots)
+        };
+        for slot in slots.into_values() {
+            if let Slot::Folio(folio) = slot {
+                folio.clear_dirty();
+            }
+        }
+    }
+
+    /// The folio at `index`, if cached (for tests and checks).
+    pub fn folio(&self, index: u64) -> Option<Arc<Folio>> {
+        match lock(&self.pages).slots.get(&index) {
+            Some(Slot::Folio(f)) => Some(Arc::clone(f)),
+            _ => None,
+        }
+    }
+
+    /// Evicts `folio` under the mapping lock: written back if dirty, then
+    /// replaced by its shadow (`__remove_mapping`).
+    fn evict_locked<'a>(
+        &'a self,
+        mut pages: MutexGuard<'a, Pages>,
+        folio: Arc<Folio>,
+    ) -> RmapOutcome {
+        if folio.clear_dirty() {
+            if self.write_folio(&folio, pages).is_err() {
+                return RmapOutcome::Referenced(folio, FolioRef::Activate);
+            }
+            pages = lock(&self.pages);
+            // Re-dirtied, or taken, while the lock was dropped.
+            if folio.is_dirty() || Arc::strong_count(&folio) > 2 {
+                return RmapOutcome::Busy(folio);
+            }
+        }
+        let shadow = workingset::workingset_eviction(&folio);
+        pages.slots.insert(folio.index(), Slot::Shadow(shadow));
+        pages.nr_folios -= 1;
+        drop(pages);
+        RmapOutcome::Reclaimed {
+            nr_pages: u64::from(folio.nr()),
+        }
+    }
+}
+
+/// A `read()` or `write()` of a page-cache folio (`folio_mark_accessed`,
+/// mm/swap.c): the first marks it referenced; the next, while it is
+/// inactive, activates it (`pgactivate`, and the workingset clock ages:
+/// `workingset_activation`).
+pub fn folio_mark_accessed(folio: &Arc<Folio>) {
+    if !vmscan::folio_test_set_referenced(folio, true) {
+        return;
+    }
+    if vmscan::folio_activate(folio) {
+        vmscan::folio_test_set_referenced(folio, false);
+        workingset::workingset_activation(folio);
+    }
+}
+
+impl Rmap for AddressSpace {
+    fn reclaim(
+        &self,
+        folio: Arc<Folio>,
+        references: &mut dyn FnMut(&Folio) -> FolioRef,
+    ) -> RmapOutcome {
+        let Ok(pages) = self.pages.try_lock() else {
+            return RmapOutcome::Busy(folio);
+        };
+        match pages.slots.get(&folio.index()) {
+            Some(Slot::Folio(f)) if Arc::ptr_eq(f, &folio) => {}
+            _ => return RmapOutcome::Gone,
+        }
+        match references(&folio) {
+            FolioRef::Reclaim | FolioRef::ReclaimClean => {}
+            referenced => return RmapOutcome::Referenced(folio, referenced),
+        }
+        // The mapping's reference and ours: anyone else (a reader copying)
+        // keeps it (`folio_ref_freeze` fails).
+        if Arc::strong_count(&folio) > 2 {
+            return RmapOutcome::Busy(folio);
+        }
+        self.evict_locked(pages, folio)
+    }
+}
