@@ -1,0 +1,131 @@
+//! The page cache and filesystem end to end: contents, charges, slab,
+//! shrinker, drop_caches, dying cgroups and the 2026 reparenting.
+
+use std::sync::Arc;
+
+use memcg::fs::{DENTRY_BYTES, FsSource, INODE_BYTES, Superblock, drop_caches};
+use memcg::list_lru::LruDesign;
+use memcg::memcontrol::{CgroupTree, MemcgStat};
+use memcg::vmscan::SwapSpace;
+
+fn ram(tree: &CgroupTree, design: LruDesign) -> Arc<Superblock> {
+    Superblock::mount(
+        tree,
+        FsSource::Ram {
+            size_bytes: 64 << 20,
+        },
+        design,
+        Arc::new(SwapSpace::default),
+    )
+    .unwrap()
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31) ^ seed)
+        .collect()
+}
+
+#[test]
+fn bytes_read_back_and_charges_follow_the_reader() {
+    let t = CgroupTree::default();
+    t.set_charge_stock(false);
+    let a = t.mkdir("/a").unwrap();
+    let b = t.mkdir("/b").unwrap();
+    let sb = ram(&t, LruDesign::Split);
+    let data = pattern(38893, 7);
+    sb.write(&a, "f", &data).unwrap();
+    assert_eq!(a.stat(MemcgStat::File), 10);
+    assert_eq!(a.stat(MemcgStat::FileDirty), 10);
+    assert_eq!(sb.sync().unwrap(), 10);
+    assert_eq!(a.stat(MemcgStat::FileDirty), 0);
+    assert_eq!(sb.read(&b, "f").unwrap(), data, "cached pages");
+    assert_eq!(b.stat(MemcgStat::File), 0, "hits charge nobody");
+    // Slab: one dentry and one inode, charged to the creator.
+    assert_eq!(
+        a.stat(MemcgStat::SlabReclaimable) as u64,
+        DENTRY_BYTES + INODE_BYTES
+    );
+    assert_eq!(drop_caches(&t, std::slice::from_ref(&sb), 1).0, 10);
+    assert_eq!(a.stat(MemcgStat::File), 0);
+    assert_eq!(sb.read(&b, "f").unwrap(), data, "from the RAM disk");
+    assert_eq!(b.stat(MemcgStat::File), 10, "misses charge the reader");
+    // Used again since it went on the LRU (DCACHE_REFERENCED): the first
+    // drop only clears the mark, as the kernel's (drop twice to empty).
+    assert_eq!(drop_caches(&t, std::slice::from_ref(&sb), 3).1, 0);
+    let (_, objects) = drop_caches(&t, std::slice::from_ref(&sb), 3);
+    assert_eq!(objects, 2, "the dentry, then its inode");
+    assert_eq!(a.stat(MemcgStat::SlabReclaimable), 0);
+    assert_eq!(a.memory().usage(), 0);
+    assert_eq!(b.memory().usage(), 0);
+    sb.unmount().unwrap();
+    drop(sb);
+    assert_eq!(t.machine_used_pages(), 0);
+}
+
+#[test]
+fn a_removed_cgroup_with_page_cache_lingers_until_its_pages_go() {
+    for (reparent, design) in [
+        (false, LruDesign::Split),
+        (true, LruDesign::Split),
+        (false, LruDesign::Legacy),
+    ] {
+        let t = CgroupTree::default();
+        t.set_charge_stock(false);
+        t.set_reparent_lru_folios(reparent);
+        let p = t.mkdir("/p").unwrap();
+        let c = t.mkdir("/p/c").unwrap();
+        let sb = ram(&t, design);
+        let data = pattern(5 * 4096, 1);
+        sb.write(&c, "x", &data).unwrap();
+        sb.sync().unwrap();
+        drop(c);
+        t.rmdir("/p/c").unwrap();
+        let dying = t.root_cgroup().nr_dying_descendants();
+        assert_eq!(dying, usize::from(!reparent), "reparent={reparent}");
+        // Slab went to the parent at offline either way.
+        assert_eq!(
+            p.stat(MemcgStat::SlabReclaimable) as u64,
+            DENTRY_BYTES + INODE_BYTES
+        );
+        assert_eq!(p.stat(MemcgStat::File), 5);
+        assert_eq!(sb.read(&p, "x").unwrap(), data);
+        drop_caches(&t, std::slice::from_ref(&sb), 3);
+        drop_caches(&t, std::slice::from_ref(&sb), 3);
+        assert_eq!(t.root_cgroup().nr_dying_descendants(), 0);
+        assert_eq!(p.memory().usage(), 0, "{:?}", p.slab_charge());
+        sb.unmount().unwrap();
+    }
+}
+
+#[test]
+fn reclaim_drops_clean_cache_and_refaults_activate() {
+    let t = CgroupTree::default();
+    t.set_charge_stock(false);
+    let a = t.mkdir("/a").unwrap();
+    let sb = ram(&t, LruDesign::Split);
+    let data = pattern(64 * 4096, 3);
+    sb.write(&a, "big", &data).unwrap();
+    sb.sync().unwrap();
+    drop_caches(&t, std::slice::from_ref(&sb), 1);
+    sb.read(&a, "big").unwrap();
+    let before = a.memory().usage();
+    let no_swap = SwapSpace::default;
+    let opts = memcg::memcontrol::ReclaimOptions::default();
+    let freed = memcg::vmscan::try_to_free_mem_cgroup_pages(&t, &a, 32, &no_swap, opts);
+    assert!(freed >= 32, "{freed}");
+    assert_eq!(a.memory().usage(), before - freed);
+    // The evicted pages come back as refaults (distance within the
+    // working set when the active list is big enough: here it is empty,
+    // so none activates).
+    assert_eq!(sb.read(&a, "big").unwrap(), data);
+    assert_eq!(
+        a.stat(MemcgStat::WorkingsetRefaultFile) as u64,
+        freed,
+        "{:?}",
+        a.lruvec()
+    );
+    drop_caches(&t, std::slice::from_ref(&sb), 3);
+    drop_caches(&t, std::slice::from_ref(&sb), 3);
+    assert_eq!(a.memory().usage(), 0);
+}
