@@ -5,6 +5,7 @@
 mod bench;
 mod report;
 mod sh;
+mod workload;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
@@ -48,7 +49,19 @@ enum Command {
         /// 1.7K per CPU; K/M suffixes) [default: 0, none].
         #[arg(long, value_parser = parse_bytes, default_value = "0")]
         memcg_metadata: u64,
+        /// The list_lru design of mounted filesystems' dentry and inode
+        /// caches: split (v6.13+) or legacy.
+        #[arg(long, default_value = "split")]
+        list_lru: memcg::list_lru::LruDesign,
+        /// What rmdir does with a cgroup's LRU folios: `off` leaves them to
+        /// pin the dying cgroup (v6.14), `on` moves them to the parent
+        /// (2026, "Eliminate Dying Memory Cgroup").
+        #[arg(long, value_enum, default_value = "off")]
+        reparent_lru_folios: Switch,
     },
+    /// Run a simulated workload.
+    #[command(subcommand)]
+    Workload(workload::Workload),
 }
 
 /// `on` or `off`.
@@ -72,7 +85,7 @@ fn parse_size(text: &str) -> Result<u64, String> {
 }
 
 /// A byte count with an optional K/M/G suffix (`memparse`).
-fn parse_bytes(text: &str) -> Result<u64, String> {
+pub(crate) fn parse_bytes(text: &str) -> Result<u64, String> {
     memcg::cgroupfs::memparse(text).map_err(|e| e.to_string())
 }
 
@@ -97,6 +110,7 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     match cli.command {
         Command::Bench(args) => bench::run(args),
+        Command::Workload(w) => workload::run(w),
         Command::Sh {
             file,
             swap_cgroup,
@@ -104,6 +118,8 @@ fn main() -> anyhow::Result<()> {
             mem,
             charge_stock,
             memcg_metadata,
+            list_lru,
+            reparent_lru_folios,
         } => {
             let config = memcg_sim::SimConfig {
                 seed,
@@ -111,6 +127,8 @@ fn main() -> anyhow::Result<()> {
                 mem_bytes: machine_bytes(mem),
                 charge_stock: charge_stock == Switch::On,
                 memcg_metadata_bytes: memcg_metadata,
+                list_lru,
+                reparent_lru_folios: reparent_lru_folios == Switch::On,
             };
             let status = sh::main(file.as_deref(), config)?;
             std::process::exit(status)

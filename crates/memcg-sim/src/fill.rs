@@ -72,9 +72,64 @@ pub fn fill_page(fill: Fill, stream: u64, page: u64, buf: &mut [u8]) {
     }
 }
 
+/// What a file written through the page cache holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileFill {
+    /// As a mapping's pages ([`Fill`]), page by page.
+    Page(Fill),
+    /// The output of `seq 1 N`, cut to the size (`seq 8000` is 38893
+    /// bytes: seed 002's files).
+    Seq,
+}
+
+impl std::str::FromStr for FileFill {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "seq" => Ok(FileFill::Seq),
+            other => other
+                .parse()
+                .map(FileFill::Page)
+                .map_err(|_| format!("{s:?} is not a fill (zero, random, pattern or seq)")),
+        }
+    }
+}
+
+/// The `size` bytes of a file filled with `fill` from `stream`.
+pub fn file_contents(fill: FileFill, stream: u64, size: usize) -> Vec<u8> {
+    match fill {
+        FileFill::Seq => {
+            let mut out = Vec::with_capacity(size + 8);
+            let mut n = 1u64;
+            while out.len() < size {
+                out.extend_from_slice(format!("{n}\n").as_bytes());
+                n += 1;
+            }
+            out.truncate(size);
+            out
+        }
+        FileFill::Page(fill) => {
+            let mut out = vec![0; size.next_multiple_of(4096)];
+            for (page, buf) in out.chunks_exact_mut(4096).enumerate() {
+                fill_page(fill, stream, page as u64, buf);
+            }
+            out.truncate(size);
+            out
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn seq_8000_is_seed_002s_file() {
+        let text = file_contents(FileFill::Seq, 0, 38893);
+        assert!(text.starts_with(b"1\n2\n"));
+        assert!(text.ends_with(b"7999\n8000\n"));
+    }
 
     #[test]
     fn fills_are_deterministic_and_distinct() {

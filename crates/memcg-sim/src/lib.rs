@@ -23,9 +23,11 @@ mod charges;
 pub mod fill;
 pub mod meminfo;
 pub mod mm;
+mod mounts;
 pub mod oom_kill;
 
 pub use charges::{ChargeTarget, LedgerError};
+pub use mounts::MountError;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -69,6 +71,11 @@ pub struct SimConfig {
     /// Bytes of its own metadata each new memory cgroup charges to its
     /// parent (see `CgroupTree::set_memcg_metadata_bytes`; 0: none).
     pub memcg_metadata_bytes: u64,
+    /// The list_lru design of mounted filesystems' dentry and inode caches.
+    pub list_lru: memcg::list_lru::LruDesign,
+    /// Offline reparents LRU folios to the parent (2026) instead of
+    /// leaving them to pin the dying memory cgroup (v6.14, the default).
+    pub reparent_lru_folios: bool,
 }
 
 impl Default for SimConfig {
@@ -79,6 +86,8 @@ impl Default for SimConfig {
             mem_bytes: default_mem_bytes(),
             charge_stock: true,
             memcg_metadata_bytes: 0,
+            list_lru: memcg::list_lru::LruDesign::default(),
+            reparent_lru_folios: false,
         }
     }
 }
@@ -127,6 +136,9 @@ pub enum SimError {
     /// A cgroup path or file problem.
     #[error(transparent)]
     Fs(#[from] FsError),
+    /// A mount or a file under one.
+    #[error(transparent)]
+    Mount(#[from] MountError),
     /// A direct uncharge asked back more than was charged.
     #[error(transparent)]
     Ledger(#[from] LedgerError),
@@ -199,6 +211,7 @@ impl SimError {
             SimError::MappingExists(_) => Errno::EEXIST,
             SimError::BadFolioSize(_) | SimError::BadMappingSize { .. } => Errno::EINVAL,
             SimError::Fs(e) => e.errno,
+            SimError::Mount(e) => e.errno(),
             SimError::Task { errno, .. } => *errno,
             SimError::Ledger(_) => Errno::EINVAL,
             SimError::SwapOut(e) => e.errno(),
@@ -233,6 +246,10 @@ struct Inner {
     seed: u64,
     /// Where reclaim's time goes, when a benchmark asks (`reclaim_timing`).
     reclaim_timing: ReclaimTiming,
+    /// Mounted filesystems (`mounts.rs`).
+    mounts: mounts::Mounts,
+    /// Their dentry and inode caches' list_lru design.
+    lru_design: memcg::list_lru::LruDesign,
 }
 
 /// Time spent in reclaim, and in its swap-outs, summed over threads; kept
@@ -467,6 +484,8 @@ impl Sim {
         fs.tree().set_charge_stock(config.charge_stock);
         fs.tree()
             .set_memcg_metadata_bytes(config.memcg_metadata_bytes);
+        fs.tree()
+            .set_reparent_lru_folios(config.reparent_lru_folios);
         let swap = SwapSystem::new(fs.tree(), config.swap_cgroup);
         let inner = Arc::new(Inner {
             fs,
@@ -480,12 +499,19 @@ impl Sim {
             killed_pending: AtomicUsize::new(0),
             seed: config.seed,
             reclaim_timing: ReclaimTiming::default(),
+            mounts: mounts::Mounts::default(),
+            lru_design: config.list_lru,
         });
         let tree = inner.fs.tree();
         tree.set_task_hooks(Arc::new(Hooks(Arc::downgrade(&inner))));
         tree.set_reclaimer(Arc::new(Reclaimer(Arc::downgrade(&inner))));
         tree.set_oom_handler(Arc::new(OomKiller(Arc::downgrade(&inner))));
         Self { inner }
+    }
+
+    /// The seed of every random fill.
+    pub fn seed(&self) -> u64 {
+        self.inner.seed
     }
 
     /// The cgroup v2 interface.

@@ -21,7 +21,7 @@ pub mod reclaim;
 mod schedule;
 pub mod swap;
 pub mod swap_cgroup;
-mod timing;
+pub(crate) mod timing;
 
 use std::path::PathBuf;
 

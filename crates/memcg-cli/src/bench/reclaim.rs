@@ -146,6 +146,7 @@ fn run_timed(
         mem_bytes: machine_bytes_for(limit_bytes, threads),
         charge_stock: true,
         memcg_metadata_bytes: 0,
+        ..SimConfig::default()
     });
     sim.prefault(machine_bytes_for(limit_bytes, threads));
     sim.fs().write("/cgroup.subtree_control", "+memory")?;

@@ -292,6 +292,7 @@ fn run_once(
         mem_bytes: machine_bytes_for(size_bytes, threads),
         charge_stock: true,
         memcg_metadata_bytes: 0,
+        ..SimConfig::default()
     });
     // The machine's memory is real before the run: no host page faults in
     // a timed phase (the kernel's pages need none either).

@@ -13,6 +13,7 @@
 //! changes lives in the simulator ([`Sim`]), including direct charges and
 //! the swap slots they take.
 
+mod files;
 mod parse;
 mod procfs;
 mod verbs;
@@ -122,6 +123,36 @@ const COMMANDS: &[Command] = &[
         name: "alloc",
         usage: "alloc CGROUP NAME SIZE [--folio SIZE] [--fill zero|random|pattern]",
         run: cmd_alloc,
+    },
+    Command {
+        name: "mount",
+        usage: "mount [ram SIZE DIR | dir HOSTDIR DIR]",
+        run: files::cmd_mount,
+    },
+    Command {
+        name: "umount",
+        usage: "umount DIR",
+        run: files::cmd_umount,
+    },
+    Command {
+        name: "write",
+        usage: "write CGROUP PATH SIZE [--fill zero|random|pattern|seq]",
+        run: files::cmd_write,
+    },
+    Command {
+        name: "read",
+        usage: "read CGROUP PATH",
+        run: files::cmd_read,
+    },
+    Command {
+        name: "rm",
+        usage: "rm PATH...",
+        run: files::cmd_rm,
+    },
+    Command {
+        name: "sync",
+        usage: "sync",
+        run: files::cmd_sync,
     },
     Command {
         name: "touch",

@@ -1,6 +1,7 @@
 //! The `/proc` files `memcg sh` knows: `/proc/swaps`, `/proc/meminfo`,
 //! `/proc/pressure/memory`, `/proc/sys/vm/swappiness` and
-//! `/proc/PID/oom_score_adj`, read as the
+//! `/proc/PID/oom_score_adj`, and the write-only
+//! `/proc/sys/vm/drop_caches` (1, 2 or 3), read as the
 //! kernel prints them and written with its checks (a number in range, or
 //! `EINVAL`).
 
@@ -13,6 +14,8 @@ pub(super) enum ProcFile {
     Swappiness,
     /// `/proc/PID/oom_score_adj` (-1000..=1000).
     OomScoreAdj(u32),
+    /// `/proc/sys/vm/drop_caches` (1..=3; mode 0200: reads get `EACCES`).
+    DropCaches,
 }
 
 /// `/proc/PID/FILE` split into the pid and the file.
@@ -32,6 +35,7 @@ pub(super) fn read(sim: &Sim, path: &str) -> Option<Result<String, Errno>> {
         "/proc/swaps" => Ok(sim.proc_swaps()),
         "/proc/meminfo" => Ok(sim.proc_meminfo()),
         "/proc/sys/vm/swappiness" => Ok(format!("{}\n", sim.fs().tree().vm_swappiness())),
+        "/proc/sys/vm/drop_caches" => Err(Errno::EACCES),
         "/proc/pressure/memory" => {
             let tree = sim.fs().tree();
             Ok(tree.memory_pressure(tree.root().cgroup()))
@@ -52,6 +56,9 @@ pub(super) fn open_for_write(sim: &Sim, path: &str) -> Result<ProcFile, Errno> {
     if path == "/proc/sys/vm/swappiness" {
         return Ok(ProcFile::Swappiness);
     }
+    if path == "/proc/sys/vm/drop_caches" {
+        return Ok(ProcFile::DropCaches);
+    }
     match pid_file(path) {
         Some((pid, "oom_score_adj")) if sim.task(pid).is_some() => Ok(ProcFile::OomScoreAdj(pid)),
         Some(_) => Err(Errno::ENOENT),
@@ -67,6 +74,10 @@ pub(super) fn write(sim: &Sim, file: &ProcFile, text: &str) -> Result<(), Errno>
         ProcFile::Swappiness => {
             let v = u32::try_from(value).map_err(|_| Errno::EINVAL)?;
             sim.fs().tree().set_vm_swappiness(v)
+        }
+        ProcFile::DropCaches => {
+            let mode = u32::try_from(value).map_err(|_| Errno::EINVAL)?;
+            sim.drop_caches(mode).map(drop)
         }
         ProcFile::OomScoreAdj(pid) => {
             let task = sim.task(*pid).ok_or(Errno::ESRCH)?;

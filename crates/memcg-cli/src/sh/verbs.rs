@@ -45,7 +45,7 @@ pub(super) fn cmd_mkdir(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failu
 }
 
 /// The result of a command that reported its failures as they happened.
-fn quiet_status(status: i32) -> Result<(), Failure> {
+pub(super) fn quiet_status(status: i32) -> Result<(), Failure> {
     match status {
         0 => Ok(()),
         status => Err(Failure {
@@ -114,6 +114,11 @@ pub(super) fn cmd_cat(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure
 
 pub(super) fn cmd_ls(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
     let target = args.first().map_or(".", String::as_str);
+    if target.starts_with('/')
+        && let Some(result) = super::files::ls_mount(sh, target)
+    {
+        return result;
+    }
     let path = sh.resolve(target);
     match sh.sim.fs().ls(&path) {
         Ok(entries) => {

@@ -1,0 +1,142 @@
+//! The filesystem verbs of `memcg sh`: `mount`, `umount`, `write`, `read`,
+//! `rm`, `sync`, and listing a mount with `ls`. Paths under a mount are
+//! files; every other path stays a cgroup path.
+
+use std::path::PathBuf;
+
+use memcg::cgroupfs::memparse;
+use memcg::fs::FsSource;
+use memcg_sim::fill::{FileFill, file_contents, stream};
+
+use super::{Failure, Shell};
+
+fn failed(verb: &str, path: &str, e: &memcg_sim::SimError) -> Failure {
+    Failure {
+        message: format!("{verb}: {path}: {e}"),
+        status: 1,
+    }
+}
+
+/// `mount ram SIZE DIR` | `mount dir HOSTDIR DIR`; no arguments: the table.
+pub(super) fn cmd_mount(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
+    let (source, dir) = match args {
+        [] => {
+            let text: String = sh
+                .sim
+                .mounts()
+                .iter()
+                .map(|(dir, sb)| format!("{dir} list_lru={}\n", sb.lru_design()))
+                .collect();
+            return sh.print(&text);
+        }
+        [kind, size, dir] if kind == "ram" => {
+            let Ok(size_bytes) = memparse(size) else {
+                return Err(sh.usage("mount"));
+            };
+            (FsSource::Ram { size_bytes }, dir)
+        }
+        [kind, host, dir] if kind == "dir" => (FsSource::Dir(PathBuf::from(host)), dir),
+        _ => return Err(sh.usage("mount")),
+    };
+    sh.sim
+        .mount(dir, source)
+        .map_err(|e| failed("mount", dir, &e))
+}
+
+/// `umount DIR`.
+pub(super) fn cmd_umount(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
+    let [dir] = args else {
+        return Err(sh.usage("umount"));
+    };
+    sh.sim.umount(dir).map_err(|e| failed("umount", dir, &e))
+}
+
+/// `write CGROUP PATH SIZE [--fill zero|random|pattern|seq]`.
+pub(super) fn cmd_write(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
+    let (fill, rest) = match args {
+        [a, b, c, flag, fill] if flag == "--fill" => match fill.parse::<FileFill>() {
+            Ok(fill) => (fill, [a, b, c]),
+            Err(_) => return Err(sh.usage("write")),
+        },
+        [a, b, c] => (FileFill::Page(memcg_sim::Fill::Pattern), [a, b, c]),
+        _ => return Err(sh.usage("write")),
+    };
+    let [cgroup, path, size] = rest;
+    let Ok(size_bytes) = memparse(size) else {
+        return Err(sh.usage("write"));
+    };
+    let Ok(size) = usize::try_from(size_bytes) else {
+        return Err(sh.usage("write"));
+    };
+    // Bounded by the machine: a file bigger than its memory cannot be
+    // built in host memory first.
+    if size_bytes > sh.sim.fs().tree().machine_pages() * 4096 {
+        return Err(Failure {
+            message: format!("write: {path}: File too large (larger than the machine's memory)"),
+            status: 1,
+        });
+    }
+    let cgroup = sh.resolve(cgroup);
+    let data = file_contents(fill, stream(sh.sim.seed(), path), size);
+    sh.sim
+        .write_file(&cgroup, path, &data)
+        .map_err(|e| failed("write", path, &e))
+}
+
+/// `read CGROUP PATH`: reads the whole file; prints its size.
+pub(super) fn cmd_read(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
+    let [cgroup, path] = args else {
+        return Err(sh.usage("read"));
+    };
+    let cgroup = sh.resolve(cgroup);
+    let data = sh
+        .sim
+        .read_file(&cgroup, path)
+        .map_err(|e| failed("read", path, &e))?;
+    sh.print(&format!("{path}: {} bytes\n", data.len()))
+}
+
+/// `rm PATH...`.
+pub(super) fn cmd_rm(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
+    if args.is_empty() {
+        return Err(sh.usage("rm"));
+    }
+    let mut status = 0;
+    for path in args {
+        if let Err(e) = sh.sim.remove_file(path) {
+            sh.report(&format!(
+                "rm: cannot remove '{path}': {}",
+                e.errno().message()
+            ));
+            status = 1;
+        }
+    }
+    super::verbs::quiet_status(status)
+}
+
+/// `sync`.
+pub(super) fn cmd_sync(sh: &mut Shell<'_>, _args: &[String]) -> Result<(), Failure> {
+    sh.sim.sync().map(drop).map_err(|e| failed("sync", "", &e))
+}
+
+/// `ls` of a mount or a file under one; `None` if `path` is not there.
+pub(super) fn ls_mount(sh: &mut Shell<'_>, path: &str) -> Option<Result<(), Failure>> {
+    let (sb, name) = sh.sim.resolve_file(path)?;
+    let text = if name.is_empty() {
+        sb.list()
+            .into_iter()
+            .map(|(name, size)| format!("{name}\t{size}\n"))
+            .collect()
+    } else {
+        match sb.size_of(&name) {
+            Ok(size) => format!("{name}\t{size}\n"),
+            Err(e) => {
+                return Some(Err(Failure {
+                    message: format!("ls: cannot access '{path}': {}", e.errno().message()),
+                    status: 2,
+                }));
+            }
+        }
+    };
+    Some(sh.print(&text))
+}

@@ -1,0 +1,199 @@
+//! Filesystems mounted in the simulated machine: the mount table, paths
+//! under a mount resolved to a superblock and a file name, reads and
+//! writes charged to a cgroup, `sync` and `drop_caches`.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use memcg::Errno;
+use memcg::fs::{FsError as VfsError, FsSource, Superblock, drop_caches};
+
+use crate::{Sim, SimError, lock};
+
+/// The mount table: mount point → superblock.
+#[derive(Default)]
+pub(crate) struct Mounts {
+    table: Mutex<BTreeMap<String, Arc<Superblock>>>,
+}
+
+/// Why a mount-table operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MountError {
+    /// Something is mounted there already, or under it, or above it.
+    #[error("{0}: a filesystem is mounted there already")]
+    Busy(String),
+    /// Nothing is mounted there.
+    #[error("{0}: not mounted")]
+    NotMounted(String),
+    /// A mount point must be an absolute path outside the cgroup tree.
+    #[error("{0}: not a usable mount point (an absolute path outside /sys/fs/cgroup)")]
+    BadMountPoint(String),
+    /// The path is not under a mount.
+    #[error("{0}: no such file (not under a mount)")]
+    NotAFile(String),
+    /// The filesystem refused.
+    #[error("{path}: {source}")]
+    Vfs {
+        /// The path.
+        path: String,
+        /// Why.
+        source: VfsError,
+    },
+}
+
+impl MountError {
+    /// The errno a system call would return.
+    pub fn errno(&self) -> Errno {
+        match self {
+            MountError::Busy(_) => Errno::EBUSY,
+            MountError::NotMounted(_) | MountError::BadMountPoint(_) => Errno::EINVAL,
+            MountError::NotAFile(_) => Errno::ENOENT,
+            MountError::Vfs { source, .. } => source.errno(),
+        }
+    }
+}
+
+/// `dir` without trailing slashes.
+fn normalize(dir: &str) -> String {
+    let trimmed = dir.trim_end_matches('/');
+    if trimmed.is_empty() {
+        "/".to_owned()
+    } else {
+        trimmed.to_owned()
+    }
+}
+
+impl Sim {
+    /// Mounts a filesystem on `source` at `dir` (`mount`), its caches on
+    /// list_lrus of the simulation's design.
+    pub fn mount(&self, dir: &str, source: FsSource) -> Result<(), SimError> {
+        let dir = normalize(dir);
+        if !dir.starts_with('/')
+            || dir == "/"
+            || dir.starts_with("/sys/fs/cgroup")
+            || dir.starts_with("/proc")
+        {
+            return Err(MountError::BadMountPoint(dir).into());
+        }
+        let mut table = lock(&self.inner.mounts.table);
+        let overlaps = table.keys().any(|m| {
+            *m == dir || dir.starts_with(&format!("{m}/")) || m.starts_with(&format!("{dir}/"))
+        });
+        if overlaps {
+            return Err(MountError::Busy(dir).into());
+        }
+        let weak = Arc::downgrade(&self.inner);
+        let swap = Arc::new(move || weak.upgrade().map(|i| i.swap_space()).unwrap_or_default());
+        let sb = Superblock::mount(self.fs().tree(), source, self.inner.lru_design, swap).map_err(
+            |source| MountError::Vfs {
+                path: dir.clone(),
+                source,
+            },
+        )?;
+        table.insert(dir, sb);
+        Ok(())
+    }
+
+    /// Unmounts `dir` (`umount`): `EBUSY` while a file is open.
+    pub fn umount(&self, dir: &str) -> Result<(), SimError> {
+        let dir = normalize(dir);
+        let sb = lock(&self.inner.mounts.table)
+            .get(&dir)
+            .cloned()
+            .ok_or_else(|| MountError::NotMounted(dir.clone()))?;
+        sb.unmount().map_err(|source| MountError::Vfs {
+            path: dir.clone(),
+            source,
+        })?;
+        lock(&self.inner.mounts.table).remove(&dir);
+        Ok(())
+    }
+
+    /// The mounts, by mount point.
+    pub fn mounts(&self) -> Vec<(String, Arc<Superblock>)> {
+        lock(&self.inner.mounts.table)
+            .iter()
+            .map(|(d, sb)| (d.clone(), Arc::clone(sb)))
+            .collect()
+    }
+
+    /// The superblock a path is under, and the rest of the path (`""` for
+    /// the mount point itself).
+    pub fn resolve_file(&self, path: &str) -> Option<(Arc<Superblock>, String)> {
+        let path = normalize(path);
+        lock(&self.inner.mounts.table).iter().find_map(|(dir, sb)| {
+            if path == *dir {
+                return Some((Arc::clone(sb), String::new()));
+            }
+            let rest = path.strip_prefix(dir.as_str())?.strip_prefix('/')?;
+            Some((Arc::clone(sb), rest.to_owned()))
+        })
+    }
+
+    fn file(&self, path: &str) -> Result<(Arc<Superblock>, String), SimError> {
+        match self.resolve_file(path) {
+            Some((sb, name)) if !name.is_empty() => Ok((sb, name)),
+            _ => Err(MountError::NotAFile(path.to_owned()).into()),
+        }
+    }
+
+    /// Writes `data` as the whole content of the file at `path`, as a task
+    /// of `cgroup` would: page cache and slab are charged there.
+    pub fn write_file(&self, cgroup: &str, path: &str, data: &[u8]) -> Result<(), SimError> {
+        let memcg = self.fs().cgroup(cgroup)?.effective_memcg();
+        let (sb, name) = self.file(path)?;
+        sb.write(&memcg, &name, data).map_err(|source| {
+            MountError::Vfs {
+                path: path.to_owned(),
+                source,
+            }
+            .into()
+        })
+    }
+
+    /// Reads the whole file at `path` as a task of `cgroup` would.
+    pub fn read_file(&self, cgroup: &str, path: &str) -> Result<Vec<u8>, SimError> {
+        let memcg = self.fs().cgroup(cgroup)?.effective_memcg();
+        let (sb, name) = self.file(path)?;
+        sb.read(&memcg, &name).map_err(|source| {
+            MountError::Vfs {
+                path: path.to_owned(),
+                source,
+            }
+            .into()
+        })
+    }
+
+    /// Removes the file at `path`.
+    pub fn remove_file(&self, path: &str) -> Result<(), SimError> {
+        let (sb, name) = self.file(path)?;
+        sb.unlink(&name).map_err(|source| {
+            MountError::Vfs {
+                path: path.to_owned(),
+                source,
+            }
+            .into()
+        })
+    }
+
+    /// Writes every dirty page of every mount back (`sync`).
+    pub fn sync(&self) -> Result<u64, SimError> {
+        let mut written = 0;
+        for (dir, sb) in self.mounts() {
+            written += sb
+                .sync()
+                .map_err(|source| MountError::Vfs { path: dir, source })?;
+        }
+        Ok(written)
+    }
+
+    /// `echo MODE > /proc/sys/vm/drop_caches` (1, 2 or 3; else `EINVAL`):
+    /// returns (pages dropped, slab objects freed).
+    pub fn drop_caches(&self, mode: u32) -> Result<(u64, u64), Errno> {
+        if !(1..=3).contains(&mode) {
+            return Err(Errno::EINVAL);
+        }
+        let supers: Vec<Arc<Superblock>> = self.mounts().into_iter().map(|(_, sb)| sb).collect();
+        Ok(drop_caches(self.fs().tree(), &supers, mode))
+    }
+}
