@@ -1,0 +1,85 @@
+//! The filesystem verbs of `memcg sh` and `memcg workload readers`, end to
+//! end at a small scale.
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn memcg() -> Command {
+    Command::new(assert_cmd::cargo::cargo_bin!("memcg"))
+}
+
+#[test]
+fn sh_files_charge_the_cgroup_and_drop_caches_frees_them() {
+    let script = "mkdir /a\n\
+                  echo +memory > /cgroup.subtree_control\n\
+                  mount ram 64M /mnt\n\
+                  write /a /mnt/f 38893 --fill seq\n\
+                  sync\n\
+                  read /a /mnt/f\n\
+                  ls /mnt\n\
+                  cat /a/memory.current\n\
+                  echo 3 > /proc/sys/vm/drop_caches\n\
+                  echo 3 > /proc/sys/vm/drop_caches\n\
+                  cat /a/memory.current\n\
+                  cat /proc/sys/vm/drop_caches\n\
+                  echo 4 > /proc/sys/vm/drop_caches\n\
+                  rm /mnt/nope\n\
+                  umount /mnt\n";
+    let out = memcg()
+        .args(["sh", "--mem", "256M", "--charge-stock", "off"])
+        .write_stdin(script)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stdout, "/mnt/f: 38893 bytes\nf\t38893\n45056\n0\n",
+        "10 file pages and one of slab, then nothing; stderr: {stderr}"
+    );
+    assert!(
+        stderr.contains("drop_caches: Permission denied"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("Invalid argument"), "{stderr}");
+    assert!(
+        stderr.contains("cannot remove '/mnt/nope': No such file or directory"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn readers_workload_reports_every_design() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let out = memcg()
+        .args([
+            "workload",
+            "readers",
+            "--readers",
+            "40",
+            "--runs",
+            "2",
+            "--memcg-max",
+            "64M",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let results = report["results"].as_array().unwrap();
+    assert_eq!(results.len(), 4);
+    for r in results {
+        let runs = r["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 2);
+        let pin = !r["design"]["reparent_lru_folios"].as_bool().unwrap();
+        // Pinned page cache keeps every removed reader cgroup dying.
+        assert_eq!(runs[0]["dying_at_end"], if pin { 40 } else { 0 });
+        assert_eq!(runs[1]["dying_after_drop"], 0);
+    }
+}
