@@ -36,8 +36,8 @@ pub enum MountError {
     Vfs {
         /// The path.
         path: String,
-        /// Why.
-        source: VfsError,
+        /// Why (boxed: it is large and rare).
+        source: Box<VfsError>,
     },
 }
 
@@ -87,7 +87,7 @@ impl Sim {
         let sb = Superblock::mount(self.fs().tree(), source, self.inner.lru_design, swap).map_err(
             |source| MountError::Vfs {
                 path: dir.clone(),
-                source,
+                source: Box::new(source),
             },
         )?;
         table.insert(dir, sb);
@@ -103,7 +103,7 @@ impl Sim {
             .ok_or_else(|| MountError::NotMounted(dir.clone()))?;
         sb.unmount().map_err(|source| MountError::Vfs {
             path: dir.clone(),
-            source,
+            source: Box::new(source),
         })?;
         lock(&self.inner.mounts.table).remove(&dir);
         Ok(())
@@ -145,7 +145,7 @@ impl Sim {
         sb.write(&memcg, &name, data).map_err(|source| {
             MountError::Vfs {
                 path: path.to_owned(),
-                source,
+                source: Box::new(source),
             }
             .into()
         })
@@ -158,7 +158,7 @@ impl Sim {
         sb.read(&memcg, &name).map_err(|source| {
             MountError::Vfs {
                 path: path.to_owned(),
-                source,
+                source: Box::new(source),
             }
             .into()
         })
@@ -170,7 +170,7 @@ impl Sim {
         sb.unlink(&name).map_err(|source| {
             MountError::Vfs {
                 path: path.to_owned(),
-                source,
+                source: Box::new(source),
             }
             .into()
         })
@@ -180,9 +180,10 @@ impl Sim {
     pub fn sync(&self) -> Result<u64, SimError> {
         let mut written = 0;
         for (dir, sb) in self.mounts() {
-            written += sb
-                .sync()
-                .map_err(|source| MountError::Vfs { path: dir, source })?;
+            written += sb.sync().map_err(|source| MountError::Vfs {
+                path: dir,
+                source: Box::new(source),
+            })?;
         }
         Ok(written)
     }

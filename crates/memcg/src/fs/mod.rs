@@ -627,7 +627,7 @@ impl Superblock {
             .uncharge_slab(&file.objcg, FILE_BYTES, SlabKind::Unreclaimable);
         let mut ns = lock(&self.ns);
         ns.nr_open -= 1;
-        if !ns.dcache.get(&file.name).is_some_and(|d| d.ino == file.ino) {
+        if ns.dcache.get(&file.name).is_none_or(|d| d.ino != file.ino) {
             // Its file was removed while open.
             if let Some(dentry) = ns.unlinked.get_mut(&file.ino) {
                 dentry.count -= 1;
