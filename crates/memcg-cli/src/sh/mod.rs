@@ -125,11 +125,6 @@ const COMMANDS: &[Command] = &[
         run: cmd_alloc,
     },
     Command {
-        name: "mount",
-        usage: "mount [ram SIZE DIR | dir HOSTDIR DIR]",
-        run: files::cmd_mount,
-    },
-    Command {
         name: "umount",
         usage: "umount DIR",
         run: files::cmd_umount,
@@ -191,8 +186,11 @@ const COMMANDS: &[Command] = &[
     },
     Command {
         name: "mount",
-        usage: "mount -o remount[,memory_localevents][,memory_recursiveprot] [DEVICE] /sys/fs/cgroup",
-        run: cmd_mount,
+        usage: "mount [ram SIZE DIR | dir HOSTDIR DIR | -o remount[,memory_localevents][,memory_recursiveprot] [DEVICE] /sys/fs/cgroup]",
+        run: |sh, args| match args.first().map(String::as_str) {
+            Some("-o") => cmd_mount(sh, args),
+            _ => files::cmd_mount(sh, args),
+        },
     },
     Command {
         name: "exit",
