@@ -164,6 +164,23 @@ impl Sim {
         })
     }
 
+    /// Creates the file at `path` empty if it is missing, as a task of
+    /// `cgroup` would, and extends it to `size_bytes` with a hole
+    /// (`ftruncate`).
+    pub fn extend_file(&self, cgroup: &str, path: &str, size_bytes: u64) -> Result<(), SimError> {
+        let (sb, name) = self.file(path)?;
+        if sb.size_of(&name).is_err() {
+            self.write_file(cgroup, path, &[])?;
+        }
+        sb.extend(&name, size_bytes).map_err(|source| {
+            MountError::Vfs {
+                path: path.to_owned(),
+                source: Box::new(source),
+            }
+            .into()
+        })
+    }
+
     /// Removes the file at `path`.
     pub fn remove_file(&self, path: &str) -> Result<(), SimError> {
         let (sb, name) = self.file(path)?;

@@ -1,7 +1,8 @@
 //! Linux v6.14's memory cgroup selftests
-//! (tools/testing/selftests/cgroup/test_memcontrol.c) that need only
-//! anonymous memory and swap, run against the simulator through the
-//! cgroup v2 files.
+//! (tools/testing/selftests/cgroup/test_memcontrol.c) that need anonymous
+//! memory, swap and page cache, run against the simulator through the
+//! cgroup v2 files. The selftests' temporary files (`get_temp_fd`) are on
+//! a RAM disk mounted at `/tmp`.
 //!
 //! How the selftests' machinery maps onto [`Sim`]:
 //!
@@ -66,7 +67,37 @@ fn sim() -> Sim {
         .write("/cgroup.subtree_control", "+memory")
         .unwrap();
     sim.swapon_ram(512 << 20, None).unwrap();
+    // Where `get_temp_fd` makes its files (the selftest's working
+    // directory): a RAM disk; holes take no disk pages.
+    sim.mount(
+        "/tmp",
+        memcg::fs::FsSource::Ram {
+            size_bytes: 1 << 30,
+        },
+    )
+    .unwrap();
     sim
+}
+
+/// `get_temp_fd` (test_memcontrol.c): a new, empty file.
+fn get_temp_fd(sim: &Sim) -> String {
+    let path = proc_name("/tmp/memcg_test", "tmpfile").replace(':', "_");
+    let path = format!(
+        "/tmp/{}",
+        path.trim_start_matches("/tmp/").replace('/', "_")
+    );
+    sim.write_file("/", &path, &[]).unwrap();
+    path
+}
+
+/// `alloc_pagecache(fd, size)` (cgroup_util.c) run in `cgroup`: grows the
+/// file by `size` with `ftruncate` and reads it all, so every page not yet
+/// cached is brought in and charged to `cgroup`.
+fn alloc_pagecache(sim: &Sim, cgroup: &str, file: &str, size: i64) -> Result<(), SimError> {
+    let (sb, name) = sim.resolve_file(file).expect("a file under /tmp");
+    let st_size = sb.size_of(&name).unwrap_or(0);
+    sim.extend_file(cgroup, file, st_size + size as u64)?;
+    sim.read_file(cgroup, file).map(drop)
 }
 
 /// `has_localevents`: the `memory_localevents` mount option.
@@ -640,7 +671,7 @@ fn test_memcg_oom_group_score_events() {
 /// The hierarchy:
 ///
 /// ```text
-/// A       memory.min = 0,    memory.max = 200M
+/// A       memory.min = 0,    memory.max = 200M, memory.swap.max = 0
 /// A/B     memory.min = 50M
 /// A/B/C   memory.min = 75M,  memory.current = 50M
 /// A/B/D   memory.min = 25M,  memory.current = 50M
@@ -648,16 +679,12 @@ fn test_memcg_oom_group_score_events() {
 /// A/B/F   memory.min = 500M, memory.current = 0
 /// ```
 ///
-/// (or `memory.low`), then pressure from A/G; expected after it:
-/// A/B ~= 50M, A/B/C ~= 29M, A/B/D ~= 21M, A/B/E ~= 0, A/B/F = 0.
-///
-/// Substitution: the kernel's protected usages are page cache (each leaf
-/// process reads 50M of a shared file), reclaimable without swap, and the
-/// whole of A has `memory.swap.max` 0 so that A/G's anonymous pressure is
-/// itself unreclaimable. There is no page cache here, so the leaves hold
-/// 50M of anonymous memory each and may swap, while `memory.swap.max` 0 is
-/// set on A/G alone: the same split (protected usage reclaimable, the
-/// pressure not), with swap-out in place of dropping clean page cache.
+/// (or `memory.low`); the 50M are page cache of one shared file that each
+/// leaf grows by 50M and reads whole (`alloc_pagecache_50M_noexit`), so
+/// each leaf brings in its own 50M. Then A/G allocates 148M of anonymous
+/// memory, which cannot swap (A's `memory.swap.max` 0): the page cache is
+/// what gives way. Expected after it: A/B ~= 50M, A/B/C ~= 29M, A/B/D ~=
+/// 21M, A/B/E ~= 0, A/B/F = 0.
 fn test_memcg_protection(min: bool) {
     let sim = sim();
     let attribute = if min { "memory.min" } else { "memory.low" };
@@ -677,26 +704,25 @@ fn test_memcg_protection(min: bool) {
         cg_write(&sim, &parent[0], "memory.max", &MB(200).to_string()),
         0
     );
-    // The kernel: cg_write(parent[0], "memory.swap.max", "0"); see above.
+    assert_eq!(cg_write(&sim, &parent[0], "memory.swap.max", "0"), 0);
     cg_create(&sim, &parent[1]);
     assert_eq!(
         cg_write(&sim, &parent[1], "cgroup.subtree_control", "+memory"),
         0
     );
     cg_create(&sim, &parent[2]);
-    assert_eq!(cg_write(&sim, &parent[2], "memory.swap.max", "0"), 0);
 
+    let fd = get_temp_fd(&sim);
     let children: Vec<String> = (0..4)
         .map(|i| cg_name_indexed(&parent[1], "child_memcg", i))
         .collect();
-    let mut kept = Vec::new();
     for (i, child) in children.iter().enumerate() {
         cg_create(&sim, child);
         if i > 2 {
             continue;
         }
-        // alloc_pagecache_50M_noexit, as anonymous memory.
-        kept.push(cg_run_nowait_alloc_anon_noexit(&sim, child, MB(50)).unwrap());
+        // cg_run_nowait(children[i], alloc_pagecache_50M_noexit, fd)
+        alloc_pagecache(&sim, child, &fd, MB(50)).unwrap();
     }
 
     assert_eq!(
@@ -776,6 +802,79 @@ fn test_memcg_protection(min: bool) {
             assert_eq!(low, 0, "{child}: low");
         }
     }
+}
+
+/// `alloc_anon_50M_check` (test_memcontrol.c): 50M of anonymous memory;
+/// `memory.current` at least that and close to it, `anon` close to it.
+fn alloc_anon_50m_check(sim: &Sim, cgroup: &str) -> bool {
+    let size = MB(50);
+    cg_run_alloc(sim, cgroup, size, |cgroup| {
+        let current = cg_read_long(sim, cgroup, "memory.current");
+        if current < size || !values_close(size, current, 3) {
+            return false;
+        }
+        let anon = cg_read_key_long(sim, cgroup, "memory.stat", "anon ");
+        anon >= 0 && values_close(anon, current, 3)
+    })
+    .unwrap_or(false)
+}
+
+/// `alloc_pagecache_50M_check` (test_memcontrol.c): 50M of page cache of
+/// a new file; `memory.current` at least that, `file` close to it.
+fn alloc_pagecache_50m_check(sim: &Sim, cgroup: &str) -> bool {
+    let size = MB(50);
+    let fd = get_temp_fd(sim);
+    if alloc_pagecache(sim, cgroup, &fd, size).is_err() {
+        return false;
+    }
+    let current = cg_read_long(sim, cgroup, "memory.current");
+    if current < size {
+        return false;
+    }
+    let file = cg_read_key_long(sim, cgroup, "memory.stat", "file ");
+    // close(fd): the file was a temporary one.
+    sim.remove_file(&fd).unwrap();
+    file >= 0 && values_close(file, current, 10)
+}
+
+/// Port of `test_memcg_current_peak` (test_memcontrol.c, v6.14):
+/// `memory.current` and `memory.stat` after anonymous memory and after
+/// page cache, and `memory.peak` with its per-descriptor resets.
+#[test]
+fn test_memcg_current_peak() {
+    let sim = sim();
+    let memcg = cg_name("", "memcg_test");
+    cg_create(&sim, &memcg);
+    assert_eq!(cg_read_long(&sim, &memcg, "memory.current"), 0);
+    assert_eq!(cg_read_long(&sim, &memcg, "memory.peak"), 0);
+
+    assert!(alloc_anon_50m_check(&sim, &memcg));
+    assert!(cg_read_long(&sim, &memcg, "memory.peak") >= MB(50));
+
+    let mut peak_fd = cg_open(&sim, &memcg, "memory.peak");
+    let mut peak_fd2 = cg_open(&sim, &memcg, "memory.peak");
+    let mut peak_fd3 = cg_open(&sim, &memcg, "memory.peak");
+    // Any non-empty string resets; the selftest writes "reset\n\0".
+    let reset_string = "reset\n\0";
+    assert!(write_fd(&mut peak_fd, reset_string));
+    assert!(write_fd(&mut peak_fd2, reset_string));
+    assert!(write_fd(&mut peak_fd3, reset_string));
+    // A completely independent read is not affected by the fd-local resets.
+    assert!(cg_read_long(&sim, &memcg, "memory.peak") >= MB(50));
+    drop(peak_fd2);
+
+    let mut peak_fd4 = cg_open(&sim, &memcg, "memory.peak");
+    assert!(write_fd(&mut peak_fd4, reset_string));
+    let peak = cg_read_long_fd(&peak_fd);
+    assert!((0..=MB(30)).contains(&peak), "{peak}");
+
+    assert!(alloc_pagecache_50m_check(&sim, &memcg));
+    assert!(cg_read_long(&sim, &memcg, "memory.peak") >= MB(50));
+    // Everything is back to normal.
+    assert!(cg_read_long_fd(&peak_fd) >= MB(50));
+    assert!(cg_read_long_fd(&peak_fd4) >= MB(50));
+    drop(peak_fd3);
+    drop(peak_fd4);
 }
 
 /// Port of `test_memcg_min` (test_memcontrol.c, v6.14): `memory.min`

@@ -94,6 +94,12 @@ pub enum FsError {
         /// The name.
         name: String,
     },
+    /// A truncate that would shrink the file (not supported).
+    #[error("{name}: shrinking a file is not supported")]
+    Shrink {
+        /// The file.
+        name: String,
+    },
     /// Files are open (unmount).
     #[error("the filesystem is busy: {nr_open} files open")]
     Busy {
@@ -126,7 +132,7 @@ impl FsError {
         match self {
             FsError::NotFound { .. } => Errno::ENOENT,
             FsError::InvalidName { name } if name.len() > NAME_MAX => Errno::ENAMETOOLONG,
-            FsError::InvalidName { .. } => Errno::EINVAL,
+            FsError::InvalidName { .. } | FsError::Shrink { .. } => Errno::EINVAL,
             FsError::Busy { .. } => Errno::EBUSY,
             FsError::CacheFull { .. } | FsError::Charge(_) => Errno::ENOMEM,
             FsError::Filemap(e) => e.errno(),
@@ -407,6 +413,23 @@ impl Superblock {
         if let Some(meta) = lock(&self.ns).files.get_mut(&file.name) {
             meta.size_bytes = data.len() as u64;
         }
+        Ok(())
+    }
+
+    /// Extends `name` to `size_bytes` (`ftruncate` growing a file): the new
+    /// part is a hole, read as zeros. Shrinking is not supported
+    /// (`EINVAL`).
+    pub fn extend(&self, name: &str, size_bytes: u64) -> Result<(), FsError> {
+        let mut ns = lock(&self.ns);
+        let meta = ns.files.get_mut(name).ok_or_else(|| FsError::NotFound {
+            name: name.to_owned(),
+        })?;
+        if size_bytes < meta.size_bytes {
+            return Err(FsError::Shrink {
+                name: name.to_owned(),
+            });
+        }
+        meta.size_bytes = size_bytes;
         Ok(())
     }
 
