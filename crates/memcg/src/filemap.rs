@@ -365,6 +365,12 @@ impl AddressSpace {
                 return RmapOutcome::Referenced(folio, FolioRef::Activate);
             }
             pages = lock(&self.pages);
+            // Truncated while the lock was dropped: the folio is gone with
+            // its file.
+            match pages.slots.get(&folio.index()) {
+                Some(Slot::Folio(f)) if Arc::ptr_eq(f, &folio) => {}
+                _ => return RmapOutcome::Gone,
+            }
             // Re-dirtied, or taken, while the lock was dropped.
             if folio.is_dirty() || Arc::strong_count(&folio) > 2 {
                 return RmapOutcome::Busy(folio);

@@ -173,12 +173,6 @@ impl Folio {
         FolioMemcg(self.memcg.load())
     }
 
-    /// Moves the folio to `memcg` (LRU reparenting; the caller moves the
-    /// charge and holds both LRU locks).
-    pub(crate) fn set_memcg(&self, memcg: Arc<MemCgroup>) {
-        drop(self.memcg.swap(Some(memcg)));
-    }
-
     /// Reclaim's state of the folio.
     pub(crate) fn lru(&self) -> &FolioLru {
         &self.lru
@@ -186,32 +180,45 @@ impl Folio {
 
     /// Whether it holds data not yet written back (`folio_test_dirty`).
     pub fn is_dirty(&self) -> bool {
-        // Relaxed: set and cleared under the owning mapping's lock.
+        // Relaxed: set and cleared under the owning mapping's lock (and
+        // the bytes lock).
         self.dirty.load(Ordering::Relaxed)
     }
 
     /// Marks a page-cache folio written (`folio_mark_dirty`); true if it
     /// was clean. Counts `file_dirty`.
     pub fn mark_dirty(&self) -> bool {
-        // Relaxed: under the owning mapping's lock.
-        let was = self.dirty.swap(true, Ordering::Relaxed);
-        if !was {
-            self.memcg()
-                .mod_stat(MemcgStat::FileDirty, i64::from(self.nr));
-        }
-        !was
+        !self.set_dirty(true)
     }
 
     /// Clears the dirty mark for writeback (`folio_clear_dirty_for_io`);
     /// true if it was dirty.
     pub fn clear_dirty(&self) -> bool {
-        // Relaxed: under the owning mapping's lock.
-        let was = self.dirty.swap(false, Ordering::Relaxed);
-        if was {
-            self.memcg()
-                .mod_stat(MemcgStat::FileDirty, -i64::from(self.nr));
+        self.set_dirty(false)
+    }
+
+    /// Sets the dirty mark, counting the change in `file_dirty` of the
+    /// folio's memory cgroup; returns the old mark. Under the bytes lock,
+    /// so that LRU reparenting, which moves the folio and its `file_dirty`
+    /// under that lock too, sees either the old mark or the new one with
+    /// its count on the same side.
+    fn set_dirty(&self, dirty: bool) -> bool {
+        let _bytes = lock(&self.data);
+        // Relaxed: the bytes lock orders it.
+        let was = self.dirty.swap(dirty, Ordering::Relaxed);
+        if was != dirty {
+            let delta = if dirty { 1 } else { -1 } * i64::from(self.nr);
+            self.memcg().mod_stat(MemcgStat::FileDirty, delta);
         }
         was
+    }
+
+    /// Moves the folio to `memcg` (LRU reparenting; the caller holds both
+    /// LRU locks and moves the charge); returns whether it was dirty.
+    pub(crate) fn reparent_to(&self, memcg: Arc<MemCgroup>) -> bool {
+        let _bytes = lock(&self.data);
+        drop(self.memcg.swap(Some(memcg)));
+        self.is_dirty()
     }
 
     /// Its bytes (`nr * 4096`), locked.

@@ -630,7 +630,15 @@ impl MemCgroup {
         };
         let mut dying = lock(&self.dying_children);
         dying.retain(|w| w.strong_count() > 0);
-        out.extend(dying.iter().filter_map(Weak::upgrade));
+        // A child going offline is on both lists for a moment (pushed on
+        // the dying list before it leaves its cgroup): list it once.
+        let online: std::collections::HashSet<u64> = out.iter().map(|m| m.serial).collect();
+        out.extend(
+            dying
+                .iter()
+                .filter_map(Weak::upgrade)
+                .filter(|m| !online.contains(&m.serial)),
+        );
         out
     }
 
@@ -1761,6 +1769,20 @@ pub(crate) fn test_tree(nr_nodes: usize, max_ids: u32) -> CgroupTree {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_child_going_offline_is_listed_once_for_reclaim() {
+        let t = test_tree(1, 64);
+        let p = t.mkdir("/p").unwrap();
+        let c = t.mkdir("/p/c").unwrap();
+        // The moment in `offline_memcg` when the child is on its parent's
+        // dying list and still its cgroup's memory cgroup (a reclaim walk
+        // that listed it twice looped on the shared cursor forever).
+        lock(&p.dying_children).push(Arc::downgrade(&c));
+        let children = p.reclaim_children();
+        assert_eq!(children.len(), 1, "{children:?}");
+        lock(&p.dying_children).clear();
+    }
 
     #[test]
     fn a_memcg_charges_its_metadata_to_its_parent_until_released() {

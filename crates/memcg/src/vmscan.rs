@@ -576,6 +576,10 @@ pub(crate) fn reparent_lruvec(child: &MemCgroup, parent: &Arc<MemCgroup>) -> u64
     let mut from = lock(&child.lruvec().lists);
     let mut to = lock(&parent.lruvec().lists);
     let mut moved = Moved::default();
+    // Every moved folio is held until its charge has moved too: a folio
+    // freed in between would uncharge the parent for a page still charged
+    // to the child.
+    let mut held = Vec::new();
     for list in LruList::ALL {
         let entries = std::mem::take(&mut from[list as usize]);
         for entry in entries {
@@ -583,15 +587,17 @@ pub(crate) fn reparent_lruvec(child: &MemCgroup, parent: &Arc<MemCgroup>) -> u64
                 continue;
             };
             take_off(&folio, list);
-            folio.set_memcg(Arc::clone(parent));
+            let dirty = folio.reparent_to(Arc::clone(parent));
             let nr = link(&mut to, &folio, entry.rmap, list);
-            moved.add(list, &folio, nr);
+            moved.add(list, nr, dirty);
+            held.push(folio);
         }
     }
     child.lruvec().dead_entries.store(0, Ordering::Relaxed);
     moved.transfer(child, parent);
     drop(to);
     drop(from);
+    drop(held);
     moved.total()
 }
 
@@ -603,9 +609,9 @@ struct Moved {
 }
 
 impl Moved {
-    fn add(&mut self, list: LruList, folio: &Folio, nr: u64) {
+    fn add(&mut self, list: LruList, nr: u64, dirty: bool) {
         self.per_list[list as usize] += nr;
-        if folio.is_dirty() {
+        if dirty {
             self.dirty += nr;
         }
     }
@@ -1345,10 +1351,19 @@ pub(crate) fn all_memcgs(tree: &CgroupTree) -> Vec<Arc<MemCgroup>> {
 
 /// `target` and every memory cgroup below it, online or dying, parents
 /// before children.
+///
+/// Each memory cgroup appears once, even if it went offline (and moved
+/// from its parent's online children to its dying ones) during the walk:
+/// the shared reclaim cursor finds a position by serial, and a serial
+/// listed twice would send it back forever.
 fn subtree_pre(target: &Arc<MemCgroup>) -> Vec<Arc<MemCgroup>> {
     let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     let mut stack = vec![Arc::clone(target)];
     while let Some(m) = stack.pop() {
+        if !seen.insert(m.serial()) {
+            continue;
+        }
         let children = m.reclaim_children();
         stack.extend(children.into_iter().rev());
         out.push(m);

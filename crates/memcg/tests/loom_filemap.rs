@@ -58,7 +58,9 @@ fn reclaim_one(a: &MemCgroup) -> u64 {
     let (isolated, _) = vmscan::isolate_lru_folios(a, LruList::InactiveFile, 32);
     let mut evicted = 0;
     for (folio, rmap) in isolated {
-        let Some(owner) = rmap.upgrade() else { continue };
+        let Some(owner) = rmap.upgrade() else {
+            continue;
+        };
         match owner.reclaim(folio, &mut vmscan::folio_check_references) {
             RmapOutcome::Reclaimed { nr_pages } => evicted += nr_pages,
             // Kept: back on the list, as shrink_inactive_list does.
@@ -74,7 +76,11 @@ fn reclaim_one(a: &MemCgroup) -> u64 {
 /// The charges and lists agree with what the mapping holds.
 fn check_balance(a: &MemCgroup, mapping: &AddressSpace) {
     let cached = mapping.nr_folios();
-    assert_eq!(a.memory().usage(), cached, "one page charged per cached folio");
+    assert_eq!(
+        a.memory().usage(),
+        cached,
+        "one page charged per cached folio"
+    );
     assert_eq!(a.stat(MemcgStat::File) as u64, cached);
     let listed = a.lruvec().size(LruList::InactiveFile) + a.lruvec().size(LruList::ActiveFile);
     assert_eq!(listed, cached, "every cached folio is listed once");
@@ -93,12 +99,18 @@ fn a_write_racing_eviction_is_never_lost() {
         check_balance(&a, &mapping);
         let mut buf = vec![0; PAGE_BYTES];
         mapping.read(&a, 0, &mut buf).unwrap();
-        assert!(buf.iter().all(|&b| b == 2), "the write survived the eviction");
+        assert!(
+            buf.iter().all(|&b| b == 2),
+            "the write survived the eviction"
+        );
         mapping.truncate();
         assert_eq!(a.memory().usage(), 0);
         evicted
     });
-    assert!(outcomes.contains(&0), "kept (in use, or marked): {outcomes:?}");
+    assert!(
+        outcomes.contains(&0),
+        "kept (in use, or marked): {outcomes:?}"
+    );
     assert!(outcomes.contains(&1), "evicted first: {outcomes:?}");
 }
 
@@ -122,6 +134,9 @@ fn a_read_racing_eviction_gets_the_bytes_and_charges_balance() {
         assert_eq!(a.memory().usage(), 0);
         (evicted, refaults)
     });
-    assert!(outcomes.contains(&(1, 1)), "evicted, then refaulted: {outcomes:?}");
+    assert!(
+        outcomes.contains(&(1, 1)),
+        "evicted, then refaulted: {outcomes:?}"
+    );
     assert!(outcomes.iter().any(|&(e, _)| e == 0), "kept: {outcomes:?}");
 }

@@ -335,8 +335,7 @@ impl CgroupTree {
             }
             let reclaimed = {
                 let _stall = self.memstall(true);
-                self.reclaimer()
-                    .reclaim(&over, nr_pages, ReclaimOptions::default())
+                self.reclaim_memcg(&over, nr_pages, ReclaimOptions::default())
             };
             if over.memory().margin() >= nr_pages {
                 continue;
@@ -516,9 +515,7 @@ impl CgroupTree {
             }
             c.memory_event(MemcgEvent::High);
             let _stall = self.memstall(true);
-            nr_reclaimed += self
-                .reclaimer()
-                .reclaim(c, nr_pages, ReclaimOptions::default());
+            nr_reclaimed += self.reclaim_memcg(c, nr_pages, ReclaimOptions::default());
         }
         nr_reclaimed
     }
@@ -543,11 +540,7 @@ impl CgroupTree {
                 continue;
             }
             if reclaims > 0 {
-                if self
-                    .reclaimer()
-                    .reclaim(cg, usage - nr_pages, ReclaimOptions::default())
-                    == 0
-                {
+                if self.reclaim_memcg(cg, usage - nr_pages, ReclaimOptions::default()) == 0 {
                     reclaims -= 1;
                 }
                 continue;
@@ -580,7 +573,7 @@ impl CgroupTree {
         let mut reclaimed_total = 0;
         while reclaimed_total < nr_pages {
             let batch = (nr_pages - reclaimed_total) / 4;
-            let reclaimed = self.reclaimer().reclaim(cg, batch, opts);
+            let reclaimed = self.reclaim_memcg(cg, batch, opts);
             if reclaimed == 0 {
                 if retries == 0 {
                     return Err(Errno::EAGAIN);
@@ -608,11 +601,7 @@ impl CgroupTree {
                 drained = true;
                 continue;
             }
-            if self
-                .reclaimer()
-                .reclaim(cg, usage - nr_pages, ReclaimOptions::default())
-                == 0
-            {
+            if self.reclaim_memcg(cg, usage - nr_pages, ReclaimOptions::default()) == 0 {
                 if retries == 0 {
                     return;
                 }

@@ -3,8 +3,10 @@
 //! OOM killer (`mem_cgroup_out_of_memory`), and the tasks of a hierarchy
 //! (the cgroup core's css_set links, the simulator's job).
 //!
-//! A [`CgroupTree`] starts with null hooks ([`NoReclaim`], [`NoOomVictim`],
-//! [`NoTasks`]): nothing reclaimable, nobody to kill, no tasks. Installing
+//! A [`CgroupTree`] starts with the library's own reclaim with no swap
+//! device (`vmscan`: page cache, shrinkers; anonymous memory stays), and
+//! null hooks for the rest ([`NoOomVictim`], [`NoTasks`]): nobody to
+//! kill, no tasks. Installing
 //! a hook replaces it for every later call; a call in progress finishes
 //! with the hook it started with.
 //!
@@ -43,7 +45,7 @@ impl Default for ReclaimOptions {
 }
 
 /// Frees memory of a cgroup (`try_to_free_mem_cgroup_pages`). A tree
-/// without a reclaimer has nothing reclaimable.
+/// without one installed reclaims with `vmscan` and no swap space.
 pub trait MemcgReclaim: Send + Sync {
     /// Tries to free `nr_pages` charged to `cg`'s subtree; returns the
     /// pages freed. `nr_pages` may be below `SWAP_CLUSTER_MAX` (even 0 for
@@ -81,16 +83,6 @@ pub trait OomHandler: Send + Sync {
     }
 }
 
-/// No reclaim: nothing is reclaimable (the default until a reclaimer is
-/// installed).
-pub(crate) struct NoReclaim;
-
-impl MemcgReclaim for NoReclaim {
-    fn reclaim(&self, _: &Arc<MemCgroup>, _: u64, _: ReclaimOptions) -> u64 {
-        0
-    }
-}
-
 /// No OOM victim: there is never a task to kill (the default).
 pub(crate) struct NoOomVictim;
 
@@ -102,7 +94,8 @@ impl OomHandler for NoOomVictim {
 
 /// The tree's reclaim and OOM hooks, and its clock.
 pub(crate) struct Hooks {
-    reclaim: Arc<dyn MemcgReclaim>,
+    /// `None`: `vmscan` without swap.
+    reclaim: Option<Arc<dyn MemcgReclaim>>,
     oom: Arc<dyn OomHandler>,
     tasks: Arc<dyn TaskHooks>,
     clock: Arc<dyn Clock>,
@@ -111,7 +104,7 @@ pub(crate) struct Hooks {
 impl Default for Hooks {
     fn default() -> Self {
         Self {
-            reclaim: Arc::new(NoReclaim),
+            reclaim: None,
             oom: Arc::new(NoOomVictim),
             tasks: Arc::new(NoTasks),
             clock: Arc::new(RealClock::default()),
@@ -174,7 +167,7 @@ impl Drop for Memstall<'_> {
 impl CgroupTree {
     /// Installs the reclaim hook charging calls when a limit is hit.
     pub fn set_reclaimer(&self, reclaim: Arc<dyn MemcgReclaim>) {
-        lock(&self.shared.hooks).reclaim = reclaim;
+        lock(&self.shared.hooks).reclaim = Some(reclaim);
     }
 
     /// Installs the OOM hook.
@@ -198,8 +191,25 @@ impl CgroupTree {
         lock(&self.shared.hooks).tasks = tasks;
     }
 
-    pub(super) fn reclaimer(&self) -> Arc<dyn MemcgReclaim> {
-        Arc::clone(&lock(&self.shared.hooks).reclaim)
+    /// Reclaims `nr_pages` from `cg`'s subtree through the installed
+    /// reclaimer, or `vmscan` with no swap space when none is.
+    pub(super) fn reclaim_memcg(
+        &self,
+        cg: &Arc<MemCgroup>,
+        nr_pages: u64,
+        opts: ReclaimOptions,
+    ) -> u64 {
+        let installed = lock(&self.shared.hooks).reclaim.clone();
+        match installed {
+            Some(reclaimer) => reclaimer.reclaim(cg, nr_pages, opts),
+            None => crate::vmscan::try_to_free_mem_cgroup_pages(
+                self,
+                cg,
+                nr_pages,
+                &crate::vmscan::SwapSpace::default,
+                opts,
+            ),
+        }
     }
 
     pub(super) fn oom_handler(&self) -> Arc<dyn OomHandler> {

@@ -213,7 +213,12 @@ impl super::CgroupTree {
     /// mutex.
     pub(crate) fn reparent_objcgs(&self, child: &MemCgroup, parent: &Arc<MemCgroup>) {
         lock(&child.kmem.objcg).take();
+        // Both accounts locked (child, then parent) while the object
+        // cgroups switch: an uncharge through a switched object cgroup
+        // must find the parent's account already holding the child's
+        // pages.
         let mut from = lock(&child.kmem.acct);
+        let mut to = lock(&parent.kmem.acct);
         from.reparented = true;
         let objcgs = std::mem::take(&mut *lock(&child.kmem.objcg_list));
         let mut live = Vec::with_capacity(objcgs.len());
@@ -222,31 +227,27 @@ impl super::CgroupTree {
             live.push(Arc::downgrade(&objcg));
         }
         lock(&parent.kmem.objcg_list).extend(live);
-        let (reserve, pages) = (
-            std::mem::take(&mut from.reserve_bytes),
-            std::mem::take(&mut from.charged_pages),
-        );
+        let pages = std::mem::take(&mut from.charged_pages);
+        to.reserve_bytes += std::mem::take(&mut from.reserve_bytes);
+        to.charged_pages += pages;
         super::move_charge(child, parent, pages, ChargeKind::Kmem);
-        let surplus_pages = {
-            let mut to = lock(&parent.kmem.acct);
-            to.reserve_bytes += reserve;
-            to.charged_pages += pages;
-            // Two reserves together may hold whole pages: give them back.
-            let surplus = to.reserve_bytes / PAGE_SIZE;
-            to.reserve_bytes %= PAGE_SIZE;
-            to.charged_pages -= surplus;
-            surplus
-        };
+        // Two reserves together may hold whole pages: give them back.
+        let surplus_pages = to.reserve_bytes / PAGE_SIZE;
+        to.reserve_bytes %= PAGE_SIZE;
+        to.charged_pages -= surplus_pages;
+        drop(to);
+        drop(from);
         if surplus_pages > 0 {
             parent.uncharge_pages(surplus_pages, ChargeKind::Kmem);
         }
         for kind in [SlabKind::Reclaimable, SlabKind::Unreclaimable] {
             // Its offline descendants' slab moved here already: the
-            // hierarchical figure is all this cgroup's.
+            // hierarchical figure is all this cgroup's. (Moved as a
+            // difference, so an object freed through the parent
+            // meanwhile is counted right.)
             let bytes = child.stat(kind.stat());
             child.mod_stat(kind.stat(), -bytes);
             parent.mod_stat(kind.stat(), bytes);
         }
-        drop(from);
     }
 }
