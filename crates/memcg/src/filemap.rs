@@ -158,6 +158,15 @@ impl AddressSpace {
         lock(&self.pages).nr_folios
     }
 
+    /// Dirty folios cached.
+    pub fn nr_dirty(&self) -> u64 {
+        lock(&self.pages)
+            .slots
+            .values()
+            .filter(|slot| matches!(slot, Slot::Folio(f) if f.is_dirty()))
+            .count() as u64
+    }
+
     /// Shadow entries kept.
     pub fn nr_shadows(&self) -> u64 {
         let pages = lock(&self.pages);

@@ -145,7 +145,11 @@ impl World {
         let counts = self.sb.counts();
         let stat = |s| u64::try_from(root.stat(s)).unwrap();
         assert_eq!(stat(MemcgStat::File), counts.nr_cached_pages, "file pages");
-        assert_eq!(stat(MemcgStat::FileDirty) <= counts.nr_cached_pages, true);
+        assert_eq!(
+            stat(MemcgStat::FileDirty),
+            counts.nr_dirty_pages,
+            "dirty pages"
+        );
         assert_eq!(
             stat(MemcgStat::SlabReclaimable),
             counts.nr_dentries * DENTRY_BYTES + counts.nr_inodes * INODE_BYTES,

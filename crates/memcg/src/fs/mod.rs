@@ -254,6 +254,8 @@ pub struct SbCounts {
     pub nr_unused: u64,
     /// Page-cache folios of all cached inodes.
     pub nr_cached_pages: u64,
+    /// Of those, the dirty ones.
+    pub nr_dirty_pages: u64,
     /// RAM-disk pages in use (0 on a host directory).
     pub disk_pages: u64,
 }
@@ -346,6 +348,7 @@ impl Superblock {
             nr_unused: (self.dentry_lru.count_node(0).unwrap_or(0)
                 + self.inode_lru.count_node(0).unwrap_or(0)) as u64,
             nr_cached_pages: ns.icache.values().map(|i| i.mapping.nr_folios()).sum(),
+            nr_dirty_pages: ns.icache.values().map(|i| i.mapping.nr_dirty()).sum(),
             disk_pages: match &*self.disk {
                 Disk::Ram(ram) => ram.used_pages(),
                 Disk::Dir(_) => 0,
