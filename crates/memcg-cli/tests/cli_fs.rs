@@ -16,6 +16,7 @@ fn sh_files_charge_the_cgroup_and_drop_caches_frees_them() {
                   write /a /mnt/f 38893 --fill seq\n\
                   sync\n\
                   read /a /mnt/f\n\
+                  verify /mnt/f\n\
                   ls /mnt\n\
                   cat /a/memory.current\n\
                   echo 3 > /proc/sys/vm/drop_caches\n\
@@ -23,6 +24,7 @@ fn sh_files_charge_the_cgroup_and_drop_caches_frees_them() {
                   cat /a/memory.current\n\
                   cat /proc/sys/vm/drop_caches\n\
                   echo 4 > /proc/sys/vm/drop_caches\n\
+                  verify /mnt/f\n\
                   rm /mnt/nope\n\
                   umount /mnt\n";
     let out = memcg()

@@ -129,3 +129,35 @@ fn reclaim_drops_clean_cache_and_refaults_activate() {
     drop_caches(&t, std::slice::from_ref(&sb), 3);
     assert_eq!(a.memory().usage(), 0);
 }
+
+#[test]
+fn a_host_directory_holds_the_files_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("old"), b"kept from before the mount").unwrap();
+    let t = CgroupTree::default();
+    t.set_charge_stock(false);
+    let a = t.mkdir("/a").unwrap();
+    let sb = Superblock::mount(
+        &t,
+        FsSource::Dir(dir.path().to_owned()),
+        LruDesign::Split,
+        Arc::new(SwapSpace::default),
+    )
+    .unwrap();
+    assert_eq!(sb.read(&a, "old").unwrap(), b"kept from before the mount");
+    let data = pattern(3 * 4096 + 100, 9);
+    sb.write(&a, "new", &data).unwrap();
+    assert_eq!(sb.sync().unwrap(), 4);
+    assert_eq!(
+        std::fs::read(dir.path().join("new")).unwrap(),
+        data,
+        "on the host, trimmed to size"
+    );
+    drop_caches(&t, std::slice::from_ref(&sb), 1);
+    assert_eq!(sb.read(&a, "new").unwrap(), data, "read back from the host");
+    sb.unlink("new").unwrap();
+    assert!(!dir.path().join("new").exists());
+    sb.unmount().unwrap();
+    drop(sb);
+    assert_eq!(a.memory().usage(), 0);
+}

@@ -2,6 +2,7 @@
 //! `rm`, `sync`, and listing a mount with `ls`. Paths under a mount are
 //! files; every other path stays a cgroup path.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 use memcg::cgroupfs::memparse;
@@ -9,6 +10,11 @@ use memcg::fs::FsSource;
 use memcg_sim::fill::{FileFill, file_contents, stream};
 
 use super::{Failure, Shell};
+
+/// What `write` put in each file (its fill and size), by path: the bytes
+/// are regenerated from them to verify a file.
+#[derive(Default)]
+pub(super) struct Written(HashMap<String, (FileFill, usize)>);
 
 fn failed(verb: &str, path: &str, e: &memcg_sim::SimError) -> Failure {
     Failure {
@@ -48,7 +54,10 @@ pub(super) fn cmd_umount(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Fail
     let [dir] = args else {
         return Err(sh.usage("umount"));
     };
-    sh.sim.umount(dir).map_err(|e| failed("umount", dir, &e))
+    sh.sim.umount(dir).map_err(|e| failed("umount", dir, &e))?;
+    let prefix = format!("{}/", file_key(dir));
+    sh.files.0.retain(|path, _| !path.starts_with(&prefix));
+    Ok(())
 }
 
 /// `write CGROUP PATH SIZE [--fill zero|random|pattern|seq]`.
@@ -80,7 +89,50 @@ pub(super) fn cmd_write(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failu
     let data = file_contents(fill, stream(sh.sim.seed(), path), size);
     sh.sim
         .write_file(&cgroup, path, &data)
-        .map_err(|e| failed("write", path, &e))
+        .map_err(|e| failed("write", path, &e))?;
+    sh.files.0.insert(file_key(path), (fill, size));
+    Ok(())
+}
+
+/// A path as `Written` keys it.
+fn file_key(path: &str) -> String {
+    path.trim_end_matches('/').to_owned()
+}
+
+/// `verify PATH`: reads the file (as the root cgroup) and checks every
+/// byte against what `write` put there.
+pub(super) fn verify_file(sh: &mut Shell<'_>, path: &str) -> Result<(), Failure> {
+    let Some(&(fill, size)) = sh.files.0.get(&file_key(path)) else {
+        return Err(Failure {
+            message: format!("verify: {path}: not written by this shell: nothing to compare with"),
+            status: 1,
+        });
+    };
+    let got = sh
+        .sim
+        .read_file("/", path)
+        .map_err(|e| failed("verify", path, &e))?;
+    let want = file_contents(fill, stream(sh.sim.seed(), path), size);
+    if got.len() != want.len() {
+        return Err(Failure {
+            message: format!(
+                "verify: {path}: {} bytes, {} written",
+                got.len(),
+                want.len()
+            ),
+            status: 1,
+        });
+    }
+    match got.iter().zip(&want).position(|(a, b)| a != b) {
+        Some(at) => Err(Failure {
+            message: format!(
+                "verify: {path}: byte {at} differs: expected {:#04x}, found {:#04x}",
+                want[at], got[at]
+            ),
+            status: 1,
+        }),
+        None => Ok(()),
+    }
 }
 
 /// `read CGROUP PATH`: reads the whole file; prints its size.
@@ -103,6 +155,7 @@ pub(super) fn cmd_rm(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure>
     }
     let mut status = 0;
     for path in args {
+        sh.files.0.remove(&file_key(path));
         if let Err(e) = sh.sim.remove_file(path) {
             sh.report(&format!(
                 "rm: cannot remove '{path}': {}",

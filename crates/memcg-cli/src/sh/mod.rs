@@ -161,8 +161,11 @@ const COMMANDS: &[Command] = &[
     },
     Command {
         name: "verify",
-        usage: "verify NAME",
-        run: |sh, args| mapping_verb(sh, args, "verify", Sim::verify),
+        usage: "verify NAME|PATH  (a mapping, or a file under a mount)",
+        run: |sh, args| match args {
+            [path] if sh.sim.resolve_file(path).is_some() => files::verify_file(sh, path),
+            _ => mapping_verb(sh, args, "verify", Sim::verify),
+        },
     },
     Command {
         name: "free",
@@ -245,6 +248,8 @@ pub struct Shell<'a> {
     /// The current command's error messages go where its output goes.
     errors_to_output: bool,
     output: Output,
+    /// What `write` put in each file, so `verify` can check it.
+    files: files::Written,
 }
 
 impl<'a> Shell<'a> {
@@ -268,6 +273,7 @@ impl<'a> Shell<'a> {
             quiet_errors: false,
             errors_to_output: false,
             output: Output::Stdout,
+            files: files::Written::default(),
         }
     }
 
