@@ -361,18 +361,7 @@ impl Inner {
     /// The swap space the devices have now (`total_swap_pages` and
     /// `nr_swap_pages`: a device being swapped off counts no more).
     fn swap_space(&self) -> SwapSpace {
-        let (total_pages, used) = self
-            .swap
-            .swapfiles()
-            .iter()
-            .filter(|d| d.is_writable())
-            .fold((0, 0), |(t, u), d| {
-                (t + d.nr_pages() - 1, u + d.inuse_pages())
-            });
-        SwapSpace {
-            free_pages: total_pages.saturating_sub(used),
-            total_pages,
-        }
+        self.swap.swap_space()
     }
 
     /// Kills `task` (OOM or `cgroup.kill`): it leaves its cgroup and the

@@ -239,13 +239,20 @@ impl AddressSpace {
         index: u64,
         fill: bool,
     ) -> Result<Arc<Folio>, FilemapError> {
-        if let Some(Slot::Folio(folio)) = lock(&self.pages).slots.get(&index) {
-            return Ok(Arc::clone(folio));
-        }
+        let refaulting_workingset = match lock(&self.pages).slots.get(&index) {
+            Some(Slot::Folio(folio)) => return Ok(Arc::clone(folio)),
+            Some(Slot::Shadow(shadow)) => shadow.workingset(),
+            None => false,
+        };
         let folio = Folio::new_file(&self.tree, memcg, 1, index)?;
         {
             let mut bytes = folio.bytes();
             if fill {
+                // Reading back a page of the working set is a memory stall
+                // (`filemap_read_folio` on a `PG_workingset` folio).
+                let _stall = refaulting_workingset
+                    .then(|| self.tree.memstall(false))
+                    .flatten();
                 self.backing.read_page(index, &mut bytes)?;
             } else {
                 bytes.fill(0);
@@ -267,11 +274,11 @@ impl AddressSpace {
         pages.slots.insert(index, Slot::Folio(Arc::clone(&folio)));
         pages.nr_folios += 1;
         drop(pages);
-        let active = shadow.is_some_and(|shadow| {
+        if let Some(shadow) = shadow {
             let free = (self.swap)().free_pages;
-            workingset::workingset_refault(&self.tree, &folio, &shadow, free)
-        });
-        vmscan::folio_add_lru_file(&folio, self.rmap(), active);
+            workingset::workingset_refault(&self.tree, &folio, &shadow, free);
+        }
+        vmscan::folio_add_lru(&folio, self.rmap());
         Ok(folio)
     }
 

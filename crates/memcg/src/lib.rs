@@ -27,11 +27,11 @@
 //! | [`memcontrol`]   | mm/memcontrol.c, kernel/cgroup/cgroup.c | cgroups, memory cgroups, charges, swap accounting, events, hooks |
 //! | [`folio`]        | include/linux/mm_types.h (`struct folio`) | pages of real bytes that carry their charge |
 //! | [`list_lru`]     | mm/list_lru.c                          | per-cgroup per-node LRUs (split, legacy)       |
-//! | [`swap_state`]   | mm/swap_state.c, mm/page_io.c, mm/vmscan.c (split on swap-out) | swap cache, swap-out/in |
 //! | [`psi`]          | kernel/sched/psi.c                     | memory pressure stall information              |
 //! | [`shrinker`]     | mm/shrinker.c, mm/vmscan.c (shrink_slab) | shrinkers: caches that give objects back     |
 //! | [`vmscan`]       | mm/vmscan.c                            | per-memcg LRU lists, memory cgroup reclaim     |
 //! | [`workingset`]   | mm/workingset.c                        | shadow entries, refault distances              |
+//! | [`swap_state`]   | mm/swap_state.c, mm/page_io.c, mm/vmscan.c (split on swap-out) | swap cache, swap-out/in |
 //! | [`filemap`]      | mm/filemap.c, mm/truncate.c            | the page cache of a file, shadows, writeback   |
 //! | [`fs`]           | fs/dcache.c, fs/inode.c, fs/super.c, fs/drop_caches.c, drivers/block/brd.c | a filesystem: dentry/inode caches on list_lru, its shrinker, drop_caches |
 //! | [`cgroupfs`]     | mm/memcontrol.c, kernel/cgroup/cgroup.c (cftypes) | the cgroup v2 interface files |

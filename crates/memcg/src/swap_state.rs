@@ -31,6 +31,9 @@
 //!   fails the fault and leaves slot, data and accounting for a retry.
 //! - [`SwapSystem::swap_free`] drops a mapping's reference without a fault
 //!   (`free`/`munmap`).
+//! - A folio swapped out leaves a shadow (`workingset.rs`) under its entry
+//!   until a swap-in takes it (`workingset_refault`, which may send the
+//!   folio straight to the active list) or its slots are freed.
 //! - [`SwapSystem::swapoff`] stops allocation on a device and asks the
 //!   caller, who knows the mappings, to fault every slot back in; if one
 //!   cannot be (its cgroup is full) the device stays on.
@@ -62,6 +65,8 @@ use crate::swapfile::{
 };
 use crate::swapops::SwapEntry;
 use crate::sync::{Arc, Condvar, Mutex, MutexGuard, lock};
+use crate::vmscan::SwapSpace;
+use crate::workingset::{self, Shadow};
 
 /// Swap cache shards (each a lock and a map).
 const CACHE_SHARDS: usize = 64;
@@ -192,9 +197,13 @@ impl CacheSlot {
 /// One shard of the swap cache.
 type CacheShard = HashMap<SwapEntry, Arc<CacheSlot>>;
 
-/// The swap cache, keyed by a folio's first entry.
+/// The swap cache, keyed by a folio's first entry: folios being read or
+/// written, and the shadows of folios reclaim swapped out (what
+/// `__remove_mapping` leaves in the swap cache's xarray), until a swap-in
+/// takes them or the slots are freed.
 struct SwapCache {
     shards: Box<[Mutex<CacheShard>]>,
+    shadows: Box<[Mutex<HashMap<SwapEntry, Shadow>>]>,
 }
 
 impl SwapCache {
@@ -203,12 +212,33 @@ impl SwapCache {
             shards: (0..CACHE_SHARDS)
                 .map(|_| Mutex::new(HashMap::new()))
                 .collect(),
+            shadows: (0..CACHE_SHARDS)
+                .map(|_| Mutex::new(HashMap::new()))
+                .collect(),
         }
     }
 
-    fn shard(&self, entry: SwapEntry) -> MutexGuard<'_, HashMap<SwapEntry, Arc<CacheSlot>>> {
+    fn shard_index(entry: SwapEntry) -> usize {
         let h = entry.val().wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58;
-        lock(&self.shards[h as usize % CACHE_SHARDS])
+        h as usize % CACHE_SHARDS
+    }
+
+    fn shard(&self, entry: SwapEntry) -> MutexGuard<'_, HashMap<SwapEntry, Arc<CacheSlot>>> {
+        lock(&self.shards[Self::shard_index(entry)])
+    }
+
+    /// Keeps `shadow` for the folio swapped out at `entry`.
+    fn put_shadow(&self, entry: SwapEntry, shadow: Shadow) {
+        lock(&self.shadows[Self::shard_index(entry)]).insert(entry, shadow);
+    }
+
+    /// Takes the shadow left at `entry`, if any.
+    fn take_shadow(&self, entry: SwapEntry) -> Option<Shadow> {
+        lock(&self.shadows[Self::shard_index(entry)]).remove(&entry)
+    }
+
+    fn nr_shadows(&self) -> usize {
+        self.shadows.iter().map(|s| lock(s).len()).sum()
     }
 
     fn len(&self) -> usize {
@@ -234,6 +264,27 @@ impl SwapSystem {
             swapfiles: Swapfiles::default(),
             cache: SwapCache::new(),
         }
+    }
+
+    /// The swap space the devices have now (`total_swap_pages` and
+    /// `nr_swap_pages`: a device being swapped off counts no more).
+    pub fn swap_space(&self) -> SwapSpace {
+        let (total_pages, used) = self
+            .swapfiles
+            .iter()
+            .filter(|d| d.is_writable())
+            .fold((0, 0), |(t, u), d| {
+                (t + d.nr_pages() - 1, u + d.inuse_pages())
+            });
+        SwapSpace {
+            free_pages: total_pages.saturating_sub(used),
+            total_pages,
+        }
+    }
+
+    /// Shadows kept for swapped-out folios.
+    pub fn nr_shadows(&self) -> usize {
+        self.cache.nr_shadows()
     }
 
     /// The cgroup tree.
@@ -463,6 +514,9 @@ impl SwapSystem {
             VmEvent::Pswpout
         };
         folio.memcg().count_vm_event(event, u64::from(nr));
+        // Reclaimed: a shadow stays for refault detection.
+        self.cache
+            .put_shadow(entry, workingset::workingset_eviction(folio));
         // Written and out of the swap cache; its mapping's reference stays.
         debug_assert!(!self.cache.shard(entry).contains_key(&entry));
         debug_assert!(matches!(device.count(entry), Ok(1)));
@@ -665,6 +719,10 @@ impl SwapSystem {
         } else {
             VmEvent::Pswpin
         };
+        if let Some(shadow) = self.cache.take_shadow(entry) {
+            let free = self.swap_space().free_pages;
+            workingset::workingset_refault(&self.tree, &folio, &shadow, free);
+        }
         let charged = folio.memcg();
         if swapcached {
             charged.mod_stat(MemcgStat::Swapcached, i64::from(nr));
@@ -711,8 +769,9 @@ impl SwapSystem {
     }
 
     fn uncharge_freed(&self, entry: SwapEntry, nr: u32) {
-        // The slots are about to be freed: clear the owner record, uncharge
-        // its swap, unpin its id.
+        // The slots are about to be freed: their shadow goes, then clear the
+        // owner record, uncharge its swap, unpin its id.
+        self.cache.take_shadow(entry);
         self.tree
             .swap_uncharge(&self.swap_cgroup, entry, nr)
             .expect("a live entry has a swap_cgroup map");
@@ -910,6 +969,30 @@ mod tests {
         let f = Folio::new(tree, cg, nr).unwrap();
         f.bytes().fill(byte);
         Arc::new(f)
+    }
+
+    #[test]
+    fn a_swapped_out_folio_leaves_a_shadow_its_swap_in_refaults_on() {
+        let (tree, sys, cg) = system();
+        sys.swapon_ram("ram0", 4 << 20, None).unwrap();
+        let folio = filled(&tree, &cg, 1, 0x11);
+        let entry = sys.swap_out(&folio).unwrap();
+        drop(folio);
+        assert_eq!(sys.nr_shadows(), 1);
+        let back = sys.do_swap_page(entry, 1, &cg).unwrap();
+        assert_eq!(sys.nr_shadows(), 0, "taken by the swap-in");
+        // Nothing was evicted or activated since: distance 0, inside even
+        // an empty working set, so the folio goes back active.
+        assert_eq!(cg.stat(MemcgStat::WorkingsetRefaultAnon), 1);
+        assert_eq!(cg.stat(MemcgStat::WorkingsetActivateAnon), 1);
+        assert_eq!(cg.stat(MemcgStat::WorkingsetRestoreAnon), 0);
+        drop(back);
+        // A freed slot takes its shadow with it.
+        let folio = filled(&tree, &cg, 1, 0x22);
+        let entry = sys.swap_out(&folio).unwrap();
+        drop(folio);
+        sys.swap_free(entry, 1).unwrap();
+        assert_eq!(sys.nr_shadows(), 0);
     }
 
     #[test]

@@ -171,6 +171,9 @@ pub(crate) struct FolioLru {
     /// `PG_workingset`: it was on an active list (deactivated or evicted
     /// since); a refault of it is a `workingset_restore`.
     workingset: AtomicBool,
+    /// `PG_active` before the folio is on a list: set by
+    /// `workingset_refault`, so `folio_add_lru` puts it on the active list.
+    activate_on_add: AtomicBool,
 }
 
 impl Default for FolioLru {
@@ -181,6 +184,7 @@ impl Default for FolioLru {
             young: AtomicBool::new(false),
             referenced: AtomicBool::new(false),
             workingset: AtomicBool::new(false),
+            activate_on_add: AtomicBool::new(false),
         }
     }
 }
@@ -196,6 +200,13 @@ impl FolioLru {
     pub(crate) fn set_workingset(&self) {
         // Relaxed: a hint, as the page flag is.
         self.workingset.store(true, Ordering::Relaxed);
+    }
+
+    /// `folio_set_active` on a folio not yet on a list.
+    pub(crate) fn set_active(&self) {
+        // Relaxed: read by the same thread's `folio_add_lru`, or published
+        // with the folio by whatever hands it over.
+        self.activate_on_add.store(true, Ordering::Relaxed);
     }
 }
 
@@ -479,24 +490,17 @@ fn take_off(folio: &Folio, list: LruList) {
     debug_assert_eq!(was, list as u8, "entry and state disagree");
 }
 
-/// A new folio goes on its memory cgroup's LRU (`folio_add_lru`): a
-/// faulted anonymous folio on the inactive anon list, accessed once by the
-/// fault that mapped it. `rmap` is who reclaim asks to free it.
+/// A new folio goes on its memory cgroup's LRU (`folio_add_lru`): the
+/// active list if its refault said it belongs to the working set
+/// (`workingset_refault`), else the inactive one; a faulted anonymous
+/// folio accessed once by the fault that mapped it (page cache read with
+/// `read()` is not mapped). `rmap` is who reclaim asks to free it.
 pub fn folio_add_lru(folio: &Arc<Folio>, rmap: Weak<dyn Rmap>) {
+    let lru = folio.lru();
     // Relaxed: a hint read by reclaim; the list add below publishes it.
-    folio.lru().young.store(!folio.is_file(), Ordering::Relaxed);
-    folio_add_lru_list(folio, rmap, false);
-}
-
-/// A new page-cache folio goes on its memory cgroup's file LRU, active if
-/// its refault said it belongs to the working set (`PG_active` set by
-/// `workingset_refault` before `folio_add_lru`).
-pub fn folio_add_lru_file(folio: &Arc<Folio>, rmap: Weak<dyn Rmap>, active: bool) {
-    debug_assert!(folio.is_file());
-    folio_add_lru_list(folio, rmap, active);
-}
-
-fn folio_add_lru_list(folio: &Arc<Folio>, rmap: Weak<dyn Rmap>, active: bool) {
+    lru.young.store(!folio.is_file(), Ordering::Relaxed);
+    // Relaxed: see `FolioLru::set_active`.
+    let active = lru.activate_on_add.swap(false, Ordering::Relaxed);
     let memcg = folio.memcg();
     let list = LruList::of(folio.is_file(), active);
     memcg.lruvec().add(&memcg, folio, rmap, list);

@@ -18,10 +18,11 @@
 //! counts `workingset_refault_*`. Activations are what reclaim watches to
 //! decide that the active lists are too big (`prepare_scan_control`).
 //!
-//! Shadows of anonymous pages (kept in the swap cache by the kernel) are
-//! not modelled: the `_anon` counters stay 0, as do
-//! `workingset_nodereclaim` (no shadow-node shrinker: a mapping's shadows
-//! go with its file).
+//! Anonymous pages get the same treatment through the swap cache, which
+//! keeps a shadow per swapped-out folio until its slots are freed
+//! (`swap_state.rs`). `workingset_nodereclaim` stays 0: there is no
+//! shadow-node shrinker (a mapping's shadows go with its file, a swap
+//! slot's with the slot).
 //!
 //! Locking: none of its own. The clocks are relaxed atomics (a statistic
 //! whose exact interleaving does not matter); statistics are the memory
@@ -46,6 +47,14 @@ pub struct Shadow {
     workingset: bool,
 }
 
+impl Shadow {
+    /// Whether the evicted folio had been in the working set
+    /// (`PG_workingset`): reading it back is a memory stall.
+    pub fn workingset(&self) -> bool {
+        self.workingset
+    }
+}
+
 /// Advances the eviction clock of `memcg` and every ancestor by `nr_pages`
 /// (`workingset_age_nonresident`).
 fn age_nonresident(memcg: &MemCgroup, nr_pages: u64) {
@@ -57,8 +66,9 @@ fn age_nonresident(memcg: &MemCgroup, nr_pages: u64) {
     }
 }
 
-/// A folio is leaving the page cache by reclaim (`workingset_eviction`):
-/// ages its cgroup's clock and returns the shadow to keep.
+/// A folio is leaving the page cache or going to swap by reclaim
+/// (`workingset_eviction`): ages its cgroup's clock and returns the shadow
+/// to keep.
 pub fn workingset_eviction(folio: &Folio) -> Shadow {
     let memcg = folio.memcg();
     age_nonresident(&memcg, u64::from(folio.nr()));
@@ -76,10 +86,12 @@ pub fn workingset_activation(folio: &Folio) {
     age_nonresident(&folio.memcg(), u64::from(folio.nr()));
 }
 
-/// `workingset_test_recent` for a file page: whether the refault distance
-/// fits in the evicting cgroup's working set. `swap_free_pages` is the
-/// swap devices' free space (`get_nr_swap_pages`).
-fn test_recent(tree: &CgroupTree, shadow: &Shadow, swap_free_pages: u64) -> bool {
+/// `workingset_test_recent`: whether the refault distance fits in the
+/// evicting cgroup's working set: its active file list, plus for anon its
+/// inactive file list, plus, when it can swap, its active anon list (and
+/// for file its inactive anon list too). `swap_free_pages` is the swap
+/// devices' free space (`get_nr_swap_pages`).
+fn test_recent(tree: &CgroupTree, shadow: &Shadow, file: bool, swap_free_pages: u64) -> bool {
     let Some(memcg) = tree.lookup(shadow.memcg_id) else {
         return false;
     };
@@ -91,35 +103,58 @@ fn test_recent(tree: &CgroupTree, shadow: &Shadow, swap_free_pages: u64) -> bool
     let distance = now.wrapping_sub(shadow.eviction);
     let pages = |s| u64::try_from(memcg.stat(s)).unwrap_or(0);
     let mut workingset_size = pages(MemcgStat::ActiveFile);
+    if !file {
+        workingset_size += pages(MemcgStat::InactiveFile);
+    }
     if tree.nr_swap_pages(&memcg, swap_free_pages) > 0 {
-        workingset_size += pages(MemcgStat::ActiveAnon) + pages(MemcgStat::InactiveAnon);
+        workingset_size += pages(MemcgStat::ActiveAnon);
+        if file {
+            workingset_size += pages(MemcgStat::InactiveAnon);
+        }
     }
     distance <= workingset_size
 }
 
-/// A page-cache folio is coming back where `shadow` was
-/// (`workingset_refault`), charged to its new memory cgroup already.
-/// Counts the refault there; returns whether the folio goes on the active
-/// list (counting the activation, and the restore if it had been in the
-/// working set, which also makes reclaiming file look more costly).
+/// A folio is coming back where `shadow` was (`workingset_refault`), a
+/// page-cache read or a swap-in, charged to its new memory cgroup already
+/// and not yet on a list. Counts the refault there; if the distance fits
+/// in the working set, marks the folio to go on the active list (counting
+/// the activation, and the restore if it had been in the working set,
+/// which also makes reclaiming its type look more costly). Returns
+/// whether it did.
 pub fn workingset_refault(
     tree: &CgroupTree,
     folio: &Folio,
     shadow: &Shadow,
     swap_free_pages: u64,
 ) -> bool {
+    let file = folio.is_file();
     let memcg = folio.memcg();
     let nr = i64::from(folio.nr());
-    memcg.mod_stat(MemcgStat::WorkingsetRefaultFile, nr);
-    if !test_recent(tree, shadow, swap_free_pages) {
+    let (refault, activate, restore) = if file {
+        (
+            MemcgStat::WorkingsetRefaultFile,
+            MemcgStat::WorkingsetActivateFile,
+            MemcgStat::WorkingsetRestoreFile,
+        )
+    } else {
+        (
+            MemcgStat::WorkingsetRefaultAnon,
+            MemcgStat::WorkingsetActivateAnon,
+            MemcgStat::WorkingsetRestoreAnon,
+        )
+    };
+    memcg.mod_stat(refault, nr);
+    if !test_recent(tree, shadow, file, swap_free_pages) {
         return false;
     }
+    folio.lru().set_active();
     age_nonresident(&memcg, nr as u64);
-    memcg.mod_stat(MemcgStat::WorkingsetActivateFile, nr);
+    memcg.mod_stat(activate, nr);
     if shadow.workingset {
         folio.lru().set_workingset();
-        lru_note_cost(&memcg, true, nr as u64, 0);
-        memcg.mod_stat(MemcgStat::WorkingsetRestoreFile, nr);
+        lru_note_cost(&memcg, file, nr as u64, 0);
+        memcg.mod_stat(restore, nr);
     }
     true
 }
