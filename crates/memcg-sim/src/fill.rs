@@ -96,33 +96,99 @@ impl std::str::FromStr for FileFill {
     }
 }
 
-/// The `size` bytes of a file filled with `fill` from `stream`.
-pub fn file_contents(fill: FileFill, stream: u64, size: usize) -> Vec<u8> {
-    match fill {
-        FileFill::Seq => {
-            let mut out = Vec::with_capacity(size + 8);
-            let mut n = 1u64;
-            while out.len() < size {
-                out.extend_from_slice(format!("{n}\n").as_bytes());
-                n += 1;
-            }
-            out.truncate(size);
-            out
-        }
-        FileFill::Page(fill) => {
-            let mut out = vec![0; size.next_multiple_of(4096)];
-            for (page, buf) in out.chunks_exact_mut(4096).enumerate() {
-                fill_page(fill, stream, page as u64, buf);
-            }
-            out.truncate(size);
-            out
+/// The bytes of a file filled with `fill` from `stream`, produced in
+/// order and in pieces of any length, so that a large file is never held
+/// whole.
+#[derive(Debug, Clone)]
+pub struct FileBytes {
+    fill: FileFill,
+    stream: u64,
+    /// Bytes produced so far.
+    offset: u64,
+    /// `seq`: the next number, and what is left of the current line.
+    next_line: u64,
+    line: Vec<u8>,
+    /// A page fill's current page.
+    page: Vec<u8>,
+}
+
+impl FileBytes {
+    /// The bytes from the start of the file.
+    pub fn new(fill: FileFill, stream: u64) -> Self {
+        Self {
+            fill,
+            stream,
+            offset: 0,
+            next_line: 1,
+            line: Vec::new(),
+            page: Vec::new(),
         }
     }
+
+    /// Fills `buf` with the next `buf.len()` bytes.
+    pub fn next_into(&mut self, buf: &mut [u8]) {
+        match self.fill {
+            FileFill::Seq => {
+                let mut done = 0;
+                while done < buf.len() {
+                    if self.line.is_empty() {
+                        self.line = format!("{}\n", self.next_line).into_bytes();
+                        self.line.reverse();
+                        self.next_line += 1;
+                    }
+                    while done < buf.len() {
+                        let Some(b) = self.line.pop() else { break };
+                        buf[done] = b;
+                        done += 1;
+                    }
+                }
+            }
+            FileFill::Page(fill) => {
+                for b in buf.iter_mut() {
+                    let in_page = (self.offset % 4096) as usize;
+                    if in_page == 0 || self.page.is_empty() {
+                        self.page.resize(4096, 0);
+                        fill_page(fill, self.stream, self.offset / 4096, &mut self.page);
+                    }
+                    *b = self.page[in_page];
+                    self.offset += 1;
+                }
+                return;
+            }
+        }
+        self.offset += buf.len() as u64;
+    }
+}
+
+/// The `size` bytes of a file filled with `fill` from `stream`.
+pub fn file_contents(fill: FileFill, stream: u64, size: usize) -> Vec<u8> {
+    let mut out = vec![0; size];
+    FileBytes::new(fill, stream).next_into(&mut out);
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn file_bytes_in_pieces_equal_the_whole() {
+        for fill in [
+            FileFill::Seq,
+            FileFill::Page(Fill::Pattern),
+            FileFill::Page(Fill::Random),
+        ] {
+            let whole = file_contents(fill, 9, 20000);
+            let mut bytes = FileBytes::new(fill, 9);
+            let mut pieces = Vec::new();
+            for len in [1, 7, 4096, 5000, 10896] {
+                let mut buf = vec![0; len];
+                bytes.next_into(&mut buf);
+                pieces.extend(buf);
+            }
+            assert_eq!(pieces, whole, "{fill:?}");
+        }
+    }
 
     #[test]
     fn seq_8000_is_seed_002s_file() {

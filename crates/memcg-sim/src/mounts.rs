@@ -20,7 +20,7 @@ pub(crate) struct Mounts {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MountError {
     /// Something is mounted there already, or under it, or above it.
-    #[error("{0}: a filesystem is mounted there already")]
+    #[error("{0}: a filesystem is mounted there, above it or below it")]
     Busy(String),
     /// Nothing is mounted there.
     #[error("{0}: not mounted")]
@@ -143,6 +143,46 @@ impl Sim {
         let memcg = self.fs().cgroup(cgroup)?.effective_memcg();
         let (sb, name) = self.file(path)?;
         sb.write(&memcg, &name, data).map_err(|source| {
+            MountError::Vfs {
+                path: path.to_owned(),
+                source: Box::new(source),
+            }
+            .into()
+        })
+    }
+
+    /// Writes `size_bytes` as the whole content of the file at `path`, as a
+    /// task of `cgroup` would, asking `produce` for the bytes in order.
+    pub fn write_file_with(
+        &self,
+        cgroup: &str,
+        path: &str,
+        size_bytes: u64,
+        produce: impl FnMut(&mut [u8]),
+    ) -> Result<(), SimError> {
+        let memcg = self.fs().cgroup(cgroup)?.effective_memcg();
+        let (sb, name) = self.file(path)?;
+        sb.write_with(&memcg, &name, size_bytes, produce)
+            .map_err(|source| {
+                MountError::Vfs {
+                    path: path.to_owned(),
+                    source: Box::new(source),
+                }
+                .into()
+            })
+    }
+
+    /// Reads the whole file at `path` as a task of `cgroup` would, handing
+    /// it to `sink` in order; returns its size.
+    pub fn read_file_with(
+        &self,
+        cgroup: &str,
+        path: &str,
+        sink: impl FnMut(&[u8]),
+    ) -> Result<u64, SimError> {
+        let memcg = self.fs().cgroup(cgroup)?.effective_memcg();
+        let (sb, name) = self.file(path)?;
+        sb.read_with(&memcg, &name, sink).map_err(|source| {
             MountError::Vfs {
                 path: path.to_owned(),
                 source: Box::new(source),

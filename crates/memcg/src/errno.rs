@@ -40,6 +40,8 @@ pub enum Errno {
     EISDIR = 21,
     /// Invalid argument.
     EINVAL = 22,
+    /// File too large.
+    EFBIG = 27,
     /// No space left on device.
     ENOSPC = 28,
     /// Numerical result out of range.
@@ -74,6 +76,7 @@ impl Errno {
             Errno::ENOTDIR => "ENOTDIR",
             Errno::EISDIR => "EISDIR",
             Errno::EINVAL => "EINVAL",
+            Errno::EFBIG => "EFBIG",
             Errno::ENOSPC => "ENOSPC",
             Errno::ERANGE => "ERANGE",
             Errno::ENAMETOOLONG => "ENAMETOOLONG",
@@ -99,6 +102,7 @@ impl Errno {
             Errno::ENOTDIR => "Not a directory",
             Errno::EISDIR => "Is a directory",
             Errno::EINVAL => "Invalid argument",
+            Errno::EFBIG => "File too large",
             Errno::ENOSPC => "No space left on device",
             Errno::ERANGE => "Numerical result out of range",
             Errno::ENAMETOOLONG => "File name too long",

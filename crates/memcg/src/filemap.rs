@@ -100,6 +100,9 @@ pub trait Backing: Send + Sync {
     fn read_page(&self, index: u64, buf: &mut [u8]) -> Result<(), BackingError>;
     /// Writes one page at `index`.
     fn write_page(&self, index: u64, buf: &[u8]) -> Result<(), BackingError>;
+    /// Cuts the file to `size_bytes`: pages beyond go, the last page's
+    /// tail reads as zeros.
+    fn truncate(&self, size_bytes: u64) -> Result<(), BackingError>;
 }
 
 /// What an index of the cache holds.
@@ -359,6 +362,36 @@ impl AddressSpace {
                 folio.clear_dirty();
             }
         }
+    }
+
+    /// Cuts the file to `size_bytes` (`truncate_setsize` shrinking a
+    /// file): cached pages and shadows beyond go, the tail of a cached last
+    /// page is zeroed, and the backing store is cut too.
+    pub fn truncate_to(&self, size_bytes: u64) -> Result<(), FilemapError> {
+        let first_gone = size_bytes.div_ceil(PAGE_SIZE);
+        let dropped: Vec<Slot> = {
+            let mut pages = lock(&self.pages);
+            let gone = pages.slots.split_off(&first_gone);
+            let nr = gone
+                .values()
+                .filter(|s| matches!(s, Slot::Folio(_)))
+                .count() as u64;
+            pages.nr_folios -= nr;
+            let in_page = (size_bytes % PAGE_SIZE) as usize;
+            if in_page > 0
+                && let Some(Slot::Folio(last)) = pages.slots.get(&(size_bytes / PAGE_SIZE))
+            {
+                last.bytes()[in_page..PAGE_BYTES].fill(0);
+            }
+            gone.into_values().collect()
+        };
+        for slot in dropped {
+            if let Slot::Folio(folio) = slot {
+                folio.clear_dirty();
+            }
+        }
+        self.backing.truncate(size_bytes)?;
+        Ok(())
     }
 
     /// The folio at `index`, if cached (for tests and checks).

@@ -7,20 +7,33 @@ use std::path::PathBuf;
 
 use memcg::cgroupfs::memparse;
 use memcg::fs::FsSource;
-use memcg_sim::fill::{FileFill, file_contents, stream};
+use memcg_sim::fill::{FileBytes, FileFill, stream};
 
 use super::{Failure, Shell};
 
 /// What `write` put in each file (its fill and size), by path: the bytes
 /// are regenerated from them to verify a file.
 #[derive(Default)]
-pub(super) struct Written(HashMap<String, (FileFill, usize)>);
+pub(super) struct Written(HashMap<String, (FileFill, u64)>);
 
 fn failed(verb: &str, path: &str, e: &memcg_sim::SimError) -> Failure {
-    Failure {
-        message: format!("{verb}: {path}: {e}"),
-        status: 1,
-    }
+    use memcg::fs::FsError;
+    use memcg_sim::{MountError, SimError};
+    let message = match e {
+        // What coreutils would print, unless only our words say why.
+        SimError::Mount(MountError::Vfs { source, .. })
+            if !matches!(
+                **source,
+                FsError::InvalidName { .. } | FsError::TooLarge { .. }
+            ) =>
+        {
+            format!("{verb}: {path}: {}", e.errno().message())
+        }
+        // Mount errors name their path already.
+        SimError::Mount(_) => format!("{verb}: {e}"),
+        _ => format!("{verb}: {path}: {e}"),
+    };
+    Failure { message, status: 1 }
 }
 
 /// `mount ram SIZE DIR` | `mount dir HOSTDIR DIR`; no arguments: the table.
@@ -74,24 +87,23 @@ pub(super) fn cmd_write(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failu
     let Ok(size_bytes) = memparse(size) else {
         return Err(sh.usage("write"));
     };
-    let Ok(size) = usize::try_from(size_bytes) else {
-        return Err(sh.usage("write"));
-    };
-    // Bounded by the machine: a file bigger than its memory cannot be
-    // built in host memory first.
-    if size_bytes > sh.sim.fs().tree().machine_pages() * 4096 {
-        return Err(Failure {
-            message: format!("write: {path}: File too large (larger than the machine's memory)"),
-            status: 1,
-        });
-    }
     let cgroup = sh.resolve(cgroup);
-    let data = file_contents(fill, stream(sh.sim.seed(), path), size);
-    sh.sim
-        .write_file(&cgroup, path, &data)
-        .map_err(|e| failed("write", path, &e))?;
-    sh.files.0.insert(file_key(path), (fill, size));
-    Ok(())
+    // Streamed: the file is never held whole outside the page cache.
+    let mut bytes = FileBytes::new(fill, stream(sh.sim.seed(), path));
+    let written = sh
+        .sim
+        .write_file_with(&cgroup, path, size_bytes, |chunk| bytes.next_into(chunk));
+    match written {
+        Ok(()) => {
+            sh.files.0.insert(file_key(path), (fill, size_bytes));
+            Ok(())
+        }
+        Err(e) => {
+            // What it holds now is not known: nothing to verify against.
+            sh.files.0.remove(&file_key(path));
+            Err(failed("write", path, &e))
+        }
+    }
 }
 
 /// A path as `Written` keys it.
@@ -108,26 +120,34 @@ pub(super) fn verify_file(sh: &mut Shell<'_>, path: &str) -> Result<(), Failure>
             status: 1,
         });
     };
-    let got = sh
+    // Streamed, chunk against regenerated chunk.
+    let mut want = FileBytes::new(fill, stream(sh.sim.seed(), path));
+    let mut expected = Vec::new();
+    let mut offset = 0u64;
+    let mut first_difference = None;
+    let got_size = sh
         .sim
-        .read_file("/", path)
+        .read_file_with("/", path, |chunk| {
+            expected.resize(chunk.len(), 0);
+            want.next_into(&mut expected);
+            if first_difference.is_none()
+                && let Some(i) = chunk.iter().zip(&expected).position(|(a, b)| a != b)
+            {
+                first_difference = Some((offset + i as u64, expected[i], chunk[i]));
+            }
+            offset += chunk.len() as u64;
+        })
         .map_err(|e| failed("verify", path, &e))?;
-    let want = file_contents(fill, stream(sh.sim.seed(), path), size);
-    if got.len() != want.len() {
+    if got_size != size {
         return Err(Failure {
-            message: format!(
-                "verify: {path}: {} bytes, {} written",
-                got.len(),
-                want.len()
-            ),
+            message: format!("verify: {path}: {got_size} bytes, {size} written"),
             status: 1,
         });
     }
-    match got.iter().zip(&want).position(|(a, b)| a != b) {
-        Some(at) => Err(Failure {
+    match first_difference {
+        Some((at, want, found)) => Err(Failure {
             message: format!(
-                "verify: {path}: byte {at} differs: expected {:#04x}, found {:#04x}",
-                want[at], got[at]
+                "verify: {path}: byte {at} differs: expected {want:#04x}, found {found:#04x}"
             ),
             status: 1,
         }),
@@ -141,11 +161,11 @@ pub(super) fn cmd_read(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failur
         return Err(sh.usage("read"));
     };
     let cgroup = sh.resolve(cgroup);
-    let data = sh
+    let size = sh
         .sim
-        .read_file(&cgroup, path)
+        .read_file_with(&cgroup, path, |_| {})
         .map_err(|e| failed("read", path, &e))?;
-    sh.print(&format!("{path}: {} bytes\n", data.len()))
+    sh.print(&format!("{path}: {size} bytes\n"))
 }
 
 /// `rm PATH...`.

@@ -97,6 +97,15 @@ impl Disk {
         })
     }
 
+    /// Pages the disk can hold (`None`: a host directory, as big as the
+    /// host's filesystem).
+    pub(crate) fn capacity_pages(&self) -> Option<u64> {
+        match self {
+            Disk::Ram(ram) => Some(ram.size_pages),
+            Disk::Dir(_) => None,
+        }
+    }
+
     /// Removes file `ino`'s stored bytes.
     pub(crate) fn remove(&self, ino: u64, name: &str) -> Result<(), BackingError> {
         match self {
@@ -153,6 +162,28 @@ impl Backing for RamFile {
         pages.insert((self.ino, index), page);
         Ok(())
     }
+
+    fn truncate(&self, size_bytes: u64) -> Result<(), BackingError> {
+        let ram = self.ram();
+        let first_gone = size_bytes.div_ceil(PAGE_SIZE);
+        let freed: Vec<PageBuf> = {
+            let mut pages = lock(&ram.pages);
+            let keys: Vec<_> = pages
+                .keys()
+                .filter(|(ino, index)| *ino == self.ino && *index >= first_gone)
+                .copied()
+                .collect();
+            let in_page = (size_bytes % PAGE_SIZE) as usize;
+            if in_page > 0
+                && let Some(last) = pages.get_mut(&(self.ino, size_bytes / PAGE_SIZE))
+            {
+                last[in_page..PAGE_BYTES].fill(0);
+            }
+            keys.into_iter().filter_map(|k| pages.remove(&k)).collect()
+        };
+        ram.release(freed);
+        Ok(())
+    }
 }
 
 /// One file in a host directory.
@@ -181,6 +212,12 @@ impl Backing for HostFile {
     fn write_page(&self, index: u64, buf: &[u8]) -> Result<(), BackingError> {
         self.file
             .write_all_at(buf, index * PAGE_SIZE)
+            .map_err(|e| BackingError::Io(e.kind()))
+    }
+
+    fn truncate(&self, size_bytes: u64) -> Result<(), BackingError> {
+        self.file
+            .set_len(size_bytes)
             .map_err(|e| BackingError::Io(e.kind()))
     }
 }

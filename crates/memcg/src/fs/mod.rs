@@ -74,6 +74,8 @@ pub const INODE_BYTES: u64 = 1024;
 pub const FILE_BYTES: u64 = 256;
 /// The longest file name (`NAME_MAX`).
 pub const NAME_MAX: usize = 255;
+/// The most a read or write moves per step.
+pub const IO_CHUNK_BYTES: usize = 64 << 10;
 /// Objects per superblock shrinker scan (`s_shrink->batch`).
 const SB_SHRINK_BATCH: u64 = 1024;
 /// Dentries and inodes a superblock can cache at once (list_lru items).
@@ -93,6 +95,14 @@ pub enum FsError {
     InvalidName {
         /// The name.
         name: String,
+    },
+    /// A file too large to read into memory at once.
+    #[error("{name}: {size_bytes} bytes is more than the machine's memory")]
+    TooLarge {
+        /// The file.
+        name: String,
+        /// Its size.
+        size_bytes: u64,
     },
     /// A truncate that would shrink the file (not supported).
     #[error("{name}: shrinking a file is not supported")]
@@ -134,6 +144,7 @@ impl FsError {
             FsError::InvalidName { name } if name.len() > NAME_MAX => Errno::ENAMETOOLONG,
             FsError::InvalidName { .. } | FsError::Shrink { .. } => Errno::EINVAL,
             FsError::Busy { .. } => Errno::EBUSY,
+            FsError::TooLarge { .. } => Errno::EFBIG,
             FsError::CacheFull { .. } | FsError::Charge(_) => Errno::ENOMEM,
             FsError::Filemap(e) => e.errno(),
         }
@@ -378,43 +389,113 @@ impl Superblock {
 
     /// Reads the whole file `name` as a task of `memcg` would (open, read,
     /// close): the dentry, inode and open file are charged to `memcg` if
-    /// not cached, and so are missing pages.
+    /// not cached, and so are missing pages. A file larger than the
+    /// machine's memory is refused (`EFBIG`: its bytes could not be held);
+    /// [`Superblock::read_with`] streams any size.
     pub fn read(&self, memcg: &Arc<MemCgroup>, name: &str) -> Result<Vec<u8>, FsError> {
+        let size = self.size_of(name)?;
+        let limit = self.tree.machine_pages() * crate::mm_types::PAGE_SIZE;
+        if size > limit {
+            return Err(FsError::TooLarge {
+                name: name.to_owned(),
+                size_bytes: size,
+            });
+        }
+        let mut out = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        self.read_with(memcg, name, |chunk| out.extend_from_slice(chunk))?;
+        Ok(out)
+    }
+
+    /// Reads the whole file `name` as [`Superblock::read`] does, handing
+    /// it to `sink` in chunks of at most [`IO_CHUNK_BYTES`] in order;
+    /// returns its size.
+    pub fn read_with(
+        &self,
+        memcg: &Arc<MemCgroup>,
+        name: &str,
+        mut sink: impl FnMut(&[u8]),
+    ) -> Result<u64, FsError> {
         let file = self.open(memcg, name, false)?;
         let size = self.size_of(name).unwrap_or(0);
-        let mut buf = vec![0; usize::try_from(size).unwrap_or(usize::MAX)];
-        let result = file.mapping.read(memcg, 0, &mut buf);
+        let mut buf = vec![0; IO_CHUNK_BYTES.min(usize::try_from(size).unwrap_or(usize::MAX))];
+        let mut offset = 0;
+        let result = loop {
+            let len = (size - offset).min(buf.len() as u64) as usize;
+            if len == 0 {
+                break Ok(size);
+            }
+            if let Err(e) = file.mapping.read(memcg, offset, &mut buf[..len]) {
+                break Err(e.into());
+            }
+            sink(&buf[..len]);
+            offset += len as u64;
+        };
         self.close(file);
-        result?;
-        Ok(buf)
+        result
     }
 
     /// Writes `data` as the whole new content of `name` (created if
     /// missing), as a task of `memcg` would: through the page cache, the
     /// pages left dirty for [`Superblock::sync`] or reclaim.
     pub fn write(&self, memcg: &Arc<MemCgroup>, name: &str, data: &[u8]) -> Result<(), FsError> {
+        let mut rest = data;
+        self.write_with(memcg, name, data.len() as u64, |chunk| {
+            let (head, tail) = rest.split_at(chunk.len());
+            chunk.copy_from_slice(head);
+            rest = tail;
+        })
+    }
+
+    /// Writes `size_bytes` as the whole new content of `name`, asking
+    /// `produce` for it in order, chunk by chunk (at most
+    /// [`IO_CHUNK_BYTES`]), so no copy of a large file is held.
+    pub fn write_with(
+        &self,
+        memcg: &Arc<MemCgroup>,
+        name: &str,
+        size_bytes: u64,
+        mut produce: impl FnMut(&mut [u8]),
+    ) -> Result<(), FsError> {
         let file = self.open(memcg, name, true)?;
-        let result = self.write_open(&file, memcg, data);
+        let result = (|| {
+            let old_size = self.size_of(&file.name).unwrap_or(0);
+            self.reserve_space(old_size, size_bytes)?;
+            let mut buf =
+                vec![0; IO_CHUNK_BYTES.min(usize::try_from(size_bytes).unwrap_or(usize::MAX))];
+            let mut offset = 0;
+            while offset < size_bytes {
+                let len = (size_bytes - offset).min(buf.len() as u64) as usize;
+                produce(&mut buf[..len]);
+                file.mapping.write(memcg, offset, &buf[..len])?;
+                offset += len as u64;
+            }
+            if size_bytes < old_size {
+                file.mapping.truncate_to(size_bytes)?;
+            }
+            if let Some(meta) = lock(&self.ns).files.get_mut(&file.name) {
+                meta.size_bytes = size_bytes;
+            }
+            Ok(())
+        })();
         self.close(file);
         result
     }
 
-    fn write_open(
-        &self,
-        file: &OpenFile,
-        memcg: &Arc<MemCgroup>,
-        data: &[u8],
-    ) -> Result<(), FsError> {
-        let old_size = self.size_of(&file.name).unwrap_or(0);
-        file.mapping.write(memcg, 0, data)?;
-        // Shrinking: the tail beyond the new end reads as zeros (the
-        // kernel frees it; a zeroed tail is what a re-extension would see).
-        if (data.len() as u64) < old_size {
-            let zeros = vec![0; usize::try_from(old_size).unwrap_or(0) - data.len()];
-            file.mapping.write(memcg, data.len() as u64, &zeros)?;
-        }
-        if let Some(meta) = lock(&self.ns).files.get_mut(&file.name) {
-            meta.size_bytes = data.len() as u64;
+    /// Refuses a write that would take the disk past its size, counting
+    /// every file at its full size (`ENOSPC` at write time, as a
+    /// filesystem's block reservation gives, not at writeback).
+    fn reserve_space(&self, old_size: u64, new_size: u64) -> Result<(), FsError> {
+        let Some(capacity) = self.disk.capacity_pages() else {
+            return Ok(());
+        };
+        let pages = |bytes: u64| bytes.div_ceil(crate::mm_types::PAGE_SIZE);
+        let used: u64 = lock(&self.ns)
+            .files
+            .values()
+            .map(|m| pages(m.size_bytes))
+            .sum();
+        if used - pages(old_size) + pages(new_size) > capacity {
+            return Err(BackingError::NoSpace.into());
         }
         Ok(())
     }
