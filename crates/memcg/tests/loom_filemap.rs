@@ -38,6 +38,15 @@ impl Backing for MemBacking {
         self.0.lock().unwrap().insert(index, buf.to_vec());
         Ok(())
     }
+
+    fn truncate(&self, size_bytes: u64) -> Result<(), BackingError> {
+        let first_gone = size_bytes.div_ceil(PAGE_BYTES as u64);
+        self.0
+            .lock()
+            .unwrap()
+            .retain(|&index, _| index < first_gone);
+        Ok(())
+    }
 }
 
 /// A tree, a memory cgroup, and a one-page file of `old` bytes whose page
