@@ -353,9 +353,15 @@ impl MemcgReclaim for Reclaimer {
 
 impl Inner {
     /// Swaps `folio` out for reclaim, timed if asked.
-    fn reclaim_pageout(&self, folio: Arc<Folio>) -> Vec<memcg::swap_state::SwapOutPiece> {
+    fn reclaim_pageout(
+        &self,
+        folio: Arc<Folio>,
+        target: &MemCgroup,
+    ) -> Vec<memcg::swap_state::SwapOutPiece> {
         let timing = &self.reclaim_timing;
-        timing.time(&timing.pageout_ns, || self.swap.swap_out_or_split(folio))
+        timing.time(&timing.pageout_ns, || {
+            self.swap.swap_out_or_split(folio, target)
+        })
     }
 
     /// The swap space the devices have now (`total_swap_pages` and
@@ -865,7 +871,10 @@ impl Sim {
                     continue;
                 };
                 let whole = folio.nr();
-                for piece in self.inner.swap.swap_out_or_split(folio) {
+                // MADV_PAGEOUT reclaims for no memory cgroup: the shadows
+                // record the root's clock.
+                let root = self.inner.fs.tree().root();
+                for piece in self.inner.swap.swap_out_or_split(folio, root) {
                     let state = match piece.outcome {
                         Ok(entry) => {
                             swapped += u64::from(piece.nr);
@@ -1605,7 +1614,7 @@ mod tests {
             assert_eq!((a.memory().usage(), a.swap().usage()), (1, 0));
         }
         // ... and goes on to swap the folio out and let go.
-        let outcome = vmscan::Rmap::reclaim(&*block, folio, &mut |_| vmscan::FolioRef::Reclaim);
+        let outcome = vmscan::Rmap::reclaim(&*block, folio, &a, &mut |_| vmscan::FolioRef::Reclaim);
         assert!(
             matches!(outcome, vmscan::RmapOutcome::Reclaimed { nr_pages: 1 }),
             "{outcome:?}"

@@ -300,6 +300,7 @@ impl Rmap for Block {
     fn reclaim(
         &self,
         folio: Arc<Folio>,
+        target: &MemCgroup,
         references: &mut dyn FnMut(&Folio) -> FolioRef,
     ) -> RmapOutcome {
         let Some(sim) = self.sim.upgrade() else {
@@ -308,7 +309,7 @@ impl Rmap for Block {
         let Some(extents) = self.try_lock() else {
             return RmapOutcome::Busy(folio);
         };
-        let outcome = self.reclaim_locked(&sim, extents, folio, references);
+        let outcome = self.reclaim_locked(&sim, extents, folio, target, references);
         // Its task may have been killed while the block was held here.
         sim.after_unlock();
         outcome
@@ -322,6 +323,7 @@ impl Block {
         sim: &Inner,
         mut extents: BlockGuard<'_>,
         folio: Arc<Folio>,
+        target: &MemCgroup,
         references: &mut dyn FnMut(&Folio) -> FolioRef,
     ) -> RmapOutcome {
         let Some(index) = extents
@@ -340,7 +342,7 @@ impl Block {
         let State::Resident(folio) = ext.state else {
             unreachable!("matched as resident")
         };
-        let mut pieces = sim.reclaim_pageout(folio);
+        let mut pieces = sim.reclaim_pageout(folio, target);
         if let [piece] = pieces.as_slice()
             && piece.outcome.is_err()
         {

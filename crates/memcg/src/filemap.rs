@@ -199,7 +199,7 @@ impl AddressSpace {
             let pos = offset + done as u64;
             let (index, in_page) = (pos / PAGE_SIZE, (pos % PAGE_SIZE) as usize);
             let len = (PAGE_BYTES - in_page).min(buf.len() - done);
-            let folio = self.get_folio(memcg, index, true)?;
+            let folio = self.get_folio(memcg, index, true, false)?;
             folio_mark_accessed(&folio);
             buf[done..done + len].copy_from_slice(&folio.bytes()[in_page..in_page + len]);
             done += len;
@@ -208,7 +208,8 @@ impl AddressSpace {
     }
 
     /// Writes `data` at `offset` through the cache (`generic_perform_write`):
-    /// the folios are charged to `memcg` if not cached, and left dirty.
+    /// the folios are charged to `memcg` if not cached, and left dirty; a
+    /// write neither marks them accessed nor counts a refault.
     pub fn write(
         &self,
         memcg: &Arc<MemCgroup>,
@@ -221,41 +222,45 @@ impl AddressSpace {
             let (index, in_page) = (pos / PAGE_SIZE, (pos % PAGE_SIZE) as usize);
             let len = (PAGE_BYTES - in_page).min(data.len() - done);
             // A whole page overwritten needs no read of the old bytes.
-            let folio = self.get_folio(memcg, index, len < PAGE_BYTES)?;
-            {
-                let pages = lock(&self.pages);
-                folio.bytes()[in_page..in_page + len].copy_from_slice(&data[done..done + len]);
-                folio.mark_dirty();
-                drop(pages);
-            }
-            folio_mark_accessed(&folio);
+            let folio = self.get_folio(memcg, index, len < PAGE_BYTES, true)?;
+            // A buffered write does not mark the folio accessed
+            // (`FGP_WRITEBEGIN` has no `FGP_ACCESSED`).
+            let pages = lock(&self.pages);
+            folio.bytes()[in_page..in_page + len].copy_from_slice(&data[done..done + len]);
+            folio.mark_dirty();
+            drop(pages);
             done += len;
         }
         Ok(())
     }
 
-    /// The folio at `index`, brought in if missing (filled from the
-    /// backing store if `fill`, else zeroed).
+    /// The folio at `index`, brought in if missing: filled from the
+    /// backing store if `fill`, else zeroed. A read (`!write`) that finds
+    /// a shadow is a refault; a write only replaces the shadow
+    /// (`filemap_add_folio` skips refaults for `__GFP_WRITE`).
     fn get_folio(
         &self,
         memcg: &Arc<MemCgroup>,
         index: u64,
         fill: bool,
+        write: bool,
     ) -> Result<Arc<Folio>, FilemapError> {
-        let refaulting_workingset = match lock(&self.pages).slots.get(&index) {
+        let shadow = match lock(&self.pages).slots.get(&index) {
             Some(Slot::Folio(folio)) => return Ok(Arc::clone(folio)),
-            Some(Slot::Shadow(shadow)) => shadow.workingset(),
-            None => false,
+            Some(Slot::Shadow(shadow)) if !write => Some(*shadow),
+            _ => None,
         };
         let folio = Folio::new_file(&self.tree, memcg, 1, index)?;
+        let swap_free = || (self.swap)().free_pages;
+        // Reading back a page of the working set is a memory stall
+        // (`filemap_read_folio` on a folio `workingset_refault` marked).
+        let stalls = shadow.is_some_and(|s| {
+            s.workingset() && workingset::workingset_test_recent(&self.tree, &s, true, &swap_free)
+        });
         {
             let mut bytes = folio.bytes();
             if fill {
-                // Reading back a page of the working set is a memory stall
-                // (`filemap_read_folio` on a `PG_workingset` folio).
-                let _stall = refaulting_workingset
-                    .then(|| self.tree.memstall(false))
-                    .flatten();
+                let _stall = stalls.then(|| self.tree.memstall(false)).flatten();
                 self.backing.read_page(index, &mut bytes)?;
             } else {
                 bytes.fill(0);
@@ -266,8 +271,8 @@ impl AddressSpace {
         let shadow = match pages.slots.get(&index) {
             // Another task brought it in meanwhile: use theirs.
             Some(Slot::Folio(theirs)) => return Ok(Arc::clone(theirs)),
-            Some(Slot::Shadow(shadow)) => Some(*shadow),
-            None => None,
+            Some(Slot::Shadow(shadow)) if !write => Some(*shadow),
+            _ => None,
         };
         if pages.dead {
             // Truncated meanwhile: the caller gets the bytes, the cache
@@ -278,8 +283,7 @@ impl AddressSpace {
         pages.nr_folios += 1;
         drop(pages);
         if let Some(shadow) = shadow {
-            let free = (self.swap)().free_pages;
-            workingset::workingset_refault(&self.tree, &folio, &shadow, free);
+            workingset::workingset_refault(&self.tree, &folio, &shadow, &swap_free);
         }
         vmscan::folio_add_lru(&folio, self.rmap());
         Ok(folio)
@@ -408,6 +412,7 @@ impl AddressSpace {
         &'a self,
         mut pages: MutexGuard<'a, Pages>,
         folio: Arc<Folio>,
+        target: &MemCgroup,
     ) -> RmapOutcome {
         if folio.clear_dirty() {
             if self.write_folio(&folio, pages).is_err() {
@@ -425,7 +430,7 @@ impl AddressSpace {
                 return RmapOutcome::Busy(folio);
             }
         }
-        let shadow = workingset::workingset_eviction(&folio);
+        let shadow = workingset::workingset_eviction(&folio, target);
         pages.slots.insert(folio.index(), Slot::Shadow(shadow));
         pages.nr_folios -= 1;
         drop(pages);
@@ -453,6 +458,7 @@ impl Rmap for AddressSpace {
     fn reclaim(
         &self,
         folio: Arc<Folio>,
+        target: &MemCgroup,
         references: &mut dyn FnMut(&Folio) -> FolioRef,
     ) -> RmapOutcome {
         let Ok(pages) = self.pages.try_lock() else {
@@ -471,6 +477,6 @@ impl Rmap for AddressSpace {
         if Arc::strong_count(&folio) > 2 {
             return RmapOutcome::Busy(folio);
         }
-        self.evict_locked(pages, folio)
+        self.evict_locked(pages, folio, target)
     }
 }

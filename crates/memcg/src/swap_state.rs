@@ -227,14 +227,21 @@ impl SwapCache {
         lock(&self.shards[Self::shard_index(entry)])
     }
 
-    /// Keeps `shadow` for the folio swapped out at `entry`.
-    fn put_shadow(&self, entry: SwapEntry, shadow: Shadow) {
-        lock(&self.shadows[Self::shard_index(entry)]).insert(entry, shadow);
+    /// Keeps `shadow` in each of the `nr` slots of a folio swapped out at
+    /// `entry` (a later swap-in may take its pages one by one).
+    fn put_shadow(&self, entry: SwapEntry, nr: u32, shadow: Shadow) {
+        for e in (0..u64::from(nr)).filter_map(|i| entry.add(i).ok()) {
+            lock(&self.shadows[Self::shard_index(e)]).insert(e, shadow);
+        }
     }
 
-    /// Takes the shadow left at `entry`, if any.
-    fn take_shadow(&self, entry: SwapEntry) -> Option<Shadow> {
-        lock(&self.shadows[Self::shard_index(entry)]).remove(&entry)
+    /// Takes the shadows left in the `nr` slots at `entry`; returns the
+    /// first found.
+    fn take_shadow(&self, entry: SwapEntry, nr: u32) -> Option<Shadow> {
+        (0..u64::from(nr))
+            .filter_map(|i| entry.add(i).ok())
+            .filter_map(|e| lock(&self.shadows[Self::shard_index(e)]).remove(&e))
+            .reduce(|first, _| first)
     }
 
     fn nr_shadows(&self) -> usize {
@@ -479,7 +486,18 @@ impl SwapSystem {
     }
 
     /// Swaps `folio` out (see the module docs); returns its first entry.
+    /// No shadow is kept: that is for reclaim ([`SwapSystem::swap_out_or_split`]).
     pub fn swap_out(&self, folio: &Arc<Folio>) -> Result<SwapEntry, SwapOutError> {
+        self.swap_out_with(folio, None)
+    }
+
+    /// [`SwapSystem::swap_out`]; for a reclaim of `shadow_target`, the
+    /// slots keep a shadow recording its eviction clock.
+    fn swap_out_with(
+        &self,
+        folio: &Arc<Folio>,
+        shadow_target: Option<&MemCgroup>,
+    ) -> Result<SwapEntry, SwapOutError> {
         let nr = folio.nr();
         let (entry, device) = self.alloc_charged(&folio.memcg(), nr)?;
         self.cache
@@ -515,8 +533,10 @@ impl SwapSystem {
         };
         folio.memcg().count_vm_event(event, u64::from(nr));
         // Reclaimed: a shadow stays for refault detection.
-        self.cache
-            .put_shadow(entry, workingset::workingset_eviction(folio));
+        if let Some(target) = shadow_target {
+            let shadow = workingset::workingset_eviction(folio, target);
+            self.cache.put_shadow(entry, nr, shadow);
+        }
         // Written and out of the swap cache; its mapping's reference stays.
         debug_assert!(!self.cache.shard(entry).contains_key(&entry));
         debug_assert!(matches!(device.count(entry), Ok(1)));
@@ -530,8 +550,12 @@ impl SwapSystem {
     /// its pages). A shared large folio cannot be split and stays whole.
     /// Returns every piece in page order with what became of it; pieces
     /// that stay resident keep their charge and say why.
-    pub fn swap_out_or_split(&self, folio: Arc<Folio>) -> Vec<SwapOutPiece> {
-        let pieces = match self.swap_out(&folio) {
+    ///
+    /// `target` is the memory cgroup the reclaim is for (the root for the
+    /// machine's reclaim and for `MADV_PAGEOUT`): the slots keep a shadow
+    /// on its eviction clock.
+    pub fn swap_out_or_split(&self, folio: Arc<Folio>, target: &MemCgroup) -> Vec<SwapOutPiece> {
+        let pieces = match self.swap_out_with(&folio, Some(target)) {
             Ok(entry) => {
                 return vec![SwapOutPiece {
                     first_page: 0,
@@ -552,7 +576,9 @@ impl SwapSystem {
         let mut out = Vec::with_capacity(pieces.len());
         for piece in pieces {
             let nr = piece.nr();
-            let outcome = self.swap_out(&piece).map_err(|e| (piece, e));
+            let outcome = self
+                .swap_out_with(&piece, Some(target))
+                .map_err(|e| (piece, e));
             out.push(SwapOutPiece {
                 first_page,
                 nr,
@@ -705,7 +731,19 @@ impl SwapSystem {
         } else {
             Folio::adopt_to_fill(charged, nr)
         };
+        // A shadow makes this a refault, decided before the read; reading
+        // back a folio of the working set is a memory stall
+        // (`swap_read_folio` on a `PG_workingset` folio).
+        if let Some(shadow) = self.cache.take_shadow(entry, nr) {
+            let free = || self.swap_space().free_pages;
+            workingset::workingset_refault(&self.tree, &folio, &shadow, &free);
+        }
         if !all_zero {
+            let _stall = folio
+                .lru()
+                .workingset()
+                .then(|| self.tree.memstall(false))
+                .flatten();
             let mut bytes = folio.bytes();
             for (i, page) in bytes.chunks_exact_mut(PAGE_BYTES).enumerate() {
                 let e = entry
@@ -719,10 +757,6 @@ impl SwapSystem {
         } else {
             VmEvent::Pswpin
         };
-        if let Some(shadow) = self.cache.take_shadow(entry) {
-            let free = self.swap_space().free_pages;
-            workingset::workingset_refault(&self.tree, &folio, &shadow, free);
-        }
         let charged = folio.memcg();
         if swapcached {
             charged.mod_stat(MemcgStat::Swapcached, i64::from(nr));
@@ -771,7 +805,7 @@ impl SwapSystem {
     fn uncharge_freed(&self, entry: SwapEntry, nr: u32) {
         // The slots are about to be freed: their shadow goes, then clear the
         // owner record, uncharge its swap, unpin its id.
-        self.cache.take_shadow(entry);
+        self.cache.take_shadow(entry, nr);
         self.tree
             .swap_uncharge(&self.swap_cgroup, entry, nr)
             .expect("a live entry has a swap_cgroup map");
@@ -976,22 +1010,27 @@ mod tests {
         let (tree, sys, cg) = system();
         sys.swapon_ram("ram0", 4 << 20, None).unwrap();
         let folio = filled(&tree, &cg, 1, 0x11);
-        let entry = sys.swap_out(&folio).unwrap();
-        drop(folio);
+        let [piece] = sys.swap_out_or_split(folio, &cg).try_into().unwrap();
+        let entry = piece.outcome.unwrap();
         assert_eq!(sys.nr_shadows(), 1);
         let back = sys.do_swap_page(entry, 1, &cg).unwrap();
         assert_eq!(sys.nr_shadows(), 0, "taken by the swap-in");
-        // Nothing was evicted or activated since: distance 0, inside even
-        // an empty working set, so the folio goes back active.
+        // The distance is the folio itself (1 page): more than an empty
+        // working set (no file pages, and `get_nr_swap_pages` counts only
+        // for the anon lists, empty too), so it refaults inactive.
         assert_eq!(cg.stat(MemcgStat::WorkingsetRefaultAnon), 1);
-        assert_eq!(cg.stat(MemcgStat::WorkingsetActivateAnon), 1);
-        assert_eq!(cg.stat(MemcgStat::WorkingsetRestoreAnon), 0);
+        assert_eq!(cg.stat(MemcgStat::WorkingsetActivateAnon), 0);
         drop(back);
-        // A freed slot takes its shadow with it.
+        // A plain swap-out (not reclaim) keeps no shadow; a freed slot
+        // takes its shadow with it.
         let folio = filled(&tree, &cg, 1, 0x22);
         let entry = sys.swap_out(&folio).unwrap();
-        drop(folio);
+        assert_eq!(sys.nr_shadows(), 0);
         sys.swap_free(entry, 1).unwrap();
+        let folio = filled(&tree, &cg, 4, 0x33);
+        let [piece] = sys.swap_out_or_split(folio, &cg).try_into().unwrap();
+        assert_eq!(sys.nr_shadows(), 4, "one per slot");
+        sys.swap_free(piece.outcome.unwrap(), 4).unwrap();
         assert_eq!(sys.nr_shadows(), 0);
     }
 

@@ -225,9 +225,14 @@ pub trait Rmap: Send + Sync {
     /// contiguous swap space is split and its pages swapped one by one;
     /// pieces that stay resident are put back on the LRU by the owner
     /// ([`folio_putback_lru`], active: `activate_locked_split`).
+    ///
+    /// `target` is the memory cgroup the reclaim is for (the root for the
+    /// machine's reclaim), whose eviction clock the folio's shadow records
+    /// (`workingset_eviction`).
     fn reclaim(
         &self,
         folio: Arc<Folio>,
+        target: &MemCgroup,
         references: &mut dyn FnMut(&Folio) -> FolioRef,
     ) -> RmapOutcome;
 }
@@ -724,6 +729,10 @@ enum ScanBalance {
 struct Reclaim<'a> {
     tree: &'a CgroupTree,
     target: &'a Arc<MemCgroup>,
+    /// Reclaim of the whole machine (`root_reclaim`: the kernel's
+    /// `target_mem_cgroup` is NULL). A proactive reclaim of the root
+    /// (`memory.reclaim` there) is a cgroup reclaim.
+    root_reclaim: bool,
     subtree: Subtree,
     swap: &'a dyn Fn() -> SwapSpace,
 }
@@ -747,6 +756,7 @@ pub fn try_to_free_mem_cgroup_pages(
     let r = Reclaim {
         tree,
         target,
+        root_reclaim: target.is_root() && !opts.proactive,
         subtree,
         swap,
     };
@@ -825,7 +835,7 @@ impl Reclaim<'_> {
         }
         let inactive_file = stat_pages(target, MemcgStat::InactiveFile);
         sc.cache_trim_mode = (inactive_file >> sc.priority) > 0 && !sc.may_deactivate_file;
-        if target.is_root() {
+        if self.root_reclaim {
             // No zone watermarks here: the machine's high watermark is
             // taken as 1/256 of its memory (about what min_free_kbytes
             // gives a machine of a few GiB).
@@ -865,7 +875,7 @@ impl Reclaim<'_> {
             // Pages shrinkers free count only for reclaim of the whole
             // machine (`flush_reclaim_state` with `root_reclaim`): a memory
             // cgroup's limit is met by its LRU pages.
-            if self.target.is_root() {
+            if self.root_reclaim {
                 sc.nr_reclaimed += slab.reclaimed_pages;
             }
             if partial && sc.nr_reclaimed >= sc.nr_to_reclaim {
@@ -885,7 +895,7 @@ impl Reclaim<'_> {
         let targets = self.get_scan_count(memcg, sc);
         let mut nr = targets;
         let mut nr_reclaimed = 0;
-        let proportional = self.target.is_root() && sc.priority == DEF_PRIORITY;
+        let proportional = self.root_reclaim && sc.priority == DEF_PRIORITY;
         while nr[LruList::InactiveAnon as usize] > 0
             || nr[LruList::ActiveFile as usize] > 0
             || nr[LruList::InactiveFile as usize] > 0
@@ -986,7 +996,7 @@ impl Reclaim<'_> {
     /// what proportion.
     fn scan_balance(&self, memcg: &MemCgroup, sc: &ScanControl) -> ScanBalance {
         let can_swap = sc.may_swap && self.tree.nr_swap_pages(memcg, (self.swap)().free_pages) > 0;
-        let cgroup_reclaim = !self.target.is_root();
+        let cgroup_reclaim = !self.root_reclaim;
         if !can_swap || (cgroup_reclaim && sc.swappiness == 0) {
             return ScanBalance::File;
         }
@@ -1001,6 +1011,17 @@ impl Reclaim<'_> {
         }
         let (anon, denominator) = anon_fraction(sc);
         ScanBalance::Fract(anon, denominator)
+    }
+
+    /// The memory cgroup whose clock shadows record: the target, or for
+    /// the machine's reclaim the root (`target_mem_cgroup` NULL resolves
+    /// to the root's lruvec).
+    fn shadow_target(&self) -> &MemCgroup {
+        if self.root_reclaim {
+            self.tree.root()
+        } else {
+            self.target
+        }
     }
 
     /// `mem_cgroup_protection`: the effective min and low of `memcg` for
@@ -1031,7 +1052,7 @@ impl Reclaim<'_> {
         let mut nr_reclaimed = 0;
         let (mut keep, mut activate) = (Vec::new(), Vec::new());
         for (folio, rmap) in isolated {
-            match shrink_folio(folio, rmap) {
+            match shrink_folio(folio, rmap, self.shadow_target()) {
                 Verdict::Reclaimed(nr) => nr_reclaimed += nr,
                 Verdict::Keep(f, r) => keep.push((f, r)),
                 Verdict::Activate(f, r) => activate.push((f, r)),
@@ -1116,12 +1137,12 @@ enum Verdict {
 
 /// One isolated folio through `shrink_folio_list`: by its references it
 /// is activated, kept, or reclaimed through its owner.
-fn shrink_folio(folio: Arc<Folio>, rmap: Weak<dyn Rmap>) -> Verdict {
+fn shrink_folio(folio: Arc<Folio>, rmap: Weak<dyn Rmap>, target: &MemCgroup) -> Verdict {
     let Some(owner) = rmap.upgrade() else {
         // Its owner is gone: the folio is being freed with it.
         return Verdict::Gone;
     };
-    match owner.reclaim(folio, &mut folio_check_references) {
+    match owner.reclaim(folio, target, &mut folio_check_references) {
         RmapOutcome::Reclaimed { nr_pages } => Verdict::Reclaimed(nr_pages),
         RmapOutcome::Busy(folio) | RmapOutcome::Referenced(folio, FolioRef::Keep) => {
             Verdict::Keep(folio, rmap)
@@ -1413,7 +1434,12 @@ mod tests {
 
     struct NoOwner;
     impl Rmap for NoOwner {
-        fn reclaim(&self, _: Arc<Folio>, _: &mut dyn FnMut(&Folio) -> FolioRef) -> RmapOutcome {
+        fn reclaim(
+            &self,
+            _: Arc<Folio>,
+            _: &MemCgroup,
+            _: &mut dyn FnMut(&Folio) -> FolioRef,
+        ) -> RmapOutcome {
             RmapOutcome::Gone
         }
     }

@@ -2,11 +2,12 @@
 //! (mm/workingset.c, v6.14, classic LRU).
 //!
 //! When reclaim drops a page-cache folio, the file's mapping keeps a
-//! [`Shadow`] in its place: the memory cgroup it was charged to, that
-//! cgroup's eviction clock (`nonresident_age`) at the time, and whether
-//! the folio had been in the working set (`PG_workingset`). The clock of
-//! a memory cgroup and of all its ancestors advances with every eviction
-//! and every activation below it.
+//! [`Shadow`] in its place: the memory cgroup the reclaim was for (its
+//! target; the root for the machine's reclaim), that cgroup's eviction
+//! clock (`nonresident_age`) just before, and whether the folio had been
+//! in the working set (`PG_workingset`). The clock of a memory cgroup and
+//! of all its ancestors advances with every eviction and every activation
+//! below it.
 //!
 //! When the page is read again (a refault), the distance `now - then` on
 //! the evicting cgroup's clock is how many pages were evicted or
@@ -36,12 +37,12 @@ use crate::vmscan::lru_note_cost;
 /// What a mapping keeps in place of an evicted folio (`pack_shadow`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shadow {
-    /// The evicting memory cgroup's id.
+    /// The id of the memory cgroup the evicting reclaim was for.
     pub memcg_id: u16,
     /// Its serial, so that a reused id is not taken for the same cgroup
     /// (the kernel accepts that confusion; it only costs accuracy).
     serial: u64,
-    /// Its `nonresident_age` after the eviction.
+    /// Its `nonresident_age` before the eviction.
     eviction: u64,
     /// `PG_workingset` at eviction.
     workingset: bool,
@@ -66,17 +67,18 @@ fn age_nonresident(memcg: &MemCgroup, nr_pages: u64) {
     }
 }
 
-/// A folio is leaving the page cache or going to swap by reclaim
-/// (`workingset_eviction`): ages its cgroup's clock and returns the shadow
-/// to keep.
-pub fn workingset_eviction(folio: &Folio) -> Shadow {
-    let memcg = folio.memcg();
-    age_nonresident(&memcg, u64::from(folio.nr()));
+/// A folio is leaving the page cache or going to swap by a reclaim of
+/// `target` (`workingset_eviction`; the root for reclaim of the whole
+/// machine): the shadow records the target's eviction clock as it was,
+/// then the clock of the target and its ancestors advances.
+pub fn workingset_eviction(folio: &Folio, target: &MemCgroup) -> Shadow {
+    // Relaxed: see `age_nonresident`.
+    let eviction = target.lruvec().nonresident_age.load(Ordering::Relaxed);
+    age_nonresident(target, u64::from(folio.nr()));
     Shadow {
-        memcg_id: memcg.id(),
-        serial: memcg.serial(),
-        // Relaxed: see `age_nonresident`.
-        eviction: memcg.lruvec().nonresident_age.load(Ordering::Relaxed),
+        memcg_id: target.id(),
+        serial: target.serial(),
+        eviction,
         workingset: folio.lru().workingset(),
     }
 }
@@ -86,33 +88,42 @@ pub fn workingset_activation(folio: &Folio) {
     age_nonresident(&folio.memcg(), u64::from(folio.nr()));
 }
 
-/// `workingset_test_recent`: whether the refault distance fits in the
-/// evicting cgroup's working set: its active file list, plus for anon its
-/// inactive file list, plus, when it can swap, its active anon list (and
-/// for file its inactive anon list too). `swap_free_pages` is the swap
-/// devices' free space (`get_nr_swap_pages`).
-fn test_recent(tree: &CgroupTree, shadow: &Shadow, file: bool, swap_free_pages: u64) -> bool {
-    let Some(memcg) = tree.lookup(shadow.memcg_id) else {
-        return false;
-    };
-    if memcg.serial() != shadow.serial {
-        return false;
-    }
-    // Relaxed: see `age_nonresident`.
-    let now = memcg.lruvec().nonresident_age.load(Ordering::Relaxed);
-    let distance = now.wrapping_sub(shadow.eviction);
-    let pages = |s| u64::try_from(memcg.stat(s)).unwrap_or(0);
-    let mut workingset_size = pages(MemcgStat::ActiveFile);
-    if !file {
-        workingset_size += pages(MemcgStat::InactiveFile);
-    }
-    if tree.nr_swap_pages(&memcg, swap_free_pages) > 0 {
-        workingset_size += pages(MemcgStat::ActiveAnon);
-        if file {
-            workingset_size += pages(MemcgStat::InactiveAnon);
+/// `workingset_test_recent`: whether the refault distance on the
+/// evicting cgroup's clock fits in its working set: its active file list,
+/// plus for anon its inactive file list, plus, when it can swap, its
+/// active anon list (and for file its inactive anon list too).
+/// `swap_free_pages` tells the swap devices' free space
+/// (`get_nr_swap_pages`), asked only if needed.
+pub fn workingset_test_recent(
+    tree: &CgroupTree,
+    shadow: &Shadow,
+    file: bool,
+    swap_free_pages: &dyn Fn() -> u64,
+) -> bool {
+    tree.with_memcg(shadow.memcg_id, |memcg| {
+        if memcg.serial() != shadow.serial {
+            return false;
         }
-    }
-    distance <= workingset_size
+        // Relaxed: see `age_nonresident`.
+        let now = memcg.lruvec().nonresident_age.load(Ordering::Relaxed);
+        let distance = now.wrapping_sub(shadow.eviction);
+        let pages = |s| u64::try_from(memcg.stat(s)).unwrap_or(0);
+        let mut workingset_size = pages(MemcgStat::ActiveFile);
+        if !file {
+            workingset_size += pages(MemcgStat::InactiveFile);
+        }
+        if distance <= workingset_size {
+            return true;
+        }
+        if tree.nr_swap_pages(memcg, swap_free_pages()) > 0 {
+            workingset_size += pages(MemcgStat::ActiveAnon);
+            if file {
+                workingset_size += pages(MemcgStat::InactiveAnon);
+            }
+        }
+        distance <= workingset_size
+    })
+    .unwrap_or(false)
 }
 
 /// A folio is coming back where `shadow` was (`workingset_refault`), a
@@ -120,13 +131,14 @@ fn test_recent(tree: &CgroupTree, shadow: &Shadow, file: bool, swap_free_pages: 
 /// and not yet on a list. Counts the refault there; if the distance fits
 /// in the working set, marks the folio to go on the active list (counting
 /// the activation, and the restore if it had been in the working set,
-/// which also makes reclaiming its type look more costly). Returns
-/// whether it did.
+/// which also makes reclaiming its type look more costly, and marks it
+/// `PG_workingset`: reading it in is a memory stall). Returns whether it
+/// did.
 pub fn workingset_refault(
     tree: &CgroupTree,
     folio: &Folio,
     shadow: &Shadow,
-    swap_free_pages: u64,
+    swap_free_pages: &dyn Fn() -> u64,
 ) -> bool {
     let file = folio.is_file();
     let memcg = folio.memcg();
@@ -145,7 +157,7 @@ pub fn workingset_refault(
         )
     };
     memcg.mod_stat(refault, nr);
-    if !test_recent(tree, shadow, file, swap_free_pages) {
+    if !workingset_test_recent(tree, shadow, file, swap_free_pages) {
         return false;
     }
     folio.lru().set_active();

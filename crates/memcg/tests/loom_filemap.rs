@@ -70,7 +70,7 @@ fn reclaim_one(a: &MemCgroup) -> u64 {
         let Some(owner) = rmap.upgrade() else {
             continue;
         };
-        match owner.reclaim(folio, &mut vmscan::folio_check_references) {
+        match owner.reclaim(folio, a, &mut vmscan::folio_check_references) {
             RmapOutcome::Reclaimed { nr_pages } => evicted += nr_pages,
             // Kept: back on the list, as shrink_inactive_list does.
             RmapOutcome::Busy(f) | RmapOutcome::Referenced(f, _) | RmapOutcome::NoSwap(f) => {

@@ -15,7 +15,7 @@ use loom::sync::Mutex;
 use common::{explore, small_tree};
 use loom::thread;
 use memcg::folio::Folio;
-use memcg::memcontrol::MemcgStat;
+use memcg::memcontrol::{MemCgroup, MemcgStat};
 use memcg::vmscan::{self, FolioRef, LruList, Rmap, RmapOutcome};
 
 /// A mapping of one folio; reclaiming it "swaps it out" by dropping it.
@@ -25,6 +25,7 @@ impl Rmap for Mapping {
     fn reclaim(
         &self,
         folio: Arc<Folio>,
+        _target: &MemCgroup,
         _references: &mut dyn FnMut(&Folio) -> FolioRef,
     ) -> RmapOutcome {
         let mut mapped = self.0.lock().unwrap();
@@ -60,7 +61,7 @@ fn reclaim_racing_the_free_of_a_folio_counts_it_once() {
         for (folio, rmap) in isolated {
             if let Some(owner) = rmap.upgrade()
                 && let RmapOutcome::Reclaimed { nr_pages } =
-                    owner.reclaim(folio, &mut vmscan::folio_check_references)
+                    owner.reclaim(folio, &a, &mut vmscan::folio_check_references)
             {
                 reclaimed += nr_pages;
             }
