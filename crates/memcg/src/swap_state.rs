@@ -52,6 +52,8 @@
 
 use std::collections::HashMap;
 use std::fmt;
+
+use rustc_hash::FxHashMap;
 use std::path::Path;
 
 use crate::errno::Errno;
@@ -203,7 +205,10 @@ type CacheShard = HashMap<SwapEntry, Arc<CacheSlot>>;
 /// takes them or the slots are freed.
 struct SwapCache {
     shards: Box<[Mutex<CacheShard>]>,
-    shadows: Box<[Mutex<HashMap<SwapEntry, Shadow>>]>,
+    /// Keyed by slot with `rustc_hash`'s Fx hash: entries are plain
+    /// integers no attacker chooses, and SipHash cost a reclaimed page
+    /// ~10 ns per slot.
+    shadows: Box<[Mutex<FxHashMap<SwapEntry, Shadow>>]>,
 }
 
 impl SwapCache {
@@ -213,34 +218,43 @@ impl SwapCache {
                 .map(|_| Mutex::new(HashMap::new()))
                 .collect(),
             shadows: (0..CACHE_SHARDS)
-                .map(|_| Mutex::new(HashMap::new()))
+                .map(|_| Mutex::new(FxHashMap::default()))
                 .collect(),
         }
     }
 
-    fn shard_index(entry: SwapEntry) -> usize {
+    fn shard(&self, entry: SwapEntry) -> MutexGuard<'_, HashMap<SwapEntry, Arc<CacheSlot>>> {
         let h = entry.val().wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58;
-        h as usize % CACHE_SHARDS
+        lock(&self.shards[h as usize % CACHE_SHARDS])
     }
 
-    fn shard(&self, entry: SwapEntry) -> MutexGuard<'_, HashMap<SwapEntry, Arc<CacheSlot>>> {
-        lock(&self.shards[Self::shard_index(entry)])
+    /// The shadow shard of `entry`: by cluster, so the slots of one folio
+    /// (never across a cluster) share one lock.
+    fn shadow_shard(&self, entry: SwapEntry) -> MutexGuard<'_, FxHashMap<SwapEntry, Shadow>> {
+        let cluster = entry.val() / SWAPFILE_CLUSTER as u64;
+        let h = cluster.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58;
+        lock(&self.shadows[h as usize % CACHE_SHARDS])
     }
 
     /// Keeps `shadow` in each of the `nr` slots of a folio swapped out at
     /// `entry` (a later swap-in may take its pages one by one).
     fn put_shadow(&self, entry: SwapEntry, nr: u32, shadow: Shadow) {
+        let mut shard = self.shadow_shard(entry);
         for e in (0..u64::from(nr)).filter_map(|i| entry.add(i).ok()) {
-            lock(&self.shadows[Self::shard_index(e)]).insert(e, shadow);
+            shard.insert(e, shadow);
         }
     }
 
     /// Takes the shadows left in the `nr` slots at `entry`; returns the
     /// first found.
     fn take_shadow(&self, entry: SwapEntry, nr: u32) -> Option<Shadow> {
+        let mut shard = self.shadow_shard(entry);
+        if shard.is_empty() {
+            return None;
+        }
         (0..u64::from(nr))
             .filter_map(|i| entry.add(i).ok())
-            .filter_map(|e| lock(&self.shadows[Self::shard_index(e)]).remove(&e))
+            .filter_map(|e| shard.remove(&e))
             .reduce(|first, _| first)
     }
 
@@ -276,15 +290,9 @@ impl SwapSystem {
     /// The swap space the devices have now (`total_swap_pages` and
     /// `nr_swap_pages`: a device being swapped off counts no more).
     pub fn swap_space(&self) -> SwapSpace {
-        let (total_pages, used) = self
-            .swapfiles
-            .iter()
-            .filter(|d| d.is_writable())
-            .fold((0, 0), |(t, u), d| {
-                (t + d.nr_pages() - 1, u + d.inuse_pages())
-            });
+        let (total_pages, free_pages) = self.swapfiles.space_pages();
         SwapSpace {
-            free_pages: total_pages.saturating_sub(used),
+            free_pages,
             total_pages,
         }
     }

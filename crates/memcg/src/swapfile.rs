@@ -1261,6 +1261,25 @@ impl Swapfiles {
         self.devices.iter().filter_map(|d| d.load_full())
     }
 
+    /// Slots of every writable device (`total_swap_pages`) and of those the
+    /// free ones (`get_nr_swap_pages`), read from the allocation list: no
+    /// table lock, no reference taken (reclaim and refaults ask often).
+    pub fn space_pages(&self) -> (u64, u64) {
+        self.avail.with(|avail| {
+            avail.map_or((0, 0), |avail| {
+                avail
+                    .devices
+                    .iter()
+                    .map(|d| &d.device)
+                    .filter(|d| d.is_writable())
+                    .fold((0, 0), |(total, free), d| {
+                        let slots = d.nr_pages() - 1;
+                        (total + slots, free + slots.saturating_sub(d.inuse_pages()))
+                    })
+            })
+        })
+    }
+
     /// Allocates `1 << order` slots on the highest-priority device with
     /// room (devices of equal priority take turns).
     pub fn alloc(&self, order: usize) -> Option<SwapEntry> {
