@@ -105,6 +105,15 @@ pub trait Backing: Send + Sync {
     fn truncate(&self, size_bytes: u64) -> Result<(), BackingError>;
 }
 
+/// The inode owning a mapping, told when the mapping's last folio goes
+/// (`mapping_shrinkable` turning true: `inode_add_lru` from the page
+/// cache's deletion path), so an unused inode can go on its LRU.
+pub trait MappingHost: Send + Sync {
+    /// The mapping has no folios now (shadows may remain). Called with no
+    /// lock of the mapping held.
+    fn mapping_shrinkable(&self);
+}
+
 /// What an index of the cache holds.
 enum Slot {
     Folio(Arc<Folio>),
@@ -130,6 +139,9 @@ pub struct AddressSpace {
     pages: Mutex<Pages>,
     /// Itself, as reclaim's owner of its folios.
     me: std::sync::Weak<AddressSpace>,
+    /// Its inode, if it wants to hear of the last folio going (which
+    /// holds no strong reference back).
+    host: Mutex<Option<Arc<dyn MappingHost>>>,
 }
 
 impl std::fmt::Debug for AddressSpace {
@@ -153,7 +165,20 @@ impl AddressSpace {
             swap,
             pages: Mutex::new(Pages::default()),
             me: me.clone(),
+            host: Mutex::new(None),
         })
+    }
+
+    /// Tells `host` whenever the mapping's last folio goes.
+    pub fn set_host(&self, host: Arc<dyn MappingHost>) {
+        *lock(&self.host) = Some(host);
+    }
+
+    fn notify_shrinkable(&self) {
+        let host = lock(&self.host).clone();
+        if let Some(host) = host {
+            host.mapping_shrinkable();
+        }
     }
 
     /// Folios cached (`mapping->nrpages`).
@@ -333,6 +358,7 @@ impl AddressSpace {
     /// dropped.
     pub fn invalidate(&self) -> u64 {
         let mut dropped = Vec::new();
+        let mut kept = Vec::new();
         let mut pages = lock(&self.pages);
         let mut nr_dropped = 0;
         pages.slots.retain(|_, slot| match slot {
@@ -342,12 +368,22 @@ impl AddressSpace {
                 dropped.push(Arc::clone(f));
                 false
             }
-            Slot::Folio(_) => true,
+            Slot::Folio(f) => {
+                kept.push(Arc::clone(f));
+                true
+            }
         });
         pages.nr_folios -= nr_dropped;
+        let shrinkable = pages.nr_folios == 0;
         drop(pages);
         // Freed (and uncharged) here, outside the lock.
         drop(dropped);
+        for folio in &kept {
+            vmscan::deactivate_file_folio(folio);
+        }
+        if shrinkable && nr_dropped > 0 {
+            self.notify_shrinkable();
+        }
         nr_dropped
     }
 
@@ -389,10 +425,15 @@ impl AddressSpace {
             }
             gone.into_values().collect()
         };
+        let shrinkable = lock(&self.pages).nr_folios == 0;
+        let had_folios = dropped.iter().any(|s| matches!(s, Slot::Folio(_)));
         for slot in dropped {
             if let Slot::Folio(folio) = slot {
                 folio.clear_dirty();
             }
+        }
+        if shrinkable && had_folios {
+            self.notify_shrinkable();
         }
         self.backing.truncate(size_bytes)?;
         Ok(())
@@ -433,14 +474,18 @@ impl AddressSpace {
         let shadow = workingset::workingset_eviction(&folio, target);
         pages.slots.insert(folio.index(), Slot::Shadow(shadow));
         pages.nr_folios -= 1;
+        let shrinkable = pages.nr_folios == 0;
         drop(pages);
+        if shrinkable {
+            self.notify_shrinkable();
+        }
         RmapOutcome::Reclaimed {
             nr_pages: u64::from(folio.nr()),
         }
     }
 }
 
-/// A `read()` or `write()` of a page-cache folio (`folio_mark_accessed`,
+/// A `read()` of a page-cache folio (`folio_mark_accessed`,
 /// mm/swap.c): the first marks it referenced; the next, while it is
 /// inactive, activates it (`pgactivate`, and the workingset clock ages:
 /// `workingset_activation`).

@@ -429,24 +429,58 @@ impl Lruvec {
     /// Moves a listed inactive folio to its active list (`folio_activate`);
     /// false if it is not on the inactive list (isolated, or active).
     fn activate(&self, memcg: &MemCgroup, folio: &Arc<Folio>) -> bool {
-        let mut lists = lock(&self.lists);
         let inactive = LruList::of(folio.is_file(), false);
+        let active = LruList::of(folio.is_file(), true);
+        self.relink(memcg, folio, inactive, active, false)
+    }
+
+    /// Moves a listed folio from `from` to `to`, at the oldest end if
+    /// `oldest`; false if it is not on `from`.
+    fn relink(
+        &self,
+        memcg: &MemCgroup,
+        folio: &Arc<Folio>,
+        from: LruList,
+        to: LruList,
+        oldest: bool,
+    ) -> bool {
+        let mut lists = lock(&self.lists);
         // Relaxed: the state changes only under this lock.
-        if folio.lru().list.load(Ordering::Relaxed) != inactive as u8 {
+        if folio.lru().list.load(Ordering::Relaxed) != from as u8 {
             return false;
         }
-        let Some(rmap) = live_rmap(&lists[inactive as usize], folio) else {
+        let Some(rmap) = live_rmap(&lists[from as usize], folio) else {
             return false;
         };
-        take_off(folio, inactive);
+        take_off(folio, from);
         // The old entry is stale now (its generation is behind).
         self.dead_entries.fetch_add(1, Ordering::Relaxed);
         let nr = i64::from(folio.nr());
-        self.count(memcg, inactive, -nr);
-        let active = LruList::of(folio.is_file(), true);
-        link(&mut lists, folio, rmap, active);
-        self.count(memcg, active, nr);
+        self.count(memcg, from, -nr);
+        link(&mut lists, folio, rmap, to);
+        if oldest && let Some(entry) = lists[to as usize].pop_back() {
+            lists[to as usize].push_front(entry);
+        }
+        self.count(memcg, to, nr);
         true
+    }
+}
+
+/// A page-cache folio `drop_caches` could not drop (dirty, or in use)
+/// leaves the active list and its referenced mark (`deactivate_file_folio`,
+/// counting `pgdeactivate` if it was active): a clean one goes to the
+/// oldest end of the inactive list, to be reclaimed soon, a dirty one to
+/// the newest end.
+pub(crate) fn deactivate_file_folio(folio: &Arc<Folio>) {
+    folio_test_set_referenced(folio, false);
+    let memcg = folio.memcg();
+    let lruvec = memcg.lruvec();
+    let clean = !folio.is_dirty();
+    let (active, inactive) = (LruList::ActiveFile, LruList::InactiveFile);
+    if lruvec.relink(&memcg, folio, active, inactive, clean) {
+        memcg.count_vm_event(VmEvent::Pgdeactivate, u64::from(folio.nr()));
+    } else if clean {
+        lruvec.relink(&memcg, folio, inactive, inactive, true);
     }
 }
 

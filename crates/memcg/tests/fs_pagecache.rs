@@ -161,3 +161,50 @@ fn a_host_directory_holds_the_files_bytes() {
     drop(sb);
     assert_eq!(a.memory().usage(), 0);
 }
+
+#[test]
+fn an_inode_with_page_cache_stays_off_its_lru_until_the_pages_go() {
+    let t = CgroupTree::default();
+    t.set_charge_stock(false);
+    let a = t.mkdir("/a").unwrap();
+    let sb = ram(&t, LruDesign::Split);
+    sb.write(&a, "f", &pattern(3 * 4096, 1)).unwrap();
+    sb.sync().unwrap();
+    // Slab only: the dentry goes, its inode keeps its pages and stays
+    // cached, off the LRU (`mapping_shrinkable` is false).
+    drop_caches(&t, std::slice::from_ref(&sb), 2);
+    drop_caches(&t, std::slice::from_ref(&sb), 2);
+    let c = sb.counts();
+    assert_eq!((c.nr_dentries, c.nr_inodes, c.nr_unused), (0, 1, 0));
+    assert_eq!(a.stat(MemcgStat::File), 3, "page cache untouched");
+    // The pages go: the mapping tells the inode, which goes on the LRU and
+    // then to the shrinker.
+    drop_caches(&t, std::slice::from_ref(&sb), 1);
+    assert_eq!(sb.counts().nr_unused, 1);
+    drop_caches(&t, std::slice::from_ref(&sb), 2);
+    assert_eq!(sb.counts().nr_inodes, 0);
+    assert_eq!(a.memory().usage(), 0);
+}
+
+#[test]
+fn drop_caches_deactivates_what_it_cannot_drop() {
+    let t = CgroupTree::default();
+    t.set_charge_stock(false);
+    let a = t.mkdir("/a").unwrap();
+    let sb = ram(&t, LruDesign::Split);
+    sb.write(&a, "f", &pattern(2 * 4096, 2)).unwrap();
+    sb.sync().unwrap();
+    sb.read(&a, "f").unwrap();
+    sb.read(&a, "f").unwrap();
+    assert_eq!(a.stat(MemcgStat::ActiveFile), 2, "read twice: active");
+    // Dirty again: drop_caches keeps the pages but deactivates them.
+    sb.write(&a, "f", &pattern(2 * 4096, 3)).unwrap();
+    drop_caches(&t, std::slice::from_ref(&sb), 1);
+    assert_eq!(a.stat(MemcgStat::File), 2);
+    assert_eq!(a.stat(MemcgStat::ActiveFile), 0);
+    assert_eq!(a.vm_event(memcg::memcontrol::VmEvent::Pgdeactivate), 2);
+    sb.sync().unwrap();
+    drop_caches(&t, std::slice::from_ref(&sb), 3);
+    drop_caches(&t, std::slice::from_ref(&sb), 3);
+    assert_eq!(a.memory().usage(), 0);
+}

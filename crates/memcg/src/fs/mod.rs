@@ -56,7 +56,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use crate::errno::Errno;
-use crate::filemap::{AddressSpace, BackingError, FilemapError};
+use crate::filemap::{AddressSpace, BackingError, FilemapError, MappingHost};
 use crate::list_lru::{ItemId, ListLru, ListLruConfig, LruDesign, Walked};
 use crate::memcontrol::{CgroupTree, ChargeError, MemCgroup, ObjCgroup, SlabKind};
 use crate::shrinker::{
@@ -242,6 +242,8 @@ pub struct Superblock {
     dentry_lru: ListLru,
     inode_lru: ListLru,
     shrinker: Mutex<Option<ShrinkerHandle>>,
+    /// Itself, for its inodes' mappings to call back ([`InodeHost`]).
+    me: std::sync::Weak<Superblock>,
 }
 
 impl std::fmt::Debug for Superblock {
@@ -306,7 +308,7 @@ impl Superblock {
         let dentry_lru = ListLru::new(tree, config).map_err(lru_error)?;
         let inode_lru = ListLru::sharing_shrinker(tree, config, &dentry_lru).map_err(lru_error)?;
         let id = dentry_lru.shrinker_id();
-        let sb = Arc::new(Self {
+        let sb = Arc::new_cyclic(|me| Self {
             tree: tree.clone(),
             disk: Arc::new(disk),
             swap,
@@ -314,6 +316,7 @@ impl Superblock {
             dentry_lru,
             inode_lru,
             shrinker: Mutex::new(None),
+            me: me.clone(),
         });
         let shrinker = Arc::new(SbShrinker(Arc::downgrade(&sb)));
         *lock(&sb.shrinker) = Some(register_shrinker(tree, shrinker, id));
@@ -697,6 +700,11 @@ impl Superblock {
             let item = ns.inode_items.alloc()?;
             ns.inode_of_item.insert(item, meta.ino);
             let mapping = AddressSpace::new(&self.tree, backing, Arc::clone(&self.swap));
+            let host: Arc<dyn MappingHost> = Arc::new(InodeHost {
+                sb: self.me.clone(),
+                ino: meta.ino,
+            });
+            mapping.set_host(host);
             ns.icache.insert(
                 meta.ino,
                 Inode {
@@ -801,11 +809,22 @@ impl Superblock {
             self.evict_inode(ns, ino);
             return;
         }
-        if !inode.on_lru {
-            inode.on_lru = true;
-            let (item, memcg) = (inode.item, inode.objcg.memcg());
-            let _ = self.inode_lru.add(item, 0, &memcg);
+        self.inode_add_lru(ns, ino);
+    }
+
+    /// Puts an unused inode on the LRU (`inode_add_lru`), unless it holds
+    /// page cache (`mapping_shrinkable` false on a 64-bit machine): its
+    /// mapping tells us when its last folio goes ([`InodeHost`]).
+    fn inode_add_lru(&self, ns: &mut Namespace, ino: u64) {
+        let Some(inode) = ns.icache.get_mut(&ino) else {
+            return;
+        };
+        if inode.count > 0 || inode.on_lru || inode.mapping.nr_folios() > 0 {
+            return;
         }
+        inode.on_lru = true;
+        let (item, memcg) = (inode.item, inode.objcg.memcg());
+        let _ = self.inode_lru.add(item, 0, &memcg);
     }
 
     /// Frees an inode and its page cache (`evict`).
@@ -827,6 +846,7 @@ impl Superblock {
     /// dentries of its list.
     fn prune_dcache(&self, memcg: &MemCgroup, nr_to_scan: u64) -> Pruned {
         let mut dispose = Vec::new();
+        let mut isolated = 0;
         let mut budget = usize::try_from(nr_to_scan).unwrap_or(usize::MAX);
         let _ = self
             .dentry_lru
@@ -842,6 +862,7 @@ impl Superblock {
                 };
                 if dentry.count > 0 {
                     dentry.on_lru = false;
+                    isolated += 1;
                     let (list, token) = guard.isolate();
                     return Walked::Removed(list, token);
                 }
@@ -850,21 +871,27 @@ impl Superblock {
                     return Walked::Rotate(guard);
                 }
                 dentry.on_lru = false;
-                dispose.push(name);
+                isolated += 1;
+                dispose.push((item, name));
                 let (list, token) = guard.isolate();
                 Walked::Removed(list, token)
             });
         let mut ns = lock(&self.ns);
-        let mut pruned = Pruned::default();
-        for name in dispose {
-            // Taken again since: it stays, off the LRU until its next close.
+        // Every item taken off counts as freed, as `prune_dcache_sb`'s
+        // `list_lru_shrink_walk` result does.
+        let mut pruned = Pruned {
+            objects: isolated,
+            bytes: 0,
+        };
+        for (item, name) in dispose {
+            // The same dentry, still unused and unlisted (taken again
+            // since: it stays, off the LRU until its next close).
             if ns
                 .dcache
                 .get(&name)
-                .is_some_and(|d| d.count == 0 && !d.on_lru)
+                .is_some_and(|d| d.item == item && d.count == 0 && !d.on_lru)
             {
                 self.kill_dentry(&mut ns, &name);
-                pruned.objects += 1;
                 pruned.bytes += DENTRY_BYTES;
             }
         }
@@ -874,6 +901,7 @@ impl Superblock {
     /// `prune_icache_sb` for one memory cgroup.
     fn prune_icache(&self, memcg: &MemCgroup, nr_to_scan: u64) -> Pruned {
         let mut dispose = Vec::new();
+        let mut isolated = 0;
         let mut budget = usize::try_from(nr_to_scan).unwrap_or(usize::MAX);
         let _ = self
             .inode_lru
@@ -887,8 +915,11 @@ impl Superblock {
                 let Some(inode) = ns.icache.get_mut(&ino) else {
                     return Walked::Skip(guard);
                 };
-                if inode.count > 0 {
+                // In use again, or holding page cache again: off the list
+                // (an iput, or its last folio going, puts it back).
+                if inode.count > 0 || inode.mapping.nr_folios() > 0 {
                     inode.on_lru = false;
+                    isolated += 1;
                     let (list, token) = guard.isolate();
                     return Walked::Removed(list, token);
                 }
@@ -896,32 +927,47 @@ impl Superblock {
                     inode.referenced = false;
                     return Walked::Rotate(guard);
                 }
-                if inode.mapping.nr_folios() > 0 {
-                    // Its clean pages go (`pginodesteal`); kept while any stay.
-                    inode.mapping.invalidate();
-                    if inode.mapping.nr_folios() > 0 {
-                        return Walked::Rotate(guard);
-                    }
-                }
                 inode.on_lru = false;
-                dispose.push(ino);
+                isolated += 1;
+                dispose.push((item, ino));
                 let (list, token) = guard.isolate();
                 Walked::Removed(list, token)
             });
         let mut ns = lock(&self.ns);
-        let mut pruned = Pruned::default();
-        for ino in dispose {
+        // Every item taken off counts as freed, as `prune_icache_sb`'s
+        // `list_lru_shrink_walk` result does.
+        let mut pruned = Pruned {
+            objects: isolated,
+            bytes: 0,
+        };
+        for (item, ino) in dispose {
+            // The same inode, still unused and unlisted.
             if ns
                 .icache
                 .get(&ino)
-                .is_some_and(|i| i.count == 0 && !i.on_lru)
+                .is_some_and(|i| i.item == item && i.count == 0 && !i.on_lru)
             {
                 self.evict_inode(&mut ns, ino);
-                pruned.objects += 1;
                 pruned.bytes += INODE_BYTES;
             }
         }
         pruned
+    }
+}
+
+/// An inode as its mapping's host: told when the mapping's last folio
+/// goes, it puts the inode on the LRU if unused.
+struct InodeHost {
+    sb: std::sync::Weak<Superblock>,
+    ino: u64,
+}
+
+impl MappingHost for InodeHost {
+    fn mapping_shrinkable(&self) {
+        if let Some(sb) = self.sb.upgrade() {
+            let mut ns = lock(&sb.ns);
+            sb.inode_add_lru(&mut ns, self.ino);
+        }
     }
 }
 
