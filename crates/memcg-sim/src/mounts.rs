@@ -53,6 +53,18 @@ impl MountError {
     }
 }
 
+/// Wraps a filesystem error with the path it happened on.
+fn vfs(path: impl Into<String>) -> impl FnOnce(VfsError) -> SimError {
+    let path = path.into();
+    move |source| {
+        MountError::Vfs {
+            path,
+            source: Box::new(source),
+        }
+        .into()
+    }
+}
+
 /// `dir` without trailing slashes.
 fn normalize(dir: &str) -> String {
     let trimmed = dir.trim_end_matches('/');
@@ -84,12 +96,8 @@ impl Sim {
         }
         let weak = Arc::downgrade(&self.inner);
         let swap = Arc::new(move || weak.upgrade().map(|i| i.swap_space()).unwrap_or_default());
-        let sb = Superblock::mount(self.fs().tree(), source, self.inner.lru_design, swap).map_err(
-            |source| MountError::Vfs {
-                path: dir.clone(),
-                source: Box::new(source),
-            },
-        )?;
+        let sb = Superblock::mount(self.fs().tree(), source, self.inner.lru_design, swap)
+            .map_err(vfs(dir.clone()))?;
         table.insert(dir, sb);
         Ok(())
     }
@@ -101,10 +109,7 @@ impl Sim {
             .get(&dir)
             .cloned()
             .ok_or_else(|| MountError::NotMounted(dir.clone()))?;
-        sb.unmount().map_err(|source| MountError::Vfs {
-            path: dir.clone(),
-            source: Box::new(source),
-        })?;
+        sb.unmount().map_err(vfs(dir.clone()))?;
         lock(&self.inner.mounts.table).remove(&dir);
         Ok(())
     }
@@ -142,13 +147,7 @@ impl Sim {
     pub fn write_file(&self, cgroup: &str, path: &str, data: &[u8]) -> Result<(), SimError> {
         let memcg = self.fs().cgroup(cgroup)?.effective_memcg();
         let (sb, name) = self.file(path)?;
-        sb.write(&memcg, &name, data).map_err(|source| {
-            MountError::Vfs {
-                path: path.to_owned(),
-                source: Box::new(source),
-            }
-            .into()
-        })
+        sb.write(&memcg, &name, data).map_err(vfs(path.to_owned()))
     }
 
     /// Writes `size_bytes` as the whole content of the file at `path`, as a
@@ -163,13 +162,7 @@ impl Sim {
         let memcg = self.fs().cgroup(cgroup)?.effective_memcg();
         let (sb, name) = self.file(path)?;
         sb.write_with(&memcg, &name, size_bytes, produce)
-            .map_err(|source| {
-                MountError::Vfs {
-                    path: path.to_owned(),
-                    source: Box::new(source),
-                }
-                .into()
-            })
+            .map_err(vfs(path.to_owned()))
     }
 
     /// Reads the whole file at `path` as a task of `cgroup` would, handing
@@ -182,26 +175,15 @@ impl Sim {
     ) -> Result<u64, SimError> {
         let memcg = self.fs().cgroup(cgroup)?.effective_memcg();
         let (sb, name) = self.file(path)?;
-        sb.read_with(&memcg, &name, sink).map_err(|source| {
-            MountError::Vfs {
-                path: path.to_owned(),
-                source: Box::new(source),
-            }
-            .into()
-        })
+        sb.read_with(&memcg, &name, sink)
+            .map_err(vfs(path.to_owned()))
     }
 
     /// Reads the whole file at `path` as a task of `cgroup` would.
     pub fn read_file(&self, cgroup: &str, path: &str) -> Result<Vec<u8>, SimError> {
         let memcg = self.fs().cgroup(cgroup)?.effective_memcg();
         let (sb, name) = self.file(path)?;
-        sb.read(&memcg, &name).map_err(|source| {
-            MountError::Vfs {
-                path: path.to_owned(),
-                source: Box::new(source),
-            }
-            .into()
-        })
+        sb.read(&memcg, &name).map_err(vfs(path.to_owned()))
     }
 
     /// Creates the file at `path` empty if it is missing, as a task of
@@ -212,35 +194,20 @@ impl Sim {
         if sb.size_of(&name).is_err() {
             self.write_file(cgroup, path, &[])?;
         }
-        sb.extend(&name, size_bytes).map_err(|source| {
-            MountError::Vfs {
-                path: path.to_owned(),
-                source: Box::new(source),
-            }
-            .into()
-        })
+        sb.extend(&name, size_bytes).map_err(vfs(path.to_owned()))
     }
 
     /// Removes the file at `path`.
     pub fn remove_file(&self, path: &str) -> Result<(), SimError> {
         let (sb, name) = self.file(path)?;
-        sb.unlink(&name).map_err(|source| {
-            MountError::Vfs {
-                path: path.to_owned(),
-                source: Box::new(source),
-            }
-            .into()
-        })
+        sb.unlink(&name).map_err(vfs(path.to_owned()))
     }
 
     /// Writes every dirty page of every mount back (`sync`).
     pub fn sync(&self) -> Result<u64, SimError> {
         let mut written = 0;
         for (dir, sb) in self.mounts() {
-            written += sb.sync().map_err(|source| MountError::Vfs {
-                path: dir,
-                source: Box::new(source),
-            })?;
+            written += sb.sync().map_err(vfs(dir))?;
         }
         Ok(written)
     }

@@ -843,116 +843,133 @@ impl Superblock {
     }
 
     /// `prune_dcache_sb` for one memory cgroup: walks up to `nr_to_scan`
-    /// dentries of its list.
+    /// dentries of its list (`dentry_lru_isolate`): one in use again is
+    /// taken off the list, a referenced one gets another round, the rest
+    /// are freed.
     fn prune_dcache(&self, memcg: &MemCgroup, nr_to_scan: u64) -> Pruned {
-        let mut dispose = Vec::new();
-        let mut isolated = 0;
-        let mut budget = usize::try_from(nr_to_scan).unwrap_or(usize::MAX);
-        let _ = self
-            .dentry_lru
-            .walk_one(0, memcg, &mut budget, |item, guard| {
-                let Some(mut ns) = try_lock(&self.ns) else {
-                    return Walked::Skip(guard);
-                };
-                let Some(name) = ns.dentry_of_item.get(&item).cloned() else {
-                    return Walked::Skip(guard);
-                };
-                let Some(dentry) = ns.dcache.get_mut(&name) else {
-                    return Walked::Skip(guard);
-                };
-                if dentry.count > 0 {
-                    dentry.on_lru = false;
-                    isolated += 1;
-                    let (list, token) = guard.isolate();
-                    return Walked::Removed(list, token);
+        self.prune(
+            &self.dentry_lru,
+            memcg,
+            nr_to_scan,
+            |ns, item| {
+                let name = ns.dentry_of_item.get(&item)?.clone();
+                let dentry = ns.dcache.get_mut(&name)?;
+                let verdict =
+                    lru_verdict(&mut dentry.on_lru, &mut dentry.referenced, dentry.count > 0);
+                Some((name, verdict))
+            },
+            |ns, item, name| {
+                // The same dentry, still unused and unlisted (taken again
+                // since: it stays, off the LRU until its next close).
+                let free = ns
+                    .dcache
+                    .get(&name)
+                    .is_some_and(|d| d.item == item && d.count == 0 && !d.on_lru);
+                if free {
+                    self.kill_dentry(ns, &name);
                 }
-                if dentry.referenced {
-                    dentry.referenced = false;
-                    return Walked::Rotate(guard);
-                }
-                dentry.on_lru = false;
-                isolated += 1;
-                dispose.push((item, name));
-                let (list, token) = guard.isolate();
-                Walked::Removed(list, token)
-            });
-        let mut ns = lock(&self.ns);
-        // Every item taken off counts as freed, as `prune_dcache_sb`'s
-        // `list_lru_shrink_walk` result does.
-        let mut pruned = Pruned {
-            objects: isolated,
-            bytes: 0,
-        };
-        for (item, name) in dispose {
-            // The same dentry, still unused and unlisted (taken again
-            // since: it stays, off the LRU until its next close).
-            if ns
-                .dcache
-                .get(&name)
-                .is_some_and(|d| d.item == item && d.count == 0 && !d.on_lru)
-            {
-                self.kill_dentry(&mut ns, &name);
-                pruned.bytes += DENTRY_BYTES;
-            }
-        }
-        pruned
+                free.then_some(DENTRY_BYTES)
+            },
+        )
     }
 
-    /// `prune_icache_sb` for one memory cgroup.
+    /// `prune_icache_sb` for one memory cgroup (`inode_lru_isolate`): one
+    /// in use again or holding page cache again is taken off the list (an
+    /// `iput`, or its last folio going, puts it back), a referenced one
+    /// gets another round, the rest are evicted.
     fn prune_icache(&self, memcg: &MemCgroup, nr_to_scan: u64) -> Pruned {
-        let mut dispose = Vec::new();
-        let mut isolated = 0;
+        self.prune(
+            &self.inode_lru,
+            memcg,
+            nr_to_scan,
+            |ns, item| {
+                let ino = *ns.inode_of_item.get(&item)?;
+                let inode = ns.icache.get_mut(&ino)?;
+                let busy = inode.count > 0 || inode.mapping.nr_folios() > 0;
+                let verdict = lru_verdict(&mut inode.on_lru, &mut inode.referenced, busy);
+                Some((ino, verdict))
+            },
+            |ns, item, ino| {
+                // The same inode, still unused and unlisted.
+                let free = ns
+                    .icache
+                    .get(&ino)
+                    .is_some_and(|i| i.item == item && i.count == 0 && !i.on_lru);
+                if free {
+                    self.evict_inode(ns, ino);
+                }
+                free.then_some(INODE_BYTES)
+            },
+        )
+    }
+
+    /// Walks `memcg`'s list of `lru` (`list_lru_shrink_walk`) under the
+    /// namespace lock, tried (a held lock skips the item): `isolate` names
+    /// each item's object and says what to do with it; the objects to
+    /// dispose of are then freed by `dispose` (which returns the bytes it
+    /// freed, if it still could) under the lock taken again. Every item
+    /// taken off the list counts as freed, as the kernel's walk result
+    /// does.
+    fn prune<K>(
+        &self,
+        lru: &ListLru,
+        memcg: &MemCgroup,
+        nr_to_scan: u64,
+        mut isolate: impl FnMut(&mut Namespace, ItemId) -> Option<(K, LruVerdict)>,
+        mut dispose: impl FnMut(&mut Namespace, ItemId, K) -> Option<u64>,
+    ) -> Pruned {
+        let mut doomed = Vec::new();
+        let mut pruned = Pruned::default();
         let mut budget = usize::try_from(nr_to_scan).unwrap_or(usize::MAX);
-        let _ = self
-            .inode_lru
-            .walk_one(0, memcg, &mut budget, |item, guard| {
-                let Some(mut ns) = try_lock(&self.ns) else {
-                    return Walked::Skip(guard);
-                };
-                let Some(&ino) = ns.inode_of_item.get(&item) else {
-                    return Walked::Skip(guard);
-                };
-                let Some(inode) = ns.icache.get_mut(&ino) else {
-                    return Walked::Skip(guard);
-                };
-                // In use again, or holding page cache again: off the list
-                // (an iput, or its last folio going, puts it back).
-                if inode.count > 0 || inode.mapping.nr_folios() > 0 {
-                    inode.on_lru = false;
-                    isolated += 1;
+        let _ = lru.walk_one(0, memcg, &mut budget, |item, guard| {
+            let Some(mut ns) = try_lock(&self.ns) else {
+                return Walked::Skip(guard);
+            };
+            let Some((key, verdict)) = isolate(&mut ns, item) else {
+                return Walked::Skip(guard);
+            };
+            match verdict {
+                LruVerdict::Rotate => Walked::Rotate(guard),
+                LruVerdict::Remove | LruVerdict::Dispose => {
+                    if matches!(verdict, LruVerdict::Dispose) {
+                        doomed.push((item, key));
+                    }
+                    pruned.objects += 1;
                     let (list, token) = guard.isolate();
-                    return Walked::Removed(list, token);
+                    Walked::Removed(list, token)
                 }
-                if inode.referenced {
-                    inode.referenced = false;
-                    return Walked::Rotate(guard);
-                }
-                inode.on_lru = false;
-                isolated += 1;
-                dispose.push((item, ino));
-                let (list, token) = guard.isolate();
-                Walked::Removed(list, token)
-            });
-        let mut ns = lock(&self.ns);
-        // Every item taken off counts as freed, as `prune_icache_sb`'s
-        // `list_lru_shrink_walk` result does.
-        let mut pruned = Pruned {
-            objects: isolated,
-            bytes: 0,
-        };
-        for (item, ino) in dispose {
-            // The same inode, still unused and unlisted.
-            if ns
-                .icache
-                .get(&ino)
-                .is_some_and(|i| i.item == item && i.count == 0 && !i.on_lru)
-            {
-                self.evict_inode(&mut ns, ino);
-                pruned.bytes += INODE_BYTES;
             }
+        });
+        let mut ns = lock(&self.ns);
+        for (item, key) in doomed {
+            pruned.bytes += dispose(&mut ns, item, key).unwrap_or(0);
         }
         pruned
     }
+}
+
+/// What a shrinker walk does with a listed dentry or inode.
+enum LruVerdict {
+    /// In use (or holding page cache): off the list, not freed.
+    Remove,
+    /// Referenced since the last look: another round.
+    Rotate,
+    /// Off the list and freed.
+    Dispose,
+}
+
+/// The verdict on a listed object, updating its flags: `busy` ones leave
+/// the list, referenced ones lose the mark and rotate, the rest go.
+fn lru_verdict(on_lru: &mut bool, referenced: &mut bool, busy: bool) -> LruVerdict {
+    if busy {
+        *on_lru = false;
+        return LruVerdict::Remove;
+    }
+    if std::mem::take(referenced) {
+        return LruVerdict::Rotate;
+    }
+    *on_lru = false;
+    LruVerdict::Dispose
 }
 
 /// An inode as its mapping's host: told when the mapping's last folio
