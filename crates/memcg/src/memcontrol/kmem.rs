@@ -136,6 +136,41 @@ impl super::CgroupTree {
         bytes: u64,
         kind: SlabKind,
     ) -> Result<(), ChargeError> {
+        self.charge_obj(objcg, bytes, false, |memcg| {
+            memcg.mod_stat(kind.stat(), bytes as i64);
+        })
+    }
+
+    /// Charges a zswap entry of `bytes` compressed to `objcg`
+    /// (`obj_cgroup_charge_zswap`): forced past every limit, as the
+    /// kernel's charge from reclaim (`PF_MEMALLOC`) is; counts the bytes
+    /// in `zswap` and the page in `zswapped`.
+    pub fn charge_zswap(&self, objcg: &ObjCgroup, bytes: u64) {
+        let charged = self.charge_obj(objcg, bytes, true, |memcg| {
+            memcg.mod_stat(MemcgStat::ZswapBytes, bytes as i64);
+            memcg.mod_stat(MemcgStat::Zswapped, 1);
+        });
+        debug_assert!(charged.is_ok(), "a forced charge cannot fail");
+    }
+
+    /// Uncharges a freed zswap entry (`obj_cgroup_uncharge_zswap`).
+    pub fn uncharge_zswap(&self, objcg: &ObjCgroup, bytes: u64) {
+        let memcg = self.uncharge_slab_bytes(objcg, bytes);
+        memcg.mod_stat(MemcgStat::ZswapBytes, -(bytes as i64));
+        memcg.mod_stat(MemcgStat::Zswapped, -1);
+    }
+
+    /// Charges `bytes` to `objcg`'s memory cgroup through its reserve
+    /// (module docs); `force` charges past the limits; `account` counts
+    /// the object's statistics on the memory cgroup charged, under its
+    /// account lock (so a reparent moves them with the charge).
+    fn charge_obj(
+        &self,
+        objcg: &ObjCgroup,
+        bytes: u64,
+        force: bool,
+        account: impl Fn(&MemCgroup),
+    ) -> Result<(), ChargeError> {
         loop {
             let memcg = objcg.memcg();
             let had = {
@@ -145,13 +180,17 @@ impl super::CgroupTree {
                 }
                 if acct.reserve_bytes >= bytes {
                     acct.reserve_bytes -= bytes;
-                    memcg.mod_stat(kind.stat(), bytes as i64);
+                    account(&memcg);
                     return Ok(());
                 }
                 std::mem::take(&mut acct.reserve_bytes)
             };
             let nr_pages = (bytes - had).div_ceil(PAGE_SIZE);
-            if let Err(e) = self.try_charge(&memcg, nr_pages, ChargeKind::Kmem) {
+            if force {
+                memcg.memory().charge(nr_pages);
+                memcg.pin_pages(nr_pages);
+                memcg.account(ChargeKind::Kmem, nr_pages as i64);
+            } else if let Err(e) = self.try_charge(&memcg, nr_pages, ChargeKind::Kmem) {
                 self.return_reserve(&memcg, had);
                 return Err(e);
             }
@@ -166,7 +205,7 @@ impl super::CgroupTree {
             }
             acct.charged_pages += nr_pages;
             acct.reserve_bytes += nr_pages * PAGE_SIZE + had - bytes;
-            memcg.mod_stat(kind.stat(), bytes as i64);
+            account(&memcg);
             return Ok(());
         }
     }
@@ -240,14 +279,20 @@ impl super::CgroupTree {
         if surplus_pages > 0 {
             parent.uncharge_pages(surplus_pages, ChargeKind::Kmem);
         }
-        for kind in [SlabKind::Reclaimable, SlabKind::Unreclaimable] {
-            // Its offline descendants' slab moved here already: the
+        let stats = [
+            MemcgStat::SlabReclaimable,
+            MemcgStat::SlabUnreclaimable,
+            MemcgStat::ZswapBytes,
+            MemcgStat::Zswapped,
+        ];
+        for stat in stats {
+            // Its offline descendants' objects moved here already: the
             // hierarchical figure is all this cgroup's. (Moved as a
             // difference, so an object freed through the parent
             // meanwhile is counted right.)
-            let bytes = child.stat(kind.stat());
-            child.mod_stat(kind.stat(), -bytes);
-            parent.mod_stat(kind.stat(), bytes);
+            let value = child.stat(stat);
+            child.mod_stat(stat, -value);
+            parent.mod_stat(stat, value);
         }
     }
 }

@@ -1,0 +1,477 @@
+//! zswap: a compressed cache in front of the swap devices (mm/zswap.c,
+//! v6.14) — so far its store, load and invalidate paths, its pool and its
+//! limits; the list_lru of entries, the shrinker and writeback are still
+//! to come (issue 13).
+//!
+//! # What it does
+//!
+//! When reclaim swaps a folio out, [`Zswap::store`] compresses each page
+//! (`lz4_flex`: the kernel's default is LZO, not in the Rust ecosystem's
+//! well-kept crates; LZ4 is its other common choice) and keeps it in a
+//! size-class pool (`zpool.rs`) indexed by the page's swap slot; the
+//! device is not written. A page that does not compress to a page or less
+//! is refused (`reject_compress_poor`) and goes to the device. The store
+//! is all or nothing for a folio. A swap-in takes a stored page back and
+//! drops it ([`Zswap::load_page`]: exclusive loads); a freed slot drops its
+//! page ([`Zswap::invalidate`]).
+//!
+//! # Accounting and limits
+//!
+//! A stored page's compressed bytes are charged to the memory cgroup of
+//! the folio through its object cgroup (`obj_cgroup_charge_zswap`:
+//! forced, counting `zswap` bytes and a `zswapped` page; the charge
+//! follows the object cgroup to the parent at offline). A store is refused
+//! when the cgroup or an ancestor is at its `memory.zswap.max`
+//! (`obj_cgroup_may_zswap`; the kernel first tries to write one entry of
+//! that cgroup back, which needs the shrinker still to come), and while
+//! the pool is full: at `max_pool_percent` of the machine it refuses
+//! stores (`pool_limit_hit`) until it is back under `accept_threshold_percent`
+//! of that (`zswap_check_limits`). zswap is off until enabled, as the
+//! kernel's default (`CONFIG_ZSWAP_DEFAULT_ON=n`).
+//!
+//! # Locking
+//!
+//! The entries are sharded maps by swap cluster, each shard a mutex held
+//! to insert, take or drop entries; the pool has a lock per size class.
+//! A slot's entry changes only under its folio's ownership (swap-out
+//! holds the folio, swap-in the slot's claim, invalidate the last
+//! reference), as the kernel's xarray entries do under the folio lock.
+
+mod zpool;
+
+use rustc_hash::FxHashMap;
+
+use crate::folio::Folio;
+use crate::memcontrol::{CgroupTree, MemCgroup, ObjCgroup, VmEvent};
+use crate::mm_types::{PAGE_BYTES, PAGE_SIZE, SWAPFILE_CLUSTER};
+use crate::page_counter::PAGE_COUNTER_MAX;
+use crate::swapops::SwapEntry;
+use crate::sync::{Arc, AtomicBool, AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering, lock};
+use zpool::Pool;
+pub use zpool::{Handle, PoolError};
+
+/// Entry shards.
+const SHARDS: usize = 64;
+
+/// Why a store was refused (the page goes to the swap device).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum StoreReject {
+    /// zswap is off (`enabled` N).
+    #[error("zswap is disabled")]
+    Disabled,
+    /// The cgroup or an ancestor is at its `memory.zswap.max`.
+    #[error("at memory.zswap.max")]
+    CgroupLimit,
+    /// The pool is full (`pool_limit_hit`).
+    #[error("the zswap pool is full")]
+    PoolLimit,
+    /// A page did not compress to a page or less (`reject_compress_poor`).
+    #[error("a page did not compress")]
+    CompressPoor,
+    /// The pool had no memory for it (`reject_alloc_fail`).
+    #[error("no memory in the pool")]
+    AllocFail,
+}
+
+/// zswap's tunables (`/sys/module/zswap/parameters/*`).
+#[derive(Debug)]
+struct Params {
+    enabled: AtomicBool,
+    max_pool_percent: AtomicU32,
+    accept_threshold_percent: AtomicU32,
+    shrinker_enabled: AtomicBool,
+}
+
+/// zswap's counters (`/sys/kernel/debug/zswap/*`).
+#[derive(Debug, Default)]
+pub struct DebugCounts {
+    /// Pages stored now.
+    pub stored_pages: u64,
+    /// Bytes of the pool's pages (`pool_total_size`).
+    pub pool_total_size: u64,
+    /// Pages written back to the swap device.
+    pub written_back_pages: u64,
+    /// Stores refused: a page did not compress.
+    pub reject_compress_poor: u64,
+    /// Stores refused: the pool had no memory.
+    pub reject_alloc_fail: u64,
+    /// Stores refused: writeback to make room failed.
+    pub reject_reclaim_fail: u64,
+    /// Times the pool was found full.
+    pub pool_limit_hit: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    stored_pages: AtomicU64,
+    written_back_pages: AtomicU64,
+    reject_compress_poor: AtomicU64,
+    reject_alloc_fail: AtomicU64,
+    reject_reclaim_fail: AtomicU64,
+    pool_limit_hit: AtomicU64,
+}
+
+/// One stored page (`struct zswap_entry`).
+struct Entry {
+    handle: Handle,
+    length: u32,
+    objcg: Arc<ObjCgroup>,
+}
+
+/// The compressed cache of one machine (its swap devices share it).
+pub struct Zswap {
+    tree: CgroupTree,
+    params: Params,
+    pool: Pool,
+    entries: Box<[Mutex<FxHashMap<SwapEntry, Entry>>]>,
+    /// `zswap_pool_reached_full`: refusing until under the threshold.
+    pool_full: AtomicBool,
+    counts: Counters,
+}
+
+impl std::fmt::Debug for Zswap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Zswap")
+            .field("counts", &self.debug_counts())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Zswap {
+    /// zswap over `tree`'s machine, off (`enabled` N), with the kernel's
+    /// default tunables.
+    pub fn new(tree: &CgroupTree) -> Self {
+        Self {
+            tree: tree.clone(),
+            params: Params {
+                enabled: AtomicBool::new(false),
+                max_pool_percent: AtomicU32::new(20),
+                accept_threshold_percent: AtomicU32::new(90),
+                shrinker_enabled: AtomicBool::new(false),
+            },
+            pool: Pool::new(tree),
+            entries: (0..SHARDS)
+                .map(|_| Mutex::new(FxHashMap::default()))
+                .collect(),
+            pool_full: AtomicBool::new(false),
+            counts: Counters::default(),
+        }
+    }
+
+    /// Whether stores are taken (`enabled`).
+    pub fn enabled(&self) -> bool {
+        // Relaxed: a tunable; a store racing a change may go either way.
+        self.params.enabled.load(Ordering::Relaxed)
+    }
+
+    /// Turns zswap on or off; entries stored stay until loaded or freed.
+    pub fn set_enabled(&self, on: bool) {
+        // Relaxed: see `enabled`.
+        self.params.enabled.store(on, Ordering::Relaxed);
+    }
+
+    /// The compressor's name (`compressor`).
+    pub fn compressor(&self) -> &'static str {
+        "lz4"
+    }
+
+    /// `max_pool_percent`.
+    pub fn max_pool_percent(&self) -> u32 {
+        self.params.max_pool_percent.load(Ordering::Relaxed)
+    }
+
+    /// Sets `max_pool_percent`.
+    pub fn set_max_pool_percent(&self, percent: u32) {
+        self.params
+            .max_pool_percent
+            .store(percent, Ordering::Relaxed);
+    }
+
+    /// `accept_threshold_percent`.
+    pub fn accept_threshold_percent(&self) -> u32 {
+        self.params.accept_threshold_percent.load(Ordering::Relaxed)
+    }
+
+    /// Sets `accept_threshold_percent`.
+    pub fn set_accept_threshold_percent(&self, percent: u32) {
+        self.params
+            .accept_threshold_percent
+            .store(percent, Ordering::Relaxed);
+    }
+
+    /// `shrinker_enabled` (the shrinker itself is still to come).
+    pub fn shrinker_enabled(&self) -> bool {
+        self.params.shrinker_enabled.load(Ordering::Relaxed)
+    }
+
+    /// Sets `shrinker_enabled`.
+    pub fn set_shrinker_enabled(&self, on: bool) {
+        self.params.shrinker_enabled.store(on, Ordering::Relaxed);
+    }
+
+    /// The debugfs counters.
+    pub fn debug_counts(&self) -> DebugCounts {
+        let c = &self.counts;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        DebugCounts {
+            stored_pages: get(&c.stored_pages),
+            pool_total_size: self.pool.nr_pages() * PAGE_SIZE,
+            written_back_pages: get(&c.written_back_pages),
+            reject_compress_poor: get(&c.reject_compress_poor),
+            reject_alloc_fail: get(&c.reject_alloc_fail),
+            reject_reclaim_fail: get(&c.reject_reclaim_fail),
+            pool_limit_hit: get(&c.pool_limit_hit),
+        }
+    }
+
+    fn shard(&self, entry: SwapEntry) -> MutexGuard<'_, FxHashMap<SwapEntry, Entry>> {
+        let cluster = entry.val() / SWAPFILE_CLUSTER as u64;
+        let h = cluster.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58;
+        lock(&self.entries[h as usize % SHARDS])
+    }
+
+    /// `obj_cgroup_may_zswap`: no level below the root at its
+    /// `memory.zswap.max` (0 refuses outright).
+    fn may_zswap(memcg: &MemCgroup) -> bool {
+        memcg
+            .self_and_ancestors()
+            .filter(|m| !m.is_root())
+            .all(|m| {
+                let max = m.zswap_max();
+                if max == PAGE_COUNTER_MAX {
+                    return true;
+                }
+                let stored =
+                    u64::try_from(m.stat(crate::memcontrol::MemcgStat::ZswapBytes)).unwrap_or(0);
+                max > 0 && stored / PAGE_SIZE < max
+            })
+    }
+
+    /// `zswap_check_limits`: whether the pool is full, with the
+    /// hysteresis of the accept threshold.
+    fn pool_is_full(&self) -> bool {
+        let max_pages = self.tree.machine_pages() * u64::from(self.max_pool_percent()) / 100;
+        let accept_pages = max_pages * u64::from(self.accept_threshold_percent()) / 100;
+        let pages = self.pool.nr_pages();
+        if pages >= max_pages {
+            self.counts.pool_limit_hit.fetch_add(1, Ordering::Relaxed);
+            // Relaxed: a hint; a store racing the change may go either way.
+            self.pool_full.store(true, Ordering::Relaxed);
+        } else if self.pool_full.load(Ordering::Relaxed) && pages <= accept_pages {
+            self.pool_full.store(false, Ordering::Relaxed);
+        }
+        self.pool_full.load(Ordering::Relaxed)
+    }
+
+    /// `zswap_store`: compresses and keeps every page of `folio`, swapped
+    /// out to the slots from `entry`, or none of them. Counts `zswpout`.
+    pub fn store(&self, folio: &Folio, entry: SwapEntry) -> Result<(), StoreReject> {
+        if !self.enabled() {
+            return Err(StoreReject::Disabled);
+        }
+        let memcg = folio.memcg();
+        if !Self::may_zswap(&memcg) {
+            // The kernel writes one entry of the cgroup back first; with no
+            // writeback yet, the store is refused.
+            return Err(StoreReject::CgroupLimit);
+        }
+        if self.pool_is_full() {
+            return Err(StoreReject::PoolLimit);
+        }
+        let objcg = memcg.obj_cgroup();
+        let bytes = folio.bytes();
+        let mut stored = Vec::with_capacity(folio.nr() as usize);
+        for (i, page) in bytes.chunks_exact(PAGE_BYTES).enumerate() {
+            match self.store_page(page, &objcg) {
+                Ok(e) => stored.push(e),
+                Err(reject) => {
+                    for e in stored {
+                        self.free_entry(e);
+                    }
+                    return Err(reject);
+                }
+            }
+            debug_assert_eq!(stored.len(), i + 1);
+        }
+        drop(bytes);
+        let nr = u64::from(folio.nr());
+        for (i, e) in stored.into_iter().enumerate() {
+            let slot = entry.add(i as u64).expect("a folio's slots are in range");
+            if let Some(old) = self.shard(slot).insert(slot, e) {
+                // A stale entry of a reused slot (`xa_store` returning one).
+                self.free_entry(old);
+            }
+        }
+        self.counts.stored_pages.fetch_add(nr, Ordering::Relaxed);
+        memcg.count_vm_event(VmEvent::Zswpout, nr);
+        Ok(())
+    }
+
+    fn store_page(&self, page: &[u8], objcg: &Arc<ObjCgroup>) -> Result<Entry, StoreReject> {
+        let compressed = lz4_flex::block::compress(page);
+        if compressed.len() > PAGE_BYTES {
+            self.counts
+                .reject_compress_poor
+                .fetch_add(1, Ordering::Relaxed);
+            return Err(StoreReject::CompressPoor);
+        }
+        let handle = self.pool.alloc(&compressed).map_err(|e| match e {
+            PoolError::TooBig(_) => {
+                self.counts
+                    .reject_compress_poor
+                    .fetch_add(1, Ordering::Relaxed);
+                StoreReject::CompressPoor
+            }
+            PoolError::NoMemory => {
+                self.counts
+                    .reject_alloc_fail
+                    .fetch_add(1, Ordering::Relaxed);
+                StoreReject::AllocFail
+            }
+        })?;
+        let length = compressed.len() as u32;
+        self.tree.charge_zswap(objcg, u64::from(length));
+        Ok(Entry {
+            handle,
+            length,
+            objcg: Arc::clone(objcg),
+        })
+    }
+
+    /// Frees an entry taken out of the map (`zswap_entry_free`).
+    fn free_entry(&self, e: Entry) {
+        self.pool.free(e.handle);
+        self.tree.uncharge_zswap(&e.objcg, u64::from(e.length));
+    }
+
+    /// `zswap_load` for one page: if `slot` holds a stored page, takes it
+    /// (exclusive), decompresses it into `page`, counts `zswpin` on
+    /// `charged` and returns true.
+    pub fn load_page(&self, slot: SwapEntry, page: &mut [u8], charged: &MemCgroup) -> bool {
+        let Some(e) = self.shard(slot).remove(&slot) else {
+            return false;
+        };
+        let decompressed = self.pool.read(e.handle, e.length as usize, |compressed| {
+            lz4_flex::block::decompress_into(compressed, page)
+        });
+        assert!(
+            matches!(decompressed, Ok(PAGE_BYTES)),
+            "a stored page decompresses to a page: {decompressed:?}"
+        );
+        self.counts.stored_pages.fetch_sub(1, Ordering::Relaxed);
+        charged.count_vm_event(VmEvent::Zswpin, 1);
+        self.free_entry(e);
+        true
+    }
+
+    /// Whether `slot` holds a stored page.
+    pub fn contains(&self, slot: SwapEntry) -> bool {
+        self.shard(slot).contains_key(&slot)
+    }
+
+    /// Copies the stored page of `slot` into `page` without taking it (for
+    /// checks of what a slot holds); false if it has none.
+    pub fn peek_page(&self, slot: SwapEntry, page: &mut [u8]) -> bool {
+        let shard = self.shard(slot);
+        let Some(e) = shard.get(&slot) else {
+            return false;
+        };
+        let out = self.pool.read(e.handle, e.length as usize, |compressed| {
+            lz4_flex::block::decompress_into(compressed, page)
+        });
+        matches!(out, Ok(PAGE_BYTES))
+    }
+
+    /// `zswap_invalidate`: the `nr` slots from `entry` are being freed;
+    /// their stored pages go.
+    pub fn invalidate(&self, entry: SwapEntry, nr: u32) {
+        let mut shard = self.shard(entry);
+        if shard.is_empty() {
+            return;
+        }
+        let gone: Vec<Entry> = (0..u64::from(nr))
+            .filter_map(|i| entry.add(i).ok())
+            .filter_map(|slot| shard.remove(&slot))
+            .collect();
+        drop(shard);
+        self.counts
+            .stored_pages
+            .fetch_sub(gone.len() as u64, Ordering::Relaxed);
+        for e in gone {
+            self.free_entry(e);
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::memcontrol::{MemcgStat, test_tree};
+
+    fn text_folio(tree: &CgroupTree, memcg: &Arc<MemCgroup>, seed: u8) -> Folio {
+        let folio = Folio::new(tree, memcg, 1).unwrap();
+        for (i, b) in folio.bytes().iter_mut().enumerate() {
+            *b = b"fn main() { let x = 42; }\n"[i % 26].wrapping_add(seed % 3);
+        }
+        folio
+    }
+
+    #[test]
+    fn a_stored_page_is_charged_loaded_once_and_freed() {
+        let t = test_tree(1, 8);
+        t.set_charge_stock(false);
+        let a = t.mkdir("/a").unwrap();
+        let z = Zswap::new(&t);
+        let folio = text_folio(&t, &a, 1);
+        let entry = SwapEntry::new(0, 8).unwrap();
+        assert_eq!(z.store(&folio, entry), Err(StoreReject::Disabled));
+        z.set_enabled(true);
+        z.store(&folio, entry).unwrap();
+        let bytes = a.stat(MemcgStat::ZswapBytes);
+        assert!(bytes > 0 && bytes < 4096, "{bytes}");
+        assert_eq!(a.stat(MemcgStat::Zswapped), 1);
+        assert_eq!(a.vm_event(VmEvent::Zswpout), 1);
+        assert_eq!(z.debug_counts().stored_pages, 1);
+        let mut page = vec![0; PAGE_BYTES];
+        assert!(z.load_page(entry, &mut page, &a));
+        assert_eq!(&page[..], &folio.bytes()[..]);
+        assert!(!z.load_page(entry, &mut page, &a), "exclusive");
+        assert_eq!(a.stat(MemcgStat::ZswapBytes), 0);
+        assert_eq!(a.vm_event(VmEvent::Zswpin), 1);
+        drop(folio);
+        assert_eq!(a.memory().usage(), 0);
+        assert_eq!(z.debug_counts().pool_total_size, 0);
+    }
+
+    #[test]
+    fn incompressible_pages_and_limits_refuse() {
+        let t = test_tree(1, 8);
+        t.set_charge_stock(false);
+        let a = t.mkdir("/a").unwrap();
+        let z = Zswap::new(&t);
+        z.set_enabled(true);
+        let random = Folio::new(&t, &a, 1).unwrap();
+        let mut x = 0x9e37_79b9_u32;
+        for b in random.bytes().iter_mut() {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            *b = x as u8;
+        }
+        let entry = SwapEntry::new(0, 1).unwrap();
+        assert_eq!(z.store(&random, entry), Err(StoreReject::CompressPoor));
+        assert_eq!(z.debug_counts().reject_compress_poor, 1);
+        a.set_zswap_max(0);
+        let text = text_folio(&t, &a, 0);
+        assert_eq!(z.store(&text, entry), Err(StoreReject::CgroupLimit));
+        a.set_zswap_max(PAGE_COUNTER_MAX);
+        z.set_max_pool_percent(0);
+        assert_eq!(z.store(&text, entry), Err(StoreReject::PoolLimit));
+        assert_eq!(z.debug_counts().pool_limit_hit, 1);
+        z.set_max_pool_percent(20);
+        z.store(&text, entry).unwrap();
+        z.invalidate(entry, 1);
+        assert_eq!(z.debug_counts().stored_pages, 0);
+        assert_eq!(a.stat(MemcgStat::ZswapBytes), 0);
+    }
+}
