@@ -1,7 +1,7 @@
 //! What a mapping's pages hold, generated so that it can be regenerated
 //! for verification without keeping a copy.
 
-use rand::{Rng, SeedableRng};
+use rand::{Rng, RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 /// How a mapping's pages are filled.
@@ -13,6 +13,12 @@ pub enum Fill {
     Random,
     /// Per-page words naming the page, ending in a checksum of the rest.
     Pattern,
+    /// Seeded source-code-like text: compresses about 3:1, as a build's
+    /// memory does.
+    Text,
+    /// One non-zero byte per page, the rest zero (what `test_zswap.c`
+    /// writes): compresses to almost nothing, but is not a zero page.
+    Sparse,
 }
 
 impl Fill {
@@ -22,6 +28,8 @@ impl Fill {
             Fill::Zero => "zero",
             Fill::Random => "random",
             Fill::Pattern => "pattern",
+            Fill::Text => "text",
+            Fill::Sparse => "sparse",
         }
     }
 }
@@ -34,9 +42,47 @@ impl std::str::FromStr for Fill {
             "zero" => Ok(Fill::Zero),
             "random" => Ok(Fill::Random),
             "pattern" => Ok(Fill::Pattern),
-            _ => Err(format!("{s:?} is not a fill (zero, random or pattern)")),
+            "text" => Ok(Fill::Text),
+            "sparse" => Ok(Fill::Sparse),
+            _ => Err(format!(
+                "{s:?} is not a fill (zero, random, pattern, text or sparse)"
+            )),
         }
     }
+}
+
+/// Lines of source code that `Fill::Text` strings together.
+const LINES: [&str; 16] = [
+    "let nr_pages = folio.nr();",
+    "if memcg.is_root() {",
+    "return Err(Errno::ENOMEM);",
+    "for page in bytes.chunks_exact(PAGE_BYTES) {",
+    "let entry = swap.alloc(order)?;",
+    "}",
+    "self.count.fetch_add(1, Ordering::Relaxed);",
+    "match lruvec.isolate(list, nr_to_scan) {",
+    "let mut lists = lock(&self.lists);",
+    "debug_assert!(was == list as u8);",
+    "memcg.mod_stat(MemcgStat::File, nr);",
+    "Some(folio) => folio,",
+    "None => continue,",
+    "pub fn charge(&self, nr_pages: u64) {",
+    "// Relaxed: a statistic.",
+    "let shadow = workingset_eviction(folio, target);",
+];
+
+/// Seeded lines of code, indented, each with a number that varies: about
+/// 3:1 under LZ4, as a kernel build's memory is.
+fn fill_text(stream: u64, page: u64, buf: &mut [u8]) {
+    let mut rng = ChaCha8Rng::seed_from_u64(stream ^ page.wrapping_mul(0x2545_f491_4f6c_dd1d));
+    let mut text = Vec::with_capacity(buf.len() + 128);
+    while text.len() < buf.len() {
+        let indent = rng.random_range(0..4) * 4;
+        text.extend(std::iter::repeat_n(b' ', indent));
+        text.extend_from_slice(LINES[rng.random_range(0..LINES.len())].as_bytes());
+        text.extend_from_slice(format!(" // {}\n", rng.random_range(0..100_000u32)).as_bytes());
+    }
+    buf.copy_from_slice(&text[..buf.len()]);
 }
 
 /// A stream identifier for a mapping's contents: the simulation seed mixed
@@ -55,6 +101,12 @@ pub fn fill_page(fill: Fill, stream: u64, page: u64, buf: &mut [u8]) {
         Fill::Random => {
             ChaCha8Rng::seed_from_u64(stream ^ page.wrapping_mul(0x9e37_79b9_7f4a_7c15))
                 .fill_bytes(buf);
+        }
+        Fill::Text => fill_text(stream, page, buf),
+        Fill::Sparse => {
+            buf.fill(0);
+            let mix = (stream ^ page.wrapping_mul(0x9e37_79b9_7f4a_7c15)) as usize;
+            buf[mix % buf.len()] = 1 + (mix % 255) as u8;
         }
         Fill::Pattern => {
             let words = buf.len() / 8;
@@ -170,6 +222,22 @@ pub fn file_contents(fill: FileFill, stream: u64, size: usize) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_compresses_about_three_to_one_and_sparse_far_more() {
+        let mut page = vec![0u8; 4096];
+        let (mut text, mut sparse) = (0, 0);
+        for p in 0..64 {
+            fill_page(Fill::Text, 5, p, &mut page);
+            text += lz4_flex::block::compress(&page).len();
+            fill_page(Fill::Sparse, 5, p, &mut page);
+            assert_eq!(page.iter().filter(|&&b| b != 0).count(), 1);
+            sparse += lz4_flex::block::compress(&page).len();
+        }
+        let ratio = (64 * 4096) as f64 / text as f64;
+        assert!((2.3..4.5).contains(&ratio), "text compresses {ratio:.2}:1");
+        assert!(sparse < 64 * 64, "sparse: {sparse} bytes");
+    }
 
     #[test]
     fn file_bytes_in_pieces_equal_the_whole() {

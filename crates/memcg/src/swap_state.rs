@@ -69,6 +69,7 @@ use crate::swapops::SwapEntry;
 use crate::sync::{Arc, Condvar, Mutex, MutexGuard, lock};
 use crate::vmscan::SwapSpace;
 use crate::workingset::{self, Shadow};
+use crate::zswap::Zswap;
 
 /// Swap cache shards (each a lock and a map).
 const CACHE_SHARDS: usize = 64;
@@ -100,6 +101,11 @@ pub enum SwapOutError {
     /// Writing a page failed; everything was rolled back.
     #[error(transparent)]
     Io(#[from] SwapError),
+    /// zswap did not take the folio and `memory.zswap.writeback` is 0 in
+    /// its cgroup or an ancestor: it may not go to the device
+    /// (`AOP_WRITEPAGE_ACTIVATE`: reclaim activates it).
+    #[error("zswap writeback is disabled for this cgroup")]
+    WritebackDisabled,
 }
 
 impl SwapOutError {
@@ -107,6 +113,7 @@ impl SwapOutError {
     pub fn errno(&self) -> Errno {
         match self {
             SwapOutError::NoContiguous(_) | SwapOutError::Full => Errno::ENOSPC,
+            SwapOutError::WritebackDisabled => Errno::EAGAIN,
             SwapOutError::Charge(e) => e.errno(),
             SwapOutError::Io(e) => e.errno(),
         }
@@ -274,6 +281,7 @@ pub struct SwapSystem {
     swap_cgroup: SwapCgroup,
     swapfiles: Swapfiles,
     cache: SwapCache,
+    zswap: Zswap,
 }
 
 impl SwapSystem {
@@ -284,6 +292,7 @@ impl SwapSystem {
             swap_cgroup: SwapCgroup::new(design),
             swapfiles: Swapfiles::default(),
             cache: SwapCache::new(),
+            zswap: Zswap::new(tree),
         }
     }
 
@@ -295,6 +304,11 @@ impl SwapSystem {
             free_pages,
             total_pages,
         }
+    }
+
+    /// The compressed cache in front of the devices.
+    pub fn zswap(&self) -> &Zswap {
+        &self.zswap
     }
 
     /// Shadows kept for swapped-out folios.
@@ -513,15 +527,15 @@ impl SwapSystem {
             .insert(entry, CacheSlot::resolved(folio));
         folio.memcg().mod_stat(MemcgStat::Swapcached, i64::from(nr));
 
-        let written = write_folio(&device, folio, entry);
+        let written = self.write_folio(&device, folio, entry);
 
         self.cache.shard(entry).remove(&entry);
         folio
             .memcg()
             .mod_stat(MemcgStat::Swapcached, -i64::from(nr));
         device.uncache(entry, nr)?;
-        let all_zero = match written {
-            Ok(all_zero) => all_zero,
+        let written = match written {
+            Ok(written) => written,
             Err(e) => {
                 // Roll back: the folio stays resident; undo the accounting
                 // (record, swap charge, id pins), then free the slots.
@@ -529,17 +543,20 @@ impl SwapSystem {
                     .swap_uncharge(&self.swap_cgroup, entry, nr)
                     .expect("the record was made above");
                 device.put(entry, nr).expect("slots allocated above");
-                return Err(e.into());
+                return Err(e);
             }
         };
         // As the kernel's swap_writepage: a wholly zero folio counts as
-        // `swpout_zero`, anything else as `pswpout`.
-        let event = if all_zero {
-            VmEvent::SwpoutZero
-        } else {
-            VmEvent::Pswpout
+        // `swpout_zero`, one written to the device as `pswpout` (zswap
+        // counted its `zswpout`).
+        let event = match written {
+            Written::Zero => Some(VmEvent::SwpoutZero),
+            Written::Device => Some(VmEvent::Pswpout),
+            Written::Zswap => None,
         };
-        folio.memcg().count_vm_event(event, u64::from(nr));
+        if let Some(event) = event {
+            folio.memcg().count_vm_event(event, u64::from(nr));
+        }
         // Reclaimed: a shadow stays for refault detection.
         if let Some(target) = shadow_target {
             let shadow = workingset::workingset_eviction(folio, target);
@@ -711,6 +728,36 @@ impl SwapSystem {
         }
     }
 
+    /// `swap_writepage`: a wholly zero folio is only marked in the zero
+    /// map; otherwise zswap may take it; otherwise, unless zswap writeback
+    /// is off for its cgroup, its pages are written to the device.
+    fn write_folio(
+        &self,
+        device: &SwapDevice,
+        folio: &Folio,
+        entry: SwapEntry,
+    ) -> Result<Written, SwapOutError> {
+        let zero = is_zero(&folio.bytes());
+        if zero {
+            device.mark_zero(entry, folio.nr())?;
+            return Ok(Written::Zero);
+        }
+        if self.zswap.store(folio, entry).is_ok() {
+            return Ok(Written::Zswap);
+        }
+        if self.zswap.enabled() && !folio.memcg().zswap_writeback_enabled() {
+            return Err(SwapOutError::WritebackDisabled);
+        }
+        let bytes = folio.bytes();
+        for (i, page) in bytes.chunks_exact(PAGE_BYTES).enumerate() {
+            let e = entry
+                .add(i as u64)
+                .map_err(|_| SwapError::BadEntry(entry))?;
+            device.write(e, page)?;
+        }
+        Ok(Written::Device)
+    }
+
     /// Reads the folio at `entry` into a new folio charged per the swap-in
     /// rule; counts `pswpin` (or `swpin_zero`) where it is charged. A folio
     /// whose slots all hold zero pages is not read: a new folio is zeroed.
@@ -746,30 +793,48 @@ impl SwapSystem {
             let free = || self.swap_space().free_pages;
             workingset::workingset_refault(&self.tree, &folio, &shadow, &free);
         }
+        let mut from_device = 0;
         if !all_zero {
             let _stall = folio
                 .lru()
                 .workingset()
                 .then(|| self.tree.memstall(false))
                 .flatten();
+            let charged = folio.memcg();
             let mut bytes = folio.bytes();
+            // The device's pages first (`pswpin`), then zswap's
+            // (`zswap_load`, exclusive, counting `zswpin`): a device error
+            // leaves zswap's copies for the retry.
+            let mut in_zswap = Vec::new();
             for (i, page) in bytes.chunks_exact_mut(PAGE_BYTES).enumerate() {
                 let e = entry
                     .add(i as u64)
                     .map_err(|_| SwapError::BadEntry(entry))?;
-                device.read(e, page)?;
+                if self.zswap.contains(e) {
+                    in_zswap.push(i);
+                } else {
+                    device.read(e, page)?;
+                    from_device += 1;
+                }
+            }
+            for i in in_zswap {
+                let e = entry
+                    .add(i as u64)
+                    .map_err(|_| SwapError::BadEntry(entry))?;
+                let page = &mut bytes[i * PAGE_BYTES..(i + 1) * PAGE_BYTES];
+                let loaded = self.zswap.load_page(e, page, &charged);
+                debug_assert!(loaded, "the slot's claim keeps its zswap page");
             }
         }
-        let event = if all_zero {
-            VmEvent::SwpinZero
-        } else {
-            VmEvent::Pswpin
-        };
         let charged = folio.memcg();
         if swapcached {
             charged.mod_stat(MemcgStat::Swapcached, i64::from(nr));
         }
-        charged.count_vm_event(event, u64::from(nr));
+        if all_zero {
+            charged.count_vm_event(VmEvent::SwpinZero, u64::from(nr));
+        } else if from_device > 0 {
+            charged.count_vm_event(VmEvent::Pswpin, from_device);
+        }
         Ok(Arc::new(folio))
     }
 
@@ -812,8 +877,10 @@ impl SwapSystem {
 
     fn uncharge_freed(&self, entry: SwapEntry, nr: u32) {
         // The slots are about to be freed: their shadow goes, then clear the
-        // owner record, uncharge its swap, unpin its id.
+        // owner record, uncharge its swap, unpin its id; zswap lets go of
+        // their compressed pages (`zswap_invalidate`).
         self.cache.take_shadow(entry, nr);
+        self.zswap.invalidate(entry, nr);
         self.tree
             .swap_uncharge(&self.swap_cgroup, entry, nr)
             .expect("a live entry has a swap_cgroup map");
@@ -840,12 +907,12 @@ impl SwapSystem {
         }
         let mut out = vec![0u8; nr as usize * PAGE_BYTES];
         for (i, page) in out.chunks_exact_mut(PAGE_BYTES).enumerate() {
-            self.swapfiles.read_page(
-                entry
-                    .add(i as u64)
-                    .map_err(|_| SwapError::BadEntry(entry))?,
-                page,
-            )?;
+            let e = entry
+                .add(i as u64)
+                .map_err(|_| SwapError::BadEntry(entry))?;
+            if !self.zswap.peek_page(e, page) {
+                self.swapfiles.read_page(e, page)?;
+            }
         }
         Ok(out)
     }
@@ -909,19 +976,15 @@ impl SwapSystem {
 /// Writes the folio's pages to `device`, or only marks them in the zero
 /// bitmap when the folio is zero as a whole (`swap_writepage`); returns
 /// which.
-fn write_folio(device: &SwapDevice, folio: &Folio, entry: SwapEntry) -> Result<bool, SwapError> {
-    let bytes = folio.bytes();
-    if is_zero(&bytes) {
-        device.mark_zero(entry, folio.nr())?;
-        return Ok(true);
-    }
-    for (i, page) in bytes.chunks_exact(PAGE_BYTES).enumerate() {
-        let e = entry
-            .add(i as u64)
-            .map_err(|_| SwapError::BadEntry(entry))?;
-        device.write(e, page)?;
-    }
-    Ok(false)
+/// Where a swapped-out folio's pages went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Written {
+    /// Wholly zero: only marked in the zero map.
+    Zero,
+    /// Compressed into zswap.
+    Zswap,
+    /// Written to the device.
+    Device,
 }
 
 /// Machine memory taken for a swap area's tables, given back on drop
@@ -1040,6 +1103,57 @@ mod tests {
         assert_eq!(sys.nr_shadows(), 4, "one per slot");
         sys.swap_free(piece.outcome.unwrap(), 4).unwrap();
         assert_eq!(sys.nr_shadows(), 0);
+    }
+
+    #[test]
+    fn zswap_takes_compressible_folios_before_the_device() {
+        let (tree, sys, cg) = system();
+        tree.set_charge_stock(false);
+        sys.swapon_ram("ram0", 4 << 20, None).unwrap();
+        sys.zswap().set_enabled(true);
+        let text = Folio::new(&tree, &cg, 4).unwrap();
+        for (i, b) in text.bytes().iter_mut().enumerate() {
+            *b = b"let x = 1;\n"[i % 11];
+        }
+        let want = text.bytes().to_vec();
+        let [piece] = sys
+            .swap_out_or_split(Arc::new(text), &cg)
+            .try_into()
+            .unwrap();
+        let entry = piece.outcome.unwrap();
+        assert_eq!(cg.vm_event(VmEvent::Zswpout), 4);
+        assert_eq!(
+            cg.vm_event(VmEvent::Pswpout),
+            0,
+            "the device was not written"
+        );
+        assert_eq!(cg.stat(MemcgStat::Zswapped), 4);
+        let zswap_bytes = cg.stat(MemcgStat::ZswapBytes) as u64;
+        assert!(zswap_bytes > 0 && zswap_bytes < 4 * 4096);
+        assert_eq!(sys.peek(entry, 4).unwrap(), want);
+        let back = sys.do_swap_page(entry, 4, &cg).unwrap();
+        assert_eq!(back.bytes().to_vec(), want);
+        assert_eq!(cg.vm_event(VmEvent::Zswpin), 4);
+        assert_eq!(cg.vm_event(VmEvent::Pswpin), 0);
+        assert_eq!(cg.stat(MemcgStat::ZswapBytes), 0);
+        assert_eq!(sys.zswap().debug_counts().stored_pages, 0);
+        drop(back);
+        // Incompressible, with writeback off: it may not go to the device.
+        cg.set_zswap_writeback(false);
+        let random = filled(&tree, &cg, 1, 0);
+        let mut x = 7u32;
+        for b in random.bytes().iter_mut() {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            *b = (x >> 16) as u8;
+        }
+        let [piece] = sys.swap_out_or_split(random, &cg).try_into().unwrap();
+        assert!(matches!(
+            piece.outcome,
+            Err((_, SwapOutError::WritebackDisabled))
+        ));
+        assert_eq!(sys.zswap().debug_counts().reject_compress_poor, 1);
+        assert_eq!(sys.swapfiles().get(0).unwrap().inuse_pages(), 0);
+        assert_eq!(cg.swap().usage(), 0);
     }
 
     #[test]

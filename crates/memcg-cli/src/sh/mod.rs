@@ -485,7 +485,7 @@ impl<'a> Shell<'a> {
     /// Opens the target of `>` (a cgroup file) for writing; the error is
     /// what bash prints after the path.
     fn open_for_output(&mut self, target: &str) -> Result<Sink, String> {
-        if target.starts_with("/proc/") {
+        if procfs::is_kernel_file(target) {
             return procfs::open_for_write(&self.sim, target)
                 .map(Sink::Proc)
                 .map_err(|e| e.message().to_owned());

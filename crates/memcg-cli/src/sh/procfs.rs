@@ -1,4 +1,7 @@
-//! The `/proc` files `memcg sh` knows: `/proc/swaps`, `/proc/meminfo`,
+//! The kernel files outside the cgroup tree that `memcg sh` knows: zswap's
+//! module parameters (`/sys/module/zswap/parameters/*`) and debugfs
+//! counters (`/sys/kernel/debug/zswap/*`), and the `/proc` files
+//! `/proc/swaps`, `/proc/meminfo`,
 //! `/proc/pressure/memory`, `/proc/sys/vm/swappiness` and
 //! `/proc/PID/oom_score_adj`, and the write-only
 //! `/proc/sys/vm/drop_caches` (1, 2 or 3), read as the
@@ -16,6 +19,102 @@ pub(super) enum ProcFile {
     OomScoreAdj(u32),
     /// `/proc/sys/vm/drop_caches` (1..=3; mode 0200: reads get `EACCES`).
     DropCaches,
+    /// A zswap module parameter.
+    Zswap(ZswapParam),
+}
+
+/// zswap's writable module parameters.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum ZswapParam {
+    Enabled,
+    Compressor,
+    MaxPoolPercent,
+    AcceptThresholdPercent,
+    ShrinkerEnabled,
+}
+
+const ZSWAP_PARAMS: &str = "/sys/module/zswap/parameters/";
+const ZSWAP_DEBUG: &str = "/sys/kernel/debug/zswap/";
+
+/// Whether `path` is one of the files this module serves.
+pub(super) fn is_kernel_file(path: &str) -> bool {
+    path.starts_with("/proc/") || path.starts_with(ZSWAP_PARAMS) || path.starts_with(ZSWAP_DEBUG)
+}
+
+fn zswap_param(name: &str) -> Option<ZswapParam> {
+    Some(match name {
+        "enabled" => ZswapParam::Enabled,
+        "compressor" => ZswapParam::Compressor,
+        "max_pool_percent" => ZswapParam::MaxPoolPercent,
+        "accept_threshold_percent" => ZswapParam::AcceptThresholdPercent,
+        "shrinker_enabled" => ZswapParam::ShrinkerEnabled,
+        _ => return None,
+    })
+}
+
+/// A bool parameter as the kernel prints it.
+fn yn(on: bool) -> String {
+    format!("{}\n", if on { 'Y' } else { 'N' })
+}
+
+/// A zswap parameter or debugfs counter.
+fn read_zswap(sim: &Sim, path: &str) -> Option<Result<String, Errno>> {
+    let z = sim.swap().zswap();
+    if let Some(name) = path.strip_prefix(ZSWAP_PARAMS) {
+        return Some(match zswap_param(name) {
+            Some(ZswapParam::Enabled) => Ok(yn(z.enabled())),
+            Some(ZswapParam::Compressor) => Ok(format!("{}\n", z.compressor())),
+            Some(ZswapParam::MaxPoolPercent) => Ok(format!("{}\n", z.max_pool_percent())),
+            Some(ZswapParam::AcceptThresholdPercent) => {
+                Ok(format!("{}\n", z.accept_threshold_percent()))
+            }
+            Some(ZswapParam::ShrinkerEnabled) => Ok(yn(z.shrinker_enabled())),
+            None => Err(Errno::ENOENT),
+        });
+    }
+    let name = path.strip_prefix(ZSWAP_DEBUG)?;
+    let c = z.debug_counts();
+    let value = match name {
+        "pool_total_size" => c.pool_total_size,
+        "stored_pages" => c.stored_pages,
+        "written_back_pages" => c.written_back_pages,
+        "reject_compress_poor" => c.reject_compress_poor,
+        "reject_alloc_fail" => c.reject_alloc_fail,
+        "reject_reclaim_fail" => c.reject_reclaim_fail,
+        "pool_limit_hit" => c.pool_limit_hit,
+        // Paths the kernel has that nothing here can reach.
+        "reject_compress_fail" | "reject_kmemcache_fail" => 0,
+        _ => return Some(Err(Errno::ENOENT)),
+    };
+    Some(Ok(format!("{value}\n")))
+}
+
+/// `kstrtobool`: y/Y/1/on or n/N/0/off.
+fn parse_bool(text: &str) -> Result<bool, Errno> {
+    match text.trim() {
+        "y" | "Y" | "1" | "on" | "yes" => Ok(true),
+        "n" | "N" | "0" | "off" | "no" => Ok(false),
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+fn write_zswap(sim: &Sim, param: ZswapParam, text: &str) -> Result<(), Errno> {
+    let z = sim.swap().zswap();
+    let number = || text.trim().parse::<u32>().map_err(|_| Errno::EINVAL);
+    match param {
+        ZswapParam::Enabled => z.set_enabled(parse_bool(text)?),
+        ZswapParam::ShrinkerEnabled => z.set_shrinker_enabled(parse_bool(text)?),
+        // Only lz4 is built in: another name is not available (`-ENOENT`).
+        ZswapParam::Compressor if text.trim() == "lz4" => {}
+        ZswapParam::Compressor => return Err(Errno::ENOENT),
+        ZswapParam::MaxPoolPercent => z.set_max_pool_percent(number()?),
+        // `zswap_accept_thr_param_set`: 1..=100.
+        ZswapParam::AcceptThresholdPercent => match number()? {
+            n @ 1..=100 => z.set_accept_threshold_percent(n),
+            _ => return Err(Errno::EINVAL),
+        },
+    }
+    Ok(())
 }
 
 /// `/proc/PID/FILE` split into the pid and the file.
@@ -28,6 +127,9 @@ fn pid_file(path: &str) -> Option<(u32, &str)> {
 /// The contents of `path`, if it is a `/proc` file (`ENOENT` for one that
 /// does not exist: an unknown pid or file).
 pub(super) fn read(sim: &Sim, path: &str) -> Option<Result<String, Errno>> {
+    if let Some(result) = read_zswap(sim, path) {
+        return Some(result);
+    }
     if !path.starts_with("/proc/") {
         return None;
     }
@@ -59,6 +161,15 @@ pub(super) fn open_for_write(sim: &Sim, path: &str) -> Result<ProcFile, Errno> {
     if path == "/proc/sys/vm/drop_caches" {
         return Ok(ProcFile::DropCaches);
     }
+    if let Some(name) = path.strip_prefix(ZSWAP_PARAMS) {
+        return zswap_param(name).map(ProcFile::Zswap).ok_or(Errno::ENOENT);
+    }
+    if path.starts_with(ZSWAP_DEBUG) {
+        return match read_zswap(sim, path) {
+            Some(Ok(_)) => Err(Errno::EACCES),
+            _ => Err(Errno::ENOENT),
+        };
+    }
     match pid_file(path) {
         Some((pid, "oom_score_adj")) if sim.task(pid).is_some() => Ok(ProcFile::OomScoreAdj(pid)),
         Some(_) => Err(Errno::ENOENT),
@@ -69,12 +180,16 @@ pub(super) fn open_for_write(sim: &Sim, path: &str) -> Result<ProcFile, Errno> {
 
 /// Writes `text` to an opened `/proc` file.
 pub(super) fn write(sim: &Sim, file: &ProcFile, text: &str) -> Result<(), Errno> {
+    if let ProcFile::Zswap(param) = file {
+        return write_zswap(sim, *param, text);
+    }
     let value: i64 = text.trim().parse().map_err(|_| Errno::EINVAL)?;
     match file {
         ProcFile::Swappiness => {
             let v = u32::try_from(value).map_err(|_| Errno::EINVAL)?;
             sim.fs().tree().set_vm_swappiness(v)
         }
+        ProcFile::Zswap(_) => unreachable!("handled above"),
         ProcFile::DropCaches => {
             let mode = u32::try_from(value).map_err(|_| Errno::EINVAL)?;
             sim.drop_caches(mode).map(drop)
