@@ -265,7 +265,17 @@ impl Zswap {
 
     /// `zswap_store`: compresses and keeps every page of `folio`, swapped
     /// out to the slots from `entry`, or none of them. Counts `zswpout`.
+    /// A refused store drops any stale pages of those slots, so that what
+    /// goes to the device is what a swap-in reads.
     pub fn store(&self, folio: &Folio, entry: SwapEntry) -> Result<(), StoreReject> {
+        let stored = self.try_store(folio, entry);
+        if stored.is_err() {
+            self.invalidate(entry, folio.nr());
+        }
+        stored
+    }
+
+    fn try_store(&self, folio: &Folio, entry: SwapEntry) -> Result<(), StoreReject> {
         if !self.enabled() {
             return Err(StoreReject::Disabled);
         }
@@ -297,8 +307,10 @@ impl Zswap {
         let nr = u64::from(folio.nr());
         for (i, e) in stored.into_iter().enumerate() {
             let slot = entry.add(i as u64).expect("a folio's slots are in range");
-            if let Some(old) = self.shard(slot).insert(slot, e) {
+            let old = self.shard(slot).insert(slot, e);
+            if let Some(old) = old {
                 // A stale entry of a reused slot (`xa_store` returning one).
+                self.counts.stored_pages.fetch_sub(1, Ordering::Relaxed);
                 self.free_entry(old);
             }
         }
