@@ -51,7 +51,14 @@ fn slot_of(id: std::thread::ThreadId) -> usize {
     }
     let mut number = Number(0);
     id.hash(&mut number);
-    (number.0 % NR_CPU_SLOTS as u64) as usize
+    slot_of_number(number.0)
+}
+
+/// The slot of the thread numbered `n`: consecutive numbers take
+/// consecutive slots.
+#[cfg(not(loom))]
+fn slot_of_number(n: u64) -> usize {
+    (n % NR_CPU_SLOTS as u64) as usize
 }
 
 /// One slot's counter on its own cache line.
@@ -169,13 +176,22 @@ mod tests {
     }
 
     #[test]
-    fn threads_started_together_get_distinct_slots() {
-        let slots: Vec<usize> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..NR_CPU_SLOTS).map(|_| s.spawn(this_cpu)).collect();
+    fn threads_numbered_in_a_row_get_distinct_slots() {
+        // A thread's slot is its id's slot, kept for its life.
+        let pairs: Vec<(usize, usize)> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..NR_CPU_SLOTS)
+                .map(|_| s.spawn(|| (this_cpu(), slot_of(std::thread::current().id()))))
+                .collect();
             handles.into_iter().map(|h| h.join().unwrap()).collect()
         });
-        let distinct: std::collections::BTreeSet<_> = slots.iter().collect();
-        assert_eq!(distinct.len(), NR_CPU_SLOTS, "{slots:?}");
+        assert!(pairs.iter().all(|(a, b)| a == b), "{pairs:?}");
+        // Ids come in order (other tests' threads may take some of them
+        // meanwhile, so only the arithmetic is checked here): any
+        // `NR_CPU_SLOTS` consecutive ids take every slot once.
+        let slots: std::collections::BTreeSet<usize> = (1000..1000 + NR_CPU_SLOTS as u64)
+            .map(slot_of_number)
+            .collect();
+        assert_eq!(slots.len(), NR_CPU_SLOTS);
     }
 
     #[test]
