@@ -351,6 +351,16 @@ impl MemcgReclaim for Reclaimer {
     }
 }
 
+/// Where zswap writes entries back: the simulation's swap devices.
+struct ZswapWriter(Weak<Inner>);
+
+impl memcg::zswap::ZswapWriteback for ZswapWriter {
+    fn writeback(&self, slot: SwapEntry) -> Result<(), memcg::zswap::WritebackError> {
+        let inner = self.0.upgrade().ok_or(memcg::zswap::WritebackError::Gone)?;
+        inner.swap.zswap_writeback(slot)
+    }
+}
+
 impl Inner {
     /// Swaps `folio` out for reclaim, timed if asked.
     fn reclaim_pageout(
@@ -481,7 +491,7 @@ impl Sim {
             .set_memcg_metadata_bytes(config.memcg_metadata_bytes);
         fs.tree()
             .set_reparent_lru_folios(config.reparent_lru_folios);
-        let swap = SwapSystem::new(fs.tree(), config.swap_cgroup);
+        let swap = SwapSystem::with_lru_design(fs.tree(), config.swap_cgroup, config.list_lru);
         let inner = Arc::new(Inner {
             fs,
             swap,
@@ -501,6 +511,10 @@ impl Sim {
         tree.set_task_hooks(Arc::new(Hooks(Arc::downgrade(&inner))));
         tree.set_reclaimer(Arc::new(Reclaimer(Arc::downgrade(&inner))));
         tree.set_oom_handler(Arc::new(OomKiller(Arc::downgrade(&inner))));
+        inner
+            .swap
+            .zswap()
+            .set_writeback(Arc::new(ZswapWriter(Arc::downgrade(&inner))));
         Self { inner }
     }
 

@@ -58,6 +58,7 @@ use std::path::Path;
 
 use crate::errno::Errno;
 use crate::folio::Folio;
+use crate::list_lru::LruDesign;
 use crate::memcontrol::{CgroupTree, ChargeError, ChargeKind, Gfp, MemCgroup, MemcgStat, VmEvent};
 use crate::mm_types::{PAGE_BYTES, SWAPFILE_CLUSTER};
 use crate::swap_cgroup::{Design, SwapCgroup, SwapCgroupError};
@@ -69,7 +70,7 @@ use crate::swapops::SwapEntry;
 use crate::sync::{Arc, Condvar, Mutex, MutexGuard, lock};
 use crate::vmscan::SwapSpace;
 use crate::workingset::{self, Shadow};
-use crate::zswap::Zswap;
+use crate::zswap::{WritebackError, Zswap};
 
 /// Swap cache shards (each a lock and a map).
 const CACHE_SHARDS: usize = 64;
@@ -281,19 +282,66 @@ pub struct SwapSystem {
     swap_cgroup: SwapCgroup,
     swapfiles: Swapfiles,
     cache: SwapCache,
-    zswap: Zswap,
+    zswap: Arc<Zswap>,
 }
 
 impl SwapSystem {
     /// A system over `tree` recording swap owners with `design`.
     pub fn new(tree: &CgroupTree, design: Design) -> Self {
+        Self::with_lru_design(tree, design, LruDesign::default())
+    }
+
+    /// [`SwapSystem::new`] with zswap's entries on list_lrus of
+    /// `lru_design`. Its owner installs zswap's writeback path
+    /// ([`Zswap::set_writeback`], calling [`SwapSystem::zswap_writeback`]).
+    pub fn with_lru_design(tree: &CgroupTree, design: Design, lru_design: LruDesign) -> Self {
         Self {
             tree: tree.clone(),
             swap_cgroup: SwapCgroup::new(design),
             swapfiles: Swapfiles::default(),
             cache: SwapCache::new(),
-            zswap: Zswap::new(tree),
+            zswap: Zswap::new(tree, lru_design),
         }
+    }
+
+    /// `zswap_writeback_entry`: writes the page zswap holds for `slot` to
+    /// its device, holding the slot as a swap-cache folio would (its cache
+    /// bit, under its cache shard's lock, so no fault or free can touch it
+    /// meanwhile), and drops the entry. Fails with `Exists` if a folio of
+    /// the slot is in the swap cache or a fault is reading it.
+    pub fn zswap_writeback(&self, slot: SwapEntry) -> Result<(), WritebackError> {
+        let device = self
+            .swapfiles
+            .device(slot)
+            .map_err(|_| WritebackError::Gone)?;
+        let shard = self.cache.shard(slot);
+        if shard.contains_key(&slot) {
+            return Err(WritebackError::Exists);
+        }
+        device
+            .claim_for_read(slot, 1)
+            .map_err(|_| WritebackError::Exists)?;
+        let mut page = vec![0; PAGE_BYTES];
+        let owner = self
+            .swap_cgroup
+            .lookup(slot)
+            .ok()
+            .and_then(|id| self.tree.lookup(id));
+        let result = if self.zswap.take_for_writeback(slot, &mut page) {
+            device.write(slot, &page).map_err(|_| {
+                // Stored again: the slot keeps its page.
+                if let Some(memcg) = &owner {
+                    self.zswap
+                        .restore_after_failed_writeback(slot, &page, memcg);
+                }
+                WritebackError::Io
+            })
+        } else {
+            Err(WritebackError::Gone)
+        };
+        device.uncache(slot, 1).expect("the claim holds the slot");
+        drop(shard);
+        result
     }
 
     /// The swap space the devices have now (`total_swap_pages` and
@@ -1154,6 +1202,81 @@ mod tests {
         assert_eq!(sys.zswap().debug_counts().reject_compress_poor, 1);
         assert_eq!(sys.swapfiles().get(0).unwrap().inuse_pages(), 0);
         assert_eq!(cg.swap().usage(), 0);
+    }
+
+    /// The writeback path of a library user: the system behind an `Arc`.
+    struct Writer(std::sync::Weak<SwapSystem>);
+
+    impl crate::zswap::ZswapWriteback for Writer {
+        fn writeback(&self, slot: SwapEntry) -> Result<(), WritebackError> {
+            self.0
+                .upgrade()
+                .ok_or(WritebackError::Gone)?
+                .zswap_writeback(slot)
+        }
+    }
+
+    #[test]
+    fn zswap_writes_back_through_its_shrinker_and_at_its_limit() {
+        let (tree, sys, cg) = system();
+        tree.set_charge_stock(false);
+        let sys = Arc::new(sys);
+        sys.zswap()
+            .set_writeback(Arc::new(Writer(Arc::downgrade(&sys))));
+        sys.swapon_ram("ram0", 4 << 20, None).unwrap();
+        let z = sys.zswap();
+        z.set_enabled(true);
+        let mut entries = Vec::new();
+        for seed in 0..8u32 {
+            // Half noise, half zeros (as test_zswap.c's writeback test
+            // writes): about 2:1, so the shrinker finds pages worth
+            // writing back (it scales its count by the saving).
+            let folio = Folio::new(&tree, &cg, 1).unwrap();
+            let mut x = seed.wrapping_mul(2_654_435_761) | 1;
+            for b in folio.bytes()[..2048].iter_mut() {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                *b = x as u8;
+            }
+            let want = folio.bytes().to_vec();
+            let [piece] = sys
+                .swap_out_or_split(Arc::new(folio), &cg)
+                .try_into()
+                .unwrap();
+            entries.push((piece.outcome.unwrap(), want));
+        }
+        assert_eq!(z.debug_counts().stored_pages, 8);
+        // The shrinker: off by default; on, a first pass only takes the
+        // referenced marks (second chance), the next writes back.
+        assert_eq!(crate::shrinker::shrink_slab(&tree, 0, &cg, 0).freed, 0);
+        z.set_shrinker_enabled(true);
+        crate::shrinker::shrink_slab(&tree, 0, &cg, 0);
+        crate::shrinker::shrink_slab(&tree, 0, &cg, 0);
+        let written = z.debug_counts().written_back_pages;
+        assert!(written > 0, "{:?}", z.debug_counts());
+        assert_eq!(cg.vm_event(VmEvent::Zswpwb), written);
+        assert_eq!(z.debug_counts().stored_pages, 8 - written);
+        // Every page reads back, from zswap or from the device.
+        for (entry, want) in &entries {
+            assert_eq!(&sys.peek(*entry, 1).unwrap(), want);
+        }
+        // At `memory.zswap.max` a store first writes one entry back.
+        cg.set_zswap_max(0);
+        z.set_shrinker_enabled(false);
+        let folio = Folio::new(&tree, &cg, 1).unwrap();
+        folio.bytes().fill(b'x');
+        let [piece] = sys
+            .swap_out_or_split(Arc::new(folio), &cg)
+            .try_into()
+            .unwrap();
+        assert!(piece.outcome.is_ok(), "written to the device instead");
+        for (entry, want) in entries {
+            let back = sys.do_swap_page(entry, 1, &cg).unwrap();
+            assert_eq!(back.bytes().to_vec(), want);
+        }
+        assert_eq!(cg.stat(MemcgStat::ZswapBytes), 0);
+        assert_eq!(z.debug_counts().stored_pages, 0);
     }
 
     #[test]

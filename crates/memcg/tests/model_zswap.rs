@@ -76,7 +76,7 @@ fn run(ops: &[Op]) {
         .iter()
         .map(|p| tree.mkdir(p).unwrap())
         .collect();
-    let z = Zswap::new(&tree);
+    let z = Zswap::new(&tree, memcg::list_lru::LruDesign::Split);
     z.set_enabled(true);
     let mut model: HashMap<u64, (usize, Vec<u8>)> = HashMap::new();
     for op in ops {

@@ -42,9 +42,13 @@ mod zpool;
 use rustc_hash::FxHashMap;
 
 use crate::folio::Folio;
-use crate::memcontrol::{CgroupTree, MemCgroup, ObjCgroup, VmEvent};
+use crate::list_lru::{ItemId, ListLru, ListLruConfig, LruDesign, Walked};
+use crate::memcontrol::{CgroupTree, MemCgroup, MemcgStat, ObjCgroup, VmEvent};
 use crate::mm_types::{PAGE_BYTES, PAGE_SIZE, SWAPFILE_CLUSTER};
 use crate::page_counter::PAGE_COUNTER_MAX;
+use crate::shrinker::{
+    ShrinkControl, ShrinkCount, ShrinkScan, Shrinker, ShrinkerHandle, register_shrinker,
+};
 use crate::swapops::SwapEntry;
 use crate::sync::{Arc, AtomicBool, AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering, lock};
 use zpool::Pool;
@@ -52,6 +56,8 @@ pub use zpool::{Handle, PoolError};
 
 /// Entry shards.
 const SHARDS: usize = 64;
+/// Entries the list_lru can name at once.
+const MAX_ENTRIES: u32 = 1 << 22;
 
 /// Why a store was refused (the page goes to the swap device).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -116,6 +122,40 @@ struct Entry {
     handle: Handle,
     length: u32,
     objcg: Arc<ObjCgroup>,
+    /// Its name on the list_lru.
+    item: ItemId,
+    /// Second chance: set at store, cleared by the shrinker's first look.
+    referenced: bool,
+}
+
+/// Why writing an entry back failed (`zswap_writeback_entry`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum WritebackError {
+    /// A folio of the slot is in the swap cache, or a fault is reading it
+    /// (`-EEXIST`: the shrinker stops, it is into the warm part).
+    #[error("the slot's folio is in the swap cache")]
+    Exists,
+    /// The entry went meanwhile (loaded or invalidated).
+    #[error("the entry is gone")]
+    Gone,
+    /// No writeback path installed, or the device write failed.
+    #[error("the swap device could not take it")]
+    Io,
+}
+
+/// Where zswap writes entries back: the swap devices, through the swap
+/// cache (`SwapSystem::zswap_writeback`, installed by its owner).
+pub trait ZswapWriteback: Send + Sync {
+    /// Writes the page stored at `slot` to its device and drops the entry
+    /// ([`Zswap::take_for_writeback`]).
+    fn writeback(&self, slot: SwapEntry) -> Result<(), WritebackError>;
+}
+
+/// List_lru item ids, and the slot each names.
+#[derive(Default)]
+struct Items {
+    slots: Vec<Option<SwapEntry>>,
+    free: Vec<ItemId>,
 }
 
 /// The compressed cache of one machine (its swap devices share it).
@@ -124,6 +164,11 @@ pub struct Zswap {
     params: Params,
     pool: Pool,
     entries: Box<[Mutex<FxHashMap<SwapEntry, Entry>>]>,
+    /// Every entry, on its cgroup's list (`zswap_list_lru`).
+    lru: ListLru,
+    items: Mutex<Items>,
+    writeback: Mutex<Option<Arc<dyn ZswapWriteback>>>,
+    shrinker: Mutex<Option<ShrinkerHandle>>,
     /// `zswap_pool_reached_full`: refusing until under the threshold.
     pool_full: AtomicBool,
     counts: Counters,
@@ -139,9 +184,20 @@ impl std::fmt::Debug for Zswap {
 
 impl Zswap {
     /// zswap over `tree`'s machine, off (`enabled` N), with the kernel's
-    /// default tunables.
-    pub fn new(tree: &CgroupTree) -> Self {
-        Self {
+    /// default tunables, its entries on list_lrus of `design`; its
+    /// shrinker is registered with the tree.
+    pub fn new(tree: &CgroupTree, design: LruDesign) -> Arc<Self> {
+        let lru = ListLru::new(
+            tree,
+            ListLruConfig {
+                memcg_aware: true,
+                max_items: MAX_ENTRIES,
+                design,
+            },
+        )
+        .expect("a shrinker id for zswap");
+        let id = lru.shrinker_id();
+        let zswap = Arc::new(Self {
             tree: tree.clone(),
             params: Params {
                 enabled: AtomicBool::new(false),
@@ -155,7 +211,19 @@ impl Zswap {
                 .collect(),
             pool_full: AtomicBool::new(false),
             counts: Counters::default(),
-        }
+            lru,
+            items: Mutex::new(Items::default()),
+            writeback: Mutex::new(None),
+            shrinker: Mutex::new(None),
+        });
+        let shrinker = Arc::new(ZswapShrinker(Arc::downgrade(&zswap)));
+        *lock(&zswap.shrinker) = Some(register_shrinker(tree, shrinker, id));
+        zswap
+    }
+
+    /// Installs where entries are written back to.
+    pub fn set_writeback(&self, writeback: Arc<dyn ZswapWriteback>) {
+        *lock(&self.writeback) = Some(writeback);
     }
 
     /// Whether stores are taken (`enabled`).
@@ -280,9 +348,9 @@ impl Zswap {
             return Err(StoreReject::Disabled);
         }
         let memcg = folio.memcg();
-        if !Self::may_zswap(&memcg) {
-            // The kernel writes one entry of the cgroup back first; with no
-            // writeback yet, the store is refused.
+        if !Self::may_zswap(&memcg) && self.shrink_memcg(&memcg).is_err() {
+            // Over `memory.zswap.max`, and no entry of the cgroup could be
+            // written back to make room.
             return Err(StoreReject::CgroupLimit);
         }
         if self.pool_is_full() {
@@ -307,12 +375,15 @@ impl Zswap {
         let nr = u64::from(folio.nr());
         for (i, e) in stored.into_iter().enumerate() {
             let slot = entry.add(i as u64).expect("a folio's slots are in range");
+            self.set_item_slot(e.item, Some(slot));
+            let item = e.item;
             let old = self.shard(slot).insert(slot, e);
             if let Some(old) = old {
                 // A stale entry of a reused slot (`xa_store` returning one).
                 self.counts.stored_pages.fetch_sub(1, Ordering::Relaxed);
                 self.free_entry(old);
             }
+            let _ = self.lru.add(item, 0, &memcg);
         }
         self.counts.stored_pages.fetch_add(nr, Ordering::Relaxed);
         memcg.count_vm_event(VmEvent::Zswpout, nr);
@@ -341,19 +412,157 @@ impl Zswap {
                 StoreReject::AllocFail
             }
         })?;
+        let Some(item) = self.alloc_item() else {
+            self.pool.free(handle);
+            self.counts
+                .reject_alloc_fail
+                .fetch_add(1, Ordering::Relaxed);
+            return Err(StoreReject::AllocFail);
+        };
         let length = compressed.len() as u32;
         self.tree.charge_zswap(objcg, u64::from(length));
         Ok(Entry {
             handle,
             length,
             objcg: Arc::clone(objcg),
+            item,
+            referenced: true,
         })
     }
 
-    /// Frees an entry taken out of the map (`zswap_entry_free`).
+    fn alloc_item(&self) -> Option<ItemId> {
+        let mut items = lock(&self.items);
+        if let Some(item) = items.free.pop() {
+            return Some(item);
+        }
+        let item = ItemId::try_from(items.slots.len())
+            .ok()
+            .filter(|&i| i < MAX_ENTRIES)?;
+        items.slots.push(None);
+        Some(item)
+    }
+
+    fn set_item_slot(&self, item: ItemId, slot: Option<SwapEntry>) {
+        lock(&self.items).slots[item as usize] = slot;
+    }
+
+    /// Frees an entry taken out of the map (`zswap_entry_free`): off its
+    /// list, its object and charge released.
     fn free_entry(&self, e: Entry) {
+        let _ = self.lru.del(e.item, 0, &e.objcg.memcg());
+        {
+            let mut items = lock(&self.items);
+            items.slots[e.item as usize] = None;
+            items.free.push(e.item);
+        }
         self.pool.free(e.handle);
         self.tree.uncharge_zswap(&e.objcg, u64::from(e.length));
+    }
+
+    /// Takes the entry of `slot` for writeback: decompresses it into `page`
+    /// and frees it, counting `zswpwb` on its cgroup and a written-back
+    /// page; false if there is none. The caller holds the slot (swap cache
+    /// bit) and writes `page` to the device.
+    pub fn take_for_writeback(&self, slot: SwapEntry, page: &mut [u8]) -> bool {
+        let Some(e) = self.shard(slot).remove(&slot) else {
+            return false;
+        };
+        let out = self.pool.read(e.handle, e.length as usize, |compressed| {
+            lz4_flex::block::decompress_into(compressed, page)
+        });
+        assert!(
+            matches!(out, Ok(PAGE_BYTES)),
+            "a stored page decompresses: {out:?}"
+        );
+        self.counts.stored_pages.fetch_sub(1, Ordering::Relaxed);
+        self.counts
+            .written_back_pages
+            .fetch_add(1, Ordering::Relaxed);
+        e.objcg.memcg().count_vm_event(VmEvent::Zswpwb, 1);
+        self.free_entry(e);
+        true
+    }
+
+    /// Puts back an entry a failed device write had taken (the page is
+    /// stored again as it was).
+    pub fn restore_after_failed_writeback(
+        &self,
+        slot: SwapEntry,
+        page: &[u8],
+        memcg: &Arc<MemCgroup>,
+    ) {
+        let objcg = memcg.obj_cgroup();
+        if let Ok(e) = self.store_page(page, &objcg) {
+            self.set_item_slot(e.item, Some(slot));
+            let item = e.item;
+            self.shard(slot).insert(slot, e);
+            self.counts.stored_pages.fetch_add(1, Ordering::Relaxed);
+            self.counts
+                .written_back_pages
+                .fetch_sub(1, Ordering::Relaxed);
+            let _ = self.lru.add(item, 0, memcg);
+        }
+    }
+
+    /// `shrink_memcg`: writes back one entry of `memcg`'s own list (a
+    /// store over `memory.zswap.max` makes room so). Fails if writeback is
+    /// off up its hierarchy, it is dying (its list went to its parent), or
+    /// nothing could be written back.
+    fn shrink_memcg(&self, memcg: &MemCgroup) -> Result<(), WritebackError> {
+        if !memcg.zswap_writeback_enabled() || memcg.is_dying() {
+            return Err(WritebackError::Gone);
+        }
+        match self.shrink_list(memcg, 1) {
+            0 => Err(WritebackError::Gone),
+            _ => Ok(()),
+        }
+    }
+
+    /// `list_lru_walk_one` with `shrink_memcg_cb` over `memcg`'s list:
+    /// a referenced entry loses its mark and rotates (second chance);
+    /// another is written back. Returns the entries written back.
+    fn shrink_list(&self, memcg: &MemCgroup, nr_to_walk: u64) -> u64 {
+        let Some(writeback) = lock(&self.writeback).clone() else {
+            return 0;
+        };
+        let mut written = 0;
+        let mut budget = usize::try_from(nr_to_walk).unwrap_or(usize::MAX);
+        let _ = self.lru.walk_one(0, memcg, &mut budget, |item, guard| {
+            let Some(slot) = lock(&self.items).slots[item as usize] else {
+                return Walked::Skip(guard);
+            };
+            {
+                let mut shard = self.shard(slot);
+                let Some(e) = shard.get_mut(&slot).filter(|e| e.item == item) else {
+                    return Walked::Skip(guard);
+                };
+                if std::mem::take(&mut e.referenced) {
+                    return Walked::Rotate(guard);
+                }
+            }
+            // Unlocked for the write; a written-back entry leaves the list
+            // as it is freed.
+            drop(guard);
+            match writeback.writeback(slot) {
+                Ok(()) => {
+                    written += 1;
+                    Walked::Retry
+                }
+                Err(WritebackError::Exists) => {
+                    self.counts
+                        .reject_reclaim_fail
+                        .fetch_add(1, Ordering::Relaxed);
+                    Walked::Stop
+                }
+                Err(_) => {
+                    self.counts
+                        .reject_reclaim_fail
+                        .fetch_add(1, Ordering::Relaxed);
+                    Walked::Retry
+                }
+            }
+        });
+        written
     }
 
     /// `zswap_load` for one page: if `slot` holds a stored page, takes it
@@ -415,10 +624,49 @@ impl Zswap {
     }
 }
 
+/// zswap's shrinker (`zswap_shrinker_count`, `zswap_shrinker_scan`):
+/// memcg-aware, only when `shrinker_enabled` and writeback is on for the
+/// cgroup; it counts the list scaled by the compression ratio (better
+/// compression, fewer pages worth writing back).
+struct ZswapShrinker(std::sync::Weak<Zswap>);
+
+impl Shrinker for ZswapShrinker {
+    fn count_objects(&self, sc: &ShrinkControl) -> ShrinkCount {
+        let Some(z) = self.0.upgrade() else {
+            return ShrinkCount::Empty;
+        };
+        if !z.shrinker_enabled() || !sc.memcg.zswap_writeback_enabled() {
+            return ShrinkCount::Objects(0);
+        }
+        let nr_freeable = z.lru.count_one(sc.nid, &sc.memcg).unwrap_or(0) as u64;
+        if nr_freeable == 0 {
+            return ShrinkCount::Empty;
+        }
+        let stat = |s| u64::try_from(sc.memcg.stat(s)).unwrap_or(0);
+        let nr_backing = stat(MemcgStat::ZswapBytes) / PAGE_SIZE;
+        let nr_stored = stat(MemcgStat::Zswapped);
+        if nr_stored == 0 {
+            return ShrinkCount::Objects(0);
+        }
+        ShrinkCount::Objects(nr_freeable * nr_backing / nr_stored)
+    }
+
+    fn scan_objects(&self, sc: &mut ShrinkControl) -> ShrinkScan {
+        let Some(z) = self.0.upgrade() else {
+            return ShrinkScan::Stop;
+        };
+        if !z.shrinker_enabled() || !sc.memcg.zswap_writeback_enabled() {
+            sc.nr_scanned = 0;
+            return ShrinkScan::Stop;
+        }
+        ShrinkScan::Freed(z.shrink_list(&sc.memcg, sc.nr_to_scan))
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::memcontrol::{MemcgStat, test_tree};
+    use crate::memcontrol::test_tree;
 
     fn text_folio(tree: &CgroupTree, memcg: &Arc<MemCgroup>, seed: u8) -> Folio {
         let folio = Folio::new(tree, memcg, 1).unwrap();
@@ -433,7 +681,7 @@ mod tests {
         let t = test_tree(1, 8);
         t.set_charge_stock(false);
         let a = t.mkdir("/a").unwrap();
-        let z = Zswap::new(&t);
+        let z = Zswap::new(&t, LruDesign::Split);
         let folio = text_folio(&t, &a, 1);
         let entry = SwapEntry::new(0, 8).unwrap();
         assert_eq!(z.store(&folio, entry), Err(StoreReject::Disabled));
@@ -460,7 +708,7 @@ mod tests {
         let t = test_tree(1, 8);
         t.set_charge_stock(false);
         let a = t.mkdir("/a").unwrap();
-        let z = Zswap::new(&t);
+        let z = Zswap::new(&t, LruDesign::Split);
         z.set_enabled(true);
         let random = Folio::new(&t, &a, 1).unwrap();
         let mut x = 0x9e37_79b9_u32;
