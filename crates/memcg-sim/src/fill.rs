@@ -19,6 +19,10 @@ pub enum Fill {
     /// One non-zero byte per page, the rest zero (what `test_zswap.c`
     /// writes): compresses to almost nothing, but is not a zero page.
     Sparse,
+    /// The first half of each page the bytes 0, 1, 2, ... (wrapping), the
+    /// rest zero (`test_zswap.c`'s writeback test): compressible, with a
+    /// material compressed size.
+    Half,
 }
 
 impl Fill {
@@ -30,6 +34,7 @@ impl Fill {
             Fill::Pattern => "pattern",
             Fill::Text => "text",
             Fill::Sparse => "sparse",
+            Fill::Half => "half",
         }
     }
 }
@@ -44,8 +49,9 @@ impl std::str::FromStr for Fill {
             "pattern" => Ok(Fill::Pattern),
             "text" => Ok(Fill::Text),
             "sparse" => Ok(Fill::Sparse),
+            "half" => Ok(Fill::Half),
             _ => Err(format!(
-                "{s:?} is not a fill (zero, random, pattern, text or sparse)"
+                "{s:?} is not a fill (zero, random, pattern, text, sparse or half)"
             )),
         }
     }
@@ -107,6 +113,12 @@ pub fn fill_page(fill: Fill, stream: u64, page: u64, buf: &mut [u8]) {
             buf.fill(0);
             let mix = (stream ^ page.wrapping_mul(0x9e37_79b9_7f4a_7c15)) as usize;
             buf[mix % buf.len()] = 1 + (mix % 255) as u8;
+        }
+        Fill::Half => {
+            let half = buf.len() / 2;
+            for (i, b) in buf.iter_mut().enumerate() {
+                *b = if i < half { i as u8 } else { 0 };
+            }
         }
         Fill::Pattern => {
             let words = buf.len() / 8;

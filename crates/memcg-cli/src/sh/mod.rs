@@ -121,7 +121,7 @@ const COMMANDS: &[Command] = &[
     },
     Command {
         name: "alloc",
-        usage: "alloc CGROUP NAME SIZE [--folio SIZE] [--fill zero|random|pattern]",
+        usage: "alloc CGROUP NAME SIZE [--folio SIZE] [--fill zero|random|pattern|text|sparse|half]",
         run: cmd_alloc,
     },
     Command {
@@ -131,7 +131,7 @@ const COMMANDS: &[Command] = &[
     },
     Command {
         name: "write",
-        usage: "write CGROUP PATH SIZE [--fill zero|random|pattern|seq]",
+        usage: "write CGROUP PATH SIZE [--fill zero|random|pattern|text|sparse|half|seq]",
         run: files::cmd_write,
     },
     Command {
