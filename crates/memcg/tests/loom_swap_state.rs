@@ -226,3 +226,48 @@ fn a_fault_skipping_the_cache_and_a_racing_free_release_the_slot_once() {
     });
     assert_eq!(outcomes, BTreeSet::from([false, true]));
 }
+
+/// zswap's writeback racing a fault on the same slot: the fault gets the
+/// page's bytes whether it comes before the writeback (from zswap) or
+/// after (from the device); a writeback that finds the slot held by the
+/// fault gives up (`Exists`) or finds the entry gone; the entry is freed
+/// once and nothing is left.
+#[test]
+fn a_zswap_writeback_racing_a_fault_on_its_slot() {
+    let outcomes = explore(|| {
+        let (_tree, swap, [owner, _, _]) = setup();
+        swap.zswap().set_enabled(true);
+        let folio = Folio::new(swap.tree(), &owner, 1).unwrap();
+        folio.bytes().fill(0x3c);
+        let [piece] = swap
+            .swap_out_or_split(Arc::new(folio), &owner)
+            .try_into()
+            .unwrap();
+        let entry = piece.outcome.unwrap();
+        assert_eq!(swap.zswap().debug_counts().stored_pages, 1);
+        let fault = {
+            let (swap, owner) = (Arc::clone(&swap), Arc::clone(&owner));
+            thread::spawn(move || swap.do_swap_page(entry, 1, &owner).unwrap())
+        };
+        let written = swap.zswap_writeback(entry);
+        let folio = fault.join().unwrap();
+        assert!(folio.bytes().iter().all(|&b| b == 0x3c), "the page's bytes");
+        let z = swap.zswap().debug_counts();
+        assert_eq!((z.stored_pages, z.pool_total_size), (0, 0));
+        assert_eq!(owner.stat(MemcgStat::ZswapBytes), 0);
+        assert_eq!(owner.swap().usage(), 0, "the slot was freed");
+        drop(folio);
+        assert_eq!(owner.memory().usage(), 0);
+        match written {
+            Ok(()) => "written back, then read from the device",
+            Err(memcg::zswap::WritebackError::Exists) => "the fault held the slot",
+            Err(memcg::zswap::WritebackError::Gone) => "the fault took the page first",
+            Err(e) => panic!("{e}"),
+        }
+    });
+    assert!(
+        outcomes.contains("written back, then read from the device"),
+        "{outcomes:?}"
+    );
+    assert!(outcomes.len() >= 2, "{outcomes:?}");
+}
