@@ -1280,6 +1280,47 @@ mod tests {
     }
 
     #[test]
+    fn a_full_zswap_pool_writes_back_down_to_its_accept_threshold() {
+        let (tree, sys, cg) = system();
+        tree.set_charge_stock(false);
+        tree.set_machine_pages(4096);
+        let sys = Arc::new(sys);
+        sys.zswap()
+            .set_writeback(Arc::new(Writer(Arc::downgrade(&sys))));
+        sys.swapon_ram("ram0", 4 << 20, None).unwrap();
+        let z = sys.zswap();
+        z.set_enabled(true);
+        // 1% of 16 MiB: 40 pages of pool; accept below 36.
+        z.set_max_pool_percent(1);
+        let mut entries = Vec::new();
+        for seed in 0..160u32 {
+            let folio = Folio::new(&tree, &cg, 1).unwrap();
+            let mut x = seed.wrapping_mul(2_654_435_761) | 1;
+            for b in folio.bytes()[..2048].iter_mut() {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                *b = x as u8;
+            }
+            let want = folio.bytes().to_vec();
+            let [piece] = sys
+                .swap_out_or_split(Arc::new(folio), &cg)
+                .try_into()
+                .unwrap();
+            entries.push((piece.outcome.unwrap(), want));
+        }
+        let c = z.debug_counts();
+        assert!(c.pool_limit_hit > 0, "{c:?}");
+        assert!(c.written_back_pages > 0, "the worker wrote back: {c:?}");
+        assert!(c.pool_total_size <= 40 * 4096, "{c:?}");
+        for (entry, want) in entries {
+            let back = sys.do_swap_page(entry, 1, &cg).unwrap();
+            assert_eq!(back.bytes().to_vec(), want);
+        }
+        assert_eq!(z.debug_counts().stored_pages, 0);
+    }
+
+    #[test]
     fn out_and_back_in_with_exact_accounting() {
         let (tree, sys, cg) = system();
         sys.swapon_ram("ram0", 4 << 20, None).unwrap();

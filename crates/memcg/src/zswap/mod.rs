@@ -1,7 +1,7 @@
 //! zswap: a compressed cache in front of the swap devices (mm/zswap.c,
-//! v6.14) — so far its store, load and invalidate paths, its pool and its
-//! limits; the list_lru of entries, the shrinker and writeback are still
-//! to come (issue 13).
+//! v6.14): store, load and invalidate, the pool and its limits, the
+//! entries' list_lru, the shrinker and writeback (`zstd` is still to
+//! come: only LZ4 is built in).
 //!
 //! # What it does
 //!
@@ -26,13 +26,30 @@
 //! that cgroup back, which needs the shrinker still to come), and while
 //! the pool is full: at `max_pool_percent` of the machine it refuses
 //! stores (`pool_limit_hit`) until it is back under `accept_threshold_percent`
-//! of that (`zswap_check_limits`). zswap is off until enabled, as the
+//! of that (`zswap_check_limits`), and its shrink worker writes entries
+//! back round-robin over the cgroups until it is (run by the refused
+//! store itself, where the kernel queues it on a workqueue). zswap is off until enabled, as the
 //! kernel's default (`CONFIG_ZSWAP_DEFAULT_ON=n`).
+//!
+//! # Writeback
+//!
+//! Every entry sits on its cgroup's list of a memcg-aware list_lru
+//! (reparented with the cgroup). The zswap shrinker (only with
+//! `shrinker_enabled`, and not where `memory.zswap.writeback` is 0 up the
+//! hierarchy) walks a cgroup's list: an entry still marked referenced
+//! (every entry is, when stored) loses the mark and gets another round;
+//! the others are written back to the device by the installed
+//! [`ZswapWriteback`] (the swap system: through the swap cache) and freed,
+//! counting `zswpwb`. A store over `memory.zswap.max` first writes one
+//! entry of its cgroup back (`shrink_memcg`).
 //!
 //! # Locking
 //!
 //! The entries are sharded maps by swap cluster, each shard a mutex held
 //! to insert, take or drop entries; the pool has a lock per size class.
+//! Lock order: a list_lru list, then the item table or an entry shard
+//! (the shrinker's walk); no shard or item lock is held while a list is
+//! taken. The writeback runs with the list unlocked.
 //! A slot's entry changes only under its folio's ownership (swap-out
 //! holds the folio, swap-in the slot's claim, invalidate the last
 //! reference), as the kernel's xarray entries do under the folio lock.
@@ -144,6 +161,15 @@ pub enum WritebackError {
     Io,
 }
 
+/// Why `shrink_memcg` wrote nothing back.
+enum ShrinkFail {
+    /// No entry to try (none on its list, writeback off, or dying):
+    /// `-ENOENT`, not a failure for the shrink worker.
+    NoCandidate,
+    /// Entries were there but none could be written back (`-EAGAIN`).
+    Failed,
+}
+
 /// Where zswap writes entries back: the swap devices, through the swap
 /// cache (`SwapSystem::zswap_writeback`, installed by its owner).
 pub trait ZswapWriteback: Send + Sync {
@@ -170,6 +196,8 @@ pub struct Zswap {
     items: Mutex<Items>,
     writeback: Mutex<Option<Arc<dyn ZswapWriteback>>>,
     shrinker: Mutex<Option<ShrinkerHandle>>,
+    /// Where the shrink worker stopped (`zswap_next_shrink`): a serial.
+    next_shrink: Mutex<Option<u64>>,
     /// `zswap_pool_reached_full`: refusing until under the threshold.
     pool_full: AtomicBool,
     counts: Counters,
@@ -216,6 +244,7 @@ impl Zswap {
             items: Mutex::new(Items::default()),
             writeback: Mutex::new(None),
             shrinker: Mutex::new(None),
+            next_shrink: Mutex::new(None),
         });
         let shrinker = Arc::new(ZswapShrinker(Arc::downgrade(&zswap)));
         *lock(&zswap.shrinker) = Some(register_shrinker(tree, shrinker, id));
@@ -355,6 +384,7 @@ impl Zswap {
             return Err(StoreReject::CgroupLimit);
         }
         if self.pool_is_full() {
+            self.shrink_worker();
             return Err(StoreReject::PoolLimit);
         }
         let objcg = memcg.obj_cgroup();
@@ -509,13 +539,74 @@ impl Zswap {
     /// store over `memory.zswap.max` makes room so). Fails if writeback is
     /// off up its hierarchy, it is dying (its list went to its parent), or
     /// nothing could be written back.
-    fn shrink_memcg(&self, memcg: &MemCgroup) -> Result<(), WritebackError> {
+    fn shrink_memcg(&self, memcg: &MemCgroup) -> Result<(), ShrinkFail> {
         if !memcg.zswap_writeback_enabled() || memcg.is_dying() {
-            return Err(WritebackError::Gone);
+            return Err(ShrinkFail::NoCandidate);
+        }
+        if self.lru.count_one(0, memcg).unwrap_or(0) == 0 {
+            return Err(ShrinkFail::NoCandidate);
         }
         match self.shrink_list(memcg, 1) {
-            0 => Err(WritebackError::Gone),
+            0 => Err(ShrinkFail::Failed),
             _ => Ok(()),
+        }
+    }
+
+    /// `shrink_worker`: the pool hit its limit; write entries back,
+    /// one per memory cgroup in turn (round-robin over online ones, from
+    /// where the last run stopped), until the pool is back under the
+    /// accept threshold, giving up after `MAX_RECLAIM_RETRIES` failures.
+    /// The kernel queues it on a workqueue; here the store that hit the
+    /// limit runs it before returning.
+    fn shrink_worker(&self) {
+        const MAX_RECLAIM_RETRIES: u32 = 16;
+        let max_pages = self.tree.machine_pages() * u64::from(self.max_pool_percent()) / 100;
+        let threshold = max_pages * u64::from(self.accept_threshold_percent()) / 100;
+        let memcgs: Vec<Arc<MemCgroup>> = crate::vmscan::all_memcgs(&self.tree)
+            .into_iter()
+            .filter(|m| !m.is_dying())
+            .collect();
+        if memcgs.is_empty() {
+            return;
+        }
+        let mut cursor = lock(&self.next_shrink);
+        let (mut failures, mut attempts) = (0, 0);
+        let mut i = memcgs
+            .iter()
+            .position(|m| Some(m.serial()) == *cursor)
+            .map_or(0, |p| p + 1);
+        let mut walked = 0;
+        while self.pool.nr_pages() > threshold {
+            if i >= memcgs.len() {
+                // A whole walk: with no candidate found in it, a failure.
+                i = 0;
+                if attempts == 0 {
+                    failures += 1;
+                    if failures == MAX_RECLAIM_RETRIES {
+                        break;
+                    }
+                }
+                attempts = 0;
+                walked += 1;
+                if walked > MAX_RECLAIM_RETRIES as usize * 2 {
+                    break;
+                }
+                continue;
+            }
+            let memcg = &memcgs[i];
+            *cursor = Some(memcg.serial());
+            i += 1;
+            match self.shrink_memcg(memcg) {
+                Err(ShrinkFail::NoCandidate) => {}
+                Ok(()) => attempts += 1,
+                Err(ShrinkFail::Failed) => {
+                    attempts += 1;
+                    failures += 1;
+                    if failures == MAX_RECLAIM_RETRIES {
+                        break;
+                    }
+                }
+            }
         }
     }
 
