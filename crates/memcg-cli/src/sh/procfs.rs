@@ -104,9 +104,13 @@ fn write_zswap(sim: &Sim, param: ZswapParam, text: &str) -> Result<(), Errno> {
     match param {
         ZswapParam::Enabled => z.set_enabled(parse_bool(text)?),
         ZswapParam::ShrinkerEnabled => z.set_shrinker_enabled(parse_bool(text)?),
-        // Only lz4 is built in: another name is not available (`-ENOENT`).
-        ZswapParam::Compressor if text.trim() == "lz4" => {}
-        ZswapParam::Compressor => return Err(Errno::ENOENT),
+        // lz4 and zstd are built in: another name is not available
+        // (`zswap_compressor_param_set`: `-ENOENT`).
+        ZswapParam::Compressor => {
+            let compressor =
+                memcg::zswap::Compressor::from_name(text.trim()).ok_or(Errno::ENOENT)?;
+            z.set_compressor(compressor);
+        }
         ZswapParam::MaxPoolPercent => z.set_max_pool_percent(number()?),
         // `zswap_accept_thr_param_set`: 1..=100.
         ZswapParam::AcceptThresholdPercent => match number()? {

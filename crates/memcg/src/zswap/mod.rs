@@ -1,13 +1,12 @@
 //! zswap: a compressed cache in front of the swap devices (mm/zswap.c,
 //! v6.14): store, load and invalidate, the pool and its limits, the
-//! entries' list_lru, the shrinker and writeback (`zstd` is still to
-//! come: only LZ4 is built in).
+//! entries' list_lru, the shrinker and writeback.
 //!
 //! # What it does
 //!
 //! When reclaim swaps a folio out, [`Zswap::store`] compresses each page
-//! (`lz4_flex`: the kernel's default is LZO, not in the Rust ecosystem's
-//! well-kept crates; LZ4 is its other common choice) and keeps it in a
+//! (LZ4 with `lz4_flex` by default — the kernel's default is LZO, not among
+//! the Rust ecosystem's well-kept crates — or zstd, [`Compressor`]) and keeps it in a
 //! size-class pool (`zpool.rs`) indexed by the page's swap slot; the
 //! device is not written. A page that does not compress to a page or less
 //! is refused (`reject_compress_poor`) and goes to the device. The store
@@ -67,7 +66,9 @@ use crate::shrinker::{
     ShrinkControl, ShrinkCount, ShrinkScan, Shrinker, ShrinkerHandle, register_shrinker,
 };
 use crate::swapops::SwapEntry;
-use crate::sync::{Arc, AtomicBool, AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering, lock};
+use crate::sync::{
+    Arc, AtomicBool, AtomicU8, AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering, lock,
+};
 use zpool::Pool;
 pub use zpool::{Handle, PoolError};
 
@@ -101,6 +102,8 @@ pub enum StoreReject {
 #[derive(Debug)]
 struct Params {
     enabled: AtomicBool,
+    /// 0: LZ4, 1: zstd.
+    compressor: AtomicU8,
     max_pool_percent: AtomicU32,
     accept_threshold_percent: AtomicU32,
     shrinker_enabled: AtomicBool,
@@ -144,6 +147,64 @@ struct Entry {
     item: ItemId,
     /// Second chance: set at store, cleared by the shrinker's first look.
     referenced: bool,
+    /// What compressed it (entries keep their pool's compressor when the
+    /// parameter changes).
+    compressor: Compressor,
+}
+
+/// The compressors zswap can use (`compressor`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compressor {
+    /// LZ4 (`lz4_flex`), the default here.
+    Lz4,
+    /// Zstandard at the kernel crypto API's default level 3 (`zstd`).
+    Zstd,
+}
+
+impl Compressor {
+    /// The name `/sys/module/zswap/parameters/compressor` shows.
+    pub fn name(self) -> &'static str {
+        match self {
+            Compressor::Lz4 => "lz4",
+            Compressor::Zstd => "zstd",
+        }
+    }
+
+    /// The compressor of that name, if built in.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "lz4" => Some(Compressor::Lz4),
+            "zstd" => Some(Compressor::Zstd),
+            _ => None,
+        }
+    }
+
+    /// Compresses a page (`None`-free: an incompressible page comes out
+    /// bigger than a page and is refused by the caller).
+    fn compress(self, page: &[u8]) -> Vec<u8> {
+        match self {
+            Compressor::Lz4 => lz4_flex::block::compress(page),
+            // A page always fits zstd's bound: an error is impossible, and
+            // an oversized result stands for one.
+            Compressor::Zstd => {
+                zstd::bulk::compress(page, 3).unwrap_or_else(|_| vec![0; PAGE_BYTES + 1])
+            }
+        }
+    }
+
+    /// Decompresses into `page`; true if it filled the page exactly.
+    fn decompress(self, compressed: &[u8], page: &mut [u8]) -> bool {
+        match self {
+            Compressor::Lz4 => matches!(
+                lz4_flex::block::decompress_into(compressed, page),
+                Ok(PAGE_BYTES)
+            ),
+            Compressor::Zstd => matches!(
+                zstd::bulk::decompress_to_buffer(compressed, page),
+                Ok(PAGE_BYTES)
+            ),
+        }
+    }
 }
 
 /// Why writing an entry back failed (`zswap_writeback_entry`).
@@ -230,6 +291,7 @@ impl Zswap {
             tree: tree.clone(),
             params: Params {
                 enabled: AtomicBool::new(false),
+                compressor: AtomicU8::new(0),
                 max_pool_percent: AtomicU32::new(20),
                 accept_threshold_percent: AtomicU32::new(90),
                 shrinker_enabled: AtomicBool::new(false),
@@ -270,7 +332,25 @@ impl Zswap {
 
     /// The compressor's name (`compressor`).
     pub fn compressor(&self) -> &'static str {
-        "lz4"
+        self.current_compressor().name()
+    }
+
+    fn current_compressor(&self) -> Compressor {
+        // Relaxed: a tunable; a store racing a change may use either.
+        match self.params.compressor.load(Ordering::Relaxed) {
+            1 => Compressor::Zstd,
+            _ => Compressor::Lz4,
+        }
+    }
+
+    /// Chooses the compressor for new entries (`compressor`); entries
+    /// stored keep theirs.
+    pub fn set_compressor(&self, compressor: Compressor) {
+        let value = match compressor {
+            Compressor::Lz4 => 0,
+            Compressor::Zstd => 1,
+        };
+        self.params.compressor.store(value, Ordering::Relaxed);
     }
 
     /// `max_pool_percent`.
@@ -422,7 +502,8 @@ impl Zswap {
     }
 
     fn store_page(&self, page: &[u8], objcg: &Arc<ObjCgroup>) -> Result<Entry, StoreReject> {
-        let compressed = lz4_flex::block::compress(page);
+        let compressor = self.current_compressor();
+        let compressed = compressor.compress(page);
         if compressed.len() > PAGE_BYTES {
             self.counts
                 .reject_compress_poor
@@ -458,6 +539,7 @@ impl Zswap {
             objcg: Arc::clone(objcg),
             item,
             referenced: true,
+            compressor,
         })
     }
 
@@ -499,12 +581,9 @@ impl Zswap {
             return false;
         };
         let out = self.pool.read(e.handle, e.length as usize, |compressed| {
-            lz4_flex::block::decompress_into(compressed, page)
+            e.compressor.decompress(compressed, page)
         });
-        assert!(
-            matches!(out, Ok(PAGE_BYTES)),
-            "a stored page decompresses: {out:?}"
-        );
+        assert!(out, "a stored page decompresses to a page");
         self.counts.stored_pages.fetch_sub(1, Ordering::Relaxed);
         self.counts
             .written_back_pages
@@ -668,12 +747,9 @@ impl Zswap {
             return false;
         };
         let decompressed = self.pool.read(e.handle, e.length as usize, |compressed| {
-            lz4_flex::block::decompress_into(compressed, page)
+            e.compressor.decompress(compressed, page)
         });
-        assert!(
-            matches!(decompressed, Ok(PAGE_BYTES)),
-            "a stored page decompresses to a page: {decompressed:?}"
-        );
+        assert!(decompressed, "a stored page decompresses to a page");
         self.counts.stored_pages.fetch_sub(1, Ordering::Relaxed);
         charged.count_vm_event(VmEvent::Zswpin, 1);
         self.free_entry(e);
@@ -704,10 +780,9 @@ impl Zswap {
         let Some(e) = shard.get(&slot) else {
             return false;
         };
-        let out = self.pool.read(e.handle, e.length as usize, |compressed| {
-            lz4_flex::block::decompress_into(compressed, page)
-        });
-        matches!(out, Ok(PAGE_BYTES))
+        self.pool.read(e.handle, e.length as usize, |compressed| {
+            e.compressor.decompress(compressed, page)
+        })
     }
 
     /// `zswap_invalidate`: the `nr` slots from `entry` are being freed;
@@ -811,6 +886,27 @@ mod tests {
         drop(folio);
         assert_eq!(a.memory().usage(), 0);
         assert_eq!(z.debug_counts().pool_total_size, 0);
+    }
+
+    #[test]
+    fn entries_keep_their_compressor_when_it_changes() {
+        let t = test_tree(1, 8);
+        t.set_charge_stock(false);
+        let a = t.mkdir("/a").unwrap();
+        let z = Zswap::new(&t, LruDesign::Split);
+        z.set_enabled(true);
+        let lz4 = text_folio(&t, &a, 1);
+        z.store(&lz4, SwapEntry::new(0, 1).unwrap()).unwrap();
+        z.set_compressor(Compressor::Zstd);
+        assert_eq!(z.compressor(), "zstd");
+        let zstd = text_folio(&t, &a, 2);
+        z.store(&zstd, SwapEntry::new(0, 2).unwrap()).unwrap();
+        let mut page = vec![0; PAGE_BYTES];
+        for (slot, folio) in [(1, &lz4), (2, &zstd)] {
+            assert!(z.load_page(SwapEntry::new(0, slot).unwrap(), &mut page, &a));
+            assert_eq!(&page[..], &folio.bytes()[..], "slot {slot}");
+        }
+        assert_eq!(Compressor::from_name("lzo"), None);
     }
 
     #[test]
