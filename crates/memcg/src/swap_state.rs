@@ -1204,6 +1204,36 @@ mod tests {
         assert_eq!(cg.swap().usage(), 0);
     }
 
+    /// Swaps `n` single-page folios out by reclaim of `cg`, each half
+    /// noise, half zeros (as test_zswap.c's writeback test writes): about
+    /// 2:1, so the shrinker finds pages worth writing back (it scales its
+    /// count by the saving). Returns each entry with the bytes written.
+    fn swap_out_half_noise(
+        tree: &CgroupTree,
+        sys: &SwapSystem,
+        cg: &Arc<MemCgroup>,
+        n: u32,
+    ) -> Vec<(SwapEntry, Vec<u8>)> {
+        (0..n)
+            .map(|seed| {
+                let folio = Folio::new(tree, cg, 1).unwrap();
+                let mut x = seed.wrapping_mul(2_654_435_761) | 1;
+                for b in folio.bytes()[..2048].iter_mut() {
+                    x ^= x << 13;
+                    x ^= x >> 17;
+                    x ^= x << 5;
+                    *b = x as u8;
+                }
+                let want = folio.bytes().to_vec();
+                let [piece] = sys
+                    .swap_out_or_split(Arc::new(folio), cg)
+                    .try_into()
+                    .unwrap();
+                (piece.outcome.unwrap(), want)
+            })
+            .collect()
+    }
+
     /// The writeback path of a library user: the system behind an `Arc`.
     struct Writer(std::sync::Weak<SwapSystem>);
 
@@ -1226,26 +1256,7 @@ mod tests {
         sys.swapon_ram("ram0", 4 << 20, None).unwrap();
         let z = sys.zswap();
         z.set_enabled(true);
-        let mut entries = Vec::new();
-        for seed in 0..8u32 {
-            // Half noise, half zeros (as test_zswap.c's writeback test
-            // writes): about 2:1, so the shrinker finds pages worth
-            // writing back (it scales its count by the saving).
-            let folio = Folio::new(&tree, &cg, 1).unwrap();
-            let mut x = seed.wrapping_mul(2_654_435_761) | 1;
-            for b in folio.bytes()[..2048].iter_mut() {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                *b = x as u8;
-            }
-            let want = folio.bytes().to_vec();
-            let [piece] = sys
-                .swap_out_or_split(Arc::new(folio), &cg)
-                .try_into()
-                .unwrap();
-            entries.push((piece.outcome.unwrap(), want));
-        }
+        let entries = swap_out_half_noise(&tree, &sys, &cg, 8);
         assert_eq!(z.debug_counts().stored_pages, 8);
         // The shrinker: off by default; on, a first pass only takes the
         // referenced marks (second chance), the next writes back.
@@ -1292,23 +1303,7 @@ mod tests {
         z.set_enabled(true);
         // 1% of 16 MiB: 40 pages of pool; accept below 36.
         z.set_max_pool_percent(1);
-        let mut entries = Vec::new();
-        for seed in 0..160u32 {
-            let folio = Folio::new(&tree, &cg, 1).unwrap();
-            let mut x = seed.wrapping_mul(2_654_435_761) | 1;
-            for b in folio.bytes()[..2048].iter_mut() {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                *b = x as u8;
-            }
-            let want = folio.bytes().to_vec();
-            let [piece] = sys
-                .swap_out_or_split(Arc::new(folio), &cg)
-                .try_into()
-                .unwrap();
-            entries.push((piece.outcome.unwrap(), want));
-        }
+        let entries = swap_out_half_noise(&tree, &sys, &cg, 160);
         let c = z.debug_counts();
         assert!(c.pool_limit_hit > 0, "{c:?}");
         assert!(c.written_back_pages > 0, "the worker wrote back: {c:?}");

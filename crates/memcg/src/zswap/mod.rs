@@ -577,18 +577,27 @@ impl Zswap {
     /// page; false if there is none. The caller holds the slot (swap cache
     /// bit) and writes `page` to the device.
     pub fn take_for_writeback(&self, slot: SwapEntry, page: &mut [u8]) -> bool {
+        self.take(slot, page, |e| {
+            self.counts
+                .written_back_pages
+                .fetch_add(1, Ordering::Relaxed);
+            e.objcg.memcg().count_vm_event(VmEvent::Zswpwb, 1);
+        })
+    }
+
+    /// Takes the entry of `slot` out (exclusive), decompresses it into
+    /// `page`, lets `count` count what became of it, and frees it; false
+    /// if there is none.
+    fn take(&self, slot: SwapEntry, page: &mut [u8], count: impl FnOnce(&Entry)) -> bool {
         let Some(e) = self.shard(slot).remove(&slot) else {
             return false;
         };
-        let out = self.pool.read(e.handle, e.length as usize, |compressed| {
+        let decompressed = self.pool.read(e.handle, e.length as usize, |compressed| {
             e.compressor.decompress(compressed, page)
         });
-        assert!(out, "a stored page decompresses to a page");
+        assert!(decompressed, "a stored page decompresses to a page");
         self.counts.stored_pages.fetch_sub(1, Ordering::Relaxed);
-        self.counts
-            .written_back_pages
-            .fetch_add(1, Ordering::Relaxed);
-        e.objcg.memcg().count_vm_event(VmEvent::Zswpwb, 1);
+        count(&e);
         self.free_entry(e);
         true
     }
@@ -740,20 +749,7 @@ impl Zswap {
     /// (exclusive), decompresses it into `page`, counts `zswpin` on
     /// `charged` and returns true.
     pub fn load_page(&self, slot: SwapEntry, page: &mut [u8], charged: &MemCgroup) -> bool {
-        if self.is_empty() {
-            return false;
-        }
-        let Some(e) = self.shard(slot).remove(&slot) else {
-            return false;
-        };
-        let decompressed = self.pool.read(e.handle, e.length as usize, |compressed| {
-            e.compressor.decompress(compressed, page)
-        });
-        assert!(decompressed, "a stored page decompresses to a page");
-        self.counts.stored_pages.fetch_sub(1, Ordering::Relaxed);
-        charged.count_vm_event(VmEvent::Zswpin, 1);
-        self.free_entry(e);
-        true
+        !self.is_empty() && self.take(slot, page, |_| charged.count_vm_event(VmEvent::Zswpin, 1))
     }
 
     /// Whether anything is stored at all: while nothing is, the per-slot
