@@ -83,6 +83,10 @@ struct Numbers {
     zswapped: u64,
     swap_total: u64,
     swap_free: u64,
+    /// `[inactive_anon, active_anon, inactive_file, active_file]`.
+    lru: [u64; 4],
+    /// `MemAvailable` (`si_mem_available`).
+    available: u64,
 }
 
 impl Numbers {
@@ -93,7 +97,24 @@ impl Numbers {
         let (swap_total, swap_used) = swap.swapfiles().iter().fold((0, 0), |(t, u), d| {
             (t + d.nr_pages() - 1, u + d.inuse_pages())
         });
+        let lru = [
+            MemcgStat::InactiveAnon,
+            MemcgStat::ActiveAnon,
+            MemcgStat::InactiveFile,
+            MemcgStat::ActiveFile,
+        ]
+        .map(|s| kb(stat(s)));
+        // si_mem_available: free memory above the reserves (the high
+        // watermark, as totalreserve_pages has no lowmem reserve here),
+        // plus the page cache less what cannot go without thrashing.
+        let marks = tree.watermarks();
+        let free_pages = tree.machine_free_pages();
+        let cache_pages = stat(MemcgStat::InactiveFile) + stat(MemcgStat::ActiveFile);
+        let available = free_pages.saturating_sub(marks.high_pages) + cache_pages
+            - (cache_pages / 2).min(marks.low_pages);
         Self {
+            lru,
+            available: kb(available),
             total: kb(total),
             free: kb(total.saturating_sub(tree.machine_used_pages())),
             cached: kb(stat(MemcgStat::File)),
@@ -110,7 +131,13 @@ impl Numbers {
         match key {
             "MemTotal" => self.total,
             "MemFree" => self.free,
-            "MemAvailable" => self.free + self.cached,
+            "MemAvailable" => self.available,
+            "Active" => self.lru[1] + self.lru[3],
+            "Inactive" => self.lru[0] + self.lru[2],
+            "Active(anon)" => self.lru[1],
+            "Inactive(anon)" => self.lru[0],
+            "Active(file)" => self.lru[3],
+            "Inactive(file)" => self.lru[2],
             "Cached" => self.cached,
             "SwapCached" => self.swapcached,
             "SwapTotal" => self.swap_total,

@@ -10,15 +10,17 @@
 //! page either. `allocate_and_read_bytes` reads every page back: here
 //! [`Sim::touch`] and [`Sim::verify`].
 //!
-//! Still to come: `test_no_invasive_cgroup_shrink` and
-//! `test_no_kmem_bypass` (global reclaim at the machine's size with the
-//! pool's shrink worker).
+//! `test_no_kmem_bypass` needs kswapd woken by `min_free_kbytes`; the
+//! simulator has no kswapd and no watermarks, so the port reaches the same
+//! state through direct global reclaim at the machine's size (see the
+//! test).
 #![cfg(not(loom))]
 
 mod cgroup_util;
 
 use cgroup_util::*;
-use memcg_sim::{Fill, Sim, SimError};
+use memcg::mm_types::PAGE_SIZE;
+use memcg_sim::{Fill, Sim, SimConfig, SimError};
 
 /// The simulated machine of `cgroup_util::sim`, zswap on.
 fn zswap_sim() -> Sim {
@@ -198,4 +200,137 @@ fn test_zswap_writeback_enabled() {
 #[test]
 fn test_zswap_writeback_disabled() {
     test_zswap_writeback(false);
+}
+
+/// `MB(x)` unscaled: the kernel's own size.
+fn kernel_mb(x: i64) -> i64 {
+    x << 20
+}
+
+/// `setup_test_group_1M`.
+fn setup_test_group_1m(sim: &Sim, name: &str) -> String {
+    let group = cg_name("", name);
+    cg_create(sim, &group);
+    assert_eq!(cg_write(sim, &group, "memory.max", "1M"), 0);
+    group
+}
+
+/// Port of `test_no_invasive_cgroup_shrink`: a store over one cgroup's
+/// `memory.zswap.max` writes back that cgroup's entries only.
+///
+/// At the selftest's own sizes, not scaled: `memory.zswap.max` is in
+/// pages (10K is 2), and every entry is stored with its second-chance
+/// `referenced` bit set, so a store over the limit writes back only once
+/// the rejected stores before it have rotated every entry once. Scaled
+/// down 8 times, the 10M allocation ends before that; 10M is cheap.
+#[test]
+fn test_no_invasive_cgroup_shrink() {
+    let sim = zswap_sim();
+    let wb_group = setup_test_group_1m(&sim, "per_memcg_wb_test1");
+    assert_eq!(cg_write(&sim, &wb_group, "memory.zswap.max", "10K"), 0);
+    let control_group = setup_test_group_1m(&sim, "per_memcg_wb_test2");
+
+    // The test process enters control_group and keeps its 10M alive.
+    let control = proc_name(&control_group, "control_allocation");
+    sim.alloc(
+        &control_group,
+        &control,
+        kernel_mb(10) as u64,
+        1,
+        Fill::Sparse,
+    )
+    .unwrap();
+    assert!(cg_read_key_long(&sim, &control_group, "memory.stat", "zswapped") >= 1);
+
+    allocate_bytes(&sim, &wb_group, kernel_mb(10)).unwrap();
+
+    let wb_count = cg_read_key_long(&sim, &wb_group, "memory.stat", "zswpwb");
+    let control_count = cg_read_key_long(&sim, &control_group, "memory.stat", "zswpwb");
+    assert!(
+        wb_count > 0 && control_count == 0,
+        "zswpwb: wb_group {wb_count}, control_group {control_count}"
+    );
+    sim.free(&control).unwrap();
+}
+
+/// Port of `test_no_kmem_bypass`: pages that reclaim run for someone
+/// else pushes to zswap are charged to the cgroup that owns them (commit
+/// cd08d80ecdac, "mm: correctly charge compressed memory to its memcg").
+///
+/// As the selftest: on a machine of at most 5e9 bytes (64M here), a low
+/// `min_free_kbytes` while a child in the test cgroup touches
+/// `totalram - high + 5%` and pauses; then `min_free_kbytes` raised to
+/// `totalram / 2000` (half the machine), and the test process (in the
+/// root) allocates and frees `totalram / 20` up to 20 times. The
+/// simulator has no kswapd: falling below the min watermark runs direct
+/// global reclaim in the allocating task, which is still reclaim on
+/// behalf of someone else. Pass once zswap holds more than `totalram / 5`
+/// bytes of pages, at most a quarter of them not charged to the cgroup.
+#[test]
+fn test_no_kmem_bypass() {
+    let totalram: i64 = 64 << 20;
+    assert!(totalram <= 5_000_000_000);
+    let sim = Sim::new(SimConfig {
+        seed: 0x5e1f_7e57,
+        mem_bytes: totalram as u64,
+        ..SimConfig::default()
+    });
+    assert_eq!(cg_write(&sim, "", "cgroup.subtree_control", "+memory"), 0);
+    sim.swapon_ram(totalram as u64, None).unwrap();
+    sim.swap().zswap().set_enabled(true);
+    let tree = sim.fs().tree();
+    let min_free_kb_original = tree.vm_min_free_kbytes() as i64;
+    let min_free_kb_high = totalram / 2000;
+    let min_free_kb_low = totalram / 500_000;
+    let page_mask = !(PAGE_SIZE as i64 - 1);
+    let target_alloc_bytes =
+        ((totalram - min_free_kb_high * 1000) + totalram * 5 / 100) & page_mask;
+    let stored_pages_threshold = (totalram / 5 / 4096) as u64;
+    let trigger_allocation_size = (totalram / 20) & page_mask;
+
+    let test_group = cg_name("", "kmem_bypass_test");
+    tree.set_vm_min_free_kbytes(min_free_kb_low).unwrap();
+    cg_create(&sim, &test_group);
+    let child = proc_name(&test_group, "no_kmem_bypass_child");
+    sim.alloc(
+        &test_group,
+        &child,
+        target_alloc_bytes as u64,
+        1,
+        Fill::Sparse,
+    )
+    .unwrap();
+
+    tree.set_vm_min_free_kbytes(min_free_kb_high).unwrap();
+    let mut passed = None;
+    for i in 0..20 {
+        let trigger = proc_name("", &format!("trigger_allocation{i}"));
+        if sim
+            .alloc(
+                "",
+                &trigger,
+                trigger_allocation_size as u64,
+                1,
+                Fill::Sparse,
+            )
+            .is_err()
+        {
+            break;
+        }
+        sim.free(&trigger).unwrap();
+        let stored_pages = sim.swap().zswap().debug_counts().stored_pages;
+        if stored_pages > stored_pages_threshold {
+            let zswapped = cg_read_key_long(&sim, &test_group, "memory.stat", "zswapped ");
+            let delta = (stored_pages * 4096) as i64 - zswapped;
+            passed = Some(delta < (stored_pages * 4096 / 4) as i64);
+            break;
+        }
+    }
+    tree.set_vm_min_free_kbytes(min_free_kb_original).unwrap();
+    assert_eq!(
+        passed,
+        Some(true),
+        "zswap never held {stored_pages_threshold} pages, or held others' pages"
+    );
+    sim.free(&child).unwrap();
 }

@@ -314,7 +314,8 @@ fn bad_swapon_input_changes_nothing() {
 /// The machine's size is the root's limit, with the same reclaim path: a
 /// task faulting in more than the machine holds, with a file swap device
 /// (a RAM disk's pages would come out of the machine too), pushes its own
-/// older pages out and succeeds, with no memory cgroup event; without
+/// older pages out (kswapd and direct reclaim) and succeeds, with no
+/// memory cgroup event; without
 /// swap the global OOM killer takes the largest task.
 #[test]
 fn a_full_machine_reclaims_globally_then_oom_kills() {
@@ -343,7 +344,11 @@ fn a_full_machine_reclaims_globally_then_oom_kills() {
     assert!(r.swapped >= 2048, "{r:?}");
     assert!(sim.fs().tree().machine_used_pages() <= 4096);
     assert_eq!(a.event(MemcgEvent::Max), 0, "not a memory cgroup event");
-    assert!(a.vm_event(VmEvent::PgstealDirect) >= 2048);
+    // kswapd (woken below the low watermark) and direct reclaim (below
+    // the min watermark) share the work.
+    let kswapd = a.vm_event(VmEvent::PgstealKswapd);
+    assert!(kswapd > 0, "kswapd ran");
+    assert!(kswapd + a.vm_event(VmEvent::PgstealDirect) >= 2048);
     sim.free("big").unwrap();
     // The same at a memory cgroup's limit is an OOM kill.
     sim.fs().write("/a/memory.max", "4M").unwrap();

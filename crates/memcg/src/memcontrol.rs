@@ -63,6 +63,7 @@ mod protection;
 mod stat;
 mod stock;
 mod swap;
+mod watermark;
 
 use charge::Accounting;
 pub use charge::{ChargeError, ChargeKind, Gfp};
@@ -72,6 +73,7 @@ pub use kmem::{ObjCgroup, SlabKind};
 pub use stat::{MemcgEvent, MemcgStat, StatUnit, VmEvent};
 use stock::ChargeStocks;
 pub use stock::MEMCG_CHARGE_BATCH;
+pub use watermark::Watermarks;
 
 use crate::errno::Errno;
 use crate::idr::{IdAllocator, IdTable};
@@ -1022,6 +1024,8 @@ struct TreeShared {
     /// Reclaim calls and memory cgroups they visited (for experiments).
     reclaim_calls: AtomicU64,
     reclaim_visits: AtomicU64,
+    /// The simulated machine's size and its reclaim reserve (`charge.rs`).
+    machine: watermark::MachineSize,
 }
 
 impl Drop for TreeShared {
@@ -1106,6 +1110,7 @@ impl CgroupTree {
                 shrinkers: Shrinkers::default(),
                 reclaim_calls: AtomicU64::new(0),
                 reclaim_visits: AtomicU64::new(0),
+                machine: watermark::MachineSize::default(),
             }),
         }
     }

@@ -710,6 +710,8 @@ struct ScanControl {
     memcg_low_reclaim: bool,
     memcg_low_skipped: bool,
     memcg_full_walk: bool,
+    /// Run by kswapd (`current_is_kswapd()`).
+    kswapd: bool,
 }
 
 impl ScanControl {
@@ -734,6 +736,7 @@ impl ScanControl {
             memcg_low_reclaim: false,
             memcg_low_skipped: false,
             memcg_full_walk: false,
+            kswapd: false,
         }
     }
 
@@ -785,6 +788,7 @@ pub fn try_to_free_mem_cgroup_pages(
 ) -> u64 {
     let swappiness = opts.swappiness.unwrap_or_else(|| tree.vm_swappiness());
     let mut sc = ScanControl::new(nr_pages, opts.may_swap, swappiness);
+    sc.kswapd = opts.kswapd;
     let subtree = Subtree::of(target);
     tree.note_reclaim();
     let r = Reclaim {
@@ -870,15 +874,9 @@ impl Reclaim<'_> {
         let inactive_file = stat_pages(target, MemcgStat::InactiveFile);
         sc.cache_trim_mode = (inactive_file >> sc.priority) > 0 && !sc.may_deactivate_file;
         if self.root_reclaim {
-            // No zone watermarks here: the machine's high watermark is
-            // taken as 1/256 of its memory (about what min_free_kbytes
-            // gives a machine of a few GiB).
             let file = inactive_file + stat_pages(target, MemcgStat::ActiveFile);
-            let free = self
-                .tree
-                .machine_pages()
-                .saturating_sub(self.tree.machine_used_pages());
-            let high_wmark = self.tree.machine_pages() / 256;
+            let free = self.tree.machine_free_pages();
+            let high_wmark = self.tree.watermarks().high_pages;
             let anon = stat_pages(target, MemcgStat::InactiveAnon);
             sc.file_is_tiny =
                 file + free <= high_wmark && !sc.may_deactivate_anon && (anon >> sc.priority) > 0;
@@ -1078,7 +1076,12 @@ impl Reclaim<'_> {
     ) -> u64 {
         let lruvec = memcg.lruvec();
         let (isolated, nr_scanned) = lruvec.isolate(memcg, list, nr_to_scan);
-        memcg.count_vm_event(VmEvent::PgscanDirect, nr_scanned);
+        let (pgscan, pgsteal) = if sc.kswapd {
+            (VmEvent::PgscanKswapd, VmEvent::PgstealKswapd)
+        } else {
+            (VmEvent::PgscanDirect, VmEvent::PgstealDirect)
+        };
+        memcg.count_vm_event(pgscan, nr_scanned);
         sc.nr_scanned += nr_scanned;
         if isolated.is_empty() {
             return 0;
@@ -1098,7 +1101,7 @@ impl Reclaim<'_> {
         lruvec.putback(memcg, keep, list);
         let active = LruList::of(list.is_file(), true);
         lruvec.putback(memcg, activate, active);
-        memcg.count_vm_event(VmEvent::PgstealDirect, nr_reclaimed);
+        memcg.count_vm_event(pgsteal, nr_reclaimed);
         // Anon: every page swapped is I/O; the rest scanned were rotated.
         // File: clean pages cost nothing to drop, only rotations count
         // (the writeback of dirty ones is the flusher's here, not I/O

@@ -29,8 +29,9 @@ use memcg_sim::{Sim, SimConfig};
 use parse::{DEV_NULL, Join, List, ParseError, Simple};
 pub use verbs::verbs_help;
 use verbs::{
-    cmd_alloc, cmd_cat, cmd_cd, cmd_charge, cmd_echo, cmd_help, cmd_kill, cmd_ls, cmd_mkdir,
-    cmd_mount, cmd_pidof, cmd_rmdir, cmd_set, cmd_sleep, cmd_swapoff, cmd_swapon, mapping_verb,
+    cmd_alloc, cmd_cat, cmd_cd, cmd_charge, cmd_echo, cmd_grep, cmd_help, cmd_kill, cmd_ls,
+    cmd_mkdir, cmd_mount, cmd_pidof, cmd_rmdir, cmd_set, cmd_sleep, cmd_swapoff, cmd_swapon,
+    mapping_verb,
 };
 
 /// The cgroup v2 mount point scripts may prefix paths with.
@@ -75,6 +76,11 @@ const COMMANDS: &[Command] = &[
         name: "cat",
         usage: "cat FILE...",
         run: cmd_cat,
+    },
+    Command {
+        name: "grep",
+        usage: "grep STRING FILE...",
+        run: cmd_grep,
     },
     Command {
         name: "ls",
@@ -654,6 +660,26 @@ mod tests {
         assert_eq!(err, "");
         assert_eq!(status, 0);
         assert_eq!(out, "8192\nmemory\n4096\n");
+    }
+
+    #[test]
+    fn grep_prints_matching_lines_with_greps_status() {
+        let setup = "echo +memory > /cgroup.subtree_control\nmkdir /a /b\n";
+        let (out, err, status) = run(&format!("{setup}grep zswpout /a/memory.stat\n"));
+        assert_eq!((out.as_str(), err.as_str(), status), ("zswpout 0\n", "", 0));
+        let (out, _, status) = run(&format!(
+            "{setup}grep swap.max /a/memory.swap.max /b/memory.stat\necho $?\n"
+        ));
+        assert_eq!((out.as_str(), status), ("1\n", 0), "no line matched");
+        let (out, _, _) = run(&format!("{setup}grep max /a/memory.max /b/memory.max\n"));
+        assert_eq!(out, "/a/memory.max:max\n/b/memory.max:max\n");
+        let (_, err, status) = run(&format!("{setup}grep x /a/nope\n"));
+        assert_eq!(
+            (err.as_str(), status),
+            ("grep: /a/nope: No such file or directory\n", 2)
+        );
+        let (_, _, status) = run("grep x\n");
+        assert_eq!(status, 2, "usage");
     }
 
     #[test]

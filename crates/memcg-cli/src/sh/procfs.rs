@@ -2,7 +2,8 @@
 //! module parameters (`/sys/module/zswap/parameters/*`) and debugfs
 //! counters (`/sys/kernel/debug/zswap/*`), and the `/proc` files
 //! `/proc/swaps`, `/proc/meminfo`,
-//! `/proc/pressure/memory`, `/proc/sys/vm/swappiness` and
+//! `/proc/pressure/memory`, `/proc/sys/vm/swappiness`,
+//! `/proc/sys/vm/min_free_kbytes` and
 //! `/proc/PID/oom_score_adj`, and the write-only
 //! `/proc/sys/vm/drop_caches` (1, 2 or 3), read as the
 //! kernel prints them and written with its checks (a number in range, or
@@ -15,6 +16,8 @@ use memcg_sim::Sim;
 pub(super) enum ProcFile {
     /// `/proc/sys/vm/swappiness` (0..=200).
     Swappiness,
+    /// `/proc/sys/vm/min_free_kbytes` (an int, at least 0).
+    MinFreeKbytes,
     /// `/proc/PID/oom_score_adj` (-1000..=1000).
     OomScoreAdj(u32),
     /// `/proc/sys/vm/drop_caches` (1..=3; mode 0200: reads get `EACCES`).
@@ -141,6 +144,7 @@ pub(super) fn read(sim: &Sim, path: &str) -> Option<Result<String, Errno>> {
         "/proc/swaps" => Ok(sim.proc_swaps()),
         "/proc/meminfo" => Ok(sim.proc_meminfo()),
         "/proc/sys/vm/swappiness" => Ok(format!("{}\n", sim.fs().tree().vm_swappiness())),
+        "/proc/sys/vm/min_free_kbytes" => Ok(format!("{}\n", sim.fs().tree().vm_min_free_kbytes())),
         "/proc/sys/vm/drop_caches" => Err(Errno::EACCES),
         "/proc/pressure/memory" => {
             let tree = sim.fs().tree();
@@ -164,6 +168,9 @@ pub(super) fn open_for_write(sim: &Sim, path: &str) -> Result<ProcFile, Errno> {
     }
     if path == "/proc/sys/vm/drop_caches" {
         return Ok(ProcFile::DropCaches);
+    }
+    if path == "/proc/sys/vm/min_free_kbytes" {
+        return Ok(ProcFile::MinFreeKbytes);
     }
     if let Some(name) = path.strip_prefix(ZSWAP_PARAMS) {
         return zswap_param(name).map(ProcFile::Zswap).ok_or(Errno::ENOENT);
@@ -193,6 +200,7 @@ pub(super) fn write(sim: &Sim, file: &ProcFile, text: &str) -> Result<(), Errno>
             let v = u32::try_from(value).map_err(|_| Errno::EINVAL)?;
             sim.fs().tree().set_vm_swappiness(v)
         }
+        ProcFile::MinFreeKbytes => sim.fs().tree().set_vm_min_free_kbytes(value),
         ProcFile::Zswap(_) => unreachable!("handled above"),
         ProcFile::DropCaches => {
             let mode = u32::try_from(value).map_err(|_| Errno::EINVAL)?;

@@ -218,25 +218,6 @@ impl CgroupTree {
         cg.uncharge_pages(nr_pages, kind);
     }
 
-    /// Sets the simulated machine's memory to `nr_pages`: every page
-    /// charged anywhere, and the kernel's own pages ([`CgroupTree::charge_kernel`]),
-    /// must fit in it. It is the root's limit (`PAGE_COUNTER_MAX`, no
-    /// limit, until set).
-    pub fn set_machine_pages(&self, nr_pages: u64) {
-        self.root().memory().force_max(nr_pages);
-        self.shared.ids.pages.set_limit(nr_pages);
-    }
-
-    /// The machine's memory in pages.
-    pub fn machine_pages(&self) -> u64 {
-        self.root().memory().max()
-    }
-
-    /// Pages of the machine in use: charged to any cgroup, or the kernel's.
-    pub fn machine_used_pages(&self) -> u64 {
-        self.root().memory().usage()
-    }
-
     /// Takes `nr_pages` of the machine for the kernel itself (a RAM disk's
     /// pages, swap tables): they belong to no cgroup.
     pub fn charge_kernel(&self, nr_pages: u64) -> Result<(), ChargeError> {
@@ -245,10 +226,12 @@ impl CgroupTree {
             .try_charge(nr_pages)
             .map_err(|_| ChargeError::MachineOutOfMemory {
                 total_pages: self.machine_pages(),
-            })
+            })?;
+        Ok(())
     }
 
-    /// Gives back pages taken by [`CgroupTree::charge_kernel`].
+    /// Gives back pages taken by [`CgroupTree::charge_kernel`] or
+    /// [`CgroupTree::charge_kernel_reclaim`].
     pub fn uncharge_kernel(&self, nr_pages: u64) {
         self.root().memory().uncharge(nr_pages);
     }
@@ -305,6 +288,11 @@ impl CgroupTree {
                         stocks.refill(cg, batch - nr_pages);
                     }
                     self.handle_over_high(cg, batch);
+                    // A charge that may not reclaim is made under locks
+                    // reclaim takes: it leaves kswapd to the next one.
+                    if gfp != Gfp::NoReclaim {
+                        self.wake_kswapd_if_low();
+                    }
                     return Ok(());
                 }
                 Err(counter) => owner_of_counter(cg, counter, |c| c.memory()),
@@ -337,6 +325,9 @@ impl CgroupTree {
                 let _stall = self.memstall(true);
                 self.reclaim_memcg(&over, nr_pages, ReclaimOptions::default())
             };
+            if global && reclaimed > 0 {
+                self.note_direct_reclaim_progress();
+            }
             if over.memory().margin() >= nr_pages {
                 continue;
             }
@@ -568,6 +559,7 @@ impl CgroupTree {
             may_swap: true,
             proactive: true,
             swappiness,
+            kswapd: false,
         };
         let mut retries = MAX_RECLAIM_RETRIES;
         let mut reclaimed_total = 0;
@@ -671,7 +663,7 @@ fn calculate_overage(usage: u64, high: u64) -> u64 {
 /// and bytes from the machine's frames.
 impl MachinePages for CgroupTree {
     fn take_page(&self) -> Option<PageBuf> {
-        self.charge_kernel(1).ok()?;
+        self.charge_kernel_reclaim(1).ok()?;
         Some(self.alloc_pages(1, false))
     }
 

@@ -31,6 +31,9 @@ pub struct ReclaimOptions {
     /// Overrides `vm.swappiness` for this reclaim (`memory.reclaim`'s
     /// `swappiness=`).
     pub swappiness: Option<u32>,
+    /// Run by kswapd (`current_is_kswapd()`): counted as
+    /// `pgscan_kswapd`/`pgsteal_kswapd`, not as direct reclaim.
+    pub kswapd: bool,
 }
 
 impl Default for ReclaimOptions {
@@ -40,6 +43,7 @@ impl Default for ReclaimOptions {
             may_swap: true,
             proactive: false,
             swappiness: None,
+            kswapd: false,
         }
     }
 }

@@ -48,8 +48,10 @@ pub trait SwapBackend: Send + Sync {
 /// kernel's `brd` takes them from the page allocator, outside any cgroup,
 /// so they count against the machine, not against a memory cgroup.
 pub trait MachinePages: Send + Sync {
-    /// Takes one page of the machine (its bytes unspecified: the caller
-    /// writes all of them); `None` when the machine has none left.
+    /// Takes one page of the machine for a swap-out's write (its bytes
+    /// unspecified: the caller writes all of them), from the reclaim
+    /// reserve if need be (`CgroupTree::charge_kernel_reclaim`); `None`
+    /// when the machine has none left.
     fn take_page(&self) -> Option<PageBuf>;
     /// Gives a page back.
     fn give_back_page(&self, page: PageBuf);

@@ -10,7 +10,8 @@
 //! (`pool_total_size`) show the real fragmentation: a 33-byte object
 //! takes a 48-byte slot, and a half-empty zspage keeps all its pages.
 //!
-//! Pool pages are the kernel's: taken from the machine (`charge_kernel`),
+//! Pool pages are the kernel's: taken from the machine, from the reclaim
+//! reserve if need be (`charge_kernel_reclaim`: a store runs in reclaim),
 //! charged to no cgroup; the objects' bytes are charged to their cgroups by
 //! zswap itself.
 //!
@@ -163,7 +164,7 @@ impl Pool {
     fn new_zspage(&self, class: &mut SizeClass) -> Result<u32, PoolError> {
         let pages = class.pages_per_zspage as u64;
         self.tree
-            .charge_kernel(pages)
+            .charge_kernel_reclaim(pages)
             .map_err(|_| PoolError::NoMemory)?;
         // Relaxed: a statistic.
         self.nr_pages.fetch_add(pages, Ordering::Relaxed);
