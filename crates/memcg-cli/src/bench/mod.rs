@@ -22,6 +22,7 @@ mod schedule;
 pub mod swap;
 pub mod swap_cgroup;
 pub(crate) mod timing;
+pub mod zswap;
 
 use std::path::PathBuf;
 
@@ -62,6 +63,8 @@ pub enum BenchCommand {
     Reclaim(reclaim::ReclaimArgs),
     /// The memcg charge path with and without the per-thread charge stock.
     Charge(charge::ChargeArgs),
+    /// Swap-out/in through zswap vs the RAM device vs the raw compressor.
+    Zswap(zswap::ZswapArgs),
 }
 
 /// Runs `memcg bench`.
@@ -79,6 +82,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         Some(BenchCommand::Swap(a)) => swap::run(&a),
         Some(BenchCommand::Reclaim(a)) => reclaim::run(&a),
         Some(BenchCommand::Charge(a)) => charge::run(&a),
+        Some(BenchCommand::Zswap(a)) => zswap::run(&a),
         None => {
             let dir = args.out_dir.as_deref();
             let mut sc = swap_cgroup::SwapCgroupArgs::for_suite(args.smoke);
@@ -98,7 +102,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             swap::run(&sw)?;
             let mut rc = reclaim::ReclaimArgs::for_suite(args.smoke);
             rc.common.files = ReportFiles::in_dir(dir, "reclaim")?;
-            reclaim::run(&rc)
+            reclaim::run(&rc)?;
+            let mut zs = zswap::ZswapArgs::for_suite(args.smoke);
+            zs.common.files = ReportFiles::in_dir(dir, "zswap")?;
+            zswap::run(&zs)
         }
     }
 }

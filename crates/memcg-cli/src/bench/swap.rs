@@ -253,7 +253,7 @@ impl SwapDir {
 /// (its pages are machine memory) and the device's tables, with room to
 /// spare. Benchmarks size the machine to the experiment; the host must
 /// hold it ([`check_host_fits`]).
-fn machine_bytes_for(size_bytes: u64, threads: usize) -> u64 {
+pub(super) fn machine_bytes_for(size_bytes: u64, threads: usize) -> u64 {
     let device_bytes = size_bytes + DEVICE_SLACK_BYTES * (threads as u64 + 1);
     let tables = memcg::swap_state::swap_tables_pages(device_bytes / PAGE_SIZE) * PAGE_SIZE;
     size_bytes + device_bytes + tables + (64 << 20)
@@ -261,7 +261,7 @@ fn machine_bytes_for(size_bytes: u64, threads: usize) -> u64 {
 
 /// Refuses, before any run, a size whose machine would not fit in half of
 /// the host's available memory (the simulator's pages are real).
-fn check_host_fits(size_bytes: u64, threads: &[usize]) -> anyhow::Result<()> {
+pub(super) fn check_host_fits(size_bytes: u64, threads: &[usize]) -> anyhow::Result<()> {
     let needed = threads
         .iter()
         .map(|&t| machine_bytes_for(size_bytes, t))

@@ -53,6 +53,7 @@
 //! holds the folio, swap-in the slot's claim, invalidate the last
 //! reference), as the kernel's xarray entries do under the folio lock.
 
+mod compress;
 mod zpool;
 
 use rustc_hash::FxHashMap;
@@ -69,6 +70,8 @@ use crate::swapops::SwapEntry;
 use crate::sync::{
     Arc, AtomicBool, AtomicU8, AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering, lock,
 };
+use compress::Codecs;
+pub use compress::Compressor;
 use zpool::Pool;
 pub use zpool::{Handle, PoolError};
 
@@ -152,61 +155,6 @@ struct Entry {
     compressor: Compressor,
 }
 
-/// The compressors zswap can use (`compressor`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Compressor {
-    /// LZ4 (`lz4_flex`), the default here.
-    Lz4,
-    /// Zstandard at the kernel crypto API's default level 3 (`zstd`).
-    Zstd,
-}
-
-impl Compressor {
-    /// The name `/sys/module/zswap/parameters/compressor` shows.
-    pub fn name(self) -> &'static str {
-        match self {
-            Compressor::Lz4 => "lz4",
-            Compressor::Zstd => "zstd",
-        }
-    }
-
-    /// The compressor of that name, if built in.
-    pub fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "lz4" => Some(Compressor::Lz4),
-            "zstd" => Some(Compressor::Zstd),
-            _ => None,
-        }
-    }
-
-    /// Compresses a page (`None`-free: an incompressible page comes out
-    /// bigger than a page and is refused by the caller).
-    fn compress(self, page: &[u8]) -> Vec<u8> {
-        match self {
-            Compressor::Lz4 => lz4_flex::block::compress(page),
-            // A page always fits zstd's bound: an error is impossible, and
-            // an oversized result stands for one.
-            Compressor::Zstd => {
-                zstd::bulk::compress(page, 3).unwrap_or_else(|_| vec![0; PAGE_BYTES + 1])
-            }
-        }
-    }
-
-    /// Decompresses into `page`; true if it filled the page exactly.
-    fn decompress(self, compressed: &[u8], page: &mut [u8]) -> bool {
-        match self {
-            Compressor::Lz4 => matches!(
-                lz4_flex::block::decompress_into(compressed, page),
-                Ok(PAGE_BYTES)
-            ),
-            Compressor::Zstd => matches!(
-                zstd::bulk::decompress_to_buffer(compressed, page),
-                Ok(PAGE_BYTES)
-            ),
-        }
-    }
-}
-
 /// Why writing an entry back failed (`zswap_writeback_entry`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum WritebackError {
@@ -251,6 +199,8 @@ pub struct Zswap {
     tree: CgroupTree,
     params: Params,
     pool: Pool,
+    /// Reusable compressor state (`compress.rs`).
+    codecs: Codecs,
     entries: Box<[Mutex<FxHashMap<SwapEntry, Entry>>]>,
     /// Every entry, on its cgroup's list (`zswap_list_lru`).
     lru: ListLru,
@@ -297,6 +247,7 @@ impl Zswap {
                 shrinker_enabled: AtomicBool::new(false),
             },
             pool: Pool::new(tree),
+            codecs: Codecs::default(),
             entries: (0..SHARDS)
                 .map(|_| Mutex::new(FxHashMap::default()))
                 .collect(),
@@ -471,7 +422,8 @@ impl Zswap {
         let bytes = folio.bytes();
         let mut stored = Vec::with_capacity(folio.nr() as usize);
         for (i, page) in bytes.chunks_exact(PAGE_BYTES).enumerate() {
-            match self.store_page(page, &objcg) {
+            let slot = entry.add(i as u64).expect("a folio's slots are in range");
+            match self.store_page(page, &objcg, slot) {
                 Ok(e) => stored.push(e),
                 Err(reject) => {
                     for e in stored {
@@ -486,7 +438,6 @@ impl Zswap {
         let nr = u64::from(folio.nr());
         for (i, e) in stored.into_iter().enumerate() {
             let slot = entry.add(i as u64).expect("a folio's slots are in range");
-            self.set_item_slot(e.item, Some(slot));
             let item = e.item;
             let old = self.shard(slot).insert(slot, e);
             if let Some(old) = old {
@@ -501,37 +452,45 @@ impl Zswap {
         Ok(())
     }
 
-    fn store_page(&self, page: &[u8], objcg: &Arc<ObjCgroup>) -> Result<Entry, StoreReject> {
+    /// Compresses one page into a new entry for `slot` (not yet in the
+    /// map nor on the list, so no walker can see it).
+    fn store_page(
+        &self,
+        page: &[u8],
+        objcg: &Arc<ObjCgroup>,
+        slot: SwapEntry,
+    ) -> Result<Entry, StoreReject> {
         let compressor = self.current_compressor();
-        let compressed = compressor.compress(page);
-        if compressed.len() > PAGE_BYTES {
-            self.counts
-                .reject_compress_poor
-                .fetch_add(1, Ordering::Relaxed);
-            return Err(StoreReject::CompressPoor);
-        }
-        let handle = self.pool.alloc(&compressed).map_err(|e| match e {
-            PoolError::TooBig(_) => {
-                self.counts
-                    .reject_compress_poor
-                    .fetch_add(1, Ordering::Relaxed);
-                StoreReject::CompressPoor
-            }
-            PoolError::NoMemory => {
-                self.counts
-                    .reject_alloc_fail
-                    .fetch_add(1, Ordering::Relaxed);
-                StoreReject::AllocFail
-            }
-        })?;
-        let Some(item) = self.alloc_item() else {
+        let (handle, length) = self
+            .codecs
+            .compress(compressor, page, |compressed| {
+                let Some(compressed) = compressed else {
+                    return Err(PoolError::TooBig(PAGE_BYTES + 1));
+                };
+                let handle = self.pool.alloc(compressed)?;
+                Ok((handle, compressed.len() as u32))
+            })
+            .map_err(|e| match e {
+                PoolError::TooBig(_) => {
+                    self.counts
+                        .reject_compress_poor
+                        .fetch_add(1, Ordering::Relaxed);
+                    StoreReject::CompressPoor
+                }
+                PoolError::NoMemory => {
+                    self.counts
+                        .reject_alloc_fail
+                        .fetch_add(1, Ordering::Relaxed);
+                    StoreReject::AllocFail
+                }
+            })?;
+        let Some(item) = self.alloc_item(slot) else {
             self.pool.free(handle);
             self.counts
                 .reject_alloc_fail
                 .fetch_add(1, Ordering::Relaxed);
             return Err(StoreReject::AllocFail);
         };
-        let length = compressed.len() as u32;
         self.tree.charge_zswap(objcg, u64::from(length));
         Ok(Entry {
             handle,
@@ -543,20 +502,19 @@ impl Zswap {
         })
     }
 
-    fn alloc_item(&self) -> Option<ItemId> {
+    /// A list item for the entry of `slot`.
+    fn alloc_item(&self, slot: SwapEntry) -> Option<ItemId> {
         let mut items = lock(&self.items);
         if let Some(item) = items.free.pop() {
+            debug_assert!(items.slots[item as usize].is_none());
+            items.slots[item as usize] = Some(slot);
             return Some(item);
         }
         let item = ItemId::try_from(items.slots.len())
             .ok()
             .filter(|&i| i < MAX_ENTRIES)?;
-        items.slots.push(None);
+        items.slots.push(Some(slot));
         Some(item)
-    }
-
-    fn set_item_slot(&self, item: ItemId, slot: Option<SwapEntry>) {
-        lock(&self.items).slots[item as usize] = slot;
     }
 
     /// Frees an entry taken out of the map (`zswap_entry_free`): off its
@@ -593,7 +551,7 @@ impl Zswap {
             return false;
         };
         let decompressed = self.pool.read(e.handle, e.length as usize, |compressed| {
-            e.compressor.decompress(compressed, page)
+            self.codecs.decompress(e.compressor, compressed, page)
         });
         assert!(decompressed, "a stored page decompresses to a page");
         self.counts.stored_pages.fetch_sub(1, Ordering::Relaxed);
@@ -611,8 +569,7 @@ impl Zswap {
         memcg: &Arc<MemCgroup>,
     ) {
         let objcg = memcg.obj_cgroup();
-        if let Ok(e) = self.store_page(page, &objcg) {
-            self.set_item_slot(e.item, Some(slot));
+        if let Ok(e) = self.store_page(page, &objcg, slot) {
             let item = e.item;
             self.shard(slot).insert(slot, e);
             self.counts.stored_pages.fetch_add(1, Ordering::Relaxed);
@@ -777,7 +734,7 @@ impl Zswap {
             return false;
         };
         self.pool.read(e.handle, e.length as usize, |compressed| {
-            e.compressor.decompress(compressed, page)
+            self.codecs.decompress(e.compressor, compressed, page)
         })
     }
 

@@ -20,6 +20,7 @@
 
 use crate::memcontrol::CgroupTree;
 use crate::mm_types::PAGE_BYTES;
+use crate::page_alloc::PageBuf;
 use crate::sync::{AtomicU64, Mutex, Ordering, lock};
 
 /// The smallest slot (`ZS_MIN_ALLOC_SIZE`).
@@ -52,7 +53,8 @@ pub enum PoolError {
 
 /// One zspage: `pages` pages cut into equal slots.
 struct ZsPage {
-    bytes: Box<[u8]>,
+    /// The machine's frames (given back with `free_pages`).
+    bytes: PageBuf,
     /// Free slot numbers.
     free: Vec<u16>,
     in_use: u16,
@@ -169,7 +171,8 @@ impl Pool {
         // Relaxed: a statistic.
         self.nr_pages.fetch_add(pages, Ordering::Relaxed);
         let page = ZsPage {
-            bytes: vec![0; class.pages_per_zspage * PAGE_BYTES].into_boxed_slice(),
+            // Not zeroed: a slot is read only after an object was written.
+            bytes: self.tree.alloc_pages(class.pages_per_zspage as u32, false),
             free: (0..class.slots_per_zspage as u16).rev().collect(),
             in_use: 0,
         };
@@ -213,9 +216,12 @@ impl Pool {
         }
         if empty {
             class.partial.retain(|&z| z != handle.zspage);
-            class.zspages[handle.zspage as usize] = None;
+            let page = class.zspages[handle.zspage as usize]
+                .take()
+                .expect("a live handle's zspage");
             let pages = class.pages_per_zspage as u64;
             drop(class);
+            self.tree.free_pages(page.bytes);
             // Relaxed: a statistic.
             self.nr_pages.fetch_sub(pages, Ordering::Relaxed);
             self.tree.uncharge_kernel(pages);
@@ -225,6 +231,11 @@ impl Pool {
 
 impl Drop for Pool {
     fn drop(&mut self) {
+        for class in &self.classes {
+            for page in lock(class).zspages.drain(..).flatten() {
+                self.tree.free_pages(page.bytes);
+            }
+        }
         let pages = self.nr_pages();
         if pages > 0 {
             self.tree.uncharge_kernel(pages);
