@@ -91,7 +91,7 @@ pub(crate) fn parse_bytes(text: &str) -> Result<u64, String> {
 
 /// The machine size for `--mem` (or the default), with a warning when it
 /// is larger than the host, whose memory the simulation really uses.
-fn machine_bytes(mem: Option<u64>) -> u64 {
+pub(crate) fn machine_bytes(mem: Option<u64>) -> u64 {
     let bytes = mem.unwrap_or_else(memcg_sim::default_mem_bytes);
     if let Some(host) = memcg_sim::host_mem_bytes().filter(|&host| bytes > host) {
         eprintln!(

@@ -655,6 +655,54 @@ mod tests {
         );
     }
 
+    fn panel(errors: Vec<f64>, nr_series: usize) -> Panel {
+        Panel {
+            title: "p".into(),
+            series: (0..nr_series)
+                .map(|i| Series {
+                    name: format!("s{i}"),
+                    points: vec![(1.0, 2.0), (2.0, 3.0)],
+                    errors: errors.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_legend_band_stays_free_of_data_and_error_bars() {
+        for nr_series in [1, 3, 6] {
+            let p = panel(vec![0.5, 1.0], nr_series);
+            let top = y_top(&p);
+            // The highest error bar's end, as a share of the axis, below
+            // the band the legend's rows take at the top.
+            let legend_share = (20 * nr_series + 16) as f64 / 290.0;
+            assert!(
+                (3.0 + 1.0) / top <= 1.0 - legend_share,
+                "{nr_series} series"
+            );
+        }
+    }
+
+    #[test]
+    fn error_bars_are_drawn() {
+        let dir = tempfile::tempdir().unwrap();
+        let draw = |errors: Vec<f64>| {
+            let path = dir.path().join("c.svg");
+            let chart = Chart {
+                title: "t",
+                x_label: "threads",
+                y_label: "Mops/s",
+                panels: vec![panel(errors, 1)],
+            };
+            write_svg(&path, &chart).unwrap();
+            std::fs::read_to_string(&path).unwrap()
+        };
+        let lines = |svg: &str| svg.matches("<line").count() + svg.matches("<polyline").count();
+        let (with, without) = (draw(vec![0.5, 0.25]), draw(Vec::new()));
+        // Each bar is a vertical line and two caps.
+        assert!(lines(&with) >= lines(&without) + 6, "{with}");
+    }
+
     #[test]
     fn svg_is_written() {
         let dir = std::env::temp_dir().join(format!("memcg-report-{}", std::process::id()));

@@ -50,6 +50,10 @@ pub struct ReadersArgs {
     /// (the kernel's per-CPU structures: about 1.7K per CPU) [0: none].
     #[arg(long, default_value = "0", value_parser = crate::parse_bytes)]
     pub memcg_metadata: u64,
+    /// The simulated machine's memory (K/M/G/T suffixes) [default: half
+    /// of the host's available memory].
+    #[arg(long, value_parser = crate::parse_bytes)]
+    pub mem: Option<u64>,
     /// Seed (file contents are `seq`; the seed names the run).
     #[arg(long, default_value_t = 0x5eed)]
     pub seed: u64,
@@ -197,6 +201,7 @@ fn seq_bytes(n: u64) -> usize {
 fn prepare(args: &ReadersArgs, design: Design, data: &[u8]) -> anyhow::Result<Sim> {
     let sim = Sim::new(SimConfig {
         seed: args.seed,
+        mem_bytes: crate::machine_bytes(args.mem),
         memcg_metadata_bytes: args.memcg_metadata,
         list_lru: design.list_lru,
         reparent_lru_folios: design.reparent_lru_folios,

@@ -260,7 +260,7 @@ fn list_lru_bench_writes_phases_for_both_designs() {
                 "list-lru",
                 "--quick",
                 "--cgroups",
-                "60",
+                "1000",
                 "--objects",
                 "3",
                 "--threads",
@@ -294,10 +294,19 @@ fn list_lru_bench_writes_phases_for_both_designs() {
     }
     // The rmdir phase reports the churn that ran alongside, and says in
     // how many runs none did.
-    for r in results.iter().filter(|r| r["phase"] == "rmdir") {
+    let rmdir: Vec<_> = results.iter().filter(|r| r["phase"] == "rmdir").collect();
+    for r in &rmdir {
         assert!(r["mops"].as_f64().unwrap() >= 0.0, "{r}");
         assert!(r["runs_without_churn"].as_u64().unwrap() <= 1, "{r}");
     }
+    // The churn really runs while the cgroups go: in some run (over two
+    // designs and two thread counts) it did work during the removal.
+    assert!(
+        rmdir
+            .iter()
+            .any(|r| r["mops"].as_f64().unwrap() > 0.0 && r["runs_without_churn"] == 0),
+        "{rmdir:?}"
+    );
     assert_eq!(report["reparent"].as_array().unwrap().len(), 4);
     assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
     fails_with(

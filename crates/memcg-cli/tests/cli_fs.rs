@@ -85,3 +85,29 @@ fn readers_workload_reports_every_design() {
         assert_eq!(runs[1]["dying_after_drop"], 0);
     }
 }
+
+#[test]
+fn readers_workload_runs_on_the_machine_size_given() {
+    // 200 files of 39K fill more than a 4M machine: the run stops with
+    // an error naming the machine, never a panic or an abort.
+    let out = memcg()
+        .args(["workload", "readers", "--readers", "200", "--runs", "1"])
+        .args(["--mem", "4M"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.contains("Error:"), "{stderr}");
+    // The same run fits a 64M machine.
+    let out = memcg()
+        .args(["workload", "readers", "--readers", "20", "--runs", "1"])
+        .args(["--mem", "64M", "--memcg-max", "16M"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

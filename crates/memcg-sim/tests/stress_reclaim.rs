@@ -23,6 +23,9 @@
 //! `MEMCG_STRESS_SCALE` multiplies the rounds (default 1: a few seconds).
 //! The seed fixes each thread's choices, not how the threads interleave.
 
+#[path = "../../memcg/tests/common/mod.rs"]
+mod common;
+
 use std::io::Write as _;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -52,13 +55,6 @@ const ROUNDS: u64 = 60;
 
 /// Mappings a worker keeps alive at most.
 const MAX_LIVE: usize = 3;
-
-fn seed() -> u64 {
-    std::env::var("MEMCG_STRESS_SEED")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(DEFAULT_SEED)
-}
 
 fn scale() -> u64 {
     std::env::var("MEMCG_STRESS_SCALE")
@@ -501,12 +497,9 @@ fn the_same_with_the_charge_stock_on() {
 /// stock (whose pages are charged while stocked: they are drained before
 /// the final balance).
 fn run(stock: bool) {
-    let seed = seed();
+    let seed = common::stress_seed_or("stress_reclaim", DEFAULT_SEED);
     let rounds = ROUNDS * scale();
-    eprintln!(
-        "stress_reclaim: seed {seed}, {rounds} rounds, charge stock {stock} \
-         (replay with MEMCG_STRESS_SEED={seed})"
-    );
+    eprintln!("stress_reclaim: {rounds} rounds, charge stock {stock}");
     let sim = Sim::new(SimConfig {
         seed,
         mem_bytes: 256 << 20,

@@ -9,6 +9,9 @@
 //! Seeded (`MEMCG_STRESS_SEED`); the seed fixes each thread's choices.
 #![cfg(not(loom))]
 
+#[path = "../../memcg/tests/common/mod.rs"]
+mod common;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use memcg::memcontrol::MemcgStat;
@@ -18,13 +21,6 @@ use rand_chacha::ChaCha8Rng;
 
 const GROUPS: [&str; 3] = ["/p/a", "/p/b", "/p/c"];
 const ROUNDS: usize = 40;
-
-fn seed() -> u64 {
-    std::env::var("MEMCG_STRESS_SEED")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(0x25_a9)
-}
 
 /// What a worker's operation may fail with under memory pressure.
 fn expected(e: &SimError) -> bool {
@@ -85,8 +81,7 @@ fn controller(sim: &Sim, seed: u64, stop: &AtomicBool) {
 
 #[test]
 fn zswap_under_churning_limits_loses_nothing() {
-    let seed = seed();
-    eprintln!("stress_zswap: seed {seed} (MEMCG_STRESS_SEED={seed})");
+    let seed = common::stress_seed_or("stress_zswap", 0x25_a9);
     let sim = Sim::new(SimConfig {
         seed,
         mem_bytes: 256 << 20,

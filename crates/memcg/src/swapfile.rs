@@ -409,6 +409,14 @@ pub struct SwapDevice {
 /// the L1TF mitigation) with a warning; we do the same with this limit.
 pub const MAX_SWAP_PAGES: u64 = (u32::MAX as u64 + 1) * SWAPFILE_CLUSTER as u64;
 
+/// The pages of an area of `size_pages` that are used: at most
+/// [`MAX_SWAP_PAGES`] (`read_swap_header`'s "Truncating oversized swap
+/// area"), and the size it was truncated from, if it was.
+fn usable_pages(size_pages: u64) -> (u64, Option<u64>) {
+    let nr_pages = size_pages.min(MAX_SWAP_PAGES);
+    (nr_pages, (size_pages > nr_pages).then_some(size_pages))
+}
+
 impl SwapDevice {
     fn try_new(
         ty: u32,
@@ -416,8 +424,7 @@ impl SwapDevice {
         prio: i32,
         backend: Box<dyn SwapBackend>,
     ) -> Result<Self, SwapError> {
-        let size = backend.nr_pages();
-        let nr_pages = size.min(MAX_SWAP_PAGES);
+        let (nr_pages, truncated_from) = usable_pages(backend.nr_pages());
         let no_memory = || SwapError::NoMemory { pages: nr_pages };
         let nr_clusters = nr_pages.div_ceil(SWAPFILE_CLUSTER as u64) as usize;
         let clusters = ChunkedTable::try_new(nr_clusters).map_err(|_| no_memory())?;
@@ -435,7 +442,7 @@ impl SwapDevice {
             synchronous: backend.synchronous(),
             backend,
             nr_pages,
-            truncated_from: (size > nr_pages).then_some(size),
+            truncated_from,
             clusters,
             lists: Mutex::new(lists),
             inuse_pages: PerCpuCounter::default(),
@@ -1707,6 +1714,17 @@ mod tests {
             RamBackend::new(1 << 62).map(|b| sf.swapon("big", Box::new(b), None)),
             Err(SwapError::NoMemory { .. }) | Ok(Err(SwapError::NoMemory { .. }))
         ));
+    }
+
+    #[test]
+    fn oversized_areas_are_truncated_to_the_largest_offset() {
+        assert_eq!(usable_pages(1 << 20), (1 << 20, None));
+        assert_eq!(usable_pages(MAX_SWAP_PAGES), (MAX_SWAP_PAGES, None));
+        assert_eq!(
+            usable_pages(MAX_SWAP_PAGES + 5),
+            (MAX_SWAP_PAGES, Some(MAX_SWAP_PAGES + 5))
+        );
+        assert_eq!(usable_pages(u64::MAX), (MAX_SWAP_PAGES, Some(u64::MAX)));
     }
 
     #[test]

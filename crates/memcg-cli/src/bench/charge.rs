@@ -16,8 +16,11 @@ use memcg::memcontrol::{CgroupTree, ChargeKind, MemCgroup};
 use serde::Serialize;
 use std::sync::Arc;
 
-use super::{Benchmark, CommonArgs, Interleaved, Runs, Sample, run_plan, timed_threads};
-use crate::report::{self, Chart, Panel, PhaseFacts, Progress, ReportHead, Series, Stats};
+use super::{
+    Benchmark, CommonArgs, DepthScale, Interleaved, MopsStats, Runs, Sample, run_plan,
+    timed_threads,
+};
+use crate::report::{self, Chart, Panel, Progress, ReportHead, Series, Stats};
 
 /// Flags of `memcg bench charge`.
 #[derive(Debug, Clone, Args)]
@@ -154,84 +157,43 @@ struct ResultRow {
     leaf: Leaf,
     depth: usize,
     threads: usize,
-    /// Median charge + uncharge pairs per second, millions.
-    mops: f64,
-    stdev: f64,
-    mops_min: f64,
-    mops_max: f64,
+    #[serde(flatten)]
+    stats: MopsStats,
     /// Median over the stock-off median of the same configuration.
     ratio_stock_off: Option<f64>,
-    samples: Vec<f64>,
-    #[serde(flatten)]
-    phases: PhaseFacts,
 }
 
-#[derive(Debug, Serialize)]
-struct Config {
-    ops_per_thread: u64,
-    reps: usize,
-    min_phase_ms: u64,
-    depths: Vec<usize>,
-    threads: Vec<usize>,
-}
-
-#[derive(Debug, Serialize)]
-struct Report {
-    #[serde(flatten)]
-    head: ReportHead,
-    config: Config,
-    results: Vec<ResultRow>,
-}
+type Report = super::Report<DepthScale, ResultRow>;
 
 /// Validated settings of one invocation.
 struct Plan {
-    ops_per_thread: u64,
-    reps: usize,
-    min_phase_ms: u64,
-    depths: Vec<usize>,
-    threads: Vec<usize>,
+    scale: DepthScale,
     stocks: Vec<StockSetting>,
     arms: Vec<usize>,
 }
 
 impl Plan {
     fn of(args: &ChargeArgs) -> anyhow::Result<Self> {
-        let common = &args.common;
-        let ops_per_thread = common.scaled(args.ops, 100_000, 1_000_000);
-        common.validate(&[("--ops", ops_per_thread)])?;
-        ensure!(
-            !args.depths.is_empty() && !args.depths.contains(&0),
-            "--depths needs depths of at least 1"
-        );
+        let scale = DepthScale::of(&args.common, args.ops, &args.depths)?;
         let stocks = if args.charge_stock.is_empty() {
             vec![StockSetting::Off, StockSetting::On]
         } else {
             args.charge_stock.clone()
         };
-        let threads = common.threads.clone();
-        let configs = args.depths.len() * threads.len() * Leaf::ALL.len();
+        let configs = scale.configs().len() * Leaf::ALL.len();
         Ok(Self {
-            ops_per_thread,
-            reps: common.reps(),
-            min_phase_ms: common.min_phase_ms(),
-            depths: args.depths.clone(),
-            threads,
             arms: vec![stocks.len(); configs],
+            scale,
             stocks,
         })
     }
 
     /// Every `(depth, threads, leaf)`, depths outermost.
     fn configs(&self) -> Vec<(usize, usize, Leaf)> {
-        let mut out = Vec::new();
-        for &d in &self.depths {
-            for &t in &self.threads {
-                for leaf in Leaf::ALL {
-                    out.push((d, t, leaf));
-                }
-            }
-        }
-        out
+        let pairs = self.scale.configs().into_iter();
+        pairs
+            .flat_map(|(d, t)| Leaf::ALL.map(|leaf| (d, t, leaf)))
+            .collect()
     }
 }
 
@@ -241,16 +203,13 @@ impl Benchmark for Plan {
     type Report = Report;
 
     fn describe(&self) -> String {
-        format!(
-            "{} try_charge+uncharge pairs of 1 page per thread per round through memcontrol, \
-             median of {} interleaved reps of phases >= {} ms, Mops/s",
-            self.ops_per_thread, self.reps, self.min_phase_ms
-        )
+        self.scale
+            .describe("try_charge+uncharge pairs of 1 page through memcontrol")
     }
 
     fn measure(&self) -> anyhow::Result<Runs<Sample>> {
         let configs = self.configs();
-        let plan = Interleaved::new(self.reps, self.min_phase_ms, &self.arms, false);
+        let plan = Interleaved::new(self.scale.reps, self.scale.min_phase_ms, &self.arms, false);
         let mut progress = Progress::new(Self::NAME, plan.steps());
         let name = |c: usize, a: usize| {
             let (depth, threads, leaf) = configs[c];
@@ -267,7 +226,7 @@ impl Benchmark for Plan {
                 depth,
                 threads,
                 leaf,
-                self.ops_per_thread * rounds,
+                self.scale.ops_per_thread * rounds,
             )
         })?;
         progress.finish();
@@ -280,32 +239,20 @@ impl Benchmark for Plan {
         for (ci, (depth, threads, leaf)) in self.configs().into_iter().enumerate() {
             let off_median = off.map(|a| Stats::of(&runs.values(ci, a)).median);
             for (ai, &stock) in self.stocks.iter().enumerate() {
-                let samples = runs.values(ci, ai);
-                let st = Stats::of(&samples);
+                let stats = MopsStats::of(&runs, ci, ai);
                 results.push(ResultRow {
                     stock,
                     leaf,
                     depth,
                     threads,
-                    mops: st.median,
-                    stdev: st.stdev,
-                    mops_min: st.min,
-                    mops_max: st.max,
-                    ratio_stock_off: off_median.map(|m| st.median / m),
-                    samples,
-                    phases: runs.facts(ci, ai),
+                    ratio_stock_off: off_median.map(|m| stats.mops / m),
+                    stats,
                 });
             }
         }
         Report {
             head,
-            config: Config {
-                ops_per_thread: self.ops_per_thread,
-                reps: self.reps,
-                min_phase_ms: self.min_phase_ms,
-                depths: self.depths.clone(),
-                threads: self.threads.clone(),
-            },
+            config: self.scale.clone(),
             results,
         }
     }
@@ -313,17 +260,18 @@ impl Benchmark for Plan {
     fn print_tables(report: &Report) {
         let reps = report.config.reps;
         let rows = report.results.iter().map(|r| {
+            let [mops, stdev, range] = r.stats.cells(reps);
             vec![
                 r.depth.to_string(),
                 r.threads.to_string(),
                 r.leaf.name().to_owned(),
                 r.stock.name().to_owned(),
-                format!("{:.1}", r.mops),
-                report::fmt_stdev(r.stdev, reps, 1),
-                report::fmt_range(r.mops_min, r.mops_max, reps, 1),
+                mops,
+                stdev,
+                range,
                 r.ratio_stock_off
                     .map_or_else(|| "-".to_owned(), |x| format!("{x:.2}x")),
-                r.phases.cpu_cell(),
+                r.stats.phases.cpu_cell(),
             ]
         });
         report::print_table(
@@ -340,14 +288,14 @@ impl Benchmark for Plan {
             ],
             rows,
         );
-        let facts = report.results.iter().map(|r| &r.phases);
+        let facts = report.results.iter().map(|r| &r.stats.phases);
         report::print_method_note(facts, report.config.min_phase_ms as f64);
     }
 
     /// Mops/s against threads, one panel per depth and leaf sharing.
     fn chart(&self, report: &Report) -> Chart<'static> {
         let mut panels = Vec::new();
-        for &depth in &self.depths {
+        for &depth in &self.scale.depths {
             for leaf in Leaf::ALL {
                 let series = self
                     .stocks
@@ -357,7 +305,8 @@ impl Benchmark for Plan {
                             .results
                             .iter()
                             .filter(|r| r.depth == depth && r.leaf == leaf && r.stock == s);
-                        Series::by_threads(s.name(), rows.map(|r| (r.threads, r.mops, r.stdev)))
+                        let points = rows.map(|r| (r.threads, r.stats.mops, r.stats.stdev));
+                        Series::by_threads(s.name(), points)
                     })
                     .collect();
                 panels.push(Panel {

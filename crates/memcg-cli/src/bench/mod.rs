@@ -30,7 +30,7 @@ use anyhow::{bail, ensure};
 use clap::{Args, Subcommand};
 use serde::Serialize;
 
-use crate::report::{Chart, Machine, ReportFiles, ReportHead};
+use crate::report::{Chart, Machine, PhaseFacts, ReportFiles, ReportHead, Stats};
 pub(crate) use schedule::{Interleaved, Runs};
 pub(crate) use timing::{Phased, Sample, Timed, timed_here, timed_threads};
 
@@ -145,6 +145,20 @@ impl CommonArgs {
         }
     }
 
+    /// [`CommonArgs::for_suite`] for a benchmark whose threads are
+    /// simulated tasks: one of them with `--smoke`.
+    pub fn for_task_suite(smoke: bool) -> Self {
+        let common = Self::for_suite(smoke);
+        Self {
+            threads: if smoke {
+                vec![1]
+            } else {
+                common.threads.clone()
+            },
+            ..common
+        }
+    }
+
     /// `--reps`, or 3 with `--quick` and 9 without: a median of 9 is not
     /// moved by a few repetitions the scheduler spoiled.
     pub fn reps(&self) -> usize {
@@ -176,6 +190,113 @@ impl CommonArgs {
             "--threads needs counts of at least 1"
         );
         Ok(())
+    }
+}
+
+/// The scale of a benchmark of `--ops` operation pairs per thread at each
+/// hierarchy depth of `--depths` (`page-counter`, `charge`), checked.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct DepthScale {
+    pub ops_per_thread: u64,
+    pub reps: usize,
+    pub min_phase_ms: u64,
+    pub depths: Vec<usize>,
+    pub threads: Vec<usize>,
+}
+
+impl DepthScale {
+    /// `ops` (100000 with `--quick`, 1000000 without), `depths` and the
+    /// common flags, refused where a count is 0.
+    pub fn of(common: &CommonArgs, ops: Option<u64>, depths: &[usize]) -> anyhow::Result<Self> {
+        let ops_per_thread = common.scaled(ops, 100_000, 1_000_000);
+        common.validate(&[("--ops", ops_per_thread)])?;
+        ensure!(
+            !depths.is_empty() && !depths.contains(&0),
+            "--depths needs depths of at least 1"
+        );
+        Ok(Self {
+            ops_per_thread,
+            reps: common.reps(),
+            min_phase_ms: common.min_phase_ms(),
+            depths: depths.to_vec(),
+            threads: common.threads.clone(),
+        })
+    }
+
+    /// Every `(depth, threads)` pair, depths outermost.
+    pub fn configs(&self) -> Vec<(usize, usize)> {
+        self.depths
+            .iter()
+            .flat_map(|&d| self.threads.iter().map(move |&t| (d, t)))
+            .collect()
+    }
+
+    /// The heading's line for `what` pairs per thread.
+    pub fn describe(&self, what: &str) -> String {
+        format!(
+            "{} {what} per thread per round, median of {} interleaved reps of phases >= {} ms, \
+             Mops/s",
+            self.ops_per_thread, self.reps, self.min_phase_ms
+        )
+    }
+}
+
+/// Mops/s of one arm of one configuration over the repetitions, flattened
+/// into a benchmark's result rows.
+#[derive(Debug, Serialize)]
+pub(crate) struct MopsStats {
+    /// Median operation pairs per second, millions.
+    pub mops: f64,
+    pub stdev: f64,
+    pub mops_min: f64,
+    pub mops_max: f64,
+    pub samples: Vec<f64>,
+    #[serde(flatten)]
+    pub phases: PhaseFacts,
+}
+
+impl MopsStats {
+    /// Arm `arm` of configuration `config` of `runs`.
+    pub fn of(runs: &Runs<Sample>, config: usize, arm: usize) -> Self {
+        let samples = runs.values(config, arm);
+        let st = Stats::of(&samples);
+        Self {
+            mops: st.median,
+            stdev: st.stdev,
+            mops_min: st.min,
+            mops_max: st.max,
+            samples,
+            phases: runs.facts(config, arm),
+        }
+    }
+
+    /// The table cells: Mops/s, stdev and range over `reps`.
+    pub fn cells(&self, reps: usize) -> [String; 3] {
+        [
+            format!("{:.1}", self.mops),
+            crate::report::fmt_stdev(self.stdev, reps, 1),
+            crate::report::fmt_range(self.mops_min, self.mops_max, reps, 1),
+        ]
+    }
+}
+
+/// What a benchmark writes: the heading, its settings and its rows.
+#[derive(Debug, Serialize)]
+pub(crate) struct Report<C, R> {
+    #[serde(flatten)]
+    pub head: ReportHead,
+    pub config: C,
+    pub results: Vec<R>,
+}
+
+/// The swap_cgroup designs `memcg bench` runs: the old and ours with
+/// `--smoke`, else every one (an empty list).
+pub(crate) fn suite_designs(smoke: bool) -> Vec<memcg::swap_cgroup::Design> {
+    use memcg::swap_cgroup::Design;
+    if smoke {
+        vec![Design::Locked, Design::Memcg]
+    } else {
+        Vec::new()
     }
 }
 

@@ -13,8 +13,11 @@ use clap::Args;
 use memcg::page_counter::{Counter, PageCounterDesign};
 use serde::Serialize;
 
-use super::{Benchmark, CommonArgs, Interleaved, Runs, Sample, run_plan, timed_threads};
-use crate::report::{self, Chart, Panel, PhaseFacts, Progress, ReportHead, Series, Stats};
+use super::{
+    Benchmark, CommonArgs, DepthScale, Interleaved, MopsStats, Runs, Sample, run_plan,
+    timed_threads,
+};
+use crate::report::{self, Chart, Panel, Progress, ReportHead, Series, Stats};
 
 /// Flags of `memcg bench page-counter`.
 #[derive(Debug, Clone, Args)]
@@ -106,75 +109,30 @@ struct ResultRow {
     design: &'static str,
     depth: usize,
     threads: usize,
-    /// Median charge + uncharge pairs per second, millions.
-    mops: f64,
-    stdev: f64,
-    mops_min: f64,
-    mops_max: f64,
+    #[serde(flatten)]
+    stats: MopsStats,
+    /// Median over the locked baseline's median.
     ratio_locked: f64,
-    samples: Vec<f64>,
-    #[serde(flatten)]
-    phases: PhaseFacts,
 }
 
-#[derive(Debug, Serialize)]
-struct Config {
-    ops_per_thread: u64,
-    reps: usize,
-    min_phase_ms: u64,
-    depths: Vec<usize>,
-    threads: Vec<usize>,
-}
-
-#[derive(Debug, Serialize)]
-struct Report {
-    #[serde(flatten)]
-    head: ReportHead,
-    config: Config,
-    results: Vec<ResultRow>,
-}
+type Report = super::Report<DepthScale, ResultRow>;
 
 /// Validated settings of one invocation.
 struct Plan {
-    ops_per_thread: u64,
-    reps: usize,
-    min_phase_ms: u64,
-    depths: Vec<usize>,
-    threads: Vec<usize>,
+    scale: DepthScale,
     /// Arms of each configuration: every design.
     arms: Vec<usize>,
 }
 
 impl Plan {
     fn of(args: &PageCounterArgs) -> anyhow::Result<Self> {
-        let common = &args.common;
-        let ops_per_thread = common.scaled(args.ops, 100_000, 1_000_000);
-        common.validate(&[("--ops", ops_per_thread)])?;
-        ensure!(
-            !args.depths.is_empty() && !args.depths.contains(&0),
-            "--depths needs depths of at least 1"
-        );
-        let configs = args.depths.len() * common.threads.len();
-        Ok(Self {
-            ops_per_thread,
-            reps: common.reps(),
-            min_phase_ms: common.min_phase_ms(),
-            depths: args.depths.clone(),
-            threads: common.threads.clone(),
-            arms: vec![PageCounterDesign::ALL.len(); configs],
-        })
-    }
-
-    /// Every `(depth, threads)` pair, depths outermost.
-    fn configs(&self) -> Vec<(usize, usize)> {
-        self.depths
-            .iter()
-            .flat_map(|&d| self.threads.iter().map(move |&t| (d, t)))
-            .collect()
+        let scale = DepthScale::of(&args.common, args.ops, &args.depths)?;
+        let arms = vec![PageCounterDesign::ALL.len(); scale.configs().len()];
+        Ok(Self { scale, arms })
     }
 }
 
-/// Every run: configs in [`Plan::configs`] order, arms in
+/// Every run: configs in [`DepthScale::configs`] order, arms in
 /// [`PageCounterDesign::ALL`] order.
 type Samples = Runs<Sample>;
 
@@ -184,18 +142,15 @@ impl Benchmark for Plan {
     type Report = Report;
 
     fn describe(&self) -> String {
-        format!(
-            "{} charge+uncharge pairs of 1 page per thread per round, own leaf per thread, \
-             median of {} interleaved reps of phases >= {} ms, Mops/s",
-            self.ops_per_thread, self.reps, self.min_phase_ms
-        )
+        self.scale
+            .describe("charge+uncharge pairs of 1 page on an own leaf")
     }
 
     /// Every run, interleaved (see [`super::schedule`]).
     fn measure(&self) -> anyhow::Result<Samples> {
-        let configs = self.configs();
+        let configs = self.scale.configs();
         let designs = PageCounterDesign::ALL;
-        let plan = Interleaved::new(self.reps, self.min_phase_ms, &self.arms, false);
+        let plan = Interleaved::new(self.scale.reps, self.scale.min_phase_ms, &self.arms, false);
         let mut progress = Progress::new(Self::NAME, plan.steps());
         let name = |c: usize, d: usize| {
             let (depth, threads) = configs[c];
@@ -203,7 +158,12 @@ impl Benchmark for Plan {
         };
         let runs = plan.run(&mut progress, name, |c, d, rounds| {
             let (depth, threads) = configs[c];
-            run_once(designs[d], depth, threads, self.ops_per_thread * rounds)
+            run_once(
+                designs[d],
+                depth,
+                threads,
+                self.scale.ops_per_thread * rounds,
+            )
         })?;
         progress.finish();
         Ok(runs)
@@ -215,34 +175,22 @@ impl Benchmark for Plan {
             .position(|&d| d == PageCounterDesign::ResCounter)
             .expect("the baseline is a design");
         let mut results = Vec::new();
-        for (ci, (depth, threads)) in self.configs().into_iter().enumerate() {
+        for (ci, (depth, threads)) in self.scale.configs().into_iter().enumerate() {
             let locked_median = Stats::of(&runs.values(ci, locked)).median;
             for (di, design) in PageCounterDesign::ALL.into_iter().enumerate() {
-                let samples = runs.values(ci, di);
-                let st = Stats::of(&samples);
+                let stats = MopsStats::of(&runs, ci, di);
                 results.push(ResultRow {
                     design: label(design),
                     depth,
                     threads,
-                    mops: st.median,
-                    stdev: st.stdev,
-                    mops_min: st.min,
-                    mops_max: st.max,
-                    ratio_locked: st.median / locked_median,
-                    samples,
-                    phases: runs.facts(ci, di),
+                    ratio_locked: stats.mops / locked_median,
+                    stats,
                 });
             }
         }
         Report {
             head,
-            config: Config {
-                ops_per_thread: self.ops_per_thread,
-                reps: self.reps,
-                min_phase_ms: self.min_phase_ms,
-                depths: self.depths.clone(),
-                threads: self.threads.clone(),
-            },
+            config: self.scale.clone(),
             results,
         }
     }
@@ -250,15 +198,16 @@ impl Benchmark for Plan {
     fn print_tables(report: &Report) {
         let reps = report.config.reps;
         let rows = report.results.iter().map(|r| {
+            let [mops, stdev, range] = r.stats.cells(reps);
             vec![
                 r.depth.to_string(),
                 r.threads.to_string(),
                 r.design.to_owned(),
-                format!("{:.1}", r.mops),
-                report::fmt_stdev(r.stdev, reps, 1),
-                report::fmt_range(r.mops_min, r.mops_max, reps, 1),
+                mops,
+                stdev,
+                range,
                 format!("{:.2}x", r.ratio_locked),
-                r.phases.cpu_cell(),
+                r.stats.phases.cpu_cell(),
             ]
         });
         report::print_table(
@@ -274,20 +223,21 @@ impl Benchmark for Plan {
             ],
             rows,
         );
-        let facts = report.results.iter().map(|r| &r.phases);
+        let facts = report.results.iter().map(|r| &r.stats.phases);
         report::print_method_note(facts, report.config.min_phase_ms as f64);
     }
 
     /// Mops/s against threads, one panel per depth.
     fn chart(&self, report: &Report) -> Chart<'static> {
-        let panels = self.depths.iter().map(|&depth| Panel {
+        let panels = self.scale.depths.iter().map(|&depth| Panel {
             title: format!("depth {depth}"),
             series: PageCounterDesign::ALL
                 .into_iter()
                 .map(|d| {
                     let rows = report.results.iter();
                     let rows = rows.filter(|r| r.depth == depth && r.design == label(d));
-                    Series::by_threads(label(d), rows.map(|r| (r.threads, r.mops, r.stdev)))
+                    let points = rows.map(|r| (r.threads, r.stats.mops, r.stats.stdev));
+                    Series::by_threads(label(d), points)
                 })
                 .collect(),
         });

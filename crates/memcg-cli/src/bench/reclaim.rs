@@ -63,24 +63,12 @@ pub struct ReclaimArgs {
 impl ReclaimArgs {
     /// The arguments `memcg bench` uses: quick scale, or tiny for `--smoke`.
     pub fn for_suite(smoke: bool) -> Self {
-        let common = CommonArgs::for_suite(smoke);
         Self {
             limit: smoke.then_some(2 << 20),
-            designs: if smoke {
-                vec![Design::Locked, Design::Memcg]
-            } else {
-                Vec::new()
-            },
+            designs: super::suite_designs(smoke),
             folio_kib: Vec::new(),
             seed: 0x5eed,
-            common: CommonArgs {
-                threads: if smoke {
-                    vec![1]
-                } else {
-                    common.threads.clone()
-                },
-                ..common
-            },
+            common: CommonArgs::for_task_suite(smoke),
         }
     }
 }

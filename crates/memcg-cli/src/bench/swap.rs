@@ -84,25 +84,13 @@ pub struct SwapArgs {
 impl SwapArgs {
     /// The arguments `memcg bench` uses: quick scale, or tiny for `--smoke`.
     pub fn for_suite(smoke: bool) -> Self {
-        let common = CommonArgs::for_suite(smoke);
         Self {
             size: smoke.then_some(4 << 20),
-            designs: if smoke {
-                vec![Design::Locked, Design::Memcg]
-            } else {
-                Vec::new()
-            },
+            designs: super::suite_designs(smoke),
             experiments: Vec::new(),
             seed: 0x5eed,
             swap_dir: None,
-            common: CommonArgs {
-                threads: if smoke {
-                    vec![1]
-                } else {
-                    common.threads.clone()
-                },
-                ..common
-            },
+            common: CommonArgs::for_task_suite(smoke),
         }
     }
 }
@@ -259,9 +247,28 @@ pub(super) fn machine_bytes_for(size_bytes: u64, threads: usize) -> u64 {
     size_bytes + device_bytes + tables + (64 << 20)
 }
 
+/// Checks the common flags and that `--size` splits over every thread
+/// count into equal shares of whole `unit_bytes` folios, on a machine the
+/// host can hold.
+pub(super) fn check_size(
+    common: &CommonArgs,
+    size_bytes: u64,
+    unit_bytes: u64,
+) -> anyhow::Result<()> {
+    common.validate(&[])?;
+    for &t in &common.threads {
+        ensure!(
+            size_bytes > 0 && size_bytes.is_multiple_of(t as u64 * unit_bytes),
+            "--size {size_bytes} does not split into {t} equal shares of whole {} KiB folios",
+            unit_bytes / 1024
+        );
+    }
+    check_host_fits(size_bytes, &common.threads)
+}
+
 /// Refuses, before any run, a size whose machine would not fit in half of
 /// the host's available memory (the simulator's pages are real).
-pub(super) fn check_host_fits(size_bytes: u64, threads: &[usize]) -> anyhow::Result<()> {
+fn check_host_fits(size_bytes: u64, threads: &[usize]) -> anyhow::Result<()> {
     let needed = threads
         .iter()
         .map(|&t| machine_bytes_for(size_bytes, t))
@@ -616,14 +623,7 @@ impl Plan {
     fn of(args: &SwapArgs) -> anyhow::Result<Self> {
         let common = &args.common;
         let size_bytes = common.scaled(args.size, 64 << 20, 1 << 30);
-        common.validate(&[])?;
-        for &t in &common.threads {
-            ensure!(
-                size_bytes > 0 && size_bytes.is_multiple_of(t as u64 * MAX_FOLIO_BYTES),
-                "--size {size_bytes} does not split into {t} equal shares of whole 64 KiB folios"
-            );
-        }
-        check_host_fits(size_bytes, &common.threads)?;
+        check_size(common, size_bytes, MAX_FOLIO_BYTES)?;
         let designs = if args.designs.is_empty() {
             Design::ALL.to_vec()
         } else {

@@ -37,7 +37,7 @@ use memcg_sim::fill::{fill_page, stream};
 use memcg_sim::{Fill, Sim, SimConfig};
 use serde::Serialize;
 
-use super::swap::{check_host_fits, gib_per_s, machine_bytes_for, parse_size, rate_stdev};
+use super::swap::{check_size, gib_per_s, machine_bytes_for, parse_size, rate_stdev};
 use super::{Benchmark, CommonArgs, Interleaved, Runs, Sample, Timed, run_plan, timed_threads};
 use crate::report::{self, Chart, Panel, PhaseFacts, Progress, ReportHead, Series, Stats};
 
@@ -68,20 +68,12 @@ pub struct ZswapArgs {
 impl ZswapArgs {
     /// The arguments `memcg bench` uses: quick scale, or tiny for `--smoke`.
     pub fn for_suite(smoke: bool) -> Self {
-        let common = CommonArgs::for_suite(smoke);
         Self {
             size: smoke.then_some(1 << 20),
             contents: Vec::new(),
             compressor: Compressor::Lz4,
             seed: 0x5eed,
-            common: CommonArgs {
-                threads: if smoke {
-                    vec![1]
-                } else {
-                    common.threads.clone()
-                },
-                ..common
-            },
+            common: CommonArgs::for_task_suite(smoke),
         }
     }
 }
@@ -314,6 +306,10 @@ fn run_raw(plan: &Plan, config: RunConfig, rounds: u64) -> anyhow::Result<Timed>
 struct StoreTask {
     folios: Vec<Folio>,
     entries: Vec<SwapEntry>,
+    /// Where loads decompress to (a page per folio, written once so that
+    /// no timed load faults), and which pages a load filled; only this
+    /// task's thread locks it.
+    loaded: std::sync::Mutex<(Vec<u8>, Vec<bool>)>,
 }
 
 /// The library arm's world: a tree with `/bench`, zswap on over it, and
@@ -339,6 +335,10 @@ fn store_world(plan: &Plan, config: RunConfig) -> anyhow::Result<StoreWorld> {
             let mut task = StoreTask {
                 folios: Vec::new(),
                 entries: Vec::new(),
+                loaded: std::sync::Mutex::new((
+                    vec![1u8; pages.len()],
+                    vec![false; nr_pages as usize],
+                )),
             };
             for (i, page) in pages.chunks_exact(PAGE_BYTES).enumerate() {
                 let folio = Folio::new(&tree, &bench, 1)?;
@@ -366,14 +366,33 @@ fn store_all(zswap: &Zswap, task: &StoreTask) {
     }
 }
 
-/// Loads every stored page of `task` back (freeing its entry) and checks
-/// it against its folio.
+/// Loads every stored page of `task` back (freeing its entry) into its
+/// buffer.
 fn load_all(zswap: &Zswap, task: &StoreTask, charged: &MemCgroup) -> anyhow::Result<()> {
-    let mut page = vec![1u8; PAGE_BYTES];
-    for (folio, &entry) in task.folios.iter().zip(&task.entries) {
-        if zswap.load_page(entry, &mut page, charged) {
-            ensure!(page[..] == folio.bytes()[..], "zswap changed a page");
-        }
+    let mut loaded = task
+        .loaded
+        .lock()
+        .map_err(|_| anyhow::anyhow!("load buffer poisoned"))?;
+    let (pages, filled) = &mut *loaded;
+    let slots = pages.chunks_exact_mut(PAGE_BYTES).zip(filled.iter_mut());
+    for ((page, filled), &entry) in slots.zip(&task.entries) {
+        *filled = zswap.load_page(entry, page, charged);
+    }
+    Ok(())
+}
+
+/// Checks every page the last [`load_all`] filled against its folio.
+fn verify_loaded(task: &StoreTask) -> anyhow::Result<()> {
+    let loaded = task
+        .loaded
+        .lock()
+        .map_err(|_| anyhow::anyhow!("load buffer poisoned"))?;
+    let (pages, filled) = &*loaded;
+    for ((page, &filled), folio) in pages.chunks_exact(PAGE_BYTES).zip(filled).zip(&task.folios) {
+        ensure!(
+            !filled || page == &folio.bytes()[..],
+            "zswap changed a page"
+        );
     }
     Ok(())
 }
@@ -404,6 +423,7 @@ fn run_zswap_alone(plan: &Plan, config: RunConfig, rounds: u64) -> anyhow::Resul
                 timed_threads(config.threads, |t| load_all(&zswap, &tasks[t], &bench))?
             }
         };
+        tasks.iter().try_for_each(verify_loaded)?;
         total.add(&timed);
     }
     let counts = zswap.debug_counts();
@@ -586,8 +606,9 @@ struct ResultRow {
     swap_zswap: Rate,
     swap_ram: Rate,
     /// The library's zswap over the raw compressor (the target: at least
-    /// 0.7 on one thread for compressible pages).
-    zswap_vs_raw: f64,
+    /// 0.7 on one thread for compressible pages); none for a swap-in of
+    /// contents zswap stores none of (it loads nothing then).
+    zswap_vs_raw: Option<f64>,
     /// Swapping through zswap over swapping to the RAM device.
     swap_zswap_vs_ram: f64,
 }
@@ -627,14 +648,7 @@ impl Plan {
     fn of(args: &ZswapArgs) -> anyhow::Result<Self> {
         let common = &args.common;
         let size_bytes = common.scaled(args.size, 32 << 20, 256 << 20);
-        common.validate(&[])?;
-        for &t in &common.threads {
-            ensure!(
-                size_bytes > 0 && size_bytes.is_multiple_of(t as u64 * PAGE_SIZE),
-                "--size {size_bytes} does not split into {t} equal shares of whole pages"
-            );
-        }
-        check_host_fits(size_bytes, &common.threads)?;
+        check_size(common, size_bytes, PAGE_SIZE)?;
         let contents = if args.contents.is_empty() {
             Contents::ALL.to_vec()
         } else {
@@ -740,11 +754,16 @@ impl Benchmark for Plan {
             .map(|(ci, config)| {
                 let [raw, zswap, swap_zswap, swap_ram] =
                     [0, 1, 2, 3].map(|a| Rate::of(&samples.runs, ci, a, self.size_bytes));
+                let loads_nothing = config.direction == Direction::SwapIn
+                    && samples
+                        .pool
+                        .iter()
+                        .any(|p| p.contents == config.contents && p.pages_stored == 0);
                 ResultRow {
                     contents: config.contents,
                     direction: config.direction,
                     threads: config.threads,
-                    zswap_vs_raw: zswap.gib_per_s / raw.gib_per_s,
+                    zswap_vs_raw: (!loads_nothing).then(|| zswap.gib_per_s / raw.gib_per_s),
                     swap_zswap_vs_ram: swap_zswap.gib_per_s / swap_ram.gib_per_s,
                     raw,
                     zswap,
@@ -792,7 +811,12 @@ impl Benchmark for Plan {
                 let series = Path::ALL
                     .iter()
                     .map(|&path| {
-                        let points = rows.iter().map(|r| {
+                        // A swap-in zswap stores nothing for loads nothing:
+                        // no point.
+                        let shown = rows
+                            .iter()
+                            .filter(|r| path != Path::Zswap || r.zswap_vs_raw.is_some());
+                        let points = shown.map(|r| {
                             let rate = r.rate(path);
                             (r.threads, rate.gib_per_s, rate.stdev_gib_per_s)
                         });
@@ -829,18 +853,22 @@ fn print_rates(report: &Report) {
     let rows = report.results.iter().map(|r| {
         let cell = |rate: &Rate| {
             format!(
-                "{:.2} {}",
+                "{:.2} ±{}",
                 rate.gib_per_s,
                 report::fmt_stdev(rate.stdev_gib_per_s, reps, 2)
             )
+        };
+        let (zswap, ratio) = match r.zswap_vs_raw {
+            Some(ratio) => (cell(&r.zswap), format!("{ratio:.2}")),
+            None => ("- (none stored)".to_owned(), "-".to_owned()),
         };
         vec![
             r.contents.name().to_owned(),
             r.direction.name().to_owned(),
             r.threads.to_string(),
             cell(&r.raw),
-            cell(&r.zswap),
-            format!("{:.2}", r.zswap_vs_raw),
+            zswap,
+            ratio,
             cell(&r.swap_zswap),
             cell(&r.swap_ram),
             format!("{:.2}", r.swap_zswap_vs_ram),

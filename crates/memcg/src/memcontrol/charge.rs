@@ -784,6 +784,33 @@ mod tests {
     }
 
     #[test]
+    fn the_oom_killer_rechecks_the_margin_of_the_rounded_order() {
+        struct CountKills(AtomicU64);
+        impl OomHandler for CountKills {
+            fn kill(&self, _: &Arc<MemCgroup>) -> OomOutcome {
+                self.0.fetch_add(1, Ordering::Relaxed);
+                OomOutcome::NoVictim
+            }
+        }
+        let t = tree();
+        let a = t.mkdir("/a").unwrap();
+        a.memory().set_max(10).unwrap();
+        let kills = Arc::new(CountKills(AtomicU64::new(0)));
+        t.set_oom_handler(kills.clone());
+        t.try_charge(&a, 6, ChargeKind::Anon).unwrap();
+        // Margin 4: a charge of 3 is an order-2 allocation (4 pages), so
+        // the margin came back and no one is killed; the caller retries.
+        assert!(t.out_of_memory(&a, 3));
+        assert!(t.out_of_memory(&a, 4));
+        assert_eq!(kills.0.load(Ordering::Relaxed), 0);
+        // Margin 3: not enough for order 2 any more; the killer is asked.
+        t.try_charge(&a, 1, ChargeKind::Anon).unwrap();
+        assert!(!t.out_of_memory(&a, 3), "no victim: give up");
+        assert_eq!(kills.0.load(Ordering::Relaxed), 1);
+        t.uncharge(&a, 7, ChargeKind::Anon);
+    }
+
+    #[test]
     fn high_raises_events_and_asks_for_reclaim() {
         struct Count(AtomicU64);
         impl MemcgReclaim for Count {

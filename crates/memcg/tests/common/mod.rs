@@ -22,6 +22,18 @@ pub fn stress_seed(test: &str) -> u64 {
     seed
 }
 
+/// The seed for a stress test that runs one fixed seed by default:
+/// `MEMCG_STRESS_SEED` if set, else `default`. Printed as
+/// [`stress_seed`] prints its seed.
+pub fn stress_seed_or(test: &str, default: u64) -> u64 {
+    let seed = std::env::var("MEMCG_STRESS_SEED")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(default);
+    eprintln!("{test}: seed {seed} (replay with MEMCG_STRESS_SEED={seed})");
+    seed
+}
+
 /// A tree where every cgroup has memory, with `nr_nodes` NUMA nodes and
 /// room for `max_ids` memory cgroup ids (small, so that id exhaustion and
 /// reuse are reachable).
