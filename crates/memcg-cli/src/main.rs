@@ -3,6 +3,7 @@
 //! seeds' reproductions).
 
 mod bench;
+mod kbuild;
 mod report;
 mod sh;
 mod workload;

@@ -26,6 +26,8 @@ use crate::report::{self, Chart, Machine, Panel, ReportHead, Series};
 pub enum Workload {
     /// Seed 002's 10000-reader experiment (list_lru and dying cgroups).
     Readers(ReadersArgs),
+    /// Seeds 000/003's kernel build swapping in a memory cgroup.
+    Kbuild(crate::kbuild::KbuildArgs),
 }
 
 /// `memcg workload readers` flags (defaults: the seed's shape).
@@ -133,6 +135,7 @@ const TEST: &str = "/system.slice/bench/test/1";
 pub fn run(w: Workload) -> anyhow::Result<()> {
     match w {
         Workload::Readers(args) => readers(&args),
+        Workload::Kbuild(args) => crate::kbuild::run(&args),
     }
 }
 

@@ -111,3 +111,56 @@ fn readers_workload_runs_on_the_machine_size_given() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn kbuild_workload_replays_in_lockstep_and_refuses_bad_shapes() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = |name: &str| dir.path().join(name);
+    let run = |out: &std::path::Path| {
+        let result = memcg()
+            .args(["workload", "kbuild", "--jobs", "2", "--tasks", "3"])
+            .args(["--memcg-max", "3M", "--heap-max", "6M", "--lockstep"])
+            .args(["--swap-cgroup", "locked,memcg"])
+            .arg("--json")
+            .arg(out)
+            .output()
+            .unwrap();
+        assert!(
+            result.status.success(),
+            "{}",
+            String::from_utf8_lossy(&result.stderr)
+        );
+        let report: Value = serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap();
+        report["results"].as_array().unwrap().clone()
+    };
+    let (a, b) = (run(&json("a.json")), run(&json("b.json")));
+    assert_eq!(a.len(), 2);
+    for key in [
+        "tasks",
+        "pswpin",
+        "pswpout",
+        "pgmajfault",
+        "max_events",
+        "oom_kills",
+    ] {
+        assert_eq!(a[0][key], b[0][key], "{key} replays");
+        assert_eq!(a[0][key], a[1][key], "{key}: the design changes no count");
+    }
+    assert!(a[0]["pswpout"].as_u64().unwrap() > 0, "{a:?}");
+    for (flags, message) in [
+        (vec!["--jobs", "0"], "--jobs must be at least 1"),
+        (vec!["--folio", "8K"], "--folio must be 4K or 64K"),
+        (vec!["--jobs", "100000"], "half of this host"),
+    ] {
+        let out = memcg()
+            .args(["workload", "kbuild"])
+            .args(&flags)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains(message),
+            "{flags:?}: {stderr}"
+        );
+    }
+}

@@ -21,6 +21,7 @@
 
 mod charges;
 pub mod fill;
+pub mod kbuild;
 pub mod meminfo;
 pub mod mm;
 mod mounts;
