@@ -6,6 +6,7 @@ mod bench;
 mod kbuild;
 mod report;
 mod sh;
+mod usemem;
 mod workload;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};

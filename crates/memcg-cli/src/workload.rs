@@ -28,6 +28,8 @@ pub enum Workload {
     Readers(ReadersArgs),
     /// Seeds 000/003's kernel build swapping in a memory cgroup.
     Kbuild(crate::kbuild::KbuildArgs),
+    /// vm-scalability's usemem: tasks touching memory at a cgroup's limit.
+    Usemem(crate::usemem::UsememArgs),
 }
 
 /// `memcg workload readers` flags (defaults: the seed's shape).
@@ -136,6 +138,7 @@ pub fn run(w: Workload) -> anyhow::Result<()> {
     match w {
         Workload::Readers(args) => readers(&args),
         Workload::Kbuild(args) => crate::kbuild::run(&args),
+        Workload::Usemem(args) => crate::usemem::run(&args),
     }
 }
 

@@ -164,3 +164,38 @@ fn kbuild_workload_replays_in_lockstep_and_refuses_bad_shapes() {
         );
     }
 }
+
+#[test]
+fn usemem_workload_swaps_per_design_and_refuses_bad_shapes() {
+    let out = memcg()
+        .args(["workload", "usemem", "--tasks", "2", "--size", "4M"])
+        .args(["--swap-cgroup", "locked,memcg"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("| locked") && stdout.contains("| memcg"),
+        "{stdout}"
+    );
+    for (flags, message) in [
+        (vec!["--tasks", "0"], "--tasks must be at least 1"),
+        (vec!["--size", "4097"], "multiple of the folio size"),
+        (vec!["--size", "1T"], "half of this host"),
+    ] {
+        let out = memcg()
+            .args(["workload", "usemem"])
+            .args(&flags)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains(message),
+            "{flags:?}: {stderr}"
+        );
+    }
+}

@@ -284,6 +284,9 @@ fn machine(config: &KbuildConfig) -> Result<Sim, KbuildError> {
         mem_bytes: config.machine_bytes(),
         ..SimConfig::default()
     });
+    // No host page faults in the timed build (the kernel's pages need
+    // none either).
+    sim.prefault(config.machine_bytes());
     sim.fs()
         .write("/cgroup.subtree_control", "+memory")
         .map_err(SimError::from)?;
@@ -291,14 +294,7 @@ fn machine(config: &KbuildConfig) -> Result<Sim, KbuildError> {
     sim.fs()
         .write("/build/memory.max", &config.memcg_max_bytes.to_string())
         .map_err(SimError::from)?;
-    match &config.swap {
-        SwapKind::Ram => drop(sim.swapon_ram(config.swap_bytes(), None)?),
-        SwapKind::Zswap => {
-            sim.swapon_ram(config.swap_bytes(), None)?;
-            sim.swap().zswap().set_enabled(true);
-        }
-        SwapKind::File(path) => drop(sim.swapon_file(path, config.swap_bytes(), None)?),
-    }
+    swapon(&sim, &config.swap, config.swap_bytes())?;
     let disk = FsSource::Ram {
         size_bytes: config.files_bytes().next_multiple_of(PAGE_SIZE) + (16 << 20),
     };
@@ -323,6 +319,19 @@ fn machine(config: &KbuildConfig) -> Result<Sim, KbuildError> {
     // The files were written by the root: start the build with none cached.
     sim.drop_caches(3).map_err(KbuildError::DropCaches)?;
     Ok(sim)
+}
+
+/// Turns on the swap device of `kind`, `bytes` large.
+pub(crate) fn swapon(sim: &Sim, kind: &SwapKind, bytes: u64) -> Result<(), SimError> {
+    match kind {
+        SwapKind::Ram => drop(sim.swapon_ram(bytes, None)?),
+        SwapKind::Zswap => {
+            sim.swapon_ram(bytes, None)?;
+            sim.swap().zswap().set_enabled(true);
+        }
+        SwapKind::File(path) => drop(sim.swapon_file(path, bytes, None)?),
+    }
+    Ok(())
 }
 
 fn source_path(i: usize) -> String {
@@ -491,25 +500,31 @@ fn clean_up(sim: &Sim, config: &KbuildConfig) -> Result<(), KbuildError> {
         }
     }
     sim.drop_caches(3).map_err(KbuildError::DropCaches)?;
-    let build = sim.fs().memcg("/build").map_err(SimError::from)?;
-    sim.fs().tree().drain_all_stock(&build);
+    check_released(sim, "/build")
+}
+
+/// Checks that `cgroup` is charged nothing and no swap slot, zswap page
+/// or mapping is left.
+pub(crate) fn check_released(sim: &Sim, cgroup: &str) -> Result<(), KbuildError> {
+    let cg = sim.fs().memcg(cgroup).map_err(SimError::from)?;
+    sim.fs().tree().drain_all_stock(&cg);
     let slots: u64 = sim.swap().swapfiles().iter().map(|d| d.inuse_pages()).sum();
     let stored = sim.swap().zswap().debug_counts().stored_pages;
     let leaks = [
-        ("memory charged to /build", build.memory().usage()),
-        ("swap charged to /build", build.swap().usage()),
+        ("bytes of memory charged", cg.memory().usage() * PAGE_SIZE),
+        ("pages of swap charged", cg.swap().usage()),
         ("swap slots in use", slots),
         ("zswap pages", stored),
         ("mappings", sim.mappings().len() as u64),
     ];
     match leaks.iter().find(|(_, n)| *n != 0) {
-        Some((what, n)) => Err(KbuildError::Leak(format!("{n} {what}"))),
+        Some((what, n)) => Err(KbuildError::Leak(format!("{n} {what} ({cgroup})"))),
         None => Ok(()),
     }
 }
 
 /// CPU time of the calling thread.
-fn thread_cpu_secs() -> f64 {
+pub(crate) fn thread_cpu_secs() -> f64 {
     // SAFETY: `clock_gettime` writes a `timespec` we own; the clock id is
     // valid on Linux.
     let mut ts = libc::timespec {

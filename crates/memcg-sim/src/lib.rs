@@ -26,6 +26,7 @@ pub mod meminfo;
 pub mod mm;
 mod mounts;
 pub mod oom_kill;
+pub mod usemem;
 
 pub use charges::{ChargeTarget, LedgerError};
 pub use mounts::MountError;
