@@ -5,6 +5,7 @@
 mod bench;
 mod kbuild;
 mod report;
+mod reproduce;
 mod sh;
 mod usemem;
 mod workload;
@@ -64,6 +65,9 @@ enum Command {
     /// Run a simulated workload.
     #[command(subcommand)]
     Workload(workload::Workload),
+    /// Run every seed experiment for every design and write a report
+    /// beside the seeds' published figures.
+    Reproduce(reproduce::ReproduceArgs),
 }
 
 /// `on` or `off`.
@@ -105,6 +109,14 @@ pub(crate) fn machine_bytes(mem: Option<u64>) -> u64 {
 }
 
 fn main() -> anyhow::Result<()> {
+    // Output piped into `head` that closes early ends us quietly, as it
+    // does `cat`, instead of a panic in `println!` (Rust ignores SIGPIPE
+    // by default).
+    // SAFETY: restoring a signal's default disposition at start-up, before
+    // any thread exists; `signal` has no other preconditions.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     // `memcg sh --help` lists the shell's verbs from its own command table.
     let matches = Cli::command()
         .mut_subcommand("sh", |c| c.after_help(sh::verbs_help()))
@@ -113,6 +125,7 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Bench(args) => bench::run(args),
         Command::Workload(w) => workload::run(w),
+        Command::Reproduce(args) => reproduce::run(&args),
         Command::Sh {
             file,
             swap_cgroup,

@@ -142,7 +142,7 @@ pub fn run(w: Workload) -> anyhow::Result<()> {
     }
 }
 
-fn readers(args: &ReadersArgs) -> anyhow::Result<()> {
+pub(crate) fn readers(args: &ReadersArgs) -> anyhow::Result<()> {
     anyhow::ensure!(
         args.readers > 0 && args.runs > 0 && args.threads > 0,
         "readers, runs and threads must be positive"

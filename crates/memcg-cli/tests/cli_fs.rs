@@ -199,3 +199,37 @@ fn usemem_workload_swaps_per_design_and_refuses_bad_shapes() {
         );
     }
 }
+
+#[test]
+fn reproduce_smoke_writes_every_table_beside_the_seeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = memcg()
+        .args(["reproduce", "--smoke", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    for heading in [
+        "## Kernel build in a memcg (seeds 000/003)",
+        "## Sequential swap of zero folios (seed 000)",
+        "readers leaving dying cgroups (seed 002)",
+    ] {
+        assert!(md.contains(heading), "{md}");
+    }
+    // The seed's published ratios sit beside ours.
+    assert!(md.contains("0.892") && md.contains("0.9925"), "{md}");
+    for file in [
+        "kbuild.json",
+        "swap.json",
+        "swap.svg",
+        "readers.json",
+        "readers.svg",
+    ] {
+        assert!(dir.path().join(file).exists(), "{file}");
+    }
+}
