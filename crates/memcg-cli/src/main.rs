@@ -4,6 +4,7 @@
 
 mod bench;
 mod kbuild;
+mod projection;
 mod report;
 mod reproduce;
 mod sh;
