@@ -76,6 +76,26 @@ pub fn project(service_secs: f64, think_secs: f64, jobs: &[usize]) -> Vec<Point>
         .collect()
 }
 
+/// The service time at which `jobs` jobs with think time `think_secs`
+/// would spend `cpu_ratio` times their uncontended CPU (bisection; the
+/// ratio grows with the service time).
+pub fn service_for_cpu_ratio(jobs: usize, think_secs: f64, cpu_ratio: f64) -> f64 {
+    let ratio = |s: f64| project(s, think_secs, &[jobs])[0].cpu_ratio;
+    let (mut lo, mut hi) = (0.0, think_secs.max(1e-9));
+    while ratio(hi) < cpu_ratio {
+        hi *= 2.0;
+    }
+    for _ in 0..100 {
+        let mid = (lo + hi) / 2.0;
+        if ratio(mid) < cpu_ratio {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    hi
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,5 +115,9 @@ mod tests {
         assert_eq!(p[0].wait_us, 0.0);
         assert!(p[1].wait_us > 0.0 && p[2].wait_us > p[1].wait_us);
         assert!(p[2].cpu_ratio > 1.0 && p[2].utilisation < 1.0);
+        // The inverse finds the service time back.
+        let s = service_for_cpu_ratio(96, 1e-5, 1.12);
+        let back = project(s, 1e-5, &[96])[0].cpu_ratio;
+        assert!((back - 1.12).abs() < 1e-6, "{back}");
     }
 }

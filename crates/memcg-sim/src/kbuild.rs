@@ -518,7 +518,18 @@ pub(crate) fn check_released(sim: &Sim, cgroup: &str) -> Result<(), KbuildError>
         ("mappings", sim.mappings().len() as u64),
     ];
     match leaks.iter().find(|(_, n)| *n != 0) {
-        Some((what, n)) => Err(KbuildError::Leak(format!("{n} {what} ({cgroup})"))),
+        Some((what, n)) => {
+            // Say where it sits: every non-zero memory.stat line.
+            let stat = sim
+                .fs()
+                .read(&format!("{cgroup}/memory.stat"))
+                .unwrap_or_default();
+            let held: Vec<&str> = stat.lines().filter(|l| !l.ends_with(" 0")).collect();
+            Err(KbuildError::Leak(format!(
+                "{n} {what} ({cgroup}; memory.stat: {})",
+                held.join(", ")
+            )))
+        }
         None => Ok(()),
     }
 }
