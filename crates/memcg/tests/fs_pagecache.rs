@@ -208,3 +208,24 @@ fn drop_caches_deactivates_what_it_cannot_drop() {
     drop_caches(&t, std::slice::from_ref(&sb), 3);
     assert_eq!(a.memory().usage(), 0);
 }
+
+#[test]
+fn unlinking_a_file_whose_dentry_was_pruned_evicts_its_inode_and_pages() {
+    // The VFS looks a name up before unlinking it, so an inode kept
+    // cached by its page cache after the shrinker took its dentry still
+    // reaches its final iput: its pages, dirty ones too, go with it.
+    let t = CgroupTree::default();
+    t.set_charge_stock(false);
+    let a = t.mkdir("/a").unwrap();
+    let sb = ram(&t, LruDesign::Split);
+    sb.write(&a, "obj", &pattern(6 * 4096, 2)).unwrap();
+    assert_eq!(a.stat(MemcgStat::FileDirty), 6);
+    drop_caches(&t, std::slice::from_ref(&sb), 2);
+    assert_eq!(sb.counts().nr_dentries, 0, "the shrinker took the dentry");
+    assert_eq!(sb.counts().nr_inodes, 1, "its dirty pages keep the inode");
+    sb.unlink("obj").unwrap();
+    assert_eq!(sb.counts().nr_inodes, 0);
+    assert_eq!(a.stat(MemcgStat::FileDirty), 0);
+    assert_eq!(a.stat(MemcgStat::File), 0);
+    assert_eq!(a.memory().usage(), 0, "nothing left charged");
+}

@@ -546,6 +546,13 @@ impl Superblock {
             }
             ns.dentry_of_item.remove(&dentry.item);
             ns.unlinked.insert(meta.ino, dentry);
+        } else if ns.icache.get(&meta.ino).is_some_and(|i| i.count == 0) {
+            // No dentry (the shrinker took it) but the inode is cached,
+            // kept by its page cache: the VFS would look the name up,
+            // instantiating a dentry, and its final iput would evict the
+            // inode now that the file is gone. Without this its pages,
+            // dirty ones included, stayed charged forever.
+            self.evict_inode(&mut ns, meta.ino);
         }
         drop(ns);
         self.disk.remove(meta.ino, name)?;
