@@ -136,6 +136,7 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<()> {
         projection,
     };
     report::write_json(&args.out.join("kbuild.json"), &report)?;
+    report::write_svg(&args.out.join("kbuild.svg"), &kbuild_chart(&report.kbuild))?;
     let md = markdown(&report, &args.out)?;
     std::fs::write(args.out.join("report.md"), &md)?;
     println!("{md}");
@@ -601,4 +602,33 @@ fn projection_markdown(p: &Projection) -> String {
     }
     md.push('\n');
     md
+}
+
+/// Build CPU over `locked`'s per design, at 4K and 64K folios.
+fn kbuild_chart(rows: &[KbuildRow]) -> report::Chart<'static> {
+    let series = Design::ALL
+        .iter()
+        .map(|d| {
+            let name = d.to_string();
+            let points = rows
+                .iter()
+                .filter(|r| r.swap_cgroup == name)
+                .map(|r| (r.folio_kib as f64, r.cpu_vs_locked))
+                .collect();
+            report::Series {
+                name,
+                points,
+                errors: Vec::new(),
+            }
+        })
+        .collect();
+    report::Chart {
+        title: "kernel build: CPU time over locked's (measured)",
+        x_label: "folio KiB",
+        y_label: "CPU vs locked",
+        panels: vec![report::Panel {
+            title: "4K and 64K folios".into(),
+            series,
+        }],
+    }
 }
