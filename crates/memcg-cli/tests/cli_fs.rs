@@ -225,6 +225,8 @@ fn reproduce_smoke_writes_every_table_beside_the_seeds() {
     assert!(md.contains("0.892") && md.contains("0.9925"), "{md}");
     for file in [
         "kbuild.json",
+        "kbuild.svg",
+        "projection.svg",
         "swap.json",
         "swap.svg",
         "readers.json",
