@@ -63,6 +63,18 @@ pub enum SwapArg {
     File,
 }
 
+impl SwapArg {
+    /// The device `--swap` asks for; a file one lives in `dir`, named
+    /// `file_name`.
+    pub fn kind(self, dir: &std::path::Path, file_name: &str) -> SwapKind {
+        match self {
+            SwapArg::Ram => SwapKind::Ram,
+            SwapArg::Zswap => SwapKind::Zswap,
+            SwapArg::File => SwapKind::File(dir.join(file_name)),
+        }
+    }
+}
+
 /// One design's build.
 #[derive(Debug, Serialize)]
 struct Row {
@@ -135,11 +147,7 @@ pub fn config(args: &KbuildArgs, swap_dir: &std::path::Path) -> anyhow::Result<K
         config.heap_max_bytes = max;
         config.heap_min_bytes = (max / 24).max(args.folio);
     }
-    config.swap = match args.swap {
-        SwapArg::Ram => SwapKind::Ram,
-        SwapArg::Zswap => SwapKind::Zswap,
-        SwapArg::File => SwapKind::File(swap_dir.join("memcg-kbuild.swap")),
-    };
+    config.swap = args.swap.kind(swap_dir, "memcg-kbuild.swap");
     config.lockstep = args.lockstep;
     config.seed = args.seed;
     config.validate()?;

@@ -8,7 +8,6 @@ use std::path::PathBuf;
 use anyhow::Context;
 use memcg::swap_cgroup::Design;
 use memcg_sim::Fill;
-use memcg_sim::kbuild::SwapKind;
 use memcg_sim::usemem::{self, UsememConfig};
 use serde::Serialize;
 
@@ -85,11 +84,7 @@ pub fn run(args: &UsememArgs) -> anyhow::Result<()> {
         memcg_max_bytes: args.memcg_max.unwrap_or(args.size * args.tasks as u64 / 2),
         folio_pages: (args.folio / memcg::mm_types::PAGE_SIZE) as u32,
         fill: args.fill,
-        swap: match args.swap {
-            SwapArg::Ram => SwapKind::Ram,
-            SwapArg::Zswap => SwapKind::Zswap,
-            SwapArg::File => SwapKind::File(temp.path().join("memcg-usemem.swap")),
-        },
+        swap: args.swap.kind(temp.path(), "memcg-usemem.swap"),
         swap_cgroup: Design::Memcg,
         seed: args.seed,
     };

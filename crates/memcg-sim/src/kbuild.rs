@@ -278,22 +278,16 @@ pub fn run(config: &KbuildConfig) -> Result<KbuildResult, KbuildError> {
 
 /// The machine, `/build` with its limit, the swap device and the files.
 fn machine(config: &KbuildConfig) -> Result<Sim, KbuildError> {
-    let sim = Sim::new(SimConfig {
-        seed: config.seed,
-        swap_cgroup: config.swap_cgroup,
-        mem_bytes: config.machine_bytes(),
-        ..SimConfig::default()
-    });
-    // No host page faults in the timed build (the kernel's pages need
-    // none either).
-    sim.prefault(config.machine_bytes());
-    sim.fs()
-        .write("/cgroup.subtree_control", "+memory")
-        .map_err(SimError::from)?;
-    sim.fs().mkdir("/build").map_err(SimError::from)?;
-    sim.fs()
-        .write("/build/memory.max", &config.memcg_max_bytes.to_string())
-        .map_err(SimError::from)?;
+    let sim = limited_machine(
+        SimConfig {
+            seed: config.seed,
+            swap_cgroup: config.swap_cgroup,
+            mem_bytes: config.machine_bytes(),
+            ..SimConfig::default()
+        },
+        "/build",
+        config.memcg_max_bytes,
+    )?;
     swapon(&sim, &config.swap, config.swap_bytes())?;
     let disk = FsSource::Ram {
         size_bytes: config.files_bytes().next_multiple_of(PAGE_SIZE) + (16 << 20),
@@ -318,6 +312,24 @@ fn machine(config: &KbuildConfig) -> Result<Sim, KbuildError> {
     }
     // The files were written by the root: start the build with none cached.
     sim.drop_caches(3).map_err(KbuildError::DropCaches)?;
+    Ok(sim)
+}
+
+/// A machine of `config` with its memory faulted in (no host page faults
+/// in a timed run; the kernel's pages need none either) and `cgroup`
+/// made with `memory.max` at `max_bytes`.
+pub(crate) fn limited_machine(
+    config: SimConfig,
+    cgroup: &str,
+    max_bytes: u64,
+) -> Result<Sim, SimError> {
+    let mem_bytes = config.mem_bytes;
+    let sim = Sim::new(config);
+    sim.prefault(mem_bytes);
+    sim.fs().write("/cgroup.subtree_control", "+memory")?;
+    sim.fs().mkdir(cgroup)?;
+    sim.fs()
+        .write(&format!("{cgroup}/memory.max"), &max_bytes.to_string())?;
     Ok(sim)
 }
 

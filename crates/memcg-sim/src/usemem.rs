@@ -17,7 +17,7 @@ use memcg::mm_types::PAGE_SIZE;
 use memcg::swap_cgroup::Design;
 
 use crate::kbuild::{KbuildError, SwapKind, thread_cpu_secs};
-use crate::{Fill, Sim, SimConfig, SimError};
+use crate::{Fill, SimConfig, SimError};
 
 /// A usemem run's shape.
 #[derive(Debug, Clone)]
@@ -113,22 +113,16 @@ pub struct UsememResult {
 /// Runs usemem; see the module docs.
 pub fn run(config: &UsememConfig) -> Result<UsememResult, KbuildError> {
     config.validate()?;
-    let sim = Sim::new(SimConfig {
-        seed: config.seed,
-        swap_cgroup: config.swap_cgroup,
-        mem_bytes: config.machine_bytes(),
-        ..SimConfig::default()
-    });
-    // The machine's memory is real before the run: no host page faults
-    // in the timed part (the kernel's pages need none either).
-    sim.prefault(config.machine_bytes());
-    sim.fs()
-        .write("/cgroup.subtree_control", "+memory")
-        .map_err(SimError::from)?;
-    sim.fs().mkdir("/usemem").map_err(SimError::from)?;
-    sim.fs()
-        .write("/usemem/memory.max", &config.memcg_max_bytes.to_string())
-        .map_err(SimError::from)?;
+    let sim = crate::kbuild::limited_machine(
+        SimConfig {
+            seed: config.seed,
+            swap_cgroup: config.swap_cgroup,
+            mem_bytes: config.machine_bytes(),
+            ..SimConfig::default()
+        },
+        "/usemem",
+        config.memcg_max_bytes,
+    )?;
     crate::kbuild::swapon(&sim, &config.swap, config.swap_bytes())?;
     sim.set_reclaim_timing(true);
     let start = Instant::now();
