@@ -93,6 +93,14 @@ struct Row {
     zswpout: u64,
     pgmajfault: u64,
     swap_cgroup_ops: u64,
+    /// Calls timed (one in `SAMPLE_EVERY` per thread).
+    swap_cgroup_sampled_calls: u64,
+    /// Measured mean per call: in the map, waiting for and holding a lock.
+    swap_cgroup_ns_per_call: f64,
+    swap_cgroup_lock_wait_ns_per_call: f64,
+    swap_cgroup_lock_held_ns_per_call: f64,
+    /// Estimated total time in swap_cgroup calls (sampled time scaled up).
+    swap_cgroup_secs: f64,
 }
 
 impl Row {
@@ -101,7 +109,7 @@ impl Row {
             swap_cgroup: design.to_string(),
             wall_secs: r.wall_secs,
             cpu_secs: r.cpu_secs,
-            job_cpu_secs: r.job_cpu_secs,
+            job_cpu_secs: r.job_cpu_secs.clone(),
             reclaim_secs: r.reclaim_secs,
             pageout_secs: r.pageout_secs,
             tasks: r.tasks,
@@ -113,6 +121,11 @@ impl Row {
             zswpout: r.zswpout,
             pgmajfault: r.pgmajfault,
             swap_cgroup_ops: r.swap_cgroup_ops,
+            swap_cgroup_sampled_calls: r.swap_cgroup.sampled_calls,
+            swap_cgroup_ns_per_call: r.swap_cgroup.mean_in_map_ns(),
+            swap_cgroup_lock_wait_ns_per_call: r.swap_cgroup.mean_lock_wait_ns(),
+            swap_cgroup_lock_held_ns_per_call: r.swap_cgroup.mean_lock_held_ns(),
+            swap_cgroup_secs: r.swap_cgroup_secs(),
         }
     }
 }
@@ -221,6 +234,9 @@ fn print(report: &KbuildReport) {
             (r.pswpout + r.zswpout).to_string(),
             (r.pswpin + r.zswpin).to_string(),
             r.swap_cgroup_ops.to_string(),
+            format!("{:.0}", r.swap_cgroup_ns_per_call),
+            format!("{:.0}", r.swap_cgroup_lock_held_ns_per_call),
+            format!("{:.1}", r.swap_cgroup_secs * 1e3),
             r.oom_kills.to_string(),
         ]
     });
@@ -234,6 +250,9 @@ fn print(report: &KbuildReport) {
             "pages out",
             "pages in",
             "swap_cgroup ops",
+            "ns/call",
+            "lock held ns/call",
+            "ms in swap_cgroup",
             "OOM kills",
         ],
         rows,

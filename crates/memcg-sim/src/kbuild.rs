@@ -216,6 +216,23 @@ pub struct KbuildResult {
     /// per swapped folio freed, a lookup per folio swapped in), estimated
     /// from the event counts.
     pub swap_cgroup_ops: u64,
+    /// Time in `swap_cgroup` calls, measured on one call in
+    /// [`memcg::swap_cgroup::SAMPLE_EVERY`] per thread (clock overhead
+    /// subtracted): every call, lookups elsewhere included.
+    pub swap_cgroup: memcg::swap_cgroup::SwapCgroupTimes,
+}
+
+impl KbuildResult {
+    /// Estimated seconds spent in `swap_cgroup` calls: the sampled time
+    /// scaled by the sampling rate.
+    pub fn swap_cgroup_secs(&self) -> f64 {
+        self.swap_cgroup.in_map_ns as f64 * memcg::swap_cgroup::SAMPLE_EVERY as f64 * 1e-9
+    }
+
+    /// Estimated seconds spent holding a `swap_cgroup` lock.
+    pub fn swap_cgroup_lock_held_secs(&self) -> f64 {
+        self.swap_cgroup.lock_held_ns as f64 * memcg::swap_cgroup::SAMPLE_EVERY as f64 * 1e-9
+    }
 }
 
 /// The turnstile of lockstep mode: whose turn it is.
@@ -248,6 +265,7 @@ pub fn run(config: &KbuildConfig) -> Result<KbuildResult, KbuildError> {
     config.validate()?;
     let sim = machine(config)?;
     sim.set_reclaim_timing(true);
+    sim.swap().swap_cgroup().set_timing(true);
     let turns = Turns {
         next: Mutex::new(0),
         changed: Condvar::new(),
@@ -497,6 +515,7 @@ fn summarise(
         // swapped-out folio's slots are freed once: at swap-in or exit);
         // a lookup per folio swapped in.
         swap_cgroup_ops: 2 * swapped_out_folios + swapped_in_folios,
+        swap_cgroup: sim.swap().swap_cgroup().times(),
     })
 }
 

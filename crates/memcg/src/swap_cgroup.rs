@@ -98,7 +98,12 @@
 //! of a device in use is never undefined behaviour, and swapoff of one type
 //! never disturbs users of another.
 
+mod timing;
+
 use std::fmt;
+
+use timing::{NoProbe, Probe, Timing};
+pub use timing::{SAMPLE_EVERY, SwapCgroupTimes};
 
 use crate::errno::Errno;
 use crate::lazy_zeroed::LazyZeroedU16;
@@ -212,10 +217,13 @@ impl SwapCgroupError {
 /// Ranges are `offset..offset + nr` with `nr >= 1` and inside the map;
 /// [`SwapCgroupMap`] checks that before calling in. Indexing stays
 /// bounds-checked, so a violated precondition panics rather than corrupts.
+///
+/// Designs with locks take and release them through the [`Probe`], which
+/// times them when the call is sampled (see [`timing`]).
 trait IdMap {
-    fn record(&self, offset: usize, id: u16, nr: usize) -> u16;
-    fn clear(&self, offset: usize, nr: usize) -> u16;
-    fn lookup(&self, offset: usize) -> u16;
+    fn record(&self, offset: usize, id: u16, nr: usize, probe: &mut impl Probe) -> u16;
+    fn clear(&self, offset: usize, nr: usize, probe: &mut impl Probe) -> u16;
+    fn lookup(&self, offset: usize, probe: &mut impl Probe) -> u16;
     fn memory_bytes(&self) -> usize;
 }
 
@@ -323,30 +331,35 @@ impl LockedMap {
 
 impl IdMap for LockedMap {
     #[inline]
-    fn record(&self, offset: usize, id: u16, nr: usize) -> u16 {
-        let mut ids = lock(&self.ids);
+    fn record(&self, offset: usize, id: u16, nr: usize, probe: &mut impl Probe) -> u16 {
+        let mut ids = probe.lock(&self.ids);
         let mut old = RecordedId::default();
         for slot in &mut ids[offset..offset + nr] {
             old.observe(*slot);
             *slot = id;
         }
+        probe.unlock(ids);
         old.id()
     }
 
     #[inline]
-    fn clear(&self, offset: usize, nr: usize) -> u16 {
-        let mut ids = lock(&self.ids);
+    fn clear(&self, offset: usize, nr: usize, probe: &mut impl Probe) -> u16 {
+        let mut ids = probe.lock(&self.ids);
         let mut old = ClearedId::default();
         for slot in &mut ids[offset..offset + nr] {
             old.observe(*slot);
             *slot = 0;
         }
+        probe.unlock(ids);
         old.0
     }
 
     #[inline]
-    fn lookup(&self, offset: usize) -> u16 {
-        lock(&self.ids)[offset]
+    fn lookup(&self, offset: usize, probe: &mut impl Probe) -> u16 {
+        let ids = probe.lock(&self.ids);
+        let id = ids[offset];
+        probe.unlock(ids);
+        id
     }
 
     fn memory_bytes(&self) -> usize {
@@ -401,7 +414,7 @@ impl PackedMap {
 
 impl IdMap for PackedMap {
     #[inline]
-    fn record(&self, offset: usize, id: u16, nr: usize) -> u16 {
+    fn record(&self, offset: usize, id: u16, nr: usize, _: &mut impl Probe) -> u16 {
         let mut old = RecordedId::default();
         for slot in offset..offset + nr {
             old.observe(self.xchg(slot, id));
@@ -410,7 +423,7 @@ impl IdMap for PackedMap {
     }
 
     #[inline]
-    fn clear(&self, offset: usize, nr: usize) -> u16 {
+    fn clear(&self, offset: usize, nr: usize, _: &mut impl Probe) -> u16 {
         let mut old = ClearedId::default();
         for slot in offset..offset + nr {
             old.observe(self.xchg(slot, 0));
@@ -419,7 +432,7 @@ impl IdMap for PackedMap {
     }
 
     #[inline]
-    fn lookup(&self, offset: usize) -> u16 {
+    fn lookup(&self, offset: usize, _: &mut impl Probe) -> u16 {
         let (word, shift) = self.word_and_shift(offset);
         // Acquire: pairs with the successful CAS (AcqRel) in `xchg`.
         (word.load(Ordering::Acquire) >> shift) as u16
@@ -448,7 +461,7 @@ impl AtomicU16Map {
 
 impl IdMap for AtomicU16Map {
     #[inline]
-    fn record(&self, offset: usize, id: u16, nr: usize) -> u16 {
+    fn record(&self, offset: usize, id: u16, nr: usize, _: &mut impl Probe) -> u16 {
         let mut old = RecordedId::default();
         for slot in &self.ids[offset..offset + nr] {
             // AcqRel: Release pairs with the Acquire load in `lookup`.
@@ -458,7 +471,7 @@ impl IdMap for AtomicU16Map {
     }
 
     #[inline]
-    fn clear(&self, offset: usize, nr: usize) -> u16 {
+    fn clear(&self, offset: usize, nr: usize, _: &mut impl Probe) -> u16 {
         let mut old = ClearedId::default();
         for slot in &self.ids[offset..offset + nr] {
             // AcqRel: Release pairs with the Acquire load in `lookup`.
@@ -468,7 +481,7 @@ impl IdMap for AtomicU16Map {
     }
 
     #[inline]
-    fn lookup(&self, offset: usize) -> u16 {
+    fn lookup(&self, offset: usize, _: &mut impl Probe) -> u16 {
         // Acquire: pairs with the exchange in `record`/`clear`.
         self.ids[offset].load(Ordering::Acquire)
     }
@@ -533,30 +546,36 @@ impl ClusterMap {
 
 impl IdMap for ClusterMap {
     #[inline]
-    fn record(&self, offset: usize, id: u16, nr: usize) -> u16 {
+    fn record(&self, offset: usize, id: u16, nr: usize, probe: &mut impl Probe) -> u16 {
         let mut old = RecordedId::default();
         for_each_cluster_piece(offset, nr, |ci, slot, len| {
-            lock(&self.clusters[ci]).write(slot..slot + len, id, |o| old.observe(o));
+            let mut table = probe.lock(&self.clusters[ci]);
+            table.write(slot..slot + len, id, |o| old.observe(o));
+            probe.unlock(table);
         });
         old.id()
     }
 
     #[inline]
-    fn clear(&self, offset: usize, nr: usize) -> u16 {
+    fn clear(&self, offset: usize, nr: usize, probe: &mut impl Probe) -> u16 {
         let mut old = ClearedId::default();
         for_each_cluster_piece(offset, nr, |ci, slot, len| {
-            lock(&self.clusters[ci]).write(slot..slot + len, 0, |o| old.observe(o));
+            let mut table = probe.lock(&self.clusters[ci]);
+            table.write(slot..slot + len, 0, |o| old.observe(o));
+            probe.unlock(table);
         });
         old.0
     }
 
     #[inline]
-    fn lookup(&self, offset: usize) -> u16 {
-        let table = lock(&self.clusters[offset / SWAPFILE_CLUSTER]);
-        table
+    fn lookup(&self, offset: usize, probe: &mut impl Probe) -> u16 {
+        let table = probe.lock(&self.clusters[offset / SWAPFILE_CLUSTER]);
+        let id = table
             .ids
             .as_ref()
-            .map_or(0, |ids| ids[offset % SWAPFILE_CLUSTER])
+            .map_or(0, |ids| ids[offset % SWAPFILE_CLUSTER]);
+        probe.unlock(table);
+        id
     }
 
     fn memory_bytes(&self) -> usize {
@@ -613,21 +632,21 @@ impl MemcgMap {
 
 impl IdMap for MemcgMap {
     #[inline]
-    fn record(&self, offset: usize, id: u16, nr: usize) -> u16 {
+    fn record(&self, offset: usize, id: u16, nr: usize, _: &mut impl Probe) -> u16 {
         let mut old = RecordedId::default();
         self.store_range(offset, nr, id, &mut old);
         old.id()
     }
 
     #[inline]
-    fn clear(&self, offset: usize, nr: usize) -> u16 {
+    fn clear(&self, offset: usize, nr: usize, _: &mut impl Probe) -> u16 {
         let mut old = ClearedId::default();
         self.store_range(offset, nr, 0, &mut old);
         old.0
     }
 
     #[inline]
-    fn lookup(&self, offset: usize) -> u16 {
+    fn lookup(&self, offset: usize, _: &mut impl Probe) -> u16 {
         // Acquire: pairs with the Release fence in `store_range`.
         self.ids.slots()[offset].load(Ordering::Acquire)
     }
@@ -671,6 +690,8 @@ pub struct SwapCgroupMap {
     max_pages: u64,
     design: Design,
     repr: Repr,
+    /// The owning table's timing, for maps a [`SwapCgroup`] made.
+    timing: Option<std::sync::Arc<Timing>>,
 }
 
 impl SwapCgroupMap {
@@ -693,6 +714,7 @@ impl SwapCgroupMap {
             max_pages,
             design,
             repr,
+            timing: None,
         })
     }
 
@@ -711,7 +733,13 @@ impl SwapCgroupMap {
     #[inline]
     pub fn record(&self, offset: u64, id: u16, nr: u32) -> Result<u16, SwapCgroupError> {
         let offset = self.check_range(offset, nr)?;
-        Ok(dispatch!(&self.repr, m => m.record(offset, id, nr as usize)))
+        let nr = nr as usize;
+        Ok(match self.sampled() {
+            Some(timing) => {
+                timing.time(|p| dispatch!(&self.repr, m => m.record(offset, id, nr, p)))
+            }
+            None => dispatch!(&self.repr, m => m.record(offset, id, nr, &mut NoProbe)),
+        })
     }
 
     /// Sets slots `offset..offset + nr` to 0; returns the id they held.
@@ -720,14 +748,27 @@ impl SwapCgroupMap {
     #[inline]
     pub fn clear(&self, offset: u64, nr: u32) -> Result<u16, SwapCgroupError> {
         let offset = self.check_range(offset, nr)?;
-        Ok(dispatch!(&self.repr, m => m.clear(offset, nr as usize)))
+        let nr = nr as usize;
+        Ok(match self.sampled() {
+            Some(timing) => timing.time(|p| dispatch!(&self.repr, m => m.clear(offset, nr, p))),
+            None => dispatch!(&self.repr, m => m.clear(offset, nr, &mut NoProbe)),
+        })
     }
 
     /// The id recorded for slot `offset` (0: none).
     #[inline]
     pub fn lookup(&self, offset: u64) -> Result<u16, SwapCgroupError> {
         let offset = self.check_range(offset, 1)?;
-        Ok(dispatch!(&self.repr, m => m.lookup(offset)))
+        Ok(match self.sampled() {
+            Some(timing) => timing.time(|p| dispatch!(&self.repr, m => m.lookup(offset, p))),
+            None => dispatch!(&self.repr, m => m.lookup(offset, &mut NoProbe)),
+        })
+    }
+
+    /// The timing to add this call to, if it is one to time.
+    #[inline]
+    fn sampled(&self) -> Option<&Timing> {
+        self.timing.as_deref().filter(|t| t.sample_now())
     }
 
     /// Bytes this map occupies now, tables and lazily allocated parts
@@ -775,6 +816,7 @@ pub struct SwapCgroup {
     enabled: bool,
     devices: [ArcSlot<SwapCgroupMap>; MAX_SWAPFILES as usize],
     swapon_mutex: Mutex<()>,
+    timing: std::sync::Arc<Timing>,
 }
 
 impl SwapCgroup {
@@ -795,7 +837,20 @@ impl SwapCgroup {
             enabled,
             devices: std::array::from_fn(|_| ArcSlot::empty()),
             swapon_mutex: Mutex::new(()),
+            timing: std::sync::Arc::new(Timing::new()),
         }
+    }
+
+    /// Clears the timing sums and starts (or stops) timing one call in
+    /// [`SAMPLE_EVERY`] per thread on every device, present and future;
+    /// see [`SwapCgroup::times`].
+    pub fn set_timing(&self, on: bool) {
+        self.timing.set(on);
+    }
+
+    /// What the sampled calls measured since [`SwapCgroup::set_timing`].
+    pub fn times(&self) -> SwapCgroupTimes {
+        self.timing.snapshot()
     }
 
     /// The design new devices get.
@@ -818,7 +873,8 @@ impl SwapCgroup {
         if slot.with(|map| map.is_some()) {
             return Err(SwapCgroupError::AlreadyOn { ty });
         }
-        let map = SwapCgroupMap::new(self.design, max_pages)?;
+        let mut map = SwapCgroupMap::new(self.design, max_pages)?;
+        map.timing = Some(self.timing.clone());
         slot.swap(Some(Arc::new(map)));
         Ok(())
     }
@@ -1030,6 +1086,51 @@ mod tests {
             // Addressable, but no machine has the memory: ENOMEM, not abort.
             let err = SwapCgroupMap::new(design, SWP_OFFSET_MASK + 1).unwrap_err();
             assert_eq!(err.errno(), Errno::ENOMEM, "{design}: {err}");
+        }
+    }
+
+    #[test]
+    fn sampled_timing_sees_locks_only_where_designs_take_them() {
+        for design in Design::ALL {
+            let sc = SwapCgroup::new(design);
+            sc.swapon(0, 4096).unwrap();
+            // Timing off: nothing is sampled.
+            sc.record(entry(0, 0), 1, 1).unwrap();
+            sc.clear(entry(0, 0), 1).unwrap();
+            assert_eq!(sc.times().sampled_calls, 0);
+            // On, from a fresh thread (its own call count): exactly one
+            // call in SAMPLE_EVERY is timed, the results are unchanged.
+            sc.set_timing(true);
+            let calls = 10 * SAMPLE_EVERY;
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    for i in 0..calls / 2 {
+                        let e = entry(0, 4 * i);
+                        assert_eq!(sc.record(e, 7, 4).unwrap(), 0);
+                        assert_eq!(sc.clear(e, 4).unwrap(), 7);
+                    }
+                });
+            });
+            let times = sc.times();
+            assert_eq!(times.sampled_calls, calls / SAMPLE_EVERY, "{design}");
+            assert!(times.in_map_ns >= times.lock_wait_ns + times.lock_held_ns);
+            let locks = matches!(design, Design::Locked | Design::Cluster);
+            assert_eq!(times.lock_held_ns == 0, !locks || times.in_map_ns == 0);
+            if !locks {
+                assert_eq!(times.lock_wait_ns, 0, "{design}");
+            }
+            // Off again: the sums are cleared and stay so.
+            sc.set_timing(false);
+            for i in 0..2 * SAMPLE_EVERY {
+                sc.lookup(entry(0, i)).unwrap();
+            }
+            assert_eq!(
+                sc.times(),
+                SwapCgroupTimes {
+                    clock_overhead_ns: times.clock_overhead_ns,
+                    ..SwapCgroupTimes::default()
+                }
+            );
         }
     }
 
