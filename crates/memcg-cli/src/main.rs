@@ -3,11 +3,14 @@
 //! seeds' reproductions).
 
 mod bench;
+mod fuse;
 mod kbuild;
 mod projection;
 mod report;
 mod reproduce;
-mod sh;
+mod run;
+mod served;
+pub(crate) mod sh;
 mod usemem;
 mod workload;
 
@@ -31,37 +34,32 @@ enum Command {
         /// The script; stdin when omitted or `-` (with a prompt on a
         /// terminal).
         file: Option<std::path::PathBuf>,
-        /// The swap_cgroup design recording swap owners: locked, packed,
-        /// atomic-u16, cluster or memcg.
-        #[arg(long, default_value = "memcg")]
-        swap_cgroup: memcg::swap_cgroup::Design,
-        /// Seed of random fills.
-        #[arg(long, default_value_t = 0x5eed)]
-        seed: u64,
-        /// The simulated machine's memory (K/M/G/T suffixes): every charge
-        /// and the kernel's own pages must fit [default: half of the
-        /// host's available memory].
-        #[arg(long, value_parser = parse_size)]
-        mem: Option<u64>,
-        /// The per-thread charge stock: `on` as the kernel (memory.current
-        /// counts up to 64 pages more than the pages in use), `off` for
-        /// exact figures.
-        #[arg(long, value_enum, default_value = "on")]
-        charge_stock: Switch,
-        /// Bytes of its own metadata each new memory cgroup charges to its
-        /// parent, as the kernel's per-CPU memcg structures are (about
-        /// 1.7K per CPU; K/M suffixes) [default: 0, none].
-        #[arg(long, value_parser = parse_bytes, default_value = "0")]
-        memcg_metadata: u64,
-        /// The list_lru design of mounted filesystems' dentry and inode
-        /// caches: split (v6.13+) or legacy.
-        #[arg(long, default_value = "split")]
-        list_lru: memcg::list_lru::LruDesign,
-        /// What rmdir does with a cgroup's LRU folios: `off` leaves them to
-        /// pin the dying cgroup (v6.14), `on` moves them to the parent
-        /// (2026, "Eliminate Dying Memory Cgroup").
-        #[arg(long, value_enum, default_value = "off")]
-        reparent_lru_folios: Switch,
+        #[command(flatten)]
+        machine: MachineArgs,
+    },
+    /// Serve a simulated machine over FUSE at DIR (its cgroup v2 tree at
+    /// DIR/sys/fs/cgroup, its /proc files at DIR/proc) until interrupted
+    /// or unmounted.
+    Mount {
+        /// The mount point (an empty directory).
+        dir: std::path::PathBuf,
+        #[command(flatten)]
+        machine: MachineArgs,
+        #[command(flatten)]
+        served: ServedArgs,
+    },
+    /// Run CMD with the simulated machine's files at their real paths
+    /// (/sys/fs/cgroup, /proc/pressure/memory, /proc/sys/vm/drop_caches,
+    /// the --fs mounts) in a private mount namespace; exits with CMD's
+    /// status.
+    Run {
+        #[command(flatten)]
+        machine: MachineArgs,
+        #[command(flatten)]
+        served: ServedArgs,
+        /// The command and its arguments.
+        #[arg(last = true, required = true)]
+        cmd: Vec<std::ffi::OsString>,
     },
     /// Run a simulated workload.
     #[command(subcommand)]
@@ -69,6 +67,87 @@ enum Command {
     /// Run every seed experiment for every design and write a report
     /// beside the seeds' published figures.
     Reproduce(reproduce::ReproduceArgs),
+}
+
+/// The simulated machine's options (`sh`, `mount`, `run`).
+#[derive(Debug, clap::Args)]
+struct MachineArgs {
+    /// The swap_cgroup design recording swap owners: locked, packed,
+    /// atomic-u16, cluster or memcg.
+    #[arg(long, default_value = "memcg")]
+    swap_cgroup: memcg::swap_cgroup::Design,
+    /// Seed of random fills.
+    #[arg(long, default_value_t = 0x5eed)]
+    seed: u64,
+    /// The simulated machine's memory (K/M/G/T suffixes): every charge
+    /// and the kernel's own pages must fit [default: half of the
+    /// host's available memory].
+    #[arg(long, value_parser = parse_size)]
+    mem: Option<u64>,
+    /// The per-thread charge stock: `on` as the kernel (memory.current
+    /// counts up to 64 pages more than the pages in use), `off` for
+    /// exact figures.
+    #[arg(long, value_enum, default_value = "on")]
+    charge_stock: Switch,
+    /// Bytes of its own metadata each new memory cgroup charges to its
+    /// parent, as the kernel's per-CPU memcg structures are (about
+    /// 1.7K per CPU; K/M suffixes) [default: 0, none].
+    #[arg(long, value_parser = parse_bytes, default_value = "0")]
+    memcg_metadata: u64,
+    /// The list_lru design of mounted filesystems' dentry and inode
+    /// caches: split (v6.13+) or legacy.
+    #[arg(long, default_value = "split")]
+    list_lru: memcg::list_lru::LruDesign,
+    /// What rmdir does with a cgroup's LRU folios: `off` leaves them to
+    /// pin the dying cgroup (v6.14), `on` moves them to the parent
+    /// (2026, "Eliminate Dying Memory Cgroup").
+    #[arg(long, value_enum, default_value = "off")]
+    reparent_lru_folios: Switch,
+}
+
+impl MachineArgs {
+    fn config(&self) -> memcg_sim::SimConfig {
+        memcg_sim::SimConfig {
+            seed: self.seed,
+            swap_cgroup: self.swap_cgroup,
+            mem_bytes: machine_bytes(self.mem),
+            charge_stock: self.charge_stock == Switch::On,
+            memcg_metadata_bytes: self.memcg_metadata,
+            list_lru: self.list_lru,
+            reparent_lru_folios: self.reparent_lru_folios == Switch::On,
+            ..memcg_sim::SimConfig::default()
+        }
+    }
+}
+
+/// What a served machine holds besides its cgroups (`mount`, `run`).
+#[derive(Debug, clap::Args)]
+struct ServedArgs {
+    /// A filesystem of the machine: DIR=ram:SIZE (a RAM disk) or
+    /// DIR=HOSTDIR (a host directory's files); its files are read and
+    /// written through the simulated page cache, charged to the cgroup
+    /// of the process doing it. Repeatable.
+    #[arg(long = "fs", value_name = "DIR=SOURCE")]
+    fs: Vec<fuse::FsSpec>,
+    /// A RAM swap device of this size (K/M/G suffixes).
+    #[arg(long, value_parser = parse_bytes)]
+    swap: Option<u64>,
+    /// A workload run in the background in its cgroup, restarted when it
+    /// ends: `kbuild --jobs J --cgroup /PATH [--heap-max SIZE]`.
+    /// Repeatable.
+    #[arg(long, value_name = "WORKLOAD")]
+    workload: Vec<served::WorkloadSpec>,
+}
+
+impl ServedArgs {
+    fn spec(&self, machine: &MachineArgs) -> fuse::MachineSpec {
+        fuse::MachineSpec {
+            config: machine.config(),
+            fs: self.fs.clone(),
+            swap_bytes: self.swap,
+            workloads: self.workload.clone(),
+        }
+    }
 }
 
 /// `on` or `off`.
@@ -127,26 +206,21 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(args) => bench::run(args),
         Command::Workload(w) => workload::run(w),
         Command::Reproduce(args) => reproduce::run(&args),
-        Command::Sh {
-            file,
-            swap_cgroup,
-            seed,
-            mem,
-            charge_stock,
-            memcg_metadata,
-            list_lru,
-            reparent_lru_folios,
+        Command::Sh { file, machine } => {
+            let status = sh::main(file.as_deref(), machine.config())?;
+            std::process::exit(status)
+        }
+        Command::Mount {
+            dir,
+            machine,
+            served,
+        } => fuse::run_mount(&dir, &served.spec(&machine)),
+        Command::Run {
+            machine,
+            served,
+            cmd,
         } => {
-            let config = memcg_sim::SimConfig {
-                seed,
-                swap_cgroup,
-                mem_bytes: machine_bytes(mem),
-                charge_stock: charge_stock == Switch::On,
-                memcg_metadata_bytes: memcg_metadata,
-                list_lru,
-                reparent_lru_folios: reparent_lru_folios == Switch::On,
-            };
-            let status = sh::main(file.as_deref(), config)?;
+            let status = run::main(&served.spec(&machine), &cmd)?;
             std::process::exit(status)
         }
     }

@@ -85,6 +85,11 @@ pub struct KbuildConfig {
     pub heap_min_bytes: u64,
     /// Largest heap of a task.
     pub heap_max_bytes: u64,
+    /// The cgroup the tasks run in.
+    pub cgroup: String,
+    /// Where the source and object filesystems are mounted:
+    /// `{files_dir}/src` and `{files_dir}/obj` (`""`: `/src` and `/obj`).
+    pub files_dir: String,
 }
 
 /// Bytes of a source file and of a header.
@@ -109,7 +114,21 @@ impl KbuildConfig {
             headers_per_task: 8,
             heap_min_bytes: 2 << 20,
             heap_max_bytes: 48 << 20,
+            cgroup: "/build".to_owned(),
+            files_dir: String::new(),
         }
+    }
+
+    fn source_path(&self, i: usize) -> String {
+        format!("{}/src/f{i}.c", self.files_dir)
+    }
+
+    fn header_path(&self, i: usize) -> String {
+        format!("{}/src/h{i}.h", self.files_dir)
+    }
+
+    fn object_path(&self, job: usize, i: usize) -> String {
+        format!("{}/obj/{job}-{i}.o", self.files_dir)
     }
 
     /// Refuses shapes that cannot run, before anything is built.
@@ -137,6 +156,10 @@ impl KbuildConfig {
             (
                 self.headers_per_task > self.headers,
                 "a task cannot read more headers than exist",
+            ),
+            (
+                !self.cgroup.starts_with('/') || self.cgroup == "/",
+                "--cgroup must be a cgroup below the root (/build)",
             ),
         ];
         match checks.iter().find(|(bad, _)| *bad) {
@@ -266,6 +289,56 @@ pub fn run(config: &KbuildConfig) -> Result<KbuildResult, KbuildError> {
     let sim = machine(config)?;
     sim.set_reclaim_timing(true);
     sim.swap().swap_cgroup().set_timing(true);
+    let result = build(&sim, config)?;
+    clean_up(&sim, config)?;
+    sim.drop_caches(3).map_err(KbuildError::DropCaches)?;
+    check_released(&sim, &config.cgroup)?;
+    Ok(result)
+}
+
+/// Runs one build in a machine that is already running (under `memcg
+/// mount`, with other work and an outside controller): makes `cgroup`
+/// (enabling the memory controller above it) if missing, without setting
+/// any limit; mounts and fills the source and object filesystems; builds;
+/// then removes the objects and unmounts both. Its figures count what the
+/// cgroup saw while it ran, other tasks there included.
+pub fn run_in(sim: &Sim, config: &KbuildConfig) -> Result<KbuildResult, KbuildError> {
+    config.validate()?;
+    make_cgroup(sim, &config.cgroup)?;
+    write_files(sim, config)?;
+    let result = build(sim, config);
+    let cleaned = clean_up(sim, config);
+    let unmounted = ["src", "obj"]
+        .iter()
+        .try_for_each(|d| sim.umount(&format!("{}/{d}", config.files_dir)));
+    let result = result?;
+    cleaned?;
+    unmounted?;
+    Ok(result)
+}
+
+/// Makes `cgroup` and its parents, the memory controller enabled in
+/// every parent (where the no-internal-process rule allows it).
+fn make_cgroup(sim: &Sim, cgroup: &str) -> Result<(), SimError> {
+    let mut parent = String::new();
+    for part in cgroup.trim_matches('/').split('/') {
+        let _ = sim.fs().write(
+            &format!(
+                "{}/cgroup.subtree_control",
+                if parent.is_empty() { "" } else { &parent }
+            ),
+            "+memory",
+        );
+        parent = format!("{parent}/{part}");
+        if sim.fs().cgroup(&parent).is_err() {
+            sim.fs().mkdir(&parent)?;
+        }
+    }
+    Ok(())
+}
+
+/// The jobs' threads, from start to the last task's exit.
+fn build(sim: &Sim, config: &KbuildConfig) -> Result<KbuildResult, KbuildError> {
     let turns = Turns {
         next: Mutex::new(0),
         changed: Condvar::new(),
@@ -275,7 +348,7 @@ pub fn run(config: &KbuildConfig) -> Result<KbuildResult, KbuildError> {
     let jobs: Vec<Result<JobResult, KbuildError>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..config.jobs)
             .map(|job| {
-                let (sim, turns) = (&sim, &turns);
+                let turns = &turns;
                 s.spawn(move || run_job(sim, config, turns, job))
             })
             .collect();
@@ -289,9 +362,7 @@ pub fn run(config: &KbuildConfig) -> Result<KbuildResult, KbuildError> {
     });
     let wall_secs = start.elapsed().as_secs_f64();
     let jobs = jobs.into_iter().collect::<Result<Vec<_>, _>>()?;
-    let result = summarise(&sim, config, wall_secs, &jobs)?;
-    clean_up(&sim, config)?;
-    Ok(result)
+    summarise(sim, config, wall_secs, &jobs)
 }
 
 /// The machine, `/build` with its limit, the swap device and the files.
@@ -303,22 +374,31 @@ fn machine(config: &KbuildConfig) -> Result<Sim, KbuildError> {
             mem_bytes: config.machine_bytes(),
             ..SimConfig::default()
         },
-        "/build",
+        &config.cgroup,
         config.memcg_max_bytes,
     )?;
     swapon(&sim, &config.swap, config.swap_bytes())?;
+    write_files(&sim, config)?;
+    // The files were written by the root: start the build with none cached.
+    sim.drop_caches(3).map_err(KbuildError::DropCaches)?;
+    Ok(sim)
+}
+
+/// Mounts the source and object filesystems and writes the sources and
+/// headers (as the root).
+fn write_files(sim: &Sim, config: &KbuildConfig) -> Result<(), SimError> {
     let disk = FsSource::Ram {
         size_bytes: config.files_bytes().next_multiple_of(PAGE_SIZE) + (16 << 20),
     };
-    sim.mount("/src", disk.clone())?;
-    sim.mount("/obj", disk)?;
+    sim.mount(&format!("{}/src", config.files_dir), disk.clone())?;
+    sim.mount(&format!("{}/obj", config.files_dir), disk)?;
     for i in 0..config.sources {
         let text = file_contents(
             FileFill::Page(Fill::Text),
             config.seed ^ i as u64,
             SOURCE_BYTES,
         );
-        sim.write_file("/", &source_path(i), &text)?;
+        sim.write_file("/", &config.source_path(i), &text)?;
     }
     for i in 0..config.headers {
         let text = file_contents(
@@ -326,11 +406,9 @@ fn machine(config: &KbuildConfig) -> Result<Sim, KbuildError> {
             !config.seed ^ i as u64,
             HEADER_BYTES,
         );
-        sim.write_file("/", &header_path(i), &text)?;
+        sim.write_file("/", &config.header_path(i), &text)?;
     }
-    // The files were written by the root: start the build with none cached.
-    sim.drop_caches(3).map_err(KbuildError::DropCaches)?;
-    Ok(sim)
+    Ok(())
 }
 
 /// A machine of `config` with its memory faulted in (no host page faults
@@ -362,14 +440,6 @@ pub(crate) fn swapon(sim: &Sim, kind: &SwapKind, bytes: u64) -> Result<(), SimEr
         SwapKind::File(path) => drop(sim.swapon_file(path, bytes, None)?),
     }
     Ok(())
-}
-
-fn source_path(i: usize) -> String {
-    format!("/src/f{i}.c")
-}
-
-fn header_path(i: usize) -> String {
-    format!("/src/h{i}.h")
 }
 
 /// What one job did.
@@ -411,6 +481,7 @@ fn run_job(
 
 /// One compile task's draw.
 struct Task {
+    job: usize,
     name: String,
     heap_bytes: u64,
     source: usize,
@@ -431,26 +502,22 @@ impl Task {
             })
             .collect();
         Self {
-            name: format!("cc-{job}-{i}"),
+            job,
+            // Unique in the machine: other builds may run beside this one.
+            name: format!("cc-{job}-{i}@{}", config.cgroup),
             heap_bytes: heap.next_multiple_of(folio_bytes).max(folio_bytes),
             source: (job * config.tasks_per_job + i) % config.sources,
             headers,
-            object: format!("/obj/{job}-{i}.o"),
+            object: config.object_path(job, i),
         }
     }
 
     /// Runs the task's steps, each on the job's turn in lockstep mode.
     fn run(&self, sim: &Sim, config: &KbuildConfig, turns: &Turns) -> Result<(), SimError> {
-        let job: usize = self
-            .name
-            .split('-')
-            .nth(1)
-            .and_then(|j| j.parse().ok())
-            .unwrap_or(0);
-        let step = |f: &dyn Fn() -> Result<(), SimError>| turns.take(config.lockstep, job, f);
+        let step = |f: &dyn Fn() -> Result<(), SimError>| turns.take(config.lockstep, self.job, f);
         step(&|| {
             sim.alloc(
-                "/build",
+                &config.cgroup,
                 &self.name,
                 self.heap_bytes,
                 config.folio_pages,
@@ -459,9 +526,9 @@ impl Task {
             .map(drop)
         })?;
         step(&|| {
-            sim.read_file("/build", &source_path(self.source))?;
+            sim.read_file(&config.cgroup, &config.source_path(self.source))?;
             for &h in &self.headers {
-                sim.read_file("/build", &header_path(h))?;
+                sim.read_file(&config.cgroup, &config.header_path(h))?;
             }
             Ok(())
         })?;
@@ -472,7 +539,7 @@ impl Task {
                 self.heap_bytes,
                 (self.heap_bytes / 16) as usize,
             );
-            sim.write_file("/build", &self.object, &object)
+            sim.write_file(&config.cgroup, &self.object, &object)
         })?;
         step(&|| {
             sim.verify(&self.name)?;
@@ -488,7 +555,7 @@ fn summarise(
     wall_secs: f64,
     jobs: &[JobResult],
 ) -> Result<KbuildResult, KbuildError> {
-    let build = sim.fs().memcg("/build").map_err(SimError::from)?;
+    let build = sim.fs().memcg(&config.cgroup).map_err(SimError::from)?;
     let event = |e: VmEvent| build.vm_event(e);
     let times = sim.reclaim_times();
     let folio = u64::from(config.folio_pages);
@@ -519,19 +586,18 @@ fn summarise(
     })
 }
 
-/// Removes the files, drops the caches and checks that nothing is left.
+/// Removes the object files.
 fn clean_up(sim: &Sim, config: &KbuildConfig) -> Result<(), KbuildError> {
     for job in 0..config.jobs {
         for i in 0..config.tasks_per_job {
             // A task the OOM killer took wrote no object.
-            match sim.remove_file(&format!("/obj/{job}-{i}.o")) {
+            match sim.remove_file(&config.object_path(job, i)) {
                 Err(e) if e.errno() != memcg::Errno::ENOENT => return Err(e.into()),
                 _ => {}
             }
         }
     }
-    sim.drop_caches(3).map_err(KbuildError::DropCaches)?;
-    check_released(sim, "/build")
+    Ok(())
 }
 
 /// Checks that `cgroup` is charged nothing and no swap slot, zswap page

@@ -78,7 +78,15 @@ pub struct SimConfig {
     /// Offline reparents LRU folios to the parent (2026) instead of
     /// leaving them to pin the dying memory cgroup (v6.14, the default).
     pub reparent_lru_folios: bool,
+    /// The pid of the first task the simulator starts. A simulator that
+    /// also tracks host processes ([`Sim::adopt_task`]) starts its own at
+    /// [`PID_MAX_LIMIT`], above every pid a Linux host hands out.
+    pub first_pid: u32,
 }
+
+/// Linux's largest `pid_max` (`PID_MAX_LIMIT` on 64-bit): host pids are
+/// below it.
+pub const PID_MAX_LIMIT: u32 = 1 << 22;
 
 impl Default for SimConfig {
     fn default() -> Self {
@@ -90,6 +98,7 @@ impl Default for SimConfig {
             memcg_metadata_bytes: 0,
             list_lru: memcg::list_lru::LruDesign::default(),
             reparent_lru_folios: false,
+            first_pid: 100,
         }
     }
 }
@@ -499,7 +508,7 @@ impl Sim {
             swap,
             tasks: Mutex::new(BTreeMap::new()),
             mappings: Mutex::new(BTreeMap::new()),
-            next_pid: AtomicU32::new(100),
+            next_pid: AtomicU32::new(config.first_pid),
             next_ram: Mutex::new(0),
             ledger: Mutex::new(charges::Ledger::default()),
             killed_mappings: Mutex::new(Vec::new()),
@@ -856,6 +865,39 @@ impl Sim {
     /// The task owning mapping `name`.
     pub fn task_of(&self, name: &str) -> Result<Arc<Task>, SimError> {
         Ok(Arc::clone(&self.mapping(name)?.task))
+    }
+
+    /// Adds a task with pid `pid` in `cgroup` that the simulator did not
+    /// start (a host process, as the FUSE server sees them): it has no
+    /// mappings; its file reads and writes are charged through its cgroup.
+    /// Refused where a task may not be (the no-internal-process rule).
+    /// If a task with that pid lives already, it is returned unchanged.
+    pub fn adopt_task(&self, pid: u32, cgroup: &str) -> Result<Arc<Task>, SimError> {
+        if let Some(task) = self.task(pid) {
+            return Ok(task);
+        }
+        let cg = self.inner.fs.cgroup(cgroup)?;
+        let task = Arc::new(Task::new(pid, Arc::clone(&cg)));
+        self.inner
+            .fs
+            .tree()
+            .enter(&cg, || {
+                lock(&self.inner.tasks)
+                    .entry(pid)
+                    .or_insert_with(|| Arc::clone(&task))
+                    .clone()
+            })
+            .map_err(|errno| SimError::Task {
+                cgroup: cgroup.to_owned(),
+                errno,
+            })
+    }
+
+    /// Removes task `pid` that exited on its own (an adopted host process
+    /// gone): it leaves its cgroup; what it charged stays charged, as a
+    /// process's page cache outlives it. False if there was no such task.
+    pub fn release_task(&self, pid: u32) -> bool {
+        lock(&self.inner.tasks).remove(&pid).is_some()
     }
 
     /// The task with pid `pid`, if it lives.

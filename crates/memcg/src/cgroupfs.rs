@@ -819,6 +819,11 @@ pub struct OpenFile {
 }
 
 impl OpenFile {
+    /// The path it was opened at.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
     /// Reads the whole file.
     pub fn read(&self) -> Result<String, FsError> {
         if !self.access.reads() {
@@ -1102,6 +1107,14 @@ impl CgroupFs {
             Errno::ENOENT
         };
         Err(FsError::new(errno, path, detail))
+    }
+
+    /// The permission bits of the interface file at `path` as cgroupfs
+    /// shows them (`0644` for a file with a write handler, else `0444`),
+    /// or `None` if no such file is there.
+    pub fn file_mode(&self, path: &str) -> Option<u16> {
+        let (_, spec) = self.split_file(path)?;
+        Some(if spec.writable() { 0o644 } else { 0o444 })
     }
 
     /// Reads an interface file through a fresh open (as `cat` does).

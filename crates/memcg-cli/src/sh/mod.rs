@@ -15,7 +15,7 @@
 
 mod files;
 mod parse;
-mod procfs;
+pub(crate) mod procfs;
 mod verbs;
 
 use std::io::{BufRead, IsTerminal, Write};

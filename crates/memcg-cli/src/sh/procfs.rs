@@ -13,7 +13,7 @@ use memcg::Errno;
 use memcg_sim::Sim;
 
 /// A writable `/proc` file, opened.
-pub(super) enum ProcFile {
+pub(crate) enum ProcFile {
     /// `/proc/sys/vm/swappiness` (0..=200).
     Swappiness,
     /// `/proc/sys/vm/min_free_kbytes` (an int, at least 0).
@@ -28,7 +28,7 @@ pub(super) enum ProcFile {
 
 /// zswap's writable module parameters.
 #[derive(Debug, Clone, Copy)]
-pub(super) enum ZswapParam {
+pub(crate) enum ZswapParam {
     Enabled,
     Compressor,
     MaxPoolPercent,
@@ -39,8 +39,45 @@ pub(super) enum ZswapParam {
 const ZSWAP_PARAMS: &str = "/sys/module/zswap/parameters/";
 const ZSWAP_DEBUG: &str = "/sys/kernel/debug/zswap/";
 
+/// Every file this module serves outside `/proc/PID/` (for listings).
+pub(crate) const KERNEL_FILES: &[&str] = &[
+    "/proc/meminfo",
+    "/proc/swaps",
+    "/proc/pressure/memory",
+    "/proc/sys/vm/drop_caches",
+    "/proc/sys/vm/min_free_kbytes",
+    "/proc/sys/vm/swappiness",
+    "/sys/module/zswap/parameters/accept_threshold_percent",
+    "/sys/module/zswap/parameters/compressor",
+    "/sys/module/zswap/parameters/enabled",
+    "/sys/module/zswap/parameters/max_pool_percent",
+    "/sys/module/zswap/parameters/shrinker_enabled",
+    "/sys/kernel/debug/zswap/pool_limit_hit",
+    "/sys/kernel/debug/zswap/pool_total_size",
+    "/sys/kernel/debug/zswap/reject_alloc_fail",
+    "/sys/kernel/debug/zswap/reject_compress_fail",
+    "/sys/kernel/debug/zswap/reject_compress_poor",
+    "/sys/kernel/debug/zswap/reject_kmemcache_fail",
+    "/sys/kernel/debug/zswap/reject_reclaim_fail",
+    "/sys/kernel/debug/zswap/stored_pages",
+    "/sys/kernel/debug/zswap/written_back_pages",
+];
+
+/// The permission bits of kernel file `path`, as the kernel shows them.
+pub(crate) fn mode(path: &str) -> u16 {
+    match path {
+        "/proc/sys/vm/drop_caches" => 0o200,
+        "/proc/sys/vm/min_free_kbytes" | "/proc/sys/vm/swappiness" => 0o644,
+        // zswap's parameters are 0644; debugfs counters 0444.
+        p if p.starts_with(ZSWAP_PARAMS) => 0o644,
+        // The kernel's pressure file is 0666 (writing registers a trigger);
+        // triggers are not simulated, so it is read-only here.
+        _ => 0o444,
+    }
+}
+
 /// Whether `path` is one of the files this module serves.
-pub(super) fn is_kernel_file(path: &str) -> bool {
+pub(crate) fn is_kernel_file(path: &str) -> bool {
     path.starts_with("/proc/") || path.starts_with(ZSWAP_PARAMS) || path.starts_with(ZSWAP_DEBUG)
 }
 
@@ -133,7 +170,7 @@ fn pid_file(path: &str) -> Option<(u32, &str)> {
 
 /// The contents of `path`, if it is a `/proc` file (`ENOENT` for one that
 /// does not exist: an unknown pid or file).
-pub(super) fn read(sim: &Sim, path: &str) -> Option<Result<String, Errno>> {
+pub(crate) fn read(sim: &Sim, path: &str) -> Option<Result<String, Errno>> {
     if let Some(result) = read_zswap(sim, path) {
         return Some(result);
     }
@@ -162,7 +199,7 @@ pub(super) fn read(sim: &Sim, path: &str) -> Option<Result<String, Errno>> {
 
 /// Opens `path` under `/proc` for writing: `EACCES` for a read-only file,
 /// `ENOENT` for one that does not exist.
-pub(super) fn open_for_write(sim: &Sim, path: &str) -> Result<ProcFile, Errno> {
+pub(crate) fn open_for_write(sim: &Sim, path: &str) -> Result<ProcFile, Errno> {
     if path == "/proc/sys/vm/swappiness" {
         return Ok(ProcFile::Swappiness);
     }
@@ -190,7 +227,7 @@ pub(super) fn open_for_write(sim: &Sim, path: &str) -> Result<ProcFile, Errno> {
 }
 
 /// Writes `text` to an opened `/proc` file.
-pub(super) fn write(sim: &Sim, file: &ProcFile, text: &str) -> Result<(), Errno> {
+pub(crate) fn write(sim: &Sim, file: &ProcFile, text: &str) -> Result<(), Errno> {
     if let ProcFile::Zswap(param) = file {
         return write_zswap(sim, *param, text);
     }

@@ -14,7 +14,7 @@ use crate::sync::{Arc, lock};
 /// A file open for one read or write.
 pub(super) struct OpenFile {
     pub(super) name: String,
-    ino: u64,
+    pub(super) ino: u64,
     pub(super) mapping: Arc<AddressSpace>,
     objcg: Arc<ObjCgroup>,
 }

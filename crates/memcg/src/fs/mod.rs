@@ -58,6 +58,7 @@
 
 mod dcache;
 mod disk;
+mod file;
 mod inode;
 mod shrinker;
 
@@ -73,6 +74,7 @@ use crate::sync::{Arc, Mutex, lock};
 use crate::vmscan::SwapSpace;
 use dcache::check_name;
 use disk::{Disk, RamDisk};
+pub use file::File;
 use inode::InodeHost;
 use shrinker::SbShrinker;
 

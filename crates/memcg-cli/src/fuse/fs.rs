@@ -1,0 +1,668 @@
+//! The FUSE filesystem: requests from the kernel turned into calls on the
+//! simulator, replies with the kernel's errnos.
+//!
+//! - Interface files (`CgroupFs::open`) and kernel files (`sh::procfs`)
+//!   are opened per `open(2)`, so per-descriptor state (a `memory.peak`
+//!   reset) lives as long as the descriptor. A read at offset 0 renders
+//!   the file afresh (as `seq_file` does); later offsets read from that
+//!   rendering. Each `write(2)` is one write to the file, and its errno
+//!   goes back to the writer (`echo: write error: Device or resource
+//!   busy`).
+//! - Files of `--fs` mounts are read and written through the simulator's
+//!   page cache, charged to the memory cgroup of the process making the
+//!   request ([`HostProcs`]).
+//! - Every file is opened with `FOPEN_DIRECT_IO`, so the host kernel caches
+//!   nothing: every read reaches the simulator, and interface files, whose
+//!   size is 0 as on cgroupfs, read to their end.
+//!
+//! Locking: the handle table's mutex is held only to insert, find or
+//! remove a handle; each handle has its own mutex for its requests.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use fuser::{
+    Errno as FuseErrno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
+    INodeNo, LockOwner, OpenAccMode, OpenFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite, Request, WriteFlags,
+};
+use memcg::Errno;
+use memcg::cgroupfs::{Access, OpenFile};
+use memcg_sim::Sim;
+
+use super::host::HostProcs;
+use super::tree::{self, Inodes, Node};
+use crate::sh::procfs::{self, ProcFile};
+
+/// How long the kernel may cache attributes and names: not at all, since
+/// cgroups and files come and go under it.
+const TTL: Duration = Duration::ZERO;
+
+/// The largest text one write to an interface file may carry (a page, as
+/// kernfs takes).
+const MAX_WRITE_BYTES: usize = 4096;
+
+fn fuse_errno(errno: Errno) -> FuseErrno {
+    FuseErrno::from_i32(errno as i32)
+}
+
+/// An open file.
+enum Handle {
+    /// An interface file, and its last rendering.
+    Cgroup {
+        file: OpenFile,
+        rendered: Option<Vec<u8>>,
+    },
+    /// A kernel file (its writer, if opened for writing), and its last
+    /// rendering.
+    Kernel {
+        path: String,
+        writer: Option<ProcFile>,
+        rendered: Option<Vec<u8>>,
+    },
+    /// A file of a `--fs` mount.
+    File(memcg::fs::File),
+    /// A directory's entries as they were at `opendir`.
+    Dir(Vec<(u64, FileType, String)>),
+}
+
+/// The filesystem a mount serves; see the module docs.
+pub(crate) struct SimFs {
+    sim: Arc<Sim>,
+    host: Arc<HostProcs>,
+    inodes: Inodes,
+    handles: Mutex<HashMap<u64, Arc<Mutex<Handle>>>>,
+    next_fh: std::sync::atomic::AtomicU64,
+    /// The time every node shows.
+    mounted_at: SystemTime,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl SimFs {
+    pub(crate) fn new(sim: Arc<Sim>, host: Arc<HostProcs>) -> Self {
+        Self {
+            sim,
+            host,
+            inodes: Inodes::new(),
+            handles: Mutex::new(HashMap::new()),
+            next_fh: std::sync::atomic::AtomicU64::new(1),
+            mounted_at: SystemTime::now(),
+        }
+    }
+
+    /// The path and node of inode `ino`.
+    fn node(&self, ino: INodeNo) -> Result<(String, Node), Errno> {
+        let path = self.inodes.path(ino.0).ok_or(Errno::ENOENT)?;
+        let node = tree::classify(&self.sim, &path).ok_or(Errno::ENOENT)?;
+        Ok((path, node))
+    }
+
+    /// The path and node of `name` in directory `parent`.
+    fn child(&self, parent: INodeNo, name: &OsStr) -> Result<(String, Option<Node>), Errno> {
+        let (dir, node) = self.node(parent)?;
+        if !node.is_dir() {
+            return Err(Errno::ENOTDIR);
+        }
+        let name = name.to_str().ok_or(Errno::ENOENT)?;
+        let path = tree::join(&dir, name);
+        let child = tree::classify(&self.sim, &path);
+        Ok((path, child))
+    }
+
+    fn attr(&self, ino: u64, node: &Node) -> FileAttr {
+        let (kind, perm, size) = match node {
+            Node::Dir | Node::Cgroup(_) | Node::Mount(_) => (FileType::Directory, 0o755, 0),
+            Node::CgroupFile(path) => (
+                FileType::RegularFile,
+                self.sim.fs().file_mode(path).unwrap_or(0o444),
+                0,
+            ),
+            Node::Kernel(path) => (FileType::RegularFile, procfs::mode(path), 0),
+            Node::File(path) => {
+                let size = self
+                    .sim
+                    .resolve_file(path)
+                    .and_then(|(sb, name)| sb.size_of(&name).ok())
+                    .unwrap_or(0);
+                (FileType::RegularFile, 0o644, size)
+            }
+        };
+        FileAttr {
+            ino: INodeNo(ino),
+            size,
+            blocks: size.div_ceil(512),
+            atime: self.mounted_at,
+            mtime: self.mounted_at,
+            ctime: self.mounted_at,
+            crtime: self.mounted_at,
+            kind,
+            perm,
+            nlink: if kind == FileType::Directory { 2 } else { 1 },
+            uid: 0,
+            gid: 0,
+            rdev: 0,
+            blksize: 4096,
+            flags: 0,
+        }
+    }
+
+    /// Counts a lookup of `path` and replies with its entry.
+    fn reply_entry(&self, path: &str, node: &Node, reply: ReplyEntry) {
+        let ino = self.inodes.lookup(path);
+        reply.entry(&TTL, &self.attr(ino, node), Generation(0));
+    }
+
+    fn add_handle(&self, handle: Handle) -> FileHandle {
+        let fh = self
+            .next_fh
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        lock(&self.handles).insert(fh, Arc::new(Mutex::new(handle)));
+        FileHandle(fh)
+    }
+
+    fn handle(&self, fh: FileHandle) -> Result<Arc<Mutex<Handle>>, Errno> {
+        lock(&self.handles).get(&fh.0).cloned().ok_or(Errno::EBADF)
+    }
+
+    /// Opens `node` for `flags` as the process behind `req`.
+    fn open_node(
+        &self,
+        req: &Request,
+        path: &str,
+        node: &Node,
+        flags: OpenFlags,
+    ) -> Result<Handle, Errno> {
+        let access = match flags.acc_mode() {
+            OpenAccMode::O_RDONLY => Access::Read,
+            OpenAccMode::O_WRONLY => Access::Write,
+            OpenAccMode::O_RDWR => Access::ReadWrite,
+        };
+        match node {
+            Node::CgroupFile(cg_path) => {
+                let file = self.sim.fs().open(cg_path, access).map_err(|e| e.errno)?;
+                Ok(Handle::Cgroup {
+                    file,
+                    rendered: None,
+                })
+            }
+            Node::Kernel(path) => {
+                let writer = match access {
+                    Access::Read => None,
+                    _ => Some(procfs::open_for_write(&self.sim, path)?),
+                };
+                if access != Access::Write && path == "/proc/sys/vm/drop_caches" {
+                    return Err(Errno::EACCES);
+                }
+                Ok(Handle::Kernel {
+                    path: path.clone(),
+                    writer,
+                    rendered: None,
+                })
+            }
+            Node::File(_) => {
+                let (sb, name) = self.sim.resolve_file(path).ok_or(Errno::ENOENT)?;
+                let memcg = self.host.memcg_of_request(req.pid());
+                let file = sb.open_file(&memcg, &name, false).map_err(|e| e.errno())?;
+                if flags.0 & libc::O_TRUNC != 0 && access != Access::Read {
+                    file.set_len(0).map_err(|e| e.errno())?;
+                }
+                Ok(Handle::File(file))
+            }
+            Node::Dir | Node::Cgroup(_) | Node::Mount(_) => Err(Errno::EISDIR),
+        }
+    }
+
+    /// Bytes `offset..offset + size` of a rendering, rendered afresh at
+    /// offset 0 or when there is none yet.
+    fn rendered_slice(
+        rendered: &mut Option<Vec<u8>>,
+        offset: u64,
+        size: u32,
+        render: impl FnOnce() -> Result<String, Errno>,
+    ) -> Result<Vec<u8>, Errno> {
+        if offset == 0 || rendered.is_none() {
+            *rendered = Some(render()?.into_bytes());
+        }
+        let bytes = rendered.as_deref().unwrap_or_default();
+        let start = (offset as usize).min(bytes.len());
+        let end = start.saturating_add(size as usize).min(bytes.len());
+        Ok(bytes[start..end].to_vec())
+    }
+
+    /// Files whose contents depend on which host processes live: the
+    /// dead ones are dropped before they are read.
+    fn depends_on_tasks(path: &str) -> bool {
+        ["cgroup.procs", "cgroup.events", "cgroup.threads"]
+            .iter()
+            .any(|f| path.ends_with(f))
+    }
+
+    fn read_handle(
+        &self,
+        handle: &mut Handle,
+        req: &Request,
+        offset: u64,
+        size: u32,
+    ) -> Result<Vec<u8>, Errno> {
+        match handle {
+            Handle::Cgroup { file, rendered } => {
+                Self::rendered_slice(rendered, offset, size, || {
+                    if offset == 0 && Self::depends_on_tasks(file.path()) {
+                        self.host.prune();
+                    }
+                    file.read().map_err(|e| e.errno)
+                })
+            }
+            Handle::Kernel { path, rendered, .. } => {
+                Self::rendered_slice(rendered, offset, size, || {
+                    procfs::read(&self.sim, path).unwrap_or(Err(Errno::ENOENT))
+                })
+            }
+            Handle::File(file) => {
+                let memcg = self.host.memcg_of_request(req.pid());
+                let mut buf = vec![0; size as usize];
+                let n = file
+                    .read_at(&memcg, offset, &mut buf)
+                    .map_err(|e| e.errno())?;
+                buf.truncate(n);
+                Ok(buf)
+            }
+            Handle::Dir(_) => Err(Errno::EISDIR),
+        }
+    }
+
+    fn write_handle(
+        &self,
+        handle: &mut Handle,
+        req: &Request,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<u32, Errno> {
+        let text = || -> Result<&str, Errno> {
+            if data.len() > MAX_WRITE_BYTES {
+                return Err(Errno::EINVAL);
+            }
+            std::str::from_utf8(data).map_err(|_| Errno::EINVAL)
+        };
+        match handle {
+            Handle::Cgroup { file, .. } => {
+                let text = text()?;
+                if file.path().ends_with("/cgroup.procs") {
+                    let pid = self.procs_pid(req, text)?;
+                    file.write(&pid.to_string()).map_err(|e| e.errno)?;
+                } else {
+                    file.write(text).map_err(|e| e.errno)?;
+                }
+            }
+            Handle::Kernel { writer, .. } => {
+                let writer = writer.as_ref().ok_or(Errno::EBADF)?;
+                procfs::write(&self.sim, writer, text()?)?;
+            }
+            Handle::File(file) => {
+                let memcg = self.host.memcg_of_request(req.pid());
+                file.write_at(&memcg, offset, data).map_err(|e| e.errno())?;
+            }
+            Handle::Dir(_) => return Err(Errno::EISDIR),
+        }
+        Ok(data.len() as u32)
+    }
+
+    /// The host process a `cgroup.procs` write names (`0`: the writer),
+    /// made a task so that the move can find it.
+    fn procs_pid(&self, req: &Request, text: &str) -> Result<u32, Errno> {
+        let pid: u32 = text.trim().parse().map_err(|_| Errno::EINVAL)?;
+        let task = if pid == 0 {
+            self.host.task_of_thread(req.pid()).ok_or(Errno::ESRCH)?
+        } else {
+            self.host.task(pid)?
+        };
+        Ok(task.pid())
+    }
+
+    fn mkdir_node(&self, path: &str, parent: Option<&Node>) -> Result<Node, Errno> {
+        match parent {
+            Some(Node::Cgroup(cg)) => {
+                let child = tree::join(cg, path.rsplit('/').next().unwrap_or(""));
+                self.sim.fs().mkdir(&child).map_err(|e| e.errno)?;
+                Ok(Node::Cgroup(child))
+            }
+            // The simulated filesystems are flat; the rest is fixed.
+            _ => Err(Errno::EPERM),
+        }
+    }
+
+    fn create_file(
+        &self,
+        req: &Request,
+        path: &str,
+        truncate: bool,
+    ) -> Result<(Node, memcg::fs::File), Errno> {
+        let (sb, name) = self.sim.resolve_file(path).ok_or(Errno::EACCES)?;
+        if name.is_empty() || name.contains('/') {
+            return Err(Errno::EACCES);
+        }
+        let memcg = self.host.memcg_of_request(req.pid());
+        let file = sb.open_file(&memcg, &name, true).map_err(|e| e.errno())?;
+        if truncate {
+            file.set_len(0).map_err(|e| e.errno())?;
+        }
+        Ok((Node::File(path.to_owned()), file))
+    }
+
+    fn list_dir(&self, path: &str, node: &Node) -> Vec<(u64, FileType, String)> {
+        let parent = match path.rsplit_once('/') {
+            Some(("", _)) | None => "/".to_owned(),
+            Some((dir, _)) => dir.to_owned(),
+        };
+        let mut entries = vec![
+            (self.inodes.peek(path), FileType::Directory, ".".to_owned()),
+            (
+                self.inodes.peek(&parent),
+                FileType::Directory,
+                "..".to_owned(),
+            ),
+        ];
+        for (name, is_dir) in tree::list(&self.sim, path, node) {
+            let kind = if is_dir {
+                FileType::Directory
+            } else {
+                FileType::RegularFile
+            };
+            entries.push((self.inodes.peek(&tree::join(path, &name)), kind, name));
+        }
+        entries
+    }
+}
+
+impl Filesystem for SimFs {
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        match self.child(parent, name) {
+            Ok((path, Some(node))) => self.reply_entry(&path, &node, reply),
+            Ok((_, None)) => reply.error(FuseErrno::ENOENT),
+            Err(e) => reply.error(fuse_errno(e)),
+        }
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.inodes.forget(ino.0, nlookup);
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.node(ino) {
+            Ok((_, node)) => reply.attr(&TTL, &self.attr(ino.0, &node)),
+            Err(e) => reply.error(fuse_errno(e)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _mode: Option<u32>,
+        _uid: Option<u32>,
+        _gid: Option<u32>,
+        size: Option<u64>,
+        _atime: Option<fuser::TimeOrNow>,
+        _mtime: Option<fuser::TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let result = (|| -> Result<FileAttr, Errno> {
+            let (path, node) = self.node(ino)?;
+            // `>` truncates: meaningless on interface and kernel files (as
+            // on cgroupfs and procfs), real on a `--fs` file.
+            if let (Some(size), Node::File(_)) = (size, &node) {
+                match fh.map(|fh| self.handle(fh)).transpose()? {
+                    Some(handle) => match &*lock(&handle) {
+                        Handle::File(file) => file.set_len(size).map_err(|e| e.errno())?,
+                        _ => return Err(Errno::EBADF),
+                    },
+                    None => {
+                        let (sb, name) = self.sim.resolve_file(&path).ok_or(Errno::ENOENT)?;
+                        let root = self.sim.fs().memcg("/").map_err(|e| e.errno)?;
+                        let file = sb.open_file(&root, &name, false).map_err(|e| e.errno())?;
+                        file.set_len(size).map_err(|e| e.errno())?;
+                    }
+                }
+            }
+            Ok(self.attr(ino.0, &node))
+        })();
+        match result {
+            Ok(attr) => reply.attr(&TTL, &attr),
+            Err(e) => reply.error(fuse_errno(e)),
+        }
+    }
+
+    fn mkdir(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let result = self.child(parent, name).and_then(|(path, existing)| {
+            if existing.is_some() {
+                return Err(Errno::EEXIST);
+            }
+            let parent_node = self.node(parent).ok().map(|(_, n)| n);
+            let node = self.mkdir_node(&path, parent_node.as_ref())?;
+            Ok((path, node))
+        });
+        match result {
+            Ok((path, node)) => self.reply_entry(&path, &node, reply),
+            Err(e) => reply.error(fuse_errno(e)),
+        }
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let result = self.child(parent, name).and_then(|(_, node)| match node {
+            Some(Node::Cgroup(cg)) => {
+                // A cgroup whose processes all exited is empty.
+                self.host.prune();
+                self.sim.fs().rmdir(&cg).map_err(|e| e.errno)
+            }
+            Some(Node::Dir | Node::Mount(_)) => Err(Errno::EBUSY),
+            Some(_) => Err(Errno::ENOTDIR),
+            None => Err(Errno::ENOENT),
+        });
+        match result {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fuse_errno(e)),
+        }
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let result = self
+            .child(parent, name)
+            .and_then(|(path, node)| match node {
+                Some(Node::File(_)) => self.sim.remove_file(&path).map_err(|e| e.errno()),
+                // cgroupfs, procfs and sysfs files cannot be removed.
+                Some(Node::CgroupFile(_) | Node::Kernel(_)) => Err(Errno::EPERM),
+                Some(_) => Err(Errno::EISDIR),
+                None => Err(Errno::ENOENT),
+            });
+        match result {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fuse_errno(e)),
+        }
+    }
+
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        // The opener becomes a task (where fork put it), so that it lists
+        // in its cgroup's `cgroup.procs` as it would on a real machine.
+        let _ = self.host.task_of_thread(req.pid());
+        let result = self
+            .node(ino)
+            .and_then(|(path, node)| self.open_node(req, &path, &node, flags));
+        match result {
+            Ok(handle) => reply.opened(self.add_handle(handle), FopenFlags::FOPEN_DIRECT_IO),
+            Err(e) => reply.error(fuse_errno(e)),
+        }
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let result = self.child(parent, name).and_then(|(path, _)| {
+            // Files are made in `--fs` mounts only: cgroupfs, procfs and
+            // sysfs create none (`O_CREAT` there is EACCES).
+            let Ok((_, Node::Mount(_))) = self.node(parent) else {
+                return Err(Errno::EACCES);
+            };
+            let (node, file) = self.create_file(req, &path, flags & libc::O_TRUNC != 0)?;
+            Ok((path, node, file))
+        });
+        match result {
+            Ok((path, node, file)) => {
+                let ino = self.inodes.lookup(&path);
+                let attr = self.attr(ino, &node);
+                let fh = self.add_handle(Handle::File(file));
+                reply.created(&TTL, &attr, Generation(0), fh, FopenFlags::FOPEN_DIRECT_IO);
+            }
+            Err(e) => reply.error(fuse_errno(e)),
+        }
+    }
+
+    fn read(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let result = self
+            .handle(fh)
+            .and_then(|h| self.read_handle(&mut lock(&h), req, offset, size));
+        match result {
+            Ok(bytes) => reply.data(&bytes),
+            Err(e) => reply.error(fuse_errno(e)),
+        }
+    }
+
+    fn write(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let result = self
+            .handle(fh)
+            .and_then(|h| self.write_handle(&mut lock(&h), req, offset, data));
+        match result {
+            Ok(n) => reply.written(n),
+            Err(e) => reply.error(fuse_errno(e)),
+        }
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        // The filesystem writes back as a whole (its superblock's `sync`).
+        let result = self.node(ino).and_then(|(path, node)| match node {
+            Node::File(_) => {
+                let (sb, _) = self.sim.resolve_file(&path).ok_or(Errno::ENOENT)?;
+                sb.sync().map(drop).map_err(|e| e.errno())
+            }
+            _ => Ok(()),
+        });
+        match result {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fuse_errno(e)),
+        }
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        lock(&self.handles).remove(&fh.0);
+        reply.ok();
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.node(ino) {
+            Ok((path, node)) if node.is_dir() => {
+                let entries = self.list_dir(&path, &node);
+                reply.opened(self.add_handle(Handle::Dir(entries)), FopenFlags::empty());
+            }
+            Ok(_) => reply.error(FuseErrno::ENOTDIR),
+            Err(e) => reply.error(fuse_errno(e)),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let handle = match self.handle(fh) {
+            Ok(h) => h,
+            Err(e) => return reply.error(fuse_errno(e)),
+        };
+        let guard = lock(&handle);
+        let Handle::Dir(entries) = &*guard else {
+            return reply.error(FuseErrno::ENOTDIR);
+        };
+        for (i, (ino, kind, name)) in entries.iter().enumerate().skip(offset as usize) {
+            if reply.add(INodeNo(*ino), (i + 1) as u64, *kind, name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        lock(&self.handles).remove(&fh.0);
+        reply.ok();
+    }
+}

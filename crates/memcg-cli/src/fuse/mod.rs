@@ -1,0 +1,295 @@
+//! The simulator as a real filesystem (`memcg mount`, and under `memcg
+//! run`): one simulated machine served over FUSE, so that any program —
+//! bash, Python, a controller — drives it through the files it would use
+//! on a real machine.
+//!
+//! Under the mount point: the cgroup v2 hierarchy at `sys/fs/cgroup`, the
+//! kernel files `memcg sh` knows at their paths (`proc/meminfo`,
+//! `proc/pressure/memory`, `proc/sys/vm/drop_caches`,
+//! `sys/module/zswap/parameters/*`, ...), and each `--fs` filesystem at its
+//! own path, its files read and written through the simulated page cache.
+//! Host processes become simulated tasks (`host.rs`); the tree and its
+//! inode numbers are in `tree.rs`; the request handlers in `fs.rs`.
+//!
+//! A mount is a [`Mounted`] guard: dropping it unmounts (lazily, so a
+//! process still inside cannot keep the mount alive) and joins the server.
+
+mod fs;
+mod host;
+pub(crate) mod tree;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use memcg::fs::FsSource;
+use memcg_sim::{PID_MAX_LIMIT, Sim, SimConfig};
+
+pub(crate) use host::HostProcs;
+
+/// `--fs DIR=ram:SIZE` or `--fs DIR=HOSTDIR`: a filesystem of the
+/// simulated machine.
+#[derive(Debug, Clone)]
+pub(crate) struct FsSpec {
+    /// Where it is mounted in the machine (and, under `memcg run`, on the
+    /// host).
+    pub(crate) dir: String,
+    pub(crate) source: FsSource,
+}
+
+impl std::str::FromStr for FsSpec {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let (dir, source) = text
+            .split_once('=')
+            .ok_or_else(|| format!("{text:?}: expected DIR=ram:SIZE or DIR=HOSTDIR"))?;
+        if !dir.starts_with('/') || dir.len() < 2 {
+            return Err(format!("{dir:?}: the directory must be an absolute path"));
+        }
+        let source = match source.strip_prefix("ram:") {
+            Some(size) => FsSource::Ram {
+                size_bytes: memcg::cgroupfs::memparse(size).map_err(|e| e.to_string())?,
+            },
+            None if source.starts_with('/') => FsSource::Dir(PathBuf::from(source)),
+            None => {
+                return Err(format!(
+                    "{source:?}: expected ram:SIZE or an absolute HOSTDIR"
+                ));
+            }
+        };
+        Ok(Self {
+            dir: dir.trim_end_matches('/').to_owned(),
+            source,
+        })
+    }
+}
+
+/// What a mounted machine is built from.
+#[derive(Debug, Clone)]
+pub(crate) struct MachineSpec {
+    pub(crate) config: SimConfig,
+    pub(crate) fs: Vec<FsSpec>,
+    /// A RAM swap device of this many bytes, if any.
+    pub(crate) swap_bytes: Option<u64>,
+    /// Workloads to run in the background.
+    pub(crate) workloads: Vec<crate::served::WorkloadSpec>,
+}
+
+/// Builds the simulated machine: host pids stay below `PID_MAX_LIMIT`, so
+/// the simulator's own tasks are numbered from there.
+pub(crate) fn build_machine(spec: &MachineSpec) -> anyhow::Result<Arc<Sim>> {
+    let sim = Sim::new(SimConfig {
+        first_pid: PID_MAX_LIMIT,
+        ..spec.config
+    });
+    for fs in &spec.fs {
+        sim.mount(&fs.dir, fs.source.clone())
+            .with_context(|| format!("--fs {}", fs.dir))?;
+    }
+    if let Some(bytes) = spec.swap_bytes {
+        sim.swapon_ram(bytes, None).context("--swap")?;
+    }
+    Ok(Arc::new(sim))
+}
+
+/// Why a mount could not be made, in words a user can act on.
+fn check_mountable(dir: &Path) -> anyhow::Result<()> {
+    if !Path::new("/dev/fuse").exists() {
+        bail!(
+            "/dev/fuse is missing: FUSE is not available here (load the `fuse` module, or \
+             give the container the device)"
+        );
+    }
+    let meta =
+        std::fs::metadata(dir).with_context(|| format!("{}: cannot mount there", dir.display()))?;
+    if !meta.is_dir() {
+        bail!("{}: not a directory", dir.display());
+    }
+    if is_mount_point(dir)? {
+        bail!(
+            "{}: busy: something is mounted there already",
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// Whether `dir` is a mount point (listed in `/proc/self/mountinfo`).
+pub(crate) fn is_mount_point(dir: &Path) -> anyhow::Result<bool> {
+    let dir = std::fs::canonicalize(dir)?;
+    let info = std::fs::read_to_string("/proc/self/mountinfo")?;
+    Ok(info.lines().any(|line| {
+        line.split(' ')
+            .nth(4)
+            .is_some_and(|m| unescape_mount_path(m) == dir.as_os_str().to_string_lossy())
+    }))
+}
+
+/// `/proc/self/mountinfo` writes space, tab, newline and backslash as
+/// octal escapes.
+fn unescape_mount_path(text: &str) -> String {
+    text.replace("\\040", " ")
+        .replace("\\011", "\t")
+        .replace("\\012", "\n")
+        .replace("\\134", "\\")
+}
+
+/// A mounted machine; dropping it unmounts.
+pub(crate) struct Mounted {
+    dir: PathBuf,
+    session: Option<fuser::BackgroundSession>,
+    stop_pruner: Arc<AtomicBool>,
+    pruner: Option<std::thread::JoinHandle<()>>,
+}
+
+/// How often host processes that exited are dropped (so that
+/// `cgroup.events` and `cgroup.procs` stay current without a reader).
+const PRUNE_EVERY: Duration = Duration::from_millis(500);
+
+/// Rounds of [`PRUNE_EVERY`] between writebacks of every dirty page (the
+/// flusher: the kernel wakes it every 5 s, `dirty_writeback_centisecs`,
+/// and writes what has been dirty for 30 s; here everything dirty goes).
+const WRITEBACK_EVERY_ROUNDS: u32 = 10;
+
+/// Serves `sim` at `dir` until the returned guard is dropped.
+pub(crate) fn mount(sim: Arc<Sim>, dir: &Path) -> anyhow::Result<Mounted> {
+    check_mountable(dir)?;
+    let host = Arc::new(HostProcs::new(Arc::clone(&sim)));
+    let fs = fs::SimFs::new(Arc::clone(&sim), Arc::clone(&host));
+    let mut config = fuser::Config::default();
+    config.mount_options = vec![
+        fuser::MountOption::FSName("memcg".into()),
+        fuser::MountOption::Subtype("memcg".into()),
+    ];
+    // Any user's processes may use it, as anyone may read /sys/fs/cgroup.
+    config.acl = fuser::SessionACL::All;
+    config.n_threads = Some(4);
+    config.clone_fd = true;
+    let session = fuser::spawn_mount2(fs, dir, &config).map_err(|e| {
+        let hint = match e.raw_os_error() {
+            Some(libc::EPERM) | Some(libc::EACCES) => {
+                " (mounting needs root, or fusermount3 for an unprivileged user)"
+            }
+            _ => "",
+        };
+        anyhow::anyhow!("{}: mount failed: {e}{hint}", dir.display())
+    })?;
+    let stop_pruner = Arc::new(AtomicBool::new(false));
+    let pruner = {
+        let stop = Arc::clone(&stop_pruner);
+        std::thread::Builder::new()
+            .name("memcg-flush".into())
+            .spawn(move || background(&sim, &host, &stop))?
+    };
+    Ok(Mounted {
+        dir: dir.to_owned(),
+        session: Some(session),
+        stop_pruner,
+        pruner: Some(pruner),
+    })
+}
+
+/// The machine's housekeeping while mounted: drops exited host
+/// processes, and writes dirty pages back as the flusher would.
+fn background(sim: &Sim, host: &HostProcs, stop: &AtomicBool) {
+    let mut round = 0u32;
+    while !stop.load(Ordering::Relaxed) {
+        host.prune();
+        round += 1;
+        if round.is_multiple_of(WRITEBACK_EVERY_ROUNDS)
+            && let Err(e) = sim.sync()
+        {
+            eprintln!("memcg: writeback failed: {e}");
+        }
+        std::thread::sleep(PRUNE_EVERY);
+    }
+}
+
+impl Mounted {
+    /// Whether the server stopped on its own (someone unmounted it).
+    pub(crate) fn is_finished(&self) -> bool {
+        self.session.as_ref().is_none_or(|s| s.guard.is_finished())
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        // Lazy: processes still using the mount cannot keep it (or us)
+        // alive; the server sees the device close and ends.
+        if let Ok(dir) = std::ffi::CString::new(self.dir.as_os_str().as_encoded_bytes()) {
+            // SAFETY: `dir` is a valid NUL-terminated path for the call's
+            // duration; a failure (already unmounted) is harmless.
+            unsafe {
+                libc::umount2(dir.as_ptr(), libc::MNT_DETACH);
+            }
+        }
+        if let Some(session) = self.session.take() {
+            let _ = session.join();
+        }
+        self.stop_pruner.store(true, Ordering::Relaxed);
+        if let Some(pruner) = self.pruner.take() {
+            let _ = pruner.join();
+        }
+    }
+}
+
+/// `memcg mount DIR`: serves until interrupted (SIGINT, SIGTERM, SIGHUP)
+/// or unmounted from outside, then unmounts.
+pub(crate) fn run_mount(dir: &Path, spec: &MachineSpec) -> anyhow::Result<()> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
+        signal_hook::flag::register(signal, Arc::clone(&stop))?;
+    }
+    let sim = build_machine(spec)?;
+    let mounted = mount(Arc::clone(&sim), dir)?;
+    let workloads = crate::served::Workloads::start(&sim, &spec.workloads)?;
+    eprintln!(
+        "memcg: a simulated machine at {} ({}/sys/fs/cgroup); Ctrl-C or `umount {}` stops it",
+        dir.display(),
+        dir.display(),
+        dir.display()
+    );
+    while !stop.load(Ordering::Relaxed) && !mounted.is_finished() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(workloads);
+    drop(mounted);
+    eprintln!("memcg: unmounted {}", dir.display());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fs_specs_parse_or_say_why_not() {
+        let ram: FsSpec = "/tmp/test-fs=ram:16G".parse().unwrap();
+        assert_eq!(ram.dir, "/tmp/test-fs");
+        assert!(matches!(ram.source, FsSource::Ram { size_bytes } if size_bytes == 16 << 30));
+        let dir: FsSpec = "/data/=/srv/data".parse().unwrap();
+        assert_eq!(dir.dir, "/data");
+        assert!(matches!(dir.source, FsSource::Dir(ref p) if p == Path::new("/srv/data")));
+        for bad in [
+            "tmp=ram:1G",
+            "/tmp",
+            "/x=ram:lots",
+            "/x=relative",
+            "/=ram:1M",
+        ] {
+            assert!(bad.parse::<FsSpec>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn mountinfo_paths_unescape() {
+        assert_eq!(unescape_mount_path("/a\\040b\\134c"), "/a b\\c");
+    }
+}
