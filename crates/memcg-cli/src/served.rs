@@ -4,7 +4,7 @@
 //! has real memory pressure to read and real limits to set.
 //!
 //! Each workload runs on its own thread, one build after another, until
-//! the machine stops. A build's figures go to stderr when it ends.
+//! the machine stops; what they did goes to stderr then.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -98,31 +98,33 @@ impl Workloads {
     }
 }
 
-/// Builds one after another until `stop`.
+/// Builds one after another until `stop`; says what they did at the end.
 fn run_until(sim: &Sim, spec: &WorkloadSpec, stop: &AtomicBool) {
     let WorkloadSpec::Kbuild(config) = spec;
-    let mut round = 0u64;
+    let (mut builds, mut tasks, mut oom_kills) = (0u64, 0u64, 0u64);
+    let mut failure = None;
     while !stop.load(Ordering::Relaxed) {
         let config = KbuildConfig {
-            seed: config.seed.wrapping_add(round),
+            seed: config.seed.wrapping_add(builds),
             ..config.clone()
         };
         match kbuild::run_in(sim, &config) {
-            Ok(r) => eprintln!(
-                "memcg: kbuild in {}: {} tasks in {:.2} s, {} OOM kills, {} pages swapped out",
-                config.cgroup,
-                r.tasks,
-                r.wall_secs,
-                r.oom_kills,
-                r.pswpout + r.zswpout
-            ),
+            Ok(r) => {
+                builds += 1;
+                tasks += r.tasks;
+                oom_kills += r.oom_kills;
+            }
             Err(e) => {
-                eprintln!("memcg: kbuild in {} stopped: {e}", config.cgroup);
-                return;
+                failure = Some(e);
+                break;
             }
         }
-        round += 1;
     }
+    eprintln!(
+        "memcg: kbuild in {}: {builds} builds, {tasks} tasks, {oom_kills} OOM kills{}",
+        config.cgroup,
+        failure.map_or(String::new(), |e| format!("; stopped: {e}"))
+    );
 }
 
 impl Drop for Workloads {

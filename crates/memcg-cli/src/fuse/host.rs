@@ -10,10 +10,13 @@
 //! A host pid may be reused after its process exits, so each known
 //! process is remembered with its start time (`/proc/PID/stat` field 22);
 //! a pid whose start time changed is a new process. [`HostProcs::prune`]
-//! drops the tasks of processes that exited, and kills (SIGKILL) the
+//! drops the tasks of processes that exited, kills (SIGKILL) the
 //! processes whose tasks the simulator killed (`cgroup.kill`, the OOM
-//! killer), as the kernel would have. FUSE gives a request's thread id;
-//! it is mapped to its process (`Tgid` in `/proc/TID/status`).
+//! killer), as the kernel would have, and adopts every living descendant
+//! of a known process (a scan of `/proc`), so that `cgroup.procs` lists a
+//! `sleep` that never touched the mount, as the kernel would. FUSE gives a
+//! request's thread id; it is mapped to its process (`Tgid` in
+//! `/proc/TID/status`).
 //!
 //! Locking: one mutex over the known processes, never held while calling
 //! into the simulator.
@@ -147,9 +150,49 @@ impl HostProcs {
         "/".to_owned()
     }
 
-    /// Drops the tasks of processes that exited, and kills the processes
-    /// whose tasks the simulator killed; see the module docs.
+    /// Drops the tasks of processes that exited, kills the processes whose
+    /// tasks the simulator killed, and adopts the descendants of known
+    /// processes; see the module docs.
     pub(crate) fn prune(&self) {
+        self.drop_exited();
+        self.adopt_descendants();
+    }
+
+    /// Adopts every process on the host with a known ancestor, into that
+    /// ancestor's cgroup (where fork put it).
+    fn adopt_descendants(&self) {
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return;
+        };
+        let stats: HashMap<u32, Stat> = dir
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .filter_map(|pid| Some((pid, stat(pid)?)))
+            .collect();
+        let known = self.known().clone();
+        let is_known = |pid: u32| {
+            stats
+                .get(&pid)
+                .is_some_and(|s| known.get(&pid) == Some(&s.start_ticks))
+        };
+        for &pid in stats.keys() {
+            if is_known(pid) {
+                continue;
+            }
+            let mut ancestor = stats[&pid].ppid;
+            for _ in 0..MAX_ANCESTORS {
+                if ancestor <= 1 || is_known(ancestor) {
+                    break;
+                }
+                ancestor = stats.get(&ancestor).map_or(0, |s| s.ppid);
+            }
+            if ancestor > 1 && is_known(ancestor) {
+                // `task` walks the same chain and finds the same ancestor.
+                let _ = self.task(pid);
+            }
+        }
+    }
+
+    fn drop_exited(&self) {
         let known: Vec<(u32, u64)> = self.known().iter().map(|(&p, &s)| (p, s)).collect();
         for (pid, start) in known {
             let alive = stat(pid).is_some_and(|s| s.start_ticks == start);

@@ -255,7 +255,9 @@ mod tests {
     #[test]
     fn paths_classify_as_the_machine_has_them() {
         let sim = sim();
-        sim.fs().write("/cgroup.subtree_control", "+memory").unwrap();
+        sim.fs()
+            .write("/cgroup.subtree_control", "+memory")
+            .unwrap();
         sim.fs().mkdir("/a").unwrap();
         sim.mount(
             "/tmp/test-fs",

@@ -1,0 +1,430 @@
+//! `memcg run` and `memcg mount` end to end: real bash, coreutils and
+//! Python driving the simulated machine over FUSE, as they would drive a
+//! kernel. The scripts are in `tests/fuse/`.
+//!
+//! These need root and `/dev/fuse` (CI has both); where either is missing
+//! each test says so on stderr and passes without running. They run one
+//! at a time (some share `/tmp/test-fs`, the path seed 002 uses), and each
+//! checks at its end that no memcg mount is left on the host.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn memcg() -> Command {
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("memcg"));
+    // ASCII quotes from coreutils, English messages.
+    cmd.env("LC_ALL", "C");
+    cmd
+}
+
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests")
+}
+
+/// Whether FUSE mounts can be made here; says why not otherwise.
+fn fuse_usable(test: &str) -> bool {
+    // SAFETY: `geteuid` has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let ok = root && Path::new("/dev/fuse").exists();
+    if !ok {
+        eprintln!("{test}: skipped: needs root and /dev/fuse");
+    }
+    ok
+}
+
+/// The memcg FUSE mounts the host has now.
+fn memcg_mounts() -> Vec<String> {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains(" - fuse.memcg "))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Runs `f` alone, then checks nothing is left mounted, even if `f`
+/// failed.
+fn alone(test: &str, f: impl FnOnce()) {
+    if !fuse_usable(test) {
+        return;
+    }
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let before = memcg_mounts();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    assert_eq!(
+        memcg_mounts(),
+        before,
+        "{test}: a memcg mount was left behind"
+    );
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// Drops bash's `FILE: line N: ` prefix (it names our script file).
+fn without_bash_prefix(stderr: &str) -> String {
+    stderr
+        .lines()
+        .map(|line| match line.find(": line ") {
+            Some(at) => {
+                let rest = &line[at + ": line ".len()..];
+                let digits = rest.chars().take_while(char::is_ascii_digit).count();
+                match rest[digits..].strip_prefix(": ") {
+                    Some(message) if digits > 0 => message.to_owned(),
+                    _ => line.to_owned(),
+                }
+            }
+            None => line.to_owned(),
+        })
+        .map(|l| l + "\n")
+        .collect()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn read(path: PathBuf) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+fn run_bash(args: &[&str], script: &Path) -> Output {
+    memcg()
+        .arg("run")
+        .args(args)
+        .args(["--", "bash"])
+        .arg(script)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn memcg_sh_scripts_rewritten_for_bash_print_the_same() {
+    alone("memcg_sh_scripts_rewritten_for_bash", || {
+        for name in ["subtree_control", "memcg_metadata", "seed002_readers"] {
+            let sh = dir().join("scripts").join(name);
+            let sh_args = read(sh.with_extension("args"));
+            let mut args: Vec<&str> = sh_args.split_whitespace().collect();
+            args.extend(["--mem", "256M", "--fs", "/tmp/test-fs=ram:16G"]);
+            let out = run_bash(&args, &dir().join("fuse").join(format!("{name}.sh")));
+            // The sh scripts may name cgroups without /sys/fs/cgroup.
+            let stderr = without_bash_prefix(&text(&out.stderr)).replace("/sys/fs/cgroup", "");
+            let want_err = read(sh.with_extension("err")).replace("/sys/fs/cgroup", "");
+            assert_eq!(
+                text(&out.stdout),
+                read(sh.with_extension("out")),
+                "{name}: stdout"
+            );
+            assert_eq!(stderr.trim(), want_err.trim(), "{name}: stderr");
+            let status = read(sh.with_extension("status"));
+            let status: i32 = status.trim().parse().unwrap_or(0);
+            // bash ends with the last command's status; `memcg sh` with
+            // the worst one: they agree on success only.
+            assert_eq!(out.status.success(), status == 0, "{name}: status");
+        }
+    });
+}
+
+#[test]
+fn bash_and_coreutils_print_the_kernels_errnos() {
+    alone("bash_and_coreutils_print_the_kernels_errnos", || {
+        let script = dir().join("fuse/errnos.sh");
+        let out = run_bash(&["--mem", "256M"], &script);
+        assert_eq!(text(&out.stdout), read(script.with_extension("out")));
+        assert_eq!(
+            without_bash_prefix(&text(&out.stderr)),
+            read(script.with_extension("err"))
+        );
+        assert_eq!(out.status.code(), Some(2), "ls's status, passed through");
+    });
+}
+
+#[test]
+fn a_moved_process_is_charged_for_its_reads_and_its_children_inherit() {
+    alone("a_moved_process_is_charged", || {
+        let script = r#"
+            echo +memory > /sys/fs/cgroup/cgroup.subtree_control
+            mkdir /sys/fs/cgroup/job
+            seq 100000 > /tmp/memcg-test-fs/data
+            sync /tmp/memcg-test-fs/data
+            echo 3 > /proc/sys/vm/drop_caches
+            bash -c '
+                echo $$ > /sys/fs/cgroup/job/cgroup.procs
+                cat /tmp/memcg-test-fs/data > /dev/null
+                sleep 30 & sleeper=$!
+                grep -qx $$ /sys/fs/cgroup/job/cgroup.procs && echo "shell listed"
+                grep -qx $sleeper /sys/fs/cgroup/job/cgroup.procs && echo "child listed"
+                kill $sleeper
+                cat /sys/fs/cgroup/job/memory.current
+                grep "^file " /sys/fs/cgroup/job/memory.stat
+            '
+            echo "after exit: [$(cat /sys/fs/cgroup/job/cgroup.procs)]"
+            rmdir /sys/fs/cgroup/job && echo removed
+        "#;
+        let out = memcg()
+            .args([
+                "run",
+                "--mem",
+                "256M",
+                "--charge-stock",
+                "off",
+                "--fs",
+                "/tmp/memcg-test-fs=ram:64M",
+                "--",
+                "bash",
+                "-c",
+                script,
+            ])
+            .output()
+            .unwrap();
+        let stdout = text(&out.stdout);
+        let lines: Vec<&str> = stdout.lines().collect();
+        // `seq 100000` is 588895 bytes: 144 pages, read by `cat` (a child
+        // of the moved shell) and charged to its cgroup.
+        let file_bytes = 144 * 4096;
+        assert_eq!(lines.len(), 6, "{stdout}\nstderr: {}", text(&out.stderr));
+        assert_eq!(lines[..2], ["shell listed", "child listed"]);
+        let current: u64 = lines[2].parse().unwrap();
+        assert!(current >= file_bytes, "memory.current {current}");
+        assert_eq!(lines[3], format!("file {file_bytes}"));
+        assert_eq!(lines[4], "after exit: []");
+        assert_eq!(lines[5], "removed");
+        assert!(out.status.success());
+        assert!(
+            !Path::new("/tmp/memcg-test-fs").exists(),
+            "the --fs dir it made stays"
+        );
+    });
+}
+
+/// Seed 002's `do_test()` as published, with 10000 readers made `$N`;
+/// `prepare()` is the seed's too, less the device set-up `--fs` replaces.
+fn do_test(reparent: &str) -> (String, String) {
+    let script = dir().join("fuse/seed002_do_test.sh");
+    let out = memcg()
+        .env("N", "100")
+        .args([
+            "run",
+            "--mem",
+            "1G",
+            "--reparent-lru-folios",
+            reparent,
+            "--fs",
+            "/tmp/test-fs=ram:16G",
+            "--",
+            "bash",
+        ])
+        .arg(script)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    (text(&out.stdout), text(&out.stderr))
+}
+
+#[test]
+fn seed002_do_test_runs_unchanged_with_100_real_readers() {
+    alone("seed002_do_test", || {
+        // v6.14: each reader's page cache keeps its cgroup dying.
+        let (stdout, stderr) = do_test("off");
+        assert_eq!(
+            stdout,
+            "reader cgroups left: 0\n\
+             nr_descendants 0\nnr_subsys_memory 1\n\
+             nr_dying_descendants 100\nnr_dying_subsys_memory 100\n",
+            "stderr: {stderr}"
+        );
+        assert!(stderr.contains("real"), "bash's `time` output: {stderr}");
+        // 2026's reparenting: none stays dying.
+        let (stdout, _) = do_test("on");
+        assert!(
+            stdout.ends_with("nr_dying_descendants 0\nnr_dying_subsys_memory 0\n"),
+            "{stdout}"
+        );
+    });
+}
+
+#[test]
+fn a_python_controller_moves_memory_high_as_its_rule_says() {
+    alone("a_python_controller", || {
+        let out = memcg()
+            .args([
+                "run",
+                "--mem",
+                "512M",
+                "--swap",
+                "256M",
+                "--workload",
+                "kbuild --jobs 2 --cgroup /build --heap-max 16M",
+                "--",
+                "python3",
+            ])
+            .arg(dir().join("fuse/pressure_controller.py"))
+            .arg("4")
+            .output()
+            .unwrap();
+        let stdout = text(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}\nstderr: {}",
+            text(&out.stderr)
+        );
+        let rounds: Vec<Vec<f64>> = stdout
+            .lines()
+            .map(|l| l.split_whitespace().map(|w| w.parse().unwrap()).collect())
+            .collect();
+        assert_eq!(rounds.len(), 4, "{stdout}");
+        for r in &rounds {
+            let [pressure, old, new, read_back] = r[..] else {
+                panic!("{r:?}")
+            };
+            // The rule: down 10% under 1% pressure, else up 10%, at least
+            // 8M, in pages; and memory.high took it.
+            let factor = if pressure < 1.0 { 0.9 } else { 1.1 };
+            let want = ((old * factor).floor().max((8 << 20) as f64) as u64) / 4096 * 4096;
+            assert_eq!(new as u64, want, "{r:?}");
+            assert_eq!(read_back, new, "memory.high reads back what was written");
+        }
+        assert!(
+            text(&out.stderr).contains("memcg: kbuild in /build:"),
+            "the workload ran"
+        );
+    });
+}
+
+/// A `memcg mount` in the host's namespace, stopped (SIGTERM) on drop.
+struct Mount {
+    child: Child,
+    dir: tempfile::TempDir,
+}
+
+impl Mount {
+    fn start(args: &[&str]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let child = memcg()
+            .arg("mount")
+            .arg(dir.path())
+            .args(args)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let ready = dir.path().join("sys/fs/cgroup/cgroup.procs");
+        let start = Instant::now();
+        while !ready.exists() {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "the mount never came up"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Self { child, dir }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        // SAFETY: signalling our own child, which has not been reaped.
+        unsafe {
+            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
+        }
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn mount_serves_until_interrupted_and_refuses_a_busy_mount_point() {
+    alone("mount_serves_until_interrupted", || {
+        let mount = Mount::start(&["--mem", "128M", "--fs", "/data=ram:64M"]);
+        let cg = |f: &str| mount.path(&format!("sys/fs/cgroup/{f}"));
+        std::fs::write(cg("cgroup.subtree_control"), "+memory").unwrap();
+        std::fs::create_dir(cg("a")).unwrap();
+        let err = std::fs::write(cg("a/memory.max"), "bogus").unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EINVAL));
+        assert_eq!(
+            std::fs::read_to_string(mount.path("proc/sys/vm/swappiness")).unwrap(),
+            "60\n"
+        );
+        // A shell in `a` writes 144 pages of page cache, then removes them.
+        let status = Command::new("bash")
+            .arg("-c")
+            .arg(format!(
+                "echo $$ > {}; seq 100000 > {data}; rm {data}",
+                cg("a/cgroup.procs").display(),
+                data = mount.path("data/f").display()
+            ))
+            .status()
+            .unwrap();
+        assert!(status.success());
+        // Per-open memory.peak: a reset through one descriptor leaves the
+        // other's peak alone.
+        use std::io::{Read, Seek, Write};
+        let peak = |f: &mut std::fs::File| -> u64 {
+            let mut s = String::new();
+            f.rewind().unwrap();
+            f.read_to_string(&mut s).unwrap();
+            s.trim().parse().unwrap()
+        };
+        let mut watcher = std::fs::File::open(cg("a/memory.peak")).unwrap();
+        let mut resetter = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(cg("a/memory.peak"))
+            .unwrap();
+        assert!(peak(&mut watcher) >= 144 * 4096);
+        resetter.write_all(b"reset\n").unwrap();
+        assert!(peak(&mut resetter) < 144 * 4096);
+        assert!(peak(&mut watcher) >= 144 * 4096);
+        drop((watcher, resetter));
+        // The shell exited: the cgroup empties and can go.
+        std::fs::remove_dir(cg("a")).unwrap();
+        let busy = memcg().arg("mount").arg(mount.dir.path()).output().unwrap();
+        assert!(!busy.status.success());
+        assert!(
+            text(&busy.stderr).contains("busy"),
+            "{}",
+            text(&busy.stderr)
+        );
+        let mut mount = mount;
+        // SAFETY: signalling our own child.
+        unsafe {
+            libc::kill(mount.child.id() as libc::pid_t, libc::SIGINT);
+        }
+        let status = mount.child.wait().unwrap();
+        assert!(status.success());
+        let mut stderr = String::new();
+        mount
+            .child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        assert!(stderr.contains("unmounted"), "{stderr}");
+    });
+}
+
+#[test]
+fn run_reports_a_missing_or_crashing_command_and_leaves_nothing() {
+    alone("run_reports_a_missing_or_crashing_command", || {
+        let missing = memcg()
+            .args(["run", "--mem", "64M", "--", "/no/such/command"])
+            .output()
+            .unwrap();
+        assert_eq!(missing.status.code(), Some(127));
+        assert!(text(&missing.stderr).contains("/no/such/command"));
+        let crashed = memcg()
+            .args(["run", "--mem", "64M", "--", "bash", "-c", "kill -SEGV $$"])
+            .output()
+            .unwrap();
+        assert_eq!(crashed.status.code(), Some(128 + libc::SIGSEGV));
+        let no_cmd = memcg().args(["run", "--mem", "64M"]).output().unwrap();
+        assert!(!no_cmd.status.success());
+    });
+}
