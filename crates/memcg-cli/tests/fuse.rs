@@ -201,6 +201,37 @@ fn a_moved_process_is_charged_for_its_reads_and_its_children_inherit() {
     });
 }
 
+#[test]
+fn cgroup_kill_kills_the_real_processes_in_the_cgroup_only() {
+    alone("cgroup_kill_kills_the_real_processes", || {
+        let script = r#"
+            mkdir /sys/fs/cgroup/doomed /sys/fs/cgroup/spared
+            bash -c 'echo $$ > /sys/fs/cgroup/doomed/cgroup.procs; exec sleep 60' &
+            doomed=$!
+            bash -c 'echo $$ > /sys/fs/cgroup/spared/cgroup.procs; exec sleep 60' &
+            spared=$!
+            until grep -qx $doomed /sys/fs/cgroup/doomed/cgroup.procs; do sleep 0.05; done
+            until grep -qx $spared /sys/fs/cgroup/spared/cgroup.procs; do sleep 0.05; done
+            echo 1 > /sys/fs/cgroup/doomed/cgroup.kill
+            wait $doomed; echo "doomed: $?"
+            kill -0 $spared && echo "spared lives"
+            kill $spared; wait $spared
+            cat /sys/fs/cgroup/doomed/cgroup.procs
+            rmdir /sys/fs/cgroup/doomed /sys/fs/cgroup/spared && echo removed
+        "#;
+        let out = memcg()
+            .args(["run", "--mem", "64M", "--", "bash", "-c", script])
+            .output()
+            .unwrap();
+        assert_eq!(
+            text(&out.stdout),
+            format!("doomed: {}\nspared lives\nremoved\n", 128 + libc::SIGKILL),
+            "stderr: {}",
+            text(&out.stderr)
+        );
+    });
+}
+
 /// Seed 002's `do_test()` as published, with 10000 readers made `$N`;
 /// `prepare()` is the seed's too, less the device set-up `--fs` replaces.
 fn do_test(reparent: &str) -> (String, String) {

@@ -15,6 +15,7 @@
 //! got.
 
 pub mod charge;
+pub mod fuse;
 pub mod list_lru;
 pub mod page_counter;
 pub mod reclaim;
@@ -65,6 +66,9 @@ pub enum BenchCommand {
     Charge(charge::ChargeArgs),
     /// Swap-out/in through zswap vs the RAM device vs the raw compressor.
     Zswap(zswap::ZswapArgs),
+    /// Interface files and page-cache reads through the FUSE mount vs in
+    /// process vs the host kernel.
+    Fuse(fuse::FuseArgs),
 }
 
 /// Runs `memcg bench`.
@@ -83,6 +87,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         Some(BenchCommand::Reclaim(a)) => reclaim::run(&a),
         Some(BenchCommand::Charge(a)) => charge::run(&a),
         Some(BenchCommand::Zswap(a)) => zswap::run(&a),
+        Some(BenchCommand::Fuse(a)) => fuse::run(&a),
         None => {
             let dir = args.out_dir.as_deref();
             let mut sc = swap_cgroup::SwapCgroupArgs::for_suite(args.smoke);
@@ -105,7 +110,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             reclaim::run(&rc)?;
             let mut zs = zswap::ZswapArgs::for_suite(args.smoke);
             zs.common.files = ReportFiles::in_dir(dir, "zswap")?;
-            zswap::run(&zs)
+            zswap::run(&zs)?;
+            if !fuse::usable() {
+                eprintln!("memcg bench: fuse skipped: it needs root and /dev/fuse");
+                return Ok(());
+            }
+            let mut fu = fuse::FuseArgs::for_suite(args.smoke);
+            fu.common.files = ReportFiles::in_dir(dir, "fuse")?;
+            fuse::run(&fu)
         }
     }
 }

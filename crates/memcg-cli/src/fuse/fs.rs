@@ -36,9 +36,20 @@ use super::host::HostProcs;
 use super::tree::{self, Inodes, Node};
 use crate::sh::procfs::{self, ProcFile};
 
-/// How long the kernel may cache attributes and names: not at all, since
-/// cgroups and files come and go under it.
-const TTL: Duration = Duration::ZERO;
+/// How long the kernel may cache a node's name and attributes. The
+/// directories, interface files and kernel files: a second, since their
+/// attributes never change and the kernel itself forgets a name removed
+/// through the mount (a cgroup removed inside the simulator, by a
+/// workload, may still resolve for up to a second; opening it then fails
+/// with ENOENT). A `--fs` file: not at all, since its size changes under
+/// the kernel's feet. Without caching, every path component of every
+/// `open` costs a round trip (`cat memory.current` would cost seven).
+fn ttl(node: &Node) -> Duration {
+    match node {
+        Node::File(_) => Duration::ZERO,
+        _ => Duration::from_secs(1),
+    }
+}
 
 /// The largest text one write to an interface file may carry (a page, as
 /// kernfs takes).
@@ -154,7 +165,7 @@ impl SimFs {
     /// Counts a lookup of `path` and replies with its entry.
     fn reply_entry(&self, path: &str, node: &Node, reply: ReplyEntry) {
         let ino = self.inodes.lookup(path);
-        reply.entry(&TTL, &self.attr(ino, node), Generation(0));
+        reply.entry(&ttl(node), &self.attr(ino, node), Generation(0));
     }
 
     fn add_handle(&self, handle: Handle) -> FileHandle {
@@ -324,6 +335,25 @@ impl SimFs {
         Ok(task.pid())
     }
 
+    /// Removes a cgroup. Busy with tasks, it may hold processes that
+    /// exited since the last prune (a cgroup whose processes all exited is
+    /// empty): those are dropped and the removal tried again.
+    fn rmdir_cgroup(&self, cg: &str) -> Result<(), Errno> {
+        let fs = self.sim.fs();
+        match fs.rmdir(cg) {
+            Err(e)
+                if e.errno == Errno::EBUSY
+                    && fs
+                        .read(&format!("{cg}/cgroup.procs"))
+                        .is_ok_and(|p| !p.is_empty()) =>
+            {
+                self.host.prune();
+                fs.rmdir(cg).map_err(|e| e.errno)
+            }
+            result => result.map_err(|e| e.errno),
+        }
+    }
+
     fn mkdir_node(&self, path: &str, parent: Option<&Node>) -> Result<Node, Errno> {
         match parent {
             Some(Node::Cgroup(cg)) => {
@@ -394,7 +424,7 @@ impl Filesystem for SimFs {
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         match self.node(ino) {
-            Ok((_, node)) => reply.attr(&TTL, &self.attr(ino.0, &node)),
+            Ok((_, node)) => reply.attr(&ttl(&node), &self.attr(ino.0, &node)),
             Err(e) => reply.error(fuse_errno(e)),
         }
     }
@@ -438,7 +468,7 @@ impl Filesystem for SimFs {
             Ok(self.attr(ino.0, &node))
         })();
         match result {
-            Ok(attr) => reply.attr(&TTL, &attr),
+            Ok(attr) => reply.attr(&Duration::ZERO, &attr),
             Err(e) => reply.error(fuse_errno(e)),
         }
     }
@@ -468,11 +498,7 @@ impl Filesystem for SimFs {
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let result = self.child(parent, name).and_then(|(_, node)| match node {
-            Some(Node::Cgroup(cg)) => {
-                // A cgroup whose processes all exited is empty.
-                self.host.prune();
-                self.sim.fs().rmdir(&cg).map_err(|e| e.errno)
-            }
+            Some(Node::Cgroup(cg)) => self.rmdir_cgroup(&cg),
             Some(Node::Dir | Node::Mount(_)) => Err(Errno::EBUSY),
             Some(_) => Err(Errno::ENOTDIR),
             None => Err(Errno::ENOENT),
@@ -536,7 +562,13 @@ impl Filesystem for SimFs {
                 let ino = self.inodes.lookup(&path);
                 let attr = self.attr(ino, &node);
                 let fh = self.add_handle(Handle::File(file));
-                reply.created(&TTL, &attr, Generation(0), fh, FopenFlags::FOPEN_DIRECT_IO);
+                reply.created(
+                    &Duration::ZERO,
+                    &attr,
+                    Generation(0),
+                    fh,
+                    FopenFlags::FOPEN_DIRECT_IO,
+                );
             }
             Err(e) => reply.error(fuse_errno(e)),
         }

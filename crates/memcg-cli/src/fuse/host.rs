@@ -70,6 +70,9 @@ pub(crate) struct HostProcs {
     sim: Arc<Sim>,
     /// Known pids and their start times.
     known: Mutex<HashMap<u32, u64>>,
+    /// Threads seen that are not their process's main thread: tid → tgid
+    /// (forgotten at every prune, since tids are reused too).
+    threads: Mutex<HashMap<u32, u32>>,
 }
 
 impl HostProcs {
@@ -77,6 +80,7 @@ impl HostProcs {
         Self {
             sim,
             known: Mutex::new(HashMap::new()),
+            threads: Mutex::new(HashMap::new()),
         }
     }
 
@@ -101,11 +105,32 @@ impl HostProcs {
     }
 
     /// The task of the process thread `tid` belongs to, made if new.
+    ///
+    /// Fast path, taken by every request after a process's first: the
+    /// thread is a known process's main thread (or a thread seen before),
+    /// and the process still lives as far as the last [`HostProcs::prune`]
+    /// (at most [`super::PRUNE_EVERY`] ago) knows, so no `/proc` file is
+    /// read. A pid reused within that window would be mistaken for its
+    /// predecessor; prune then corrects it.
     pub(crate) fn task_of_thread(&self, tid: u32) -> Option<Arc<Task>> {
         if tid == 0 {
             return None;
         }
-        self.task(tgid_of(tid)?).ok()
+        let tgid = self.threads().get(&tid).copied().unwrap_or(tid);
+        if self.known().contains_key(&tgid)
+            && let Some(task) = self.sim.task(tgid)
+        {
+            return Some(task);
+        }
+        let tgid = tgid_of(tid)?;
+        if tgid != tid {
+            self.threads().insert(tid, tgid);
+        }
+        self.task(tgid).ok()
+    }
+
+    fn threads(&self) -> std::sync::MutexGuard<'_, HashMap<u32, u32>> {
+        self.threads.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The task of host process `pid`, made if new (`ESRCH` if there is no
@@ -154,6 +179,7 @@ impl HostProcs {
     /// tasks the simulator killed, and adopts the descendants of known
     /// processes; see the module docs.
     pub(crate) fn prune(&self) {
+        self.threads().clear();
         self.drop_exited();
         self.adopt_descendants();
     }

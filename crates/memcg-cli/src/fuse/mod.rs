@@ -103,6 +103,16 @@ fn check_mountable(dir: &Path) -> anyhow::Result<()> {
              give the container the device)"
         );
     }
+    if let Err(e) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+    {
+        bail!(
+            "cannot open /dev/fuse: {e} (it must be readable and writable by this user; most \
+             distributions make it mode 0666)"
+        );
+    }
     let meta =
         std::fs::metadata(dir).with_context(|| format!("{}: cannot mount there", dir.display()))?;
     if !meta.is_dir() {
@@ -147,7 +157,7 @@ pub(crate) struct Mounted {
 
 /// How often host processes that exited are dropped (so that
 /// `cgroup.events` and `cgroup.procs` stay current without a reader).
-const PRUNE_EVERY: Duration = Duration::from_millis(500);
+pub(crate) const PRUNE_EVERY: Duration = Duration::from_millis(500);
 
 /// Rounds of [`PRUNE_EVERY`] between writebacks of every dirty page (the
 /// flusher: the kernel wakes it every 5 s, `dirty_writeback_centisecs`,
@@ -171,7 +181,7 @@ pub(crate) fn mount(sim: Arc<Sim>, dir: &Path) -> anyhow::Result<Mounted> {
     let session = fuser::spawn_mount2(fs, dir, &config).map_err(|e| {
         let hint = match e.raw_os_error() {
             Some(libc::EPERM) | Some(libc::EACCES) => {
-                " (mounting needs root, or fusermount3 for an unprivileged user)"
+                " (mounting needs root, or a user namespace: `memcg run` makes one)"
             }
             _ => "",
         };
