@@ -232,6 +232,32 @@ fn cgroup_kill_kills_the_real_processes_in_the_cgroup_only() {
     });
 }
 
+#[test]
+fn poll_on_memory_events_wakes_on_an_event_and_not_before() {
+    alone("poll_on_memory_events", || {
+        let out = memcg()
+            .args([
+                "run",
+                "--mem",
+                "256M",
+                "--fs",
+                "/tmp/memcg-poll-fs=ram:64M",
+                "--",
+            ])
+            .arg("python3")
+            .arg(dir().join("fuse/poll_events.py"))
+            .output()
+            .unwrap();
+        assert_eq!(
+            text(&out.stdout),
+            "before: high 0\nquiet poll: []\nwoken: True\npending: True\n\
+             high risen: True\nquiet after read: []\n",
+            "stderr: {}",
+            text(&out.stderr)
+        );
+    });
+}
+
 /// Seed 002's `do_test()` as published, with 10000 readers made `$N`;
 /// `prepare()` is the seed's too, less the device set-up `--fs` replaces.
 fn do_test(reparent: &str) -> (String, String) {

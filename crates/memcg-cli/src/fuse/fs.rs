@@ -25,8 +25,9 @@ use std::time::{Duration, SystemTime};
 
 use fuser::{
     Errno as FuseErrno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
-    INodeNo, LockOwner, OpenAccMode, OpenFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite, Request, WriteFlags,
+    INodeNo, LockOwner, OpenAccMode, OpenFlags, PollEvents, PollFlags, PollNotifier, ReplyAttr,
+    ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyPoll,
+    ReplyWrite, Request, WriteFlags,
 };
 use memcg::Errno;
 use memcg::cgroupfs::{Access, OpenFile};
@@ -65,6 +66,9 @@ enum Handle {
     Cgroup {
         file: OpenFile,
         rendered: Option<Vec<u8>>,
+        /// For a file the kernel notifies (`poll`able): its contents when
+        /// opened or last read, to tell whether an event came since.
+        seen: Option<String>,
     },
     /// A kernel file (its writer, if opened for writing), and its last
     /// rendering.
@@ -79,12 +83,66 @@ enum Handle {
     Dir(Vec<(u64, FileType, String)>),
 }
 
+/// Whether the kernel notifies pollers of the interface file at `path`
+/// (`cgroup_file_notify`: the events files).
+fn notifies(path: &str) -> bool {
+    [
+        "/memory.events",
+        "/memory.events.local",
+        "/memory.swap.events",
+        "/cgroup.events",
+    ]
+    .iter()
+    .any(|f| path.ends_with(f))
+}
+
+/// Whether an event came to `handle`'s file since it was opened or last
+/// read (`kernfs_generic_poll`'s `of->event != on->event`).
+fn event_pending(handle: &Handle) -> bool {
+    match handle {
+        Handle::Cgroup {
+            file,
+            seen: Some(seen),
+            ..
+        } => file.read().is_ok_and(|now| now != *seen),
+        _ => false,
+    }
+}
+
+/// Pollers waiting for an event, by file handle: `poll(2)` on an events
+/// file sleeps until [`Pollers::check`] (run every
+/// [`super::POLL_CHECK_EVERY`]) sees its contents change and wakes it.
+#[derive(Default)]
+pub(crate) struct Pollers(Mutex<HashMap<u64, Poller>>);
+
+/// A poller waiting: its open file and how to wake it.
+type Poller = (Arc<Mutex<Handle>>, PollNotifier);
+
+impl Pollers {
+    /// Wakes the pollers whose files had an event.
+    pub(crate) fn check(&self) {
+        let waiting: Vec<(u64, Arc<Mutex<Handle>>)> = lock(&self.0)
+            .iter()
+            .map(|(&fh, (h, _))| (fh, Arc::clone(h)))
+            .collect();
+        for (fh, handle) in waiting {
+            if event_pending(&lock(&handle))
+                && let Some((_, notifier)) = lock(&self.0).remove(&fh)
+            {
+                // A poller gone meanwhile is no error.
+                let _ = notifier.notify();
+            }
+        }
+    }
+}
+
 /// The filesystem a mount serves; see the module docs.
 pub(crate) struct SimFs {
     sim: Arc<Sim>,
     host: Arc<HostProcs>,
     inodes: Inodes,
     handles: Mutex<HashMap<u64, Arc<Mutex<Handle>>>>,
+    pollers: Arc<Pollers>,
     next_fh: std::sync::atomic::AtomicU64,
     /// The time every node shows.
     mounted_at: SystemTime,
@@ -101,9 +159,15 @@ impl SimFs {
             host,
             inodes: Inodes::new(),
             handles: Mutex::new(HashMap::new()),
+            pollers: Arc::default(),
             next_fh: std::sync::atomic::AtomicU64::new(1),
             mounted_at: SystemTime::now(),
         }
+    }
+
+    /// The pollers, for the thread that wakes them.
+    pub(crate) fn pollers(&self) -> Arc<Pollers> {
+        Arc::clone(&self.pollers)
     }
 
     /// The path and node of inode `ino`.
@@ -196,9 +260,15 @@ impl SimFs {
         match node {
             Node::CgroupFile(cg_path) => {
                 let file = self.sim.fs().open(cg_path, access).map_err(|e| e.errno)?;
+                let seen = match access {
+                    Access::Write => None,
+                    _ if notifies(cg_path) => file.read().ok(),
+                    _ => None,
+                };
                 Ok(Handle::Cgroup {
                     file,
                     rendered: None,
+                    seen,
                 })
             }
             Node::Kernel(path) => {
@@ -261,14 +331,21 @@ impl SimFs {
         size: u32,
     ) -> Result<Vec<u8>, Errno> {
         match handle {
-            Handle::Cgroup { file, rendered } => {
-                Self::rendered_slice(rendered, offset, size, || {
-                    if offset == 0 && Self::depends_on_tasks(file.path()) {
-                        self.host.prune();
-                    }
-                    file.read().map_err(|e| e.errno)
-                })
-            }
+            Handle::Cgroup {
+                file,
+                rendered,
+                seen,
+            } => Self::rendered_slice(rendered, offset, size, || {
+                if offset == 0 && Self::depends_on_tasks(file.path()) {
+                    self.host.prune();
+                }
+                let text = file.read().map_err(|e| e.errno)?;
+                if seen.is_some() {
+                    // Reading takes the event in (`of->event` catches up).
+                    *seen = Some(text.clone());
+                }
+                Ok(text)
+            }),
             Handle::Kernel { path, rendered, .. } => {
                 Self::rendered_slice(rendered, offset, size, || {
                     procfs::read(&self.sim, path).unwrap_or(Err(Errno::ENOENT))
@@ -648,7 +725,36 @@ impl Filesystem for SimFs {
         reply: ReplyEmpty,
     ) {
         lock(&self.handles).remove(&fh.0);
+        lock(&self.pollers.0).remove(&fh.0);
         reply.ok();
+    }
+
+    fn poll(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        ph: PollNotifier,
+        _events: PollEvents,
+        flags: PollFlags,
+        reply: ReplyPoll,
+    ) {
+        let handle = match self.handle(fh) {
+            Ok(h) => h,
+            Err(e) => return reply.error(fuse_errno(e)),
+        };
+        // kernfs: always readable and writable; an event since the last
+        // read adds POLLERR and POLLPRI.
+        let mut revents = PollEvents::POLLIN
+            | PollEvents::POLLRDNORM
+            | PollEvents::POLLOUT
+            | PollEvents::POLLWRNORM;
+        if event_pending(&lock(&handle)) {
+            revents |= PollEvents::POLLERR | PollEvents::POLLPRI;
+        } else if flags.contains(PollFlags::FUSE_POLL_SCHEDULE_NOTIFY) {
+            lock(&self.pollers.0).insert(fh.0, (handle, ph));
+        }
+        reply.poll(revents);
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {

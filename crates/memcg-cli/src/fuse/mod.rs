@@ -159,6 +159,9 @@ pub(crate) struct Mounted {
 /// `cgroup.events` and `cgroup.procs` stay current without a reader).
 pub(crate) const PRUNE_EVERY: Duration = Duration::from_millis(500);
 
+/// How often pollers of events files are checked for an event.
+pub(crate) const POLL_CHECK_EVERY: Duration = Duration::from_millis(50);
+
 /// Rounds of [`PRUNE_EVERY`] between writebacks of every dirty page (the
 /// flusher: the kernel wakes it every 5 s, `dirty_writeback_centisecs`,
 /// and writes what has been dirty for 30 s; here everything dirty goes).
@@ -169,6 +172,7 @@ pub(crate) fn mount(sim: Arc<Sim>, dir: &Path) -> anyhow::Result<Mounted> {
     check_mountable(dir)?;
     let host = Arc::new(HostProcs::new(Arc::clone(&sim)));
     let fs = fs::SimFs::new(Arc::clone(&sim), Arc::clone(&host));
+    let pollers = fs.pollers();
     let mut config = fuser::Config::default();
     config.mount_options = vec![
         fuser::MountOption::FSName("memcg".into()),
@@ -192,7 +196,7 @@ pub(crate) fn mount(sim: Arc<Sim>, dir: &Path) -> anyhow::Result<Mounted> {
         let stop = Arc::clone(&stop_pruner);
         std::thread::Builder::new()
             .name("memcg-flush".into())
-            .spawn(move || background(&sim, &host, &stop))?
+            .spawn(move || background(&sim, &host, &pollers, &stop))?
     };
     Ok(Mounted {
         dir: dir.to_owned(),
@@ -204,7 +208,8 @@ pub(crate) fn mount(sim: Arc<Sim>, dir: &Path) -> anyhow::Result<Mounted> {
 
 /// The machine's housekeeping while mounted: drops exited host
 /// processes, and writes dirty pages back as the flusher would.
-fn background(sim: &Sim, host: &HostProcs, stop: &AtomicBool) {
+fn background(sim: &Sim, host: &HostProcs, pollers: &fs::Pollers, stop: &AtomicBool) {
+    let checks_per_round = (PRUNE_EVERY.as_millis() / POLL_CHECK_EVERY.as_millis()).max(1);
     let mut round = 0u32;
     while !stop.load(Ordering::Relaxed) {
         host.prune();
@@ -214,7 +219,10 @@ fn background(sim: &Sim, host: &HostProcs, stop: &AtomicBool) {
         {
             eprintln!("memcg: writeback failed: {e}");
         }
-        std::thread::sleep(PRUNE_EVERY);
+        for _ in 0..checks_per_round {
+            pollers.check();
+            std::thread::sleep(POLL_CHECK_EVERY);
+        }
     }
 }
 
