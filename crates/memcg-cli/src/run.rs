@@ -144,9 +144,15 @@ impl Binds {
                 eprintln!("memcg run: this host has no {path}; the machine's is not bound there");
                 return Ok(());
             }
+            // Every missing directory down to it, to remove them all after.
+            let missing: Vec<PathBuf> = target
+                .ancestors()
+                .take_while(|dir| !dir.exists())
+                .map(Path::to_path_buf)
+                .collect();
             std::fs::create_dir_all(&target)
                 .with_context(|| format!("creating {path} for --fs"))?;
-            self.created.push(target.clone());
+            self.created.extend(missing.into_iter().rev());
         }
         bind(&root.join(path.trim_start_matches('/')), &target)?;
         self.mounted.push(target);
