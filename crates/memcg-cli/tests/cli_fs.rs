@@ -23,7 +23,7 @@ fn sh_files_charge_the_cgroup_and_drop_caches_frees_them() {
                   echo 3 > /proc/sys/vm/drop_caches\n\
                   cat /a/memory.current\n\
                   cat /proc/sys/vm/drop_caches\n\
-                  echo 4 > /proc/sys/vm/drop_caches\n\
+                  echo 5 > /proc/sys/vm/drop_caches\n\
                   verify /mnt/f\n\
                   rm /mnt/nope\n\
                   umount /mnt\n";

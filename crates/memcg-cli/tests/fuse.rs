@@ -46,19 +46,30 @@ fn memcg_mounts() -> Vec<String> {
         .collect()
 }
 
-/// Runs `f` alone, then checks nothing is left mounted, even if `f`
-/// failed.
+/// `memcg run`'s mount points (temporary directories on the host; the
+/// mounts themselves live in its private namespace, which no one else
+/// sees and which dies with it).
+fn run_dirs() -> Vec<String> {
+    std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("memcg-run-"))
+        .collect()
+}
+
+/// Runs `f` alone, then checks nothing is left mounted in this namespace
+/// and no `memcg run` mount point is left, even if `f` failed.
 fn alone(test: &str, f: impl FnOnce()) {
     if !fuse_usable(test) {
         return;
     }
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let before = memcg_mounts();
+    let before = (memcg_mounts(), run_dirs());
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
     assert_eq!(
-        memcg_mounts(),
+        (memcg_mounts(), run_dirs()),
         before,
-        "{test}: a memcg mount was left behind"
+        "{test}: a memcg mount or mount point was left behind"
     );
     if let Err(panic) = result {
         std::panic::resume_unwind(panic);
@@ -464,6 +475,50 @@ fn mount_serves_until_interrupted_and_refuses_a_busy_mount_point() {
             .read_to_string(&mut stderr)
             .unwrap();
         assert!(stderr.contains("unmounted"), "{stderr}");
+    });
+}
+
+#[test]
+fn a_child_forked_before_its_parent_moved_stays_behind() {
+    alone("a_child_forked_before_its_parent_moved", || {
+        let script = r#"
+            mkdir /sys/fs/cgroup/x
+            sleep 30 & early=$!
+            echo $$ > /sys/fs/cgroup/x/cgroup.procs
+            sleep 30 & late=$!
+            sleep 1
+            grep -qx $early /sys/fs/cgroup/cgroup.procs && echo "early child in the root"
+            grep -qx $late /sys/fs/cgroup/x/cgroup.procs && echo "late child in x"
+            kill $early $late
+        "#;
+        let out = memcg()
+            .args(["run", "--mem", "64M", "--", "bash", "-c", script])
+            .output()
+            .unwrap();
+        assert_eq!(
+            text(&out.stdout),
+            "early child in the root\nlate child in x\n",
+            "stderr: {}",
+            text(&out.stderr)
+        );
+    });
+}
+
+#[test]
+fn a_file_held_open_after_the_command_exits_does_not_hold_the_machine() {
+    alone("a_file_held_open_after_the_command_exits", || {
+        let start = Instant::now();
+        let out = memcg()
+            .args(["run", "--mem", "64M", "--", "bash", "-c"])
+            .arg("sleep 5 < /sys/fs/cgroup/cgroup.procs > /dev/null 2>&1 & exit 0")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            start.elapsed()
+        );
     });
 }
 

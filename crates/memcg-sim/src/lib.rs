@@ -239,10 +239,16 @@ impl SimError {
     }
 }
 
+/// Told the pid of every task the simulator kills (see
+/// [`Sim::set_kill_hook`]).
+pub type KillHook = Arc<dyn Fn(u32) + Send + Sync>;
+
 struct Inner {
     fs: CgroupFs,
     swap: SwapSystem,
     tasks: Mutex<BTreeMap<u32, Arc<Task>>>,
+    /// Told of each kill (the FUSE server kills the host process).
+    kill_hook: Mutex<Option<KillHook>>,
     mappings: Mutex<BTreeMap<String, Arc<Mapping>>>,
     next_pid: AtomicU32,
     /// The number of the next RAM disk (`/dev/ramN`).
@@ -400,6 +406,11 @@ impl Inner {
             return false;
         }
         lock(&self.tasks).remove(&task.pid);
+        // No lock of ours is held here: the hook may take its own.
+        let hook = lock(&self.kill_hook).clone();
+        if let Some(hook) = hook {
+            hook(task.pid);
+        }
         let gone: Vec<Arc<Mapping>> = {
             let mut mappings = lock(&self.mappings);
             let names: Vec<String> = mappings
@@ -507,6 +518,7 @@ impl Sim {
             fs,
             swap,
             tasks: Mutex::new(BTreeMap::new()),
+            kill_hook: Mutex::new(None),
             mappings: Mutex::new(BTreeMap::new()),
             next_pid: AtomicU32::new(config.first_pid),
             next_ram: Mutex::new(0),
@@ -891,6 +903,14 @@ impl Sim {
                 cgroup: cgroup.to_owned(),
                 errno,
             })
+    }
+
+    /// Installs `hook`, called with the pid of every task the simulator
+    /// kills (`cgroup.kill`, the OOM killer), with none of the
+    /// simulator's locks held: how an adopted host process is killed on
+    /// the host too.
+    pub fn set_kill_hook(&self, hook: KillHook) {
+        *lock(&self.inner.kill_hook) = Some(hook);
     }
 
     /// Removes task `pid` that exited on its own (an adopted host process

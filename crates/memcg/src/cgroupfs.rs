@@ -38,9 +38,11 @@
 //! # Errors
 //!
 //! As the kernel returns them: at open, `ENOENT` for a missing cgroup or
-//! file to read, `EACCES` for opening a file without a write handler for
-//! writing or naming a new file (cgroupfs creates none), `EISDIR` for a
-//! directory; at write, `EINVAL` for a value that does not parse, `ERANGE`
+//! file to read, `EACCES` for naming a new file to write (cgroupfs creates
+//! none), `EISDIR` for a directory; at write, `EINVAL` for a value that
+//! does not parse or a file without a write handler (the open succeeds,
+//! as for root on a kernel: permission bits are the VFS's business, and
+//! this API acts as root), `ERANGE`
 //! for a negative limit, `EBUSY` (busy cgroup, no memory cgroup ids left),
 //! `EAGAIN` (`memory.reclaim` without progress), `ESRCH` (no such task),
 //! `EOPNOTSUPP`.
@@ -263,6 +265,14 @@ impl FileSpec {
             Scope::NotOnRoot => !cg.is_root(),
             Scope::Memory => cg.memcg().is_some(),
             Scope::MemoryNotOnRoot => cg.memcg().is_some() && !cg.is_root(),
+        }
+    }
+
+    fn readable(&self) -> bool {
+        match self.handler {
+            Handler::Core { read, .. } => read.is_some(),
+            Handler::Memory { read, .. } => read.is_some(),
+            Handler::Peak(_) => true,
         }
     }
 
@@ -882,6 +892,13 @@ impl OpenFile {
                 self.peak_write(&m, which);
                 Ok(())
             }
+            // The kernel's pressure files take PSI triggers, which are
+            // not simulated: say so rather than pretend one was set.
+            _ if self.spec.name.ends_with(".pressure") => Err(WriteError::new(
+                Errno::EOPNOTSUPP,
+                "PSI triggers are not simulated".to_owned(),
+            )),
+            // `cgroup_file_write` with no write method.
             _ => Err(WriteError::new(
                 Errno::EINVAL,
                 "the file has no write handler".to_owned(),
@@ -1048,14 +1065,16 @@ impl CgroupFs {
     }
 
     /// Opens the file at `path` for `access`, failing as `open(2)` on
-    /// cgroupfs does: `ENOENT` for a missing cgroup, or a missing file to
-    /// read; `EACCES` for writing a file without a write handler, or a name
-    /// that is no file (cgroupfs creates none); `EISDIR` for a directory.
+    /// cgroupfs does for root: `ENOENT` for a missing cgroup, or a missing
+    /// file to read; `EACCES` for writing a name that is no file (cgroupfs
+    /// creates none); `EISDIR` for a directory. A read-only file opens for
+    /// writing; the write fails (`EINVAL`).
     pub fn open(&self, path: &str, access: Access) -> Result<OpenFile, FsError> {
         if let Some((cg, spec)) = self.split_file(path) {
-            if access.writes() && !spec.writable() {
-                return Err(FsError::new(Errno::EACCES, path, "the file is read-only"));
-            }
+            // No permission check here beyond the caller's (as root, as
+            // `memcg sh` runs): the cgroup kernfs root has no
+            // KERNFS_ROOT_EXTRA_OPEN_PERM_CHECK, so opening a read-only
+            // file for writing succeeds and the write fails (EINVAL).
             let target = match spec.handler {
                 Handler::Core { .. } => Target::Cgroup(cg),
                 // A concurrent `-memory` may have taken it since.
@@ -1110,11 +1129,14 @@ impl CgroupFs {
     }
 
     /// The permission bits of the interface file at `path` as cgroupfs
-    /// shows them (`0644` for a file with a write handler, else `0444`),
-    /// or `None` if no such file is there.
+    /// shows them (`cgroup_file_mode`: 0444 if it reads, plus 0200 if it
+    /// writes; a pressure file writes, taking triggers), or `None` if no
+    /// such file is there.
     pub fn file_mode(&self, path: &str) -> Option<u16> {
         let (_, spec) = self.split_file(path)?;
-        Some(if spec.writable() { 0o644 } else { 0o444 })
+        let reads = if spec.readable() { 0o444 } else { 0 };
+        let writes = spec.writable() || spec.name.ends_with(".pressure");
+        Some(reads | if writes { 0o200 } else { 0 })
     }
 
     /// Reads an interface file through a fresh open (as `cat` does).
@@ -1290,8 +1312,19 @@ mod tests {
         assert_eq!(fs.read("/a/memory.max").unwrap(), "0\n", "16E wraps to 0");
         assert_eq!(
             fs.write("/a/memory.current", "0").unwrap_err().errno,
-            Errno::EACCES,
-            "no write handler: refused at open"
+            Errno::EINVAL,
+            "no write handler: opens (for root), the write fails"
+        );
+        assert_eq!(fs.file_mode("/a/memory.current"), Some(0o444));
+        assert_eq!(fs.file_mode("/a/memory.max"), Some(0o644));
+        assert_eq!(fs.file_mode("/a/cgroup.kill"), Some(0o200));
+        assert_eq!(fs.file_mode("/a/memory.pressure"), Some(0o644));
+        assert_eq!(
+            fs.write("/a/memory.pressure", "some 150000 1000000")
+                .unwrap_err()
+                .errno,
+            Errno::EOPNOTSUPP,
+            "PSI triggers are not simulated"
         );
         assert_eq!(
             fs.write("/a/memory.nope", "0").unwrap_err().errno,
@@ -1493,7 +1526,7 @@ mod fuzz {
             let dir = if nested { "/a/b" } else { "/a" };
             let path = format!("{dir}/{}", FILES[which].name);
             if let Err(e) = fs.write(&path, &value) {
-                prop_assert!(matches!(e.errno, Errno::EINVAL | Errno::ENOENT | Errno::EACCES | Errno::EBUSY | Errno::ESRCH), "{e}");
+                prop_assert!(matches!(e.errno, Errno::EINVAL | Errno::ENOENT | Errno::EACCES | Errno::EBUSY | Errno::ESRCH | Errno::EOPNOTSUPP), "{e}");
             }
             for f in FILES {
                 let _ = fs.read(&format!("{dir}/{}", f.name));

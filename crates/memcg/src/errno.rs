@@ -20,6 +20,8 @@ pub enum Errno {
     EINTR = 4,
     /// Input/output error.
     EIO = 5,
+    /// Argument list too long (a write longer than a file takes at once).
+    E2BIG = 7,
     /// Bad file descriptor (not open for that).
     EBADF = 9,
     /// Try again.
@@ -66,6 +68,7 @@ impl Errno {
             Errno::ESRCH => "ESRCH",
             Errno::EINTR => "EINTR",
             Errno::EIO => "EIO",
+            Errno::E2BIG => "E2BIG",
             Errno::EBADF => "EBADF",
             Errno::EAGAIN => "EAGAIN",
             Errno::ENOMEM => "ENOMEM",
@@ -92,6 +95,7 @@ impl Errno {
             Errno::ESRCH => "No such process",
             Errno::EINTR => "Interrupted system call",
             Errno::EIO => "Input/output error",
+            Errno::E2BIG => "Argument list too long",
             Errno::EBADF => "Bad file descriptor",
             Errno::EAGAIN => "Resource temporarily unavailable",
             Errno::ENOMEM => "Cannot allocate memory",

@@ -229,3 +229,69 @@ fn unlinking_a_file_whose_dentry_was_pruned_evicts_its_inode_and_pages() {
     assert_eq!(a.stat(MemcgStat::File), 0);
     assert_eq!(a.memory().usage(), 0, "nothing left charged");
 }
+
+#[test]
+fn open_files_read_and_write_anywhere_charged_to_each_caller() {
+    let t = CgroupTree::default();
+    t.set_charge_stock(false);
+    let a = t.mkdir("/a").unwrap();
+    let b = t.mkdir("/b").unwrap();
+    let sb = Superblock::mount(
+        &t,
+        FsSource::Ram {
+            size_bytes: 16 * 4096,
+        },
+        LruDesign::Split,
+        Arc::new(SwapSpace::default),
+    )
+    .unwrap();
+    let file = sb.open_file(&a, "f", true).unwrap();
+    assert_eq!(file.size_bytes(), 0);
+    // A write past the end leaves a hole that reads as zeros.
+    file.write_at(&a, 3 * 4096 + 10, b"tail").unwrap();
+    assert_eq!(file.size_bytes(), 3 * 4096 + 14);
+    file.write_at(&b, 5, b"head").unwrap();
+    let mut buf = vec![0xffu8; 16];
+    assert_eq!(file.read_at(&b, 0, &mut buf).unwrap(), 16);
+    assert_eq!(&buf[..9], b"\0\0\0\0\0head");
+    assert_eq!(
+        file.read_at(&b, 3 * 4096 + 12, &mut buf).unwrap(),
+        2,
+        "short at the end"
+    );
+    assert_eq!(&buf[..2], b"il");
+    assert_eq!(
+        file.read_at(&b, 1 << 20, &mut buf).unwrap(),
+        0,
+        "past the end"
+    );
+    // Each page is charged to whoever brought it in.
+    assert_eq!(a.stat(MemcgStat::File), 1);
+    assert_eq!(b.stat(MemcgStat::File), 1);
+    // The disk's 16 pages are a limit at write time; nothing is written.
+    let err = file.write_at(&a, 15 * 4096, &[1; 4097]).unwrap_err();
+    assert_eq!(err.errno(), memcg::Errno::ENOSPC);
+    assert_eq!(file.size_bytes(), 3 * 4096 + 14);
+    // Truncation drops the pages past the new end.
+    file.set_len(4096).unwrap();
+    assert_eq!(file.size_bytes(), 4096);
+    assert_eq!(a.stat(MemcgStat::File) + b.stat(MemcgStat::File), 1);
+    // Two handles growing one file at once never pass the disk's size.
+    let other = sb.open_file(&b, "f", false).unwrap();
+    std::thread::scope(|s| {
+        for (handle, memcg) in [(&file, &a), (&other, &b)] {
+            s.spawn(move || {
+                for i in 0..32u64 {
+                    let _ = handle.write_at(memcg, i * 2048, &[7; 2048]);
+                }
+            });
+        }
+    });
+    assert!(file.size_bytes() <= 16 * 4096);
+    drop((file, other));
+    sb.unlink("f").unwrap();
+    sb.unmount().unwrap();
+    drop(sb);
+    assert_eq!(a.memory().usage() + b.memory().usage(), 0);
+    assert_eq!(t.machine_used_pages(), 0);
+}

@@ -52,8 +52,8 @@ fn ttl(node: &Node) -> Duration {
     }
 }
 
-/// The largest text one write to an interface file may carry (a page, as
-/// kernfs takes).
+/// The largest text one write to an interface file may carry (kernfs's
+/// `atomic_write_len` for cgroup files: a page; more is `E2BIG`).
 const MAX_WRITE_BYTES: usize = 4096;
 
 fn fuse_errno(errno: Errno) -> FuseErrno {
@@ -81,6 +81,26 @@ enum Handle {
     File(memcg::fs::File),
     /// A directory's entries as they were at `opendir`.
     Dir(Vec<(u64, FileType, String)>),
+}
+
+/// An integer as `kstrtoint(s, 0, ..)` reads one: an optional sign, then
+/// `0x` hex, `0` octal or decimal.
+fn parse_kernel_int(text: &str) -> Option<i64> {
+    let (negative, digits) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
+    };
+    let value = if let Some(hex) = digits
+        .strip_prefix("0x")
+        .or_else(|| digits.strip_prefix("0X"))
+    {
+        i64::from_str_radix(hex, 16).ok()?
+    } else if digits.len() > 1 && digits.starts_with('0') {
+        i64::from_str_radix(&digits[1..], 8).ok()?
+    } else {
+        digits.parse().ok()?
+    };
+    Some(if negative { -value } else { value })
 }
 
 /// Whether the kernel notifies pollers of the interface file at `path`
@@ -373,7 +393,7 @@ impl SimFs {
     ) -> Result<u32, Errno> {
         let text = || -> Result<&str, Errno> {
             if data.len() > MAX_WRITE_BYTES {
-                return Err(Errno::EINVAL);
+                return Err(Errno::E2BIG);
             }
             std::str::from_utf8(data).map_err(|_| Errno::EINVAL)
         };
@@ -383,6 +403,10 @@ impl SimFs {
                 if file.path().ends_with("/cgroup.procs") {
                     let pid = self.procs_pid(req, text)?;
                     file.write(&pid.to_string()).map_err(|e| e.errno)?;
+                } else if file.path().ends_with("/cgroup.kill") {
+                    // Every process in the cgroup now, forks included.
+                    self.host.prune();
+                    file.write(text).map_err(|e| e.errno)?;
                 } else {
                     file.write(text).map_err(|e| e.errno)?;
                 }
@@ -402,8 +426,19 @@ impl SimFs {
 
     /// The host process a `cgroup.procs` write names (`0`: the writer),
     /// made a task so that the move can find it.
+    ///
+    /// The pid is read as `kstrtoint(.., 0, ..)` does (decimal, `0x` hex
+    /// or `0` octal; negative is `EINVAL`); a thread id moves its whole
+    /// process; a simulator task (a workload's) moves as it is. Before a
+    /// host process moves, its unseen descendants are placed where they
+    /// were forked, so they stay behind.
     fn procs_pid(&self, req: &Request, text: &str) -> Result<u32, Errno> {
-        let pid: u32 = text.trim().parse().map_err(|_| Errno::EINVAL)?;
+        let pid = parse_kernel_int(text.trim()).ok_or(Errno::EINVAL)?;
+        let pid = u32::try_from(pid).map_err(|_| Errno::EINVAL)?;
+        if pid >= memcg_sim::PID_MAX_LIMIT {
+            return self.sim.task(pid).map(|t| t.pid()).ok_or(Errno::ESRCH);
+        }
+        self.host.adopt_descendants();
         let task = if pid == 0 {
             self.host.task_of_thread(req.pid()).ok_or(Errno::ESRCH)?
         } else {
@@ -576,7 +611,9 @@ impl Filesystem for SimFs {
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let result = self.child(parent, name).and_then(|(_, node)| match node {
             Some(Node::Cgroup(cg)) => self.rmdir_cgroup(&cg),
-            Some(Node::Dir | Node::Mount(_)) => Err(Errno::EBUSY),
+            // A mount point is busy; the fixed directories cannot go.
+            Some(Node::Mount(_)) => Err(Errno::EBUSY),
+            Some(Node::Dir) => Err(Errno::EPERM),
             Some(_) => Err(Errno::ENOTDIR),
             None => Err(Errno::ENOENT),
         });
@@ -600,6 +637,42 @@ impl Filesystem for SimFs {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fuse_errno(e)),
         }
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        _name: &OsStr,
+        newparent: INodeNo,
+        _newname: &OsStr,
+        _flags: fuser::RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        // Within the flat `--fs` filesystems: EXDEV, so `mv` copies and
+        // removes. cgroup2 refuses renames (`cgroup_rename`: EPERM), as do
+        // the fixed directories.
+        let in_mount = |ino| matches!(self.node(ino), Ok((_, Node::Mount(_))));
+        if in_mount(parent) && in_mount(newparent) {
+            reply.error(FuseErrno::EXDEV);
+        } else {
+            reply.error(FuseErrno::EPERM);
+        }
+    }
+
+    fn mknod(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        _name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        // Neither kernfs nor the simulated filesystems make devices or
+        // pipes.
+        reply.error(FuseErrno::EPERM);
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {

@@ -4,25 +4,37 @@
 //! request of the mount, becomes a task of the simulator with its own pid
 //! (the simulator numbers its own tasks from `PID_MAX_LIMIT` up, where no
 //! host pid reaches). A process the simulator has not seen is put where
-//! fork would have put it: in the cgroup of its nearest ancestor that the
-//! simulator knows (the parent chain from `/proc/PID/stat`), else the root.
+//! fork put it: in the cgroup of its nearest ancestor that the simulator
+//! knows (the parent chain from `/proc/PID/stat`), else the root. Before a
+//! process moves, its unseen descendants are placed that way (so a child
+//! forked before the move stays behind, as on a kernel), and
+//! [`HostProcs::prune`] places every living descendant of a known process,
+//! so `cgroup.procs` lists a `sleep` that never touched the mount.
 //!
 //! A host pid may be reused after its process exits, so each known
-//! process is remembered with its start time (`/proc/PID/stat` field 22);
-//! a pid whose start time changed is a new process. [`HostProcs::prune`]
-//! drops the tasks of processes that exited, kills (SIGKILL) the
-//! processes whose tasks the simulator killed (`cgroup.kill`, the OOM
-//! killer), as the kernel would have, and adopts every living descendant
-//! of a known process (a scan of `/proc`), so that `cgroup.procs` lists a
-//! `sleep` that never touched the mount, as the kernel would. FUSE gives a
-//! request's thread id; it is mapped to its process (`Tgid` in
-//! `/proc/TID/status`).
+//! process is remembered with its start time (`/proc/PID/stat` field 22):
+//! a pid whose start time changed is a new process. The check happens when
+//! a process first appears and at every prune (every 0.5 s); in between, a
+//! request from a known pid is trusted without reading `/proc` (the fast
+//! path of [`HostProcs::task_of_thread`]). FUSE gives a request's thread
+//! id; it is mapped to its process (`Tgid` in `/proc/TID/status`), and so
+//! is a thread id written to `cgroup.procs` (the kernel moves the whole
+//! thread group).
 //!
-//! Locking: one mutex over the known processes, never held while calling
-//! into the simulator.
+//! When the simulator kills a task (`cgroup.kill`, the OOM killer) that
+//! stands for a host process, the process is killed on the host at once
+//! (SIGKILL through a pidfd taken after its start time was checked, so a
+//! reused pid is never hit) and remembered as killed, so a request it
+//! makes before it dies cannot bring it back. The server's own process is
+//! never a task (as a kernel thread cannot be moved: `EINVAL`).
+//!
+//! Locking: `adopting` serialises every decision to add or drop a task
+//! and is held while calling into the simulator; `known` is a leaf lock,
+//! never held while calling into the simulator, so the kill hook (called
+//! by the simulator) may take it.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use memcg::Errno;
 use memcg::memcontrol::MemCgroup;
@@ -58,39 +70,101 @@ fn parse_stat(text: &str) -> Option<Stat> {
 }
 
 /// The process (thread group) of thread `tid`.
-fn tgid_of(tid: u32) -> Option<u32> {
+pub(crate) fn tgid_of(tid: u32) -> Option<u32> {
     let text = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
     text.lines()
         .find_map(|l| l.strip_prefix("Tgid:"))
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// SIGKILLs process `pid` if it is still the one that started at
+/// `start_ticks`: the pidfd pins the process, so the check and the signal
+/// name the same one.
+fn kill_process(pid: u32, start_ticks: u64) {
+    // SAFETY: `pidfd_open` takes a pid and flags and returns a new fd or
+    // -1; no memory is passed.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    let Ok(fd) = libc::c_int::try_from(fd) else {
+        return;
+    };
+    if fd < 0 {
+        return;
+    }
+    if stat(pid).is_some_and(|s| s.start_ticks == start_ticks) {
+        // SAFETY: `fd` is the pidfd just opened; a null info pointer is
+        // allowed (the kernel fills in a default).
+        unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                fd,
+                libc::SIGKILL,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            );
+        }
+    }
+    // SAFETY: closing the fd opened above, once.
+    unsafe {
+        libc::close(fd);
+    }
+}
+
+/// What is known of host processes; see the module docs.
+#[derive(Default)]
+struct Known {
+    /// Tasks' processes and their start times.
+    starts: HashMap<u32, u64>,
+    /// Processes the simulator killed, until they are gone.
+    killed: HashMap<u32, u64>,
+    /// Threads seen that are not their process's main thread: tid → tgid
+    /// (forgotten at every prune, since tids are reused too).
+    threads: HashMap<u32, u32>,
+}
+
 /// The host processes the simulator knows; see the module docs.
 pub(crate) struct HostProcs {
     sim: Arc<Sim>,
-    /// Known pids and their start times.
-    known: Mutex<HashMap<u32, u64>>,
-    /// Threads seen that are not their process's main thread: tid → tgid
-    /// (forgotten at every prune, since tids are reused too).
-    threads: Mutex<HashMap<u32, u32>>,
+    me: u32,
+    adopting: Mutex<()>,
+    known: Mutex<Known>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl HostProcs {
-    pub(crate) fn new(sim: Arc<Sim>) -> Self {
-        Self {
-            sim,
-            known: Mutex::new(HashMap::new()),
-            threads: Mutex::new(HashMap::new()),
-        }
+    /// Tracks host processes for `sim`, and installs the hook that kills
+    /// a host process when the simulator kills its task.
+    pub(crate) fn new(sim: Arc<Sim>) -> Arc<Self> {
+        let host = Arc::new(Self {
+            sim: Arc::clone(&sim),
+            me: std::process::id(),
+            adopting: Mutex::new(()),
+            known: Mutex::new(Known::default()),
+        });
+        let weak: Weak<HostProcs> = Arc::downgrade(&host);
+        sim.set_kill_hook(Arc::new(move |pid| {
+            if let Some(host) = weak.upgrade() {
+                host.killed_by_simulator(pid);
+            }
+        }));
+        host
     }
 
-    fn known(&self) -> std::sync::MutexGuard<'_, HashMap<u32, u64>> {
-        self.known.lock().unwrap_or_else(|e| e.into_inner())
+    /// The simulator killed task `pid`: if it stands for a host process,
+    /// that process dies too.
+    fn killed_by_simulator(&self, pid: u32) {
+        let mut known = lock(&self.known);
+        if let Some(start) = known.starts.remove(&pid) {
+            kill_process(pid, start);
+            known.killed.insert(pid, start);
+        }
     }
 
     /// The memory cgroup a request of thread `tid` is charged to: its
     /// process's task's, or the root's for the kernel's own requests (pid
-    /// 0) and processes that vanished meanwhile.
+    /// 0), the server itself and processes that vanished meanwhile.
     pub(crate) fn memcg_of_request(&self, tid: u32) -> Arc<MemCgroup> {
         self.task_of_thread(tid)
             .map(|t| t.memcg())
@@ -104,47 +178,56 @@ impl HostProcs {
             .expect("the root cgroup has memory")
     }
 
-    /// The task of the process thread `tid` belongs to, made if new.
-    ///
-    /// Fast path, taken by every request after a process's first: the
-    /// thread is a known process's main thread (or a thread seen before),
-    /// and the process still lives as far as the last [`HostProcs::prune`]
-    /// (at most [`super::PRUNE_EVERY`] ago) knows, so no `/proc` file is
-    /// read. A pid reused within that window would be mistaken for its
-    /// predecessor; prune then corrects it.
+    /// The task of the process thread `tid` belongs to, made if new (fast
+    /// path: see the module docs).
     pub(crate) fn task_of_thread(&self, tid: u32) -> Option<Arc<Task>> {
         if tid == 0 {
             return None;
         }
-        let tgid = self.threads().get(&tid).copied().unwrap_or(tid);
-        if self.known().contains_key(&tgid)
-            && let Some(task) = self.sim.task(tgid)
-        {
+        let tgid = {
+            let known = lock(&self.known);
+            let tgid = known.threads.get(&tid).copied().unwrap_or(tid);
+            known.starts.contains_key(&tgid).then_some(tgid)
+        };
+        if let Some(task) = tgid.and_then(|t| self.sim.task(t)) {
             return Some(task);
         }
         let tgid = tgid_of(tid)?;
         if tgid != tid {
-            self.threads().insert(tid, tgid);
+            lock(&self.known).threads.insert(tid, tgid);
         }
         self.task(tgid).ok()
     }
 
-    fn threads(&self) -> std::sync::MutexGuard<'_, HashMap<u32, u32>> {
-        self.threads.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The task of host process `pid`, made if new (`ESRCH` if there is no
-    /// such process).
+    /// The task of host process (or thread) `pid`, made if new: `ESRCH` if
+    /// there is no such process or the simulator killed it, `EINVAL` for
+    /// the server's own process.
     pub(crate) fn task(&self, pid: u32) -> Result<Arc<Task>, Errno> {
+        let pid = tgid_of(pid).ok_or(Errno::ESRCH)?;
+        if pid == self.me {
+            return Err(Errno::EINVAL);
+        }
+        let _adopting = lock(&self.adopting);
         let now = stat(pid).ok_or(Errno::ESRCH)?;
-        let remembered = self.known().get(&pid).copied();
-        match (remembered, self.sim.task(pid)) {
-            (Some(start), Some(task)) if start == now.start_ticks => return Ok(task),
-            (Some(_), Some(_)) => {
+        let remembered = {
+            let known = lock(&self.known);
+            if known.killed.get(&pid) == Some(&now.start_ticks) {
+                return Err(Errno::ESRCH);
+            }
+            known.starts.get(&pid).copied()
+        };
+        match remembered {
+            Some(start) if start == now.start_ticks => {
+                if let Some(task) = self.sim.task(pid) {
+                    return Ok(task);
+                }
+            }
+            Some(_) => {
                 // The pid was reused: the old process is gone.
                 self.sim.release_task(pid);
+                lock(&self.known).starts.remove(&pid);
             }
-            _ => {}
+            None => {}
         }
         let cgroup = self.inherited_cgroup(now.ppid);
         let task = self
@@ -152,7 +235,7 @@ impl HostProcs {
             .adopt_task(pid, &cgroup)
             .or_else(|_| self.sim.adopt_task(pid, "/"))
             .map_err(|e| e.errno())?;
-        self.known().insert(pid, now.start_ticks);
+        lock(&self.known).starts.insert(pid, now.start_ticks);
         Ok(task)
     }
 
@@ -164,7 +247,7 @@ impl HostProcs {
                 break;
             }
             let Some(now) = stat(ppid) else { break };
-            let start = self.known().get(&ppid).copied();
+            let start = lock(&self.known).starts.get(&ppid).copied();
             if start == Some(now.start_ticks)
                 && let Some(task) = self.sim.task(ppid)
             {
@@ -175,30 +258,30 @@ impl HostProcs {
         "/".to_owned()
     }
 
-    /// Drops the tasks of processes that exited, kills the processes whose
-    /// tasks the simulator killed, and adopts the descendants of known
-    /// processes; see the module docs.
+    /// Drops the tasks of processes that exited and adopts the
+    /// descendants of known processes; see the module docs.
     pub(crate) fn prune(&self) {
-        self.threads().clear();
+        lock(&self.known).threads.clear();
         self.drop_exited();
         self.adopt_descendants();
     }
 
     /// Adopts every process on the host with a known ancestor, into that
     /// ancestor's cgroup (where fork put it).
-    fn adopt_descendants(&self) {
+    pub(crate) fn adopt_descendants(&self) {
         let Ok(dir) = std::fs::read_dir("/proc") else {
             return;
         };
         let stats: HashMap<u32, Stat> = dir
             .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|&pid| pid != self.me)
             .filter_map(|pid| Some((pid, stat(pid)?)))
             .collect();
-        let known = self.known().clone();
+        let starts = lock(&self.known).starts.clone();
         let is_known = |pid: u32| {
             stats
                 .get(&pid)
-                .is_some_and(|s| known.get(&pid) == Some(&s.start_ticks))
+                .is_some_and(|s| starts.get(&pid) == Some(&s.start_ticks))
         };
         for &pid in stats.keys() {
             if is_known(pid) {
@@ -218,26 +301,29 @@ impl HostProcs {
         }
     }
 
+    /// Drops the tasks of processes that exited (or whose pid a new
+    /// process took), and forgets killed processes once they are gone.
     fn drop_exited(&self) {
-        let known: Vec<(u32, u64)> = self.known().iter().map(|(&p, &s)| (p, s)).collect();
-        for (pid, start) in known {
-            let alive = stat(pid).is_some_and(|s| s.start_ticks == start);
-            let task = self.sim.task(pid);
-            if alive && task.as_ref().is_some_and(|t| !t.is_killed()) {
+        let starts: Vec<(u32, u64)> = lock(&self.known)
+            .starts
+            .iter()
+            .map(|(&p, &s)| (p, s))
+            .collect();
+        for (pid, start) in starts {
+            let _adopting = lock(&self.adopting);
+            if stat(pid).is_some_and(|s| s.start_ticks == start) {
                 continue;
             }
-            if alive {
-                // The simulator killed it: so does the host.
-                // SAFETY: `kill` has no memory-safety preconditions; the
-                // pid's start time was checked just above, so it names the
-                // process the task stood for.
-                unsafe {
-                    libc::kill(pid as libc::pid_t, libc::SIGKILL);
-                }
+            let mut known = lock(&self.known);
+            if known.starts.get(&pid) == Some(&start) {
+                known.starts.remove(&pid);
+                drop(known);
+                self.sim.release_task(pid);
             }
-            self.sim.release_task(pid);
-            self.known().remove(&pid);
         }
+        lock(&self.known)
+            .killed
+            .retain(|&pid, &mut start| stat(pid).is_some_and(|s| s.start_ticks == start));
     }
 }
 
@@ -260,32 +346,68 @@ mod tests {
         assert_eq!(parse_stat("garbage"), None);
     }
 
-    #[test]
-    fn children_inherit_their_parents_cgroup_and_leave_when_they_exit() {
-        let sim = Arc::new(Sim::new(SimConfig {
+    fn sim() -> Arc<Sim> {
+        Arc::new(Sim::new(SimConfig {
             mem_bytes: 64 << 20,
             first_pid: memcg_sim::PID_MAX_LIMIT,
             ..SimConfig::default()
-        }));
+        }))
+    }
+
+    #[test]
+    fn children_inherit_their_parents_cgroup_and_leave_when_they_exit() {
+        let sim = sim();
         sim.fs().mkdir("/a").unwrap();
         let host = HostProcs::new(Arc::clone(&sim));
-        let me = std::process::id();
-        host.task(me).unwrap();
-        sim.fs().write("/a/cgroup.procs", &me.to_string()).unwrap();
         let mut child = std::process::Command::new("sleep")
             .arg("30")
             .spawn()
             .unwrap();
-        let task = host.task(child.id()).unwrap();
-        assert_eq!(task.cgroup().path(), "/a");
-        assert_eq!(sim.fs().read("/a/cgroup.procs").unwrap().lines().count(), 2);
+        let pid = child.id();
+        host.task(pid).unwrap();
+        sim.fs().write("/a/cgroup.procs", &pid.to_string()).unwrap();
+        let mut grandchild = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        // Not a descendant of `pid`: the root.
+        assert_eq!(host.task(grandchild.id()).unwrap().cgroup().path(), "/");
+        grandchild.kill().unwrap();
+        grandchild.wait().unwrap();
         child.kill().unwrap();
         child.wait().unwrap();
         host.prune();
-        assert_eq!(sim.fs().read("/a/cgroup.procs").unwrap(), format!("{me}\n"));
-        assert_eq!(host.task(u32::MAX).unwrap_err(), Errno::ESRCH);
-        // Out again, so the cgroup can go.
-        sim.fs().write("/cgroup.procs", &me.to_string()).unwrap();
+        assert_eq!(sim.fs().read("/a/cgroup.procs").unwrap(), "");
         sim.fs().rmdir("/a").unwrap();
+        assert_eq!(host.task(u32::MAX).unwrap_err(), Errno::ESRCH);
+    }
+
+    #[test]
+    fn the_server_itself_is_never_a_task() {
+        let sim = sim();
+        let host = HostProcs::new(Arc::clone(&sim));
+        assert_eq!(host.task(std::process::id()).unwrap_err(), Errno::EINVAL);
+        host.adopt_descendants();
+        assert!(sim.task(std::process::id()).is_none());
+    }
+
+    #[test]
+    fn a_process_the_simulator_kills_dies_and_cannot_come_back() {
+        let sim = sim();
+        sim.fs().mkdir("/k").unwrap();
+        let host = HostProcs::new(Arc::clone(&sim));
+        let mut victim = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = victim.id();
+        host.task(pid).unwrap();
+        sim.fs().write("/k/cgroup.procs", &pid.to_string()).unwrap();
+        sim.fs().write("/k/cgroup.kill", "1").unwrap();
+        let status = victim.wait().unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(libc::SIGKILL));
+        assert!(sim.task(pid).is_none());
+        sim.fs().rmdir("/k").unwrap();
     }
 }

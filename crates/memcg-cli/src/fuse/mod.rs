@@ -150,6 +150,9 @@ fn unescape_mount_path(text: &str) -> String {
 /// A mounted machine; dropping it unmounts.
 pub(crate) struct Mounted {
     dir: PathBuf,
+    /// The connection's number (the mount's device minor), for
+    /// `/sys/fs/fuse/connections/N/abort`.
+    connection: Option<u32>,
     session: Option<fuser::BackgroundSession>,
     stop_pruner: Arc<AtomicBool>,
     pruner: Option<std::thread::JoinHandle<()>>,
@@ -158,6 +161,10 @@ pub(crate) struct Mounted {
 /// How often host processes that exited are dropped (so that
 /// `cgroup.events` and `cgroup.procs` stay current without a reader).
 pub(crate) const PRUNE_EVERY: Duration = Duration::from_millis(500);
+
+/// How long an unmount waits for the server to stop when a process still
+/// holds one of its files open.
+const SERVER_STOP_WAIT: Duration = Duration::from_millis(500);
 
 /// How often pollers of events files are checked for an event.
 pub(crate) const POLL_CHECK_EVERY: Duration = Duration::from_millis(50);
@@ -170,13 +177,17 @@ const WRITEBACK_EVERY_ROUNDS: u32 = 10;
 /// Serves `sim` at `dir` until the returned guard is dropped.
 pub(crate) fn mount(sim: Arc<Sim>, dir: &Path) -> anyhow::Result<Mounted> {
     check_mountable(dir)?;
-    let host = Arc::new(HostProcs::new(Arc::clone(&sim)));
+    let host = HostProcs::new(Arc::clone(&sim));
     let fs = fs::SimFs::new(Arc::clone(&sim), Arc::clone(&host));
     let pollers = fs.pollers();
     let mut config = fuser::Config::default();
     config.mount_options = vec![
         fuser::MountOption::FSName("memcg".into()),
         fuser::MountOption::Subtype("memcg".into()),
+        // The kernel checks the modes and owners (all root's), as it does
+        // on cgroupfs: other users may read the machine, not change it
+        // (nor, through `cgroup.procs` and `cgroup.kill`, kill anything).
+        fuser::MountOption::DefaultPermissions,
     ];
     // Any user's processes may use it, as anyone may read /sys/fs/cgroup.
     config.acl = fuser::SessionACL::All;
@@ -198,8 +209,13 @@ pub(crate) fn mount(sim: Arc<Sim>, dir: &Path) -> anyhow::Result<Mounted> {
             .name("memcg-flush".into())
             .spawn(move || background(&sim, &host, &pollers, &stop))?
     };
+    let connection = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(dir).ok().map(|m| libc::minor(m.dev()))
+    };
     Ok(Mounted {
         dir: dir.to_owned(),
+        connection,
         session: Some(session),
         stop_pruner,
         pruner: Some(pruner),
@@ -220,6 +236,9 @@ fn background(sim: &Sim, host: &HostProcs, pollers: &fs::Pollers, stop: &AtomicB
             eprintln!("memcg: writeback failed: {e}");
         }
         for _ in 0..checks_per_round {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
             pollers.check();
             std::thread::sleep(POLL_CHECK_EVERY);
         }
@@ -245,7 +264,24 @@ impl Drop for Mounted {
             }
         }
         if let Some(session) = self.session.take() {
-            let _ = session.join();
+            // A process may still hold a file of the mount open, which
+            // keeps the connection (and the server) alive after the
+            // detach: abort it (fusectl, where mounted), and in any case
+            // stop waiting after a while (the connection dies with this
+            // process).
+            if let Some(n) = self.connection {
+                let _ = std::fs::write(format!("/sys/fs/fuse/connections/{n}/abort"), "1");
+            }
+            let deadline = std::time::Instant::now() + SERVER_STOP_WAIT;
+            while !session.guard.is_finished() && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if session.guard.is_finished() {
+                let _ = session.join();
+            } else {
+                // Joining would wait for the holder; dropping would join.
+                std::mem::forget(session);
+            }
         }
         self.stop_pruner.store(true, Ordering::Relaxed);
         if let Some(pruner) = self.pruner.take() {

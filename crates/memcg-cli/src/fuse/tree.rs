@@ -205,10 +205,18 @@ impl Inodes {
     }
 
     /// The inode of `path` for a listing (no lookup counted): its number
-    /// if it has one, else a number no inode has.
+    /// if it has one, else one made from the path (top bit set, where
+    /// handed-out numbers never reach), so entries do not share one.
     pub(crate) fn peek(&self, path: &str) -> u64 {
-        let table = self.table();
-        table.by_path.get(path).map_or(u64::MAX, |&(ino, _)| ino)
+        if let Some(&(ino, _)) = self.table().by_path.get(path) {
+            return ino;
+        }
+        use std::hash::{Hash, Hasher};
+        // DefaultHasher::new() has fixed keys: the same path, the same
+        // number, in every run.
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        path.hash(&mut h);
+        (1 << 63) | h.finish()
     }
 
     /// The kernel dropped `nlookup` lookups of `ino`.

@@ -851,7 +851,7 @@ mod tests {
         assert_eq!(out, "2097152\n2097152\n", "echo -n '' writes nothing");
         assert_eq!(
             err,
-            "memcg sh: line 8: /a/memory.current: Permission denied\n\
+            "memcg sh: line 8: echo: write error: Invalid argument\n\
              memcg sh: line 9: /memory.max: Permission denied\n\
              memcg sh: line 10: echo: write error: Invalid argument\n\
              cat: write error: Invalid argument\n"

@@ -24,6 +24,12 @@ pub(crate) enum ProcFile {
     DropCaches,
     /// A zswap module parameter.
     Zswap(ZswapParam),
+    /// A file that opens for writing (as root) but refuses every write
+    /// with this errno: `EIO` for a `/proc` file without a write method
+    /// (`pde_write`), `EACCES` for a read-only debugfs counter
+    /// (`simple_attr_write` without a setter), `EOPNOTSUPP` for
+    /// `/proc/pressure/memory` (PSI triggers are not simulated).
+    Refusing(Errno),
 }
 
 /// zswap's writable module parameters.
@@ -214,22 +220,27 @@ pub(crate) fn open_for_write(sim: &Sim, path: &str) -> Result<ProcFile, Errno> {
     }
     if path.starts_with(ZSWAP_DEBUG) {
         return match read_zswap(sim, path) {
-            Some(Ok(_)) => Err(Errno::EACCES),
+            Some(Ok(_)) => Ok(ProcFile::Refusing(Errno::EACCES)),
             _ => Err(Errno::ENOENT),
         };
+    }
+    if path == "/proc/pressure/memory" {
+        return Ok(ProcFile::Refusing(Errno::EOPNOTSUPP));
     }
     match pid_file(path) {
         Some((pid, "oom_score_adj")) if sim.task(pid).is_some() => Ok(ProcFile::OomScoreAdj(pid)),
         Some(_) => Err(Errno::ENOENT),
-        None if read(sim, path).is_some_and(|r| r.is_ok()) => Err(Errno::EACCES),
+        None if read(sim, path).is_some_and(|r| r.is_ok()) => Ok(ProcFile::Refusing(Errno::EIO)),
         None => Err(Errno::ENOENT),
     }
 }
 
 /// Writes `text` to an opened `/proc` file.
 pub(crate) fn write(sim: &Sim, file: &ProcFile, text: &str) -> Result<(), Errno> {
-    if let ProcFile::Zswap(param) = file {
-        return write_zswap(sim, *param, text);
+    match file {
+        ProcFile::Zswap(param) => return write_zswap(sim, *param, text),
+        ProcFile::Refusing(errno) => return Err(*errno),
+        _ => {}
     }
     let value: i64 = text.trim().parse().map_err(|_| Errno::EINVAL)?;
     match file {
@@ -238,7 +249,7 @@ pub(crate) fn write(sim: &Sim, file: &ProcFile, text: &str) -> Result<(), Errno>
             sim.fs().tree().set_vm_swappiness(v)
         }
         ProcFile::MinFreeKbytes => sim.fs().tree().set_vm_min_free_kbytes(value),
-        ProcFile::Zswap(_) => unreachable!("handled above"),
+        ProcFile::Zswap(_) | ProcFile::Refusing(_) => unreachable!("handled above"),
         ProcFile::DropCaches => {
             let mode = u32::try_from(value).map_err(|_| Errno::EINVAL)?;
             sim.drop_caches(mode).map(drop)

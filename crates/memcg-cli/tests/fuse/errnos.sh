@@ -1,5 +1,9 @@
 # What bash and coreutils print when the kernel refuses, errno by errno,
-# as on a real machine (bash's "FILE: line N: " prefix is not compared).
+# as on a real machine run as root (bash's "FILE: line N: " prefix is not
+# compared): a read-only interface file opens for writing and the write
+# fails (EINVAL), a /proc file without a write method gives EIO, 4 is a
+# valid drop_caches value (it only quiets the kernel log), cgroup2 refuses
+# renames, pids are read in any base the kernel reads.
 echo +memory > /sys/fs/cgroup/cgroup.subtree_control
 mkdir /sys/fs/cgroup/a
 echo bogus > /sys/fs/cgroup/a/memory.max
@@ -14,7 +18,13 @@ rm /sys/fs/cgroup/a/memory.max
 echo 99999999 > /sys/fs/cgroup/a/b/cgroup.procs
 cat /sys/fs/cgroup/a/nope
 cat /proc/sys/vm/drop_caches
+echo 5 > /proc/sys/vm/drop_caches
 echo 4 > /proc/sys/vm/drop_caches
+echo x > /proc/meminfo
+echo x > /sys/fs/cgroup/cgroup.controllers
+mv /sys/fs/cgroup/a/b /sys/fs/cgroup/a/c
+echo 0x7fffffff > /sys/fs/cgroup/a/b/cgroup.procs
+echo -1 > /sys/fs/cgroup/a/b/cgroup.procs
 echo 201 > /proc/sys/vm/swappiness
 echo lz5 > /sys/module/zswap/parameters/compressor
 echo 2 > /sys/fs/cgroup/a/b/cgroup.kill

@@ -2,8 +2,8 @@
 # (no swap allowed) is throttled; the sleep is a memory stall, and with no
 # other task running it is "full" too. The shell's clock is simulated, so
 # the figures repeat exactly. A quiet stretch decays the averages. Poll
-# triggers are not supported: the file is read-only here (the kernel's
-# takes them).
+# triggers are not simulated: writing one is EOPNOTSUPP (the kernel's
+# pressure file takes them).
 echo +memory > /sys/fs/cgroup/cgroup.subtree_control
 mkdir /sys/fs/cgroup/a /sys/fs/cgroup/b
 swapon ram 64M

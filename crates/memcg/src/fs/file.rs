@@ -8,9 +8,11 @@
 //! so page-cache misses are charged to whoever caused them, as in the
 //! kernel, not to whoever opened the file.
 //!
-//! Locking: a write's pages go through the file's page cache (its own
-//! lock); the size is updated under the namespace lock, taken after the
-//! pages are written, so a reader never sees a size past written pages.
+//! Locking: writes and truncates of a superblock's files are serialised by
+//! its `resize` lock (so a space check and its size update are one step);
+//! a write's pages go through the file's page cache (its own lock); the
+//! size is updated under the namespace lock after the pages are written,
+//! so a reader never sees a size past written pages.
 
 use super::dcache::OpenFile;
 use super::{FsError, Superblock};
@@ -100,6 +102,7 @@ impl File {
                 name: self.name().to_owned(),
                 size_bytes: u64::MAX,
             })?;
+        let _resizing = lock(&self.sb.resize);
         let old_size = self.size_bytes();
         if end > old_size {
             self.sb.reserve_space(old_size, end)?;
@@ -112,6 +115,7 @@ impl File {
     /// Sets the size (`ftruncate`): a smaller size drops the pages past it,
     /// a larger one leaves a hole that reads as zeros.
     pub fn set_len(&self, size_bytes: u64) -> Result<(), FsError> {
+        let _resizing = lock(&self.sb.resize);
         let old_size = self.size_bytes();
         if size_bytes > old_size {
             self.sb.reserve_space(old_size, size_bytes)?;

@@ -251,6 +251,11 @@ pub struct Superblock {
     disk: Arc<Disk>,
     swap: Arc<dyn Fn() -> SwapSpace + Send + Sync>,
     ns: Mutex<Namespace>,
+    /// Serialises the writes that change a file's size (a whole-file
+    /// write, a positional write, a truncate), so the disk-space check and
+    /// the size update of one cannot interleave with another's. Taken
+    /// before any other lock of the superblock.
+    resize: Mutex<()>,
     dentry_lru: ListLru,
     inode_lru: ListLru,
     shrinker: Mutex<Option<ShrinkerHandle>>,
@@ -325,6 +330,7 @@ impl Superblock {
             disk: Arc::new(disk),
             swap,
             ns: Mutex::new(ns),
+            resize: Mutex::new(()),
             dentry_lru,
             inode_lru,
             shrinker: Mutex::new(None),
@@ -472,6 +478,7 @@ impl Superblock {
         mut produce: impl FnMut(&mut [u8]),
     ) -> Result<(), FsError> {
         let file = self.open(memcg, name, true)?;
+        let resizing = lock(&self.resize);
         let result = (|| {
             let old_size = self.size_of(&file.name).unwrap_or(0);
             self.reserve_space(old_size, size_bytes)?;
@@ -492,6 +499,7 @@ impl Superblock {
             }
             Ok(())
         })();
+        drop(resizing);
         self.close(file);
         result
     }
@@ -509,7 +517,7 @@ impl Superblock {
             .values()
             .map(|m| pages(m.size_bytes))
             .sum();
-        if used - pages(old_size) + pages(new_size) > capacity {
+        if used.saturating_sub(pages(old_size)) + pages(new_size) > capacity {
             return Err(BackingError::NoSpace.into());
         }
         Ok(())
