@@ -187,6 +187,10 @@ impl HostProcs {
         let tgid = {
             let known = lock(&self.known);
             let tgid = known.threads.get(&tid).copied().unwrap_or(tid);
+            if tgid == self.me {
+                // The server's own threads (a benchmark in process).
+                return None;
+            }
             known.starts.contains_key(&tgid).then_some(tgid)
         };
         if let Some(task) = tgid.and_then(|t| self.sim.task(t)) {
@@ -195,6 +199,9 @@ impl HostProcs {
         let tgid = tgid_of(tid)?;
         if tgid != tid {
             lock(&self.known).threads.insert(tid, tgid);
+        }
+        if tgid == self.me {
+            return None;
         }
         self.task(tgid).ok()
     }
