@@ -18,7 +18,17 @@ fn memcg() -> Command {
     let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("memcg"));
     // ASCII quotes from coreutils, English messages.
     cmd.env("LC_ALL", "C");
+    // `memcg run` makes its mount point here: a directory of these tests'
+    // own, so that other runs on the host cannot confuse the check that
+    // none is left.
+    cmd.env("TMPDIR", tests_tmp());
     cmd
+}
+
+fn tests_tmp() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fuse-tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
 
 fn dir() -> PathBuf {
@@ -50,7 +60,7 @@ fn memcg_mounts() -> Vec<String> {
 /// mounts themselves live in its private namespace, which no one else
 /// sees and which dies with it).
 fn run_dirs() -> Vec<String> {
-    std::fs::read_dir(std::env::temp_dir())
+    std::fs::read_dir(tests_tmp())
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .filter(|n| n.starts_with("memcg-run-"))
@@ -430,6 +440,20 @@ fn mount_serves_until_interrupted_and_refuses_a_busy_mount_point() {
             .status()
             .unwrap();
         assert!(status.success());
+        // The kernel tells the server the file was closed asynchronously:
+        // wait until the removed file's pages are gone.
+        let start = Instant::now();
+        let current = || -> u64 {
+            std::fs::read_to_string(cg("a/memory.current"))
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap()
+        };
+        while current() >= 144 * 4096 {
+            assert!(start.elapsed() < Duration::from_secs(10), "the pages stayed");
+            std::thread::sleep(Duration::from_millis(20));
+        }
         // Per-open memory.peak: a reset through one descriptor leaves the
         // other's peak alone.
         use std::io::{Read, Seek, Write};
