@@ -41,24 +41,31 @@ enum Command {
     /// DIR/sys/fs/cgroup, its /proc files at DIR/proc) until interrupted
     /// or unmounted.
     Mount {
-        /// The mount point (an empty directory).
+        /// The mount point: a directory (what it holds is hidden while
+        /// the machine is mounted there).
         dir: std::path::PathBuf,
         #[command(flatten)]
         machine: MachineArgs,
         #[command(flatten)]
         served: ServedArgs,
     },
-    /// Run CMD with the simulated machine's files at their real paths
-    /// (/sys/fs/cgroup, /proc/pressure/memory, /proc/sys/vm/drop_caches,
-    /// the --fs mounts) in a private mount namespace; exits with CMD's
-    /// status.
+    /// Run CMD against a simulated machine: in a private mount namespace
+    /// its files are bind-mounted at their real paths (/sys/fs/cgroup,
+    /// /proc/{meminfo,swaps,pressure/memory,sys/vm/*},
+    /// /sys/module/zswap/parameters, each --fs DIR). Needs root (or user
+    /// namespaces) and /dev/fuse. Exits with CMD's status (128+N for
+    /// signal N, 127 if CMD is not found).
+    #[command(
+        after_help = "Example: memcg run --mem 1G --fs /tmp/test-fs=ram:16G -- bash do_test.sh"
+    )]
     Run {
         #[command(flatten)]
         machine: MachineArgs,
         #[command(flatten)]
         served: ServedArgs,
-        /// The command and its arguments.
-        #[arg(last = true, required = true)]
+        /// The command and its arguments (after `--` if they start with
+        /// a dash).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
         cmd: Vec<std::ffi::OsString>,
     },
     /// Run a simulated workload.
@@ -79,7 +86,7 @@ struct MachineArgs {
     /// Seed of random fills.
     #[arg(long, default_value_t = 0x5eed)]
     seed: u64,
-    /// The simulated machine's memory (K/M/G/T suffixes): every charge
+    /// The simulated machine's memory (K/M/G/T/P/E suffixes): every charge
     /// and the kernel's own pages must fit [default: half of the
     /// host's available memory].
     #[arg(long, value_parser = parse_size)]
@@ -91,7 +98,7 @@ struct MachineArgs {
     charge_stock: Switch,
     /// Bytes of its own metadata each new memory cgroup charges to its
     /// parent, as the kernel's per-CPU memcg structures are (about
-    /// 1.7K per CPU; K/M suffixes) [default: 0, none].
+    /// 1.7K per CPU; K/M suffixes; 0: none).
     #[arg(long, value_parser = parse_bytes, default_value = "0")]
     memcg_metadata: u64,
     /// The list_lru design of mounted filesystems' dentry and inode
@@ -129,12 +136,13 @@ struct ServedArgs {
     /// of the process doing it. Repeatable.
     #[arg(long = "fs", value_name = "DIR=SOURCE")]
     fs: Vec<fuse::FsSpec>,
-    /// A RAM swap device of this size (K/M/G suffixes).
+    /// A RAM swap device of this size (K/M/G/T suffixes).
     #[arg(long, value_parser = parse_bytes)]
     swap: Option<u64>,
-    /// A workload run in the background in its cgroup, restarted when it
-    /// ends: `kbuild --jobs J --cgroup /PATH [--heap-max SIZE]`.
-    /// Repeatable.
+    /// A workload run in the background, one build after another:
+    /// `kbuild [--jobs 2] [--cgroup /build] [--tasks 8] [--heap-max 24M]
+    /// [--seed N]` (the cgroup is made if missing; no limit is set).
+    /// Repeatable, one per cgroup.
     #[arg(long, value_name = "WORKLOAD")]
     workload: Vec<served::WorkloadSpec>,
 }
@@ -166,13 +174,19 @@ fn parse_size(text: &str) -> Result<u64, String> {
         Ok(bytes) => Err(format!(
             "{text:?} is {bytes} bytes; a machine needs at least 1M"
         )),
-        Err(e) => Err(e.to_string()),
+        Err(_) => Err(size_help(text)),
     }
 }
 
 /// A byte count with an optional K/M/G suffix (`memparse`).
 pub(crate) fn parse_bytes(text: &str) -> Result<u64, String> {
-    memcg::cgroupfs::memparse(text).map_err(|e| e.to_string())
+    memcg::cgroupfs::memparse(text).map_err(|_| size_help(text))
+}
+
+/// Why `text` is no size (the interface files' message would offer
+/// "max", which no flag takes).
+pub(crate) fn size_help(text: &str) -> String {
+    format!("{text:?} is not a size: bytes with an optional K, M, G, T, P or E suffix")
 }
 
 /// The machine size for `--mem` (or the default), with a warning when it

@@ -11,9 +11,11 @@
 //! CMD runs as a child in that namespace, so it (and everything it starts)
 //! sees the simulated machine, and nothing outside does. When CMD exits,
 //! everything is unmounted and CMD's status is returned (128 + N if a
-//! signal N ended it). The namespace dies with this process, so even a
-//! crash leaves no mount behind on the host; only a `--fs` directory this
-//! command had to create may stay (it is removed on every normal exit).
+//! signal N ended it). CMD is killed if this process dies (even by
+//! SIGKILL), so the namespace dies with it and even a crash leaves no
+//! mount behind on the host; only empty directories may stay after a
+//! SIGKILL: the temporary mount point and any `--fs` directory this
+//! command had to create (both are removed on every other exit).
 
 use std::ffi::{CString, OsString};
 use std::path::{Path, PathBuf};
@@ -194,7 +196,28 @@ pub(crate) fn main(spec: &MachineSpec, cmd: &[OsString]) -> anyhow::Result<i32> 
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGQUIT] {
         signal_hook::flag::register(signal, Arc::clone(&interrupted))?;
     }
-    let status = std::process::Command::new(program).args(args).status();
+    let mut command = std::process::Command::new(program);
+    command.args(args);
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: runs in the child between fork and exec, calling only
+        // `prctl` and `getppid`, which are async-signal-safe.
+        unsafe {
+            command.pre_exec(|| {
+                // CMD dies with this process (even SIGKILLed), and with it
+                // the namespace and its mounts.
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // Already gone before the prctl took effect: go too.
+                if libc::getppid() == 1 {
+                    libc::_exit(137);
+                }
+                Ok(())
+            });
+        }
+    }
+    let status = command.status();
     drop(workloads);
     drop(binds);
     drop(mounted);

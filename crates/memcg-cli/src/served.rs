@@ -120,9 +120,13 @@ fn run_until(sim: &Sim, spec: &WorkloadSpec, stop: &AtomicBool) {
             }
         }
     }
+    let plural = |n: u64, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
     eprintln!(
-        "memcg: kbuild in {}: {builds} builds, {tasks} tasks, {oom_kills} OOM kills{}",
+        "memcg: kbuild in {}: {}, {}, {}{}",
         config.cgroup,
+        plural(builds, "build"),
+        plural(tasks, "task"),
+        plural(oom_kills, "OOM kill"),
         failure.map_or(String::new(), |e| format!("; stopped: {e}"))
     );
 }

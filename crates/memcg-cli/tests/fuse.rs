@@ -451,7 +451,10 @@ fn mount_serves_until_interrupted_and_refuses_a_busy_mount_point() {
                 .unwrap()
         };
         while current() >= 144 * 4096 {
-            assert!(start.elapsed() < Duration::from_secs(10), "the pages stayed");
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "the pages stayed"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         // Per-open memory.peak: a reset through one descriptor leaves the

@@ -472,6 +472,9 @@ fn run_job(
                 result.oom_kills += 1;
                 let _ = sim.free(&task.name);
             }
+            // Killed between two of its steps: the kill took its mapping,
+            // so the next step finds none.
+            Err(SimError::NoSuchMapping(name)) if name == task.name => result.oom_kills += 1,
             Err(e) => return Err(e.into()),
         }
     }

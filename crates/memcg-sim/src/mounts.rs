@@ -25,8 +25,11 @@ pub enum MountError {
     /// Nothing is mounted there.
     #[error("{0}: not mounted")]
     NotMounted(String),
-    /// A mount point must be an absolute path outside the cgroup tree.
-    #[error("{0}: not a usable mount point (an absolute path outside /sys/fs/cgroup)")]
+    /// A mount point must be an absolute path below `/`, outside the
+    /// cgroup tree and `/proc`.
+    #[error(
+        "{0}: not a usable mount point (mount points are absolute paths below /, outside /sys/fs/cgroup and /proc, which the machine's own files take)"
+    )]
     BadMountPoint(String),
     /// The path is not under a mount.
     #[error("{0}: no such file (not under a mount)")]

@@ -765,6 +765,21 @@ impl Filesystem for SimFs {
         }
     }
 
+    fn statfs(&self, _req: &Request, ino: INodeNo, reply: fuser::ReplyStatfs) {
+        // A `--fs` filesystem shows its disk (a host directory: its
+        // files only); the rest, like cgroupfs and procfs, nothing.
+        let (blocks, used) = match self.node(ino) {
+            Ok((path, Node::Mount(_) | Node::File(_))) => self
+                .sim
+                .resolve_file(&path)
+                .map(|(sb, _)| sb.space_pages())
+                .map_or((0, 0), |(capacity, used)| (capacity.unwrap_or(used), used)),
+            _ => (0, 0),
+        };
+        let free = blocks.saturating_sub(used);
+        reply.statfs(blocks, free, free, 0, 0, 4096, 255, 4096);
+    }
+
     fn fsync(
         &self,
         _req: &Request,

@@ -46,13 +46,22 @@ impl std::str::FromStr for FsSpec {
         let (dir, source) = text
             .split_once('=')
             .ok_or_else(|| format!("{text:?}: expected DIR=ram:SIZE or DIR=HOSTDIR"))?;
-        if !dir.starts_with('/') || dir.len() < 2 {
-            return Err(format!("{dir:?}: the directory must be an absolute path"));
+        if !dir.starts_with('/') || dir.trim_end_matches('/').is_empty() {
+            return Err(format!(
+                "{dir:?}: the directory must be an absolute path below /"
+            ));
         }
         let source = match source.strip_prefix("ram:") {
-            Some(size) => FsSource::Ram {
-                size_bytes: memcg::cgroupfs::memparse(size).map_err(|e| e.to_string())?,
-            },
+            Some(size) => {
+                let size_bytes =
+                    memcg::cgroupfs::memparse(size).map_err(|_| crate::size_help(size))?;
+                if size_bytes < MIN_RAM_DISK_BYTES {
+                    return Err(format!(
+                        "ram:{size}: a RAM disk needs at least 64K (16 pages)"
+                    ));
+                }
+                FsSource::Ram { size_bytes }
+            }
             None if source.starts_with('/') => FsSource::Dir(PathBuf::from(source)),
             None => {
                 return Err(format!(
@@ -66,6 +75,9 @@ impl std::str::FromStr for FsSpec {
         })
     }
 }
+
+/// The smallest `--fs DIR=ram:SIZE`.
+const MIN_RAM_DISK_BYTES: u64 = 64 << 10;
 
 /// What a mounted machine is built from.
 #[derive(Debug, Clone)]
@@ -85,7 +97,15 @@ pub(crate) fn build_machine(spec: &MachineSpec) -> anyhow::Result<Arc<Sim>> {
         first_pid: PID_MAX_LIMIT,
         ..spec.config
     });
-    for fs in &spec.fs {
+    for (i, fs) in spec.fs.iter().enumerate() {
+        if spec.fs[..i].iter().any(|other| other.dir == fs.dir) {
+            bail!("--fs {}: given twice", fs.dir);
+        }
+        if let FsSource::Dir(host) = &fs.source
+            && let Err(e) = std::fs::read_dir(host)
+        {
+            bail!("--fs {}={}: {}", fs.dir, host.display(), e);
+        }
         sim.mount(&fs.dir, fs.source.clone())
             .with_context(|| format!("--fs {}", fs.dir))?;
     }
@@ -301,6 +321,8 @@ pub(crate) fn run_mount(dir: &Path, spec: &MachineSpec) -> anyhow::Result<()> {
     ] {
         signal_hook::flag::register(signal, Arc::clone(&stop))?;
     }
+    let dir = &std::fs::canonicalize(dir)
+        .with_context(|| format!("{}: cannot mount there", dir.display()))?;
     let sim = build_machine(spec)?;
     let mounted = mount(Arc::clone(&sim), dir)?;
     let workloads = crate::served::Workloads::start(&sim, &spec.workloads)?;

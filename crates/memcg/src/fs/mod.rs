@@ -397,6 +397,18 @@ impl Superblock {
             .collect()
     }
 
+    /// The disk's size and the pages its files take (`statfs`): `None`
+    /// for the size of a host directory (as much as the host has).
+    pub fn space_pages(&self) -> (Option<u64>, u64) {
+        let pages = |bytes: u64| bytes.div_ceil(crate::mm_types::PAGE_SIZE);
+        let used = lock(&self.ns)
+            .files
+            .values()
+            .map(|m| pages(m.size_bytes))
+            .sum();
+        (self.disk.capacity_pages(), used)
+    }
+
     /// A file's size.
     pub fn size_of(&self, name: &str) -> Result<u64, FsError> {
         lock(&self.ns)
