@@ -109,7 +109,7 @@ pub enum SwapError {
     },
     /// A size that is not a positive multiple of the page size, or too
     /// small to hold a header page and one slot.
-    #[error("swap size {0} bytes is not a multiple of 4096 of at least 8192")]
+    #[error("swap size {0} bytes: it must be a multiple of 4K, and at least 8K")]
     BadSize(u64),
     /// The same backing path is already swapped on.
     #[error("{0}: already in use as swap")]
@@ -145,7 +145,9 @@ pub enum SwapError {
     },
     /// The device's tables do not fit in (simulated or real) memory
     /// (the kernel's `vzalloc` of `swap_map` failing).
-    #[error("no memory for the tables of a {pages}-page swap area")]
+    #[error(
+        "no memory for the tables of a {pages}-page swap area (about 3 bytes per page: a larger machine, or a smaller area)"
+    )]
     NoMemory {
         /// Pages of the area.
         pages: u64,
