@@ -30,5 +30,25 @@ echo lz5 > /sys/module/zswap/parameters/compressor
 echo 2 > /sys/fs/cgroup/a/b/cgroup.kill
 echo 100M > /sys/fs/cgroup/a/b/memory.max
 cat /sys/fs/cgroup/a/b/memory.max
+# A write longer than a page is E2BIG (kernfs's atomic_write_len); a
+# thread id written to cgroup.procs moves its whole process.
+python3 - /sys/fs/cgroup/a/b <<'PY'
+import os, sys, threading
+cg = sys.argv[1]
+try:
+    with open(cg + "/memory.max", "w") as f:
+        f.write("1" * 5000)
+except OSError as e:
+    print("5000-byte write:", e.strerror)
+def move():
+    with open(cg + "/cgroup.procs", "w") as f:
+        f.write(str(threading.get_native_id()))
+t = threading.Thread(target=move)
+t.start()
+t.join()
+print("the process moved:", open(cg + "/cgroup.procs").read().split() == [str(os.getpid())])
+with open("/sys/fs/cgroup/cgroup.procs", "w") as f:
+    f.write(str(os.getpid()))
+PY
 rmdir /sys/fs/cgroup/a/b /sys/fs/cgroup/a
 ls /sys/fs/cgroup/a
