@@ -438,12 +438,12 @@ impl SimFs {
         if pid >= memcg_sim::PID_MAX_LIMIT {
             return self.sim.task(pid).map(|t| t.pid()).ok_or(Errno::ESRCH);
         }
-        self.host.adopt_descendants();
         let task = if pid == 0 {
             self.host.task_of_thread(req.pid()).ok_or(Errno::ESRCH)?
         } else {
             self.host.task(pid)?
         };
+        self.host.adopt_descendants_of(task.pid());
         Ok(task.pid())
     }
 

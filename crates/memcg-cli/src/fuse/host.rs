@@ -40,6 +40,10 @@ use memcg::Errno;
 use memcg::memcontrol::MemCgroup;
 use memcg_sim::{Sim, Task};
 
+/// Descendants of one process adopted before it moves, at most (a bound
+/// against a fork storm racing the walk).
+const MAX_DESCENDANTS: usize = 1 << 16;
+
 /// Ancestors followed before giving up (a chain longer than this is
 /// broken or racing; the root cgroup is used).
 const MAX_ANCESTORS: usize = 128;
@@ -75,6 +79,22 @@ pub(crate) fn tgid_of(tid: u32) -> Option<u32> {
     text.lines()
         .find_map(|l| l.strip_prefix("Tgid:"))
         .and_then(|v| v.trim().parse().ok())
+}
+
+/// The children of process `pid` (of every thread of it:
+/// `/proc/PID/task/TID/children`).
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    threads
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("children")).ok())
+        .flat_map(|text| {
+            text.split_whitespace()
+                .filter_map(|c| c.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
 }
 
 /// SIGKILLs process `pid` if it is still the one that started at
@@ -271,6 +291,24 @@ impl HostProcs {
         lock(&self.known).threads.clear();
         self.drop_exited();
         self.adopt_descendants();
+    }
+
+    /// Adopts the living descendants of host process `pid` that are not
+    /// known yet, each into its nearest known ancestor's cgroup (where fork
+    /// put it): done before `pid` moves, so they stay behind. Walks the
+    /// children lists from `pid` down, not all of `/proc`, so a move costs
+    /// what its own subtree holds.
+    pub(crate) fn adopt_descendants_of(&self, pid: u32) {
+        let mut todo = children(pid);
+        let mut seen = 0usize;
+        while let Some(child) = todo.pop() {
+            seen += 1;
+            if child == self.me || seen > MAX_DESCENDANTS {
+                continue;
+            }
+            let _ = self.task(child);
+            todo.extend(children(child));
+        }
     }
 
     /// Adopts every process on the host with a known ancestor, into that
