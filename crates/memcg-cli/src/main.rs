@@ -91,6 +91,11 @@ struct MachineArgs {
     /// host's available memory].
     #[arg(long, value_parser = parse_size)]
     mem: Option<u64>,
+    /// The simulated machine's CPUs: what the kernel keeps per CPU
+    /// (pressure stall counts, per-CPU memcg data) scales with it.
+    #[arg(long, default_value_t = memcg::memcontrol::DEFAULT_NR_CPUS,
+          value_parser = clap::value_parser!(u32).range(1..=memcg::memcontrol::MAX_NR_CPUS as i64))]
+    cpus: u32,
     /// The per-thread charge stock: `on` as the kernel (memory.current
     /// counts up to 64 pages more than the pages in use), `off` for
     /// exact figures.
@@ -120,6 +125,7 @@ impl MachineArgs {
             mem_bytes: machine_bytes(self.mem),
             charge_stock: self.charge_stock == Switch::On,
             memcg_metadata_bytes: self.memcg_metadata,
+            nr_cpus: self.cpus,
             list_lru: self.list_lru,
             reparent_lru_folios: self.reparent_lru_folios == Switch::On,
             ..memcg_sim::SimConfig::default()

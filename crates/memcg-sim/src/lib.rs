@@ -73,6 +73,8 @@ pub struct SimConfig {
     /// Bytes of its own metadata each new memory cgroup charges to its
     /// parent (see `CgroupTree::set_memcg_metadata_bytes`; 0: none).
     pub memcg_metadata_bytes: u64,
+    /// The simulated machine's CPUs ([`memcg::memcontrol::TreeConfig::nr_cpus`]).
+    pub nr_cpus: u32,
     /// The list_lru design of mounted filesystems' dentry and inode caches.
     pub list_lru: memcg::list_lru::LruDesign,
     /// Offline reparents LRU folios to the parent (2026) instead of
@@ -96,6 +98,7 @@ impl Default for SimConfig {
             mem_bytes: default_mem_bytes(),
             charge_stock: true,
             memcg_metadata_bytes: 0,
+            nr_cpus: memcg::memcontrol::DEFAULT_NR_CPUS,
             list_lru: memcg::list_lru::LruDesign::default(),
             reparent_lru_folios: false,
             first_pid: 100,
@@ -505,7 +508,10 @@ impl Inner {
 impl Sim {
     /// A simulation with a fresh hierarchy and no swap.
     pub fn new(config: SimConfig) -> Self {
-        let fs = CgroupFs::new(TreeConfig::default());
+        let fs = CgroupFs::new(TreeConfig {
+            nr_cpus: config.nr_cpus,
+            ..TreeConfig::default()
+        });
         fs.tree()
             .set_machine_pages(config.mem_bytes / PAGE_BYTES as u64);
         fs.tree().set_charge_stock(config.charge_stock);

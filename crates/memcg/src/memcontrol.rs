@@ -209,7 +209,19 @@ pub struct TreeConfig {
     pub max_ids: u32,
     /// Which cgroups get a memory cgroup.
     pub memory: MemoryController,
+    /// The simulated machine's CPUs (`nr_cpu_ids`): what the kernel keeps
+    /// per CPU (pressure stall counts, per-CPU memcg data) scales with it.
+    /// Default [`DEFAULT_NR_CPUS`].
+    pub nr_cpus: u32,
 }
+
+/// CPUs of a machine when none is given: 2, the machine the project's
+/// figures and the booted-kernel comparisons were taken on.
+pub const DEFAULT_NR_CPUS: u32 = 2;
+
+/// The most CPUs a simulated machine may have (the kernel's `NR_CPUS`
+/// for x86_64's `MAXSMP`).
+pub const MAX_NR_CPUS: u32 = 8192;
 
 impl Default for TreeConfig {
     fn default() -> Self {
@@ -217,6 +229,7 @@ impl Default for TreeConfig {
             nr_nodes: 1,
             max_ids: MEM_CGROUP_ID_MAX,
             memory: MemoryController::default(),
+            nr_cpus: DEFAULT_NR_CPUS,
         }
     }
 }
@@ -1010,6 +1023,7 @@ struct TreeShared {
     root: Arc<Cgroup>,
     root_memcg: Arc<MemCgroup>,
     nr_nodes: usize,
+    nr_cpus: u32,
     mode: MemoryController,
     options: Arc<Options>,
     cgroup_mutex: Mutex<()>,
@@ -1067,6 +1081,10 @@ impl CgroupTree {
     pub fn new(config: TreeConfig) -> Self {
         assert!(config.nr_nodes >= 1, "a machine has at least one node");
         assert!(
+            (1..=MAX_NR_CPUS).contains(&config.nr_cpus),
+            "nr_cpus must be 1..={MAX_NR_CPUS}"
+        );
+        assert!(
             (2..=MEM_CGROUP_ID_MAX).contains(&config.max_ids),
             "max_ids must be 2..={MEM_CGROUP_ID_MAX}"
         );
@@ -1099,6 +1117,7 @@ impl CgroupTree {
                 root,
                 root_memcg,
                 nr_nodes: config.nr_nodes,
+                nr_cpus: config.nr_cpus,
                 mode: config.memory,
                 options,
                 cgroup_mutex: Mutex::new(()),
@@ -1136,6 +1155,11 @@ impl CgroupTree {
     /// NUMA nodes of this tree.
     pub fn nr_nodes(&self) -> usize {
         self.shared.nr_nodes
+    }
+
+    /// CPUs of the simulated machine ([`TreeConfig::nr_cpus`]).
+    pub fn nr_cpus(&self) -> u32 {
+        self.shared.nr_cpus
     }
 
     /// The largest id.
