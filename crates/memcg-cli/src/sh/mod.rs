@@ -7,13 +7,14 @@
 //! report them and set the exit status; `set -e` stops at the first one.
 //!
 //! Commands live in one table ([`COMMANDS`]) whose rows point at the verbs
-//! in `verbs.rs`; each gets its arguments and an optional output
-//! redirection, so a new verb is a new row. [`Shell`] holds interpreter
+//! in `verbs.rs` (`grep`'s in `grep.rs`); each gets its arguments and an
+//! optional output redirection, so a new verb is a new row. [`Shell`] holds interpreter
 //! state only (cwd, `set -e`, `$?`, where output goes); everything a verb
 //! changes lives in the simulator ([`Sim`]), including direct charges and
 //! the swap slots they take.
 
 mod files;
+mod grep;
 mod parse;
 pub(crate) mod procfs;
 mod verbs;
@@ -22,6 +23,7 @@ use std::io::{BufRead, IsTerminal, Write};
 
 use std::sync::Arc;
 
+use grep::cmd_grep;
 use memcg::Errno;
 use memcg::cgroupfs::{Access, OpenFile};
 use memcg::clock::VirtualClock;
@@ -29,9 +31,8 @@ use memcg_sim::{Sim, SimConfig};
 use parse::{DEV_NULL, Join, List, ParseError, Simple};
 pub use verbs::verbs_help;
 use verbs::{
-    cmd_alloc, cmd_cat, cmd_cd, cmd_charge, cmd_echo, cmd_grep, cmd_help, cmd_kill, cmd_ls,
-    cmd_mkdir, cmd_mount, cmd_pidof, cmd_rmdir, cmd_set, cmd_sleep, cmd_swapoff, cmd_swapon,
-    mapping_verb,
+    cmd_alloc, cmd_cat, cmd_cd, cmd_charge, cmd_echo, cmd_help, cmd_kill, cmd_ls, cmd_mkdir,
+    cmd_mount, cmd_pidof, cmd_rmdir, cmd_set, cmd_sleep, cmd_swapoff, cmd_swapon, mapping_verb,
 };
 
 /// The cgroup v2 mount point scripts may prefix paths with.
@@ -79,7 +80,7 @@ const COMMANDS: &[Command] = &[
     },
     Command {
         name: "grep",
-        usage: "grep STRING FILE...",
+        usage: "grep [-EFGHchilnqsvwx] [-e PATTERN]... [PATTERN] FILE...",
         run: cmd_grep,
     },
     Command {

@@ -85,7 +85,7 @@ pub(super) fn cmd_echo(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failur
 
 /// The text of a file `cat` and `grep` read: a kernel file or an
 /// interface file; on failure, its errno.
-fn read_text(sh: &Shell<'_>, p: &str) -> Result<String, Errno> {
+pub(super) fn read_text(sh: &Shell<'_>, p: &str) -> Result<String, Errno> {
     match super::procfs::read(&sh.sim, p) {
         Some(result) => result,
         None => sh.sim.fs().read(&sh.resolve(p)).map_err(|e| e.errno),
@@ -107,45 +107,6 @@ pub(super) fn cmd_cat(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure
         }
     }
     quiet_status(status)
-}
-
-/// `grep STRING FILE...`: the lines holding `STRING` (a fixed string, as
-/// `grep -F`), prefixed with the file's name when there are several;
-/// status 0 if a line matched, 1 if none, 2 if a file could not be read.
-pub(super) fn cmd_grep(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
-    let [pattern, files @ ..] = args else {
-        return Err(sh.usage("grep"));
-    };
-    if files.is_empty() {
-        return Err(sh.usage("grep"));
-    }
-    let (mut matched, mut failed) = (false, false);
-    for p in files {
-        let text = match read_text(sh, p) {
-            Ok(text) => text,
-            Err(errno) => {
-                sh.report(&format!("grep: {p}: {}", errno.message()));
-                failed = true;
-                continue;
-            }
-        };
-        let prefix = if files.len() > 1 {
-            format!("{p}:")
-        } else {
-            String::new()
-        };
-        for line in text.lines().filter(|l| l.contains(pattern.as_str())) {
-            sh.print(&format!("{prefix}{line}\n"))?;
-            matched = true;
-        }
-    }
-    quiet_status(if failed {
-        2
-    } else if matched {
-        0
-    } else {
-        1
-    })
 }
 
 pub(super) fn cmd_ls(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
