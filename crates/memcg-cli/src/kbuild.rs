@@ -46,6 +46,12 @@ pub struct KbuildArgs {
     /// Seed of every job's choices.
     #[arg(long, default_value_t = 0x5eed)]
     pub seed: u64,
+    /// The simulated machine's memory (K/M/G/T/P/E suffixes): the build's
+    /// limit, a RAM swap device's pages, its files and the kernel's own
+    /// pages must fit, or global reclaim and OOM follow [default: what the
+    /// build needs, at most half of the host's available memory].
+    #[arg(long, value_parser = crate::parse_size)]
+    pub mem: Option<u64>,
     /// Write the report as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -137,6 +143,8 @@ struct KbuildReport {
     jobs: usize,
     tasks_per_job: usize,
     memcg_max_bytes: u64,
+    /// The simulated machine's memory.
+    mem_bytes: u64,
     folio_bytes: u64,
     swap: SwapArg,
     lockstep: bool,
@@ -164,13 +172,12 @@ pub fn config(args: &KbuildArgs, swap_dir: &std::path::Path) -> anyhow::Result<K
     config.lockstep = args.lockstep;
     config.seed = args.seed;
     config.validate()?;
-    let machine = config.machine_bytes();
-    let host = memcg_sim::default_mem_bytes();
-    anyhow::ensure!(
-        machine <= host,
-        "this build needs a simulated machine of {machine} bytes, more than half of this \
-         host's available memory ({host} bytes): use fewer --jobs or a smaller --memcg-max"
-    );
+    config.mem_bytes = Some(crate::workload_machine_bytes(
+        args.mem,
+        config.needed_machine_bytes(),
+        "build",
+        "use fewer --jobs or a smaller --memcg-max",
+    )?);
     Ok(config)
 }
 
@@ -198,6 +205,7 @@ pub fn run(args: &KbuildArgs) -> anyhow::Result<()> {
         jobs: args.jobs,
         tasks_per_job: args.tasks,
         memcg_max_bytes: base.memcg_max_bytes,
+        mem_bytes: base.machine_bytes(),
         folio_bytes: args.folio,
         swap: args.swap,
         lockstep: args.lockstep,
@@ -214,10 +222,11 @@ pub fn run(args: &KbuildArgs) -> anyhow::Result<()> {
 
 fn print(report: &KbuildReport) {
     println!(
-        "## kbuild: {} jobs x {} tasks in a {} MiB memcg, {} KiB folios, {} swap\n",
+        "## kbuild: {} jobs x {} tasks in a {} MiB memcg on a {} MiB machine, {} KiB folios, {} swap\n",
         report.jobs,
         report.tasks_per_job,
         report.memcg_max_bytes >> 20,
+        report.mem_bytes >> 20,
         report.folio_bytes >> 10,
         serde_json::to_value(report.swap)
             .ok()

@@ -208,6 +208,36 @@ pub(crate) fn machine_bytes(mem: Option<u64>) -> u64 {
     bytes
 }
 
+/// The machine of a workload that sizes its own (`kbuild`, `usemem`):
+/// `--mem` as given (warned about where it exceeds the host, or is
+/// smaller than the `needed` bytes), else the `needed` bytes, refused
+/// where they are more than the default machine (half of the host's
+/// available memory); `what` names the workload and `advice` says how
+/// to make it smaller.
+pub(crate) fn workload_machine_bytes(
+    mem: Option<u64>,
+    needed: u64,
+    what: &str,
+    advice: &str,
+) -> anyhow::Result<u64> {
+    let Some(mem) = mem else {
+        let host = memcg_sim::default_mem_bytes();
+        anyhow::ensure!(
+            needed <= host,
+            "this {what} needs a simulated machine of {needed} bytes, more than half of this \
+             host's available memory ({host} bytes): {advice}, or give --mem"
+        );
+        return Ok(needed);
+    };
+    if mem < needed {
+        eprintln!(
+            "memcg: warning: --mem {mem} is less than the {needed} bytes this {what} needs; \
+             expect global reclaim and OOM kills"
+        );
+    }
+    Ok(machine_bytes(Some(mem)))
+}
+
 fn main() -> anyhow::Result<()> {
     // Output piped into `head` that closes early ends us quietly, as it
     // does `cat`, instead of a panic in `println!` (Rust ignores SIGPIPE

@@ -41,6 +41,12 @@ pub struct UsememArgs {
     /// Seed of the page contents.
     #[arg(long, default_value_t = 0x5eed)]
     pub seed: u64,
+    /// The simulated machine's memory (K/M/G/T/P/E suffixes): the limit,
+    /// a RAM swap device's pages and the kernel's own pages must fit, or
+    /// global reclaim and OOM follow [default: what the run needs, at most
+    /// half of the host's available memory].
+    #[arg(long, value_parser = crate::parse_size)]
+    pub mem: Option<u64>,
     /// Write the report as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -65,6 +71,8 @@ struct UsememReport {
     tasks: usize,
     bytes_per_task: u64,
     memcg_max_bytes: u64,
+    /// The simulated machine's memory.
+    mem_bytes: u64,
     folio_bytes: u64,
     seed: u64,
     results: Vec<Row>,
@@ -87,14 +95,17 @@ pub fn run(args: &UsememArgs) -> anyhow::Result<()> {
         swap: args.swap.kind(temp.path(), "memcg-usemem.swap"),
         swap_cgroup: Design::Memcg,
         seed: args.seed,
+        mem_bytes: None,
     };
-    let host = memcg_sim::default_mem_bytes();
-    anyhow::ensure!(
-        base.machine_bytes() <= host,
-        "this run needs a simulated machine of {} bytes, more than half of this host's \
-         available memory ({host} bytes): use fewer --tasks or a smaller --size",
-        base.machine_bytes()
-    );
+    let base = UsememConfig {
+        mem_bytes: Some(crate::workload_machine_bytes(
+            args.mem,
+            base.needed_machine_bytes(),
+            "run",
+            "use fewer --tasks or a smaller --size",
+        )?),
+        ..base
+    };
     let mut results = Vec::new();
     for &design in &args.swap_cgroup {
         let config = UsememConfig {
@@ -119,6 +130,7 @@ pub fn run(args: &UsememArgs) -> anyhow::Result<()> {
         tasks: args.tasks,
         bytes_per_task: args.size,
         memcg_max_bytes: base.memcg_max_bytes,
+        mem_bytes: base.machine_bytes(),
         folio_bytes: args.folio,
         seed: args.seed,
         results,
@@ -133,10 +145,11 @@ pub fn run(args: &UsememArgs) -> anyhow::Result<()> {
 
 fn print(report: &UsememReport) {
     println!(
-        "## usemem: {} tasks x {} MiB in a {} MiB memcg, {} KiB folios\n",
+        "## usemem: {} tasks x {} MiB in a {} MiB memcg on a {} MiB machine, {} KiB folios\n",
         report.tasks,
         report.bytes_per_task >> 20,
         report.memcg_max_bytes >> 20,
+        report.mem_bytes >> 20,
         report.folio_bytes >> 10
     );
     let rows = report.results.iter().map(|r| {

@@ -166,6 +166,54 @@ fn kbuild_workload_replays_in_lockstep_and_refuses_bad_shapes() {
 }
 
 #[test]
+fn kbuild_and_usemem_run_on_a_machine_of_mem() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("w.json");
+    for workload in [
+        &[
+            "kbuild",
+            "--jobs",
+            "1",
+            "--tasks",
+            "2",
+            "--memcg-max",
+            "3M",
+            "--heap-max",
+            "6M",
+        ][..],
+        &["usemem", "--tasks", "1", "--size", "4M"][..],
+    ] {
+        let out = memcg()
+            .arg("workload")
+            .args(workload)
+            .args(["--mem", "200M", "--json"])
+            .arg(&json)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{workload:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("on a 200 MiB machine"), "{stdout}");
+        let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(report["mem_bytes"], 200 << 20, "{workload:?}");
+        let out = memcg()
+            .arg("workload")
+            .args(workload)
+            .args(["--mem", "16E"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains("a machine needs at least 1M"),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
 fn usemem_workload_swaps_per_design_and_refuses_bad_shapes() {
     let out = memcg()
         .args(["workload", "usemem", "--tasks", "2", "--size", "4M"])

@@ -90,6 +90,9 @@ pub struct KbuildConfig {
     /// Where the source and object filesystems are mounted:
     /// `{files_dir}/src` and `{files_dir}/obj` (`""`: `/src` and `/obj`).
     pub files_dir: String,
+    /// The simulated machine's memory (`None`: what the build needs,
+    /// [`KbuildConfig::needed_machine_bytes`]).
+    pub mem_bytes: Option<u64>,
 }
 
 /// Bytes of a source file and of a header.
@@ -116,6 +119,7 @@ impl KbuildConfig {
             heap_max_bytes: 48 << 20,
             cgroup: "/build".to_owned(),
             files_dir: String::new(),
+            mem_bytes: None,
         }
     }
 
@@ -170,8 +174,15 @@ impl KbuildConfig {
 
     /// The simulated machine this build needs: the limit, the swap device
     /// (whose pages are the machine's for a RAM disk), the files and room.
-    pub fn machine_bytes(&self) -> u64 {
+    pub fn needed_machine_bytes(&self) -> u64 {
         self.memcg_max_bytes + self.swap_bytes() + self.files_bytes() * 2 + (64 << 20)
+    }
+
+    /// The simulated machine the build runs on: `mem_bytes`, or what it
+    /// needs.
+    pub fn machine_bytes(&self) -> u64 {
+        self.mem_bytes
+            .unwrap_or_else(|| self.needed_machine_bytes())
     }
 
     /// The swap device: every job's largest heap, twice, and slack.

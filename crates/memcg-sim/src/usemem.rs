@@ -38,6 +38,9 @@ pub struct UsememConfig {
     pub swap_cgroup: Design,
     /// Seed of the page contents.
     pub seed: u64,
+    /// The simulated machine's memory (`None`: what the run needs,
+    /// [`UsememConfig::needed_machine_bytes`]).
+    pub mem_bytes: Option<u64>,
 }
 
 impl UsememConfig {
@@ -53,6 +56,7 @@ impl UsememConfig {
             swap: SwapKind::Ram,
             swap_cgroup: Design::Memcg,
             seed: 0x5eed,
+            mem_bytes: None,
         }
     }
 
@@ -84,10 +88,16 @@ impl UsememConfig {
         (self.bytes_per_task * self.tasks as u64 + (16 << 20)).next_multiple_of(2 << 20)
     }
 
-    /// The machine: the limit, the device (a RAM disk's pages are the
-    /// machine's) and room.
-    pub fn machine_bytes(&self) -> u64 {
+    /// The machine the run needs: the limit, the device (a RAM disk's
+    /// pages are the machine's) and room.
+    pub fn needed_machine_bytes(&self) -> u64 {
         self.memcg_max_bytes + self.swap_bytes() + (64 << 20)
+    }
+
+    /// The machine the run has: `mem_bytes`, or what it needs.
+    pub fn machine_bytes(&self) -> u64 {
+        self.mem_bytes
+            .unwrap_or_else(|| self.needed_machine_bytes())
     }
 }
 
