@@ -184,6 +184,7 @@ pub fn config(args: &KbuildArgs, swap_dir: &std::path::Path) -> anyhow::Result<K
 /// Runs `memcg workload kbuild`.
 pub fn run(args: &KbuildArgs) -> anyhow::Result<()> {
     anyhow::ensure!(!args.swap_cgroup.is_empty(), "--swap-cgroup needs a design");
+    report::check_writable(&args.json)?;
     let temp = tempfile::tempdir()?;
     let swap_dir = args.swap_dir.as_deref().unwrap_or(temp.path());
     let base = config(args, swap_dir)?;

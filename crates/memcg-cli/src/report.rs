@@ -343,23 +343,10 @@ pub struct ReportFiles {
 }
 
 impl ReportFiles {
-    /// Checks, before a run, that every file asked for can be written, so a
-    /// long run does not fail at its end. Files that did not exist are not
-    /// left behind.
+    /// Checks, before a run, that every file asked for can be written
+    /// ([`check_writable`]).
     pub fn validate(&self) -> anyhow::Result<()> {
-        for path in [&self.json, &self.svg].into_iter().flatten() {
-            let existed = path.exists();
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(path)
-                .with_context(|| format!("cannot write {}", path.display()))?;
-            if !existed {
-                let _ = std::fs::remove_file(path);
-            }
-        }
-        Ok(())
+        check_writable([&self.json, &self.svg].into_iter().flatten())
     }
 
     /// `DIR/NAME.json` and `DIR/NAME.svg` (creating `DIR`), or no files.
@@ -390,6 +377,28 @@ impl ReportFiles {
         }
         Ok(())
     }
+}
+
+/// Checks, before a run, that each of `paths` can be written (each is
+/// opened for writing, without truncating it), so a long run does not fail
+/// at its end: a missing or read-only directory, or a directory where the
+/// file should be, is found before any work. Files that did not exist are
+/// not left behind.
+pub fn check_writable(paths: impl IntoIterator<Item = impl AsRef<Path>>) -> anyhow::Result<()> {
+    for path in paths {
+        let path = path.as_ref();
+        let existed = path.exists();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        if !existed {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+    Ok(())
 }
 
 /// Writes `value` as pretty JSON to `path`.

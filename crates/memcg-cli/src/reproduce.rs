@@ -129,11 +129,24 @@ const SEED_KBUILD_64K: (f64, f64) = (7358.98 / 8176.94, 134.07 / 141.98);
 const SEED_SWAPOUT_64K_ZERO: f64 = 5_420_447.26 / 5_461_409.12;
 const SEED_SWAPIN_4K_ZERO: f64 = 19_662_182.63 / 19_736_958.92;
 
+/// Every file `memcg reproduce` writes in its report directory.
+const OUTPUTS: [&str; 8] = [
+    "kbuild.json",
+    "kbuild.svg",
+    "projection.svg",
+    "swap.json",
+    "swap.svg",
+    "readers.json",
+    "readers.svg",
+    "report.md",
+];
+
 /// Runs `memcg reproduce`.
 pub fn run(args: &ReproduceArgs) -> anyhow::Result<()> {
     let scale = Scale::of(args);
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
+    report::check_writable(OUTPUTS.map(|f| args.out.join(f)))?;
     let kbuild = kbuild_tables(&scale, args.seed)?;
     let projection = projection(&scale, args.seed, &kbuild, &args.out)?;
     swap_table(&scale, &args.out)?;

@@ -85,6 +85,7 @@ pub fn run(args: &UsememArgs) -> anyhow::Result<()> {
         "--folio must be 4K or 64K"
     );
     anyhow::ensure!(!args.swap_cgroup.is_empty(), "--swap-cgroup needs a design");
+    report::check_writable(&args.json)?;
     let temp = tempfile::tempdir()?;
     let base = UsememConfig {
         tasks: args.tasks,

@@ -147,6 +147,7 @@ pub(crate) fn readers(args: &ReadersArgs) -> anyhow::Result<()> {
         args.readers > 0 && args.runs > 0 && args.threads > 0,
         "readers, runs and threads must be positive"
     );
+    report::check_writable([&args.json, &args.svg].into_iter().flatten())?;
     let designs = [
         (LruDesign::Legacy, false),
         (LruDesign::Split, false),

@@ -233,6 +233,35 @@ fn output_paths_are_checked_before_the_run() {
 }
 
 #[test]
+fn the_suite_checks_every_output_before_the_first_benchmark() {
+    // The last benchmark's chart cannot be written (a directory is in its
+    // place, which even root cannot open for writing).
+    let dir = tempfile::tempdir().unwrap();
+    let zswap_svg = dir.path().join("zswap.svg");
+    std::fs::create_dir(&zswap_svg).unwrap();
+    let out = memcg()
+        .args(["bench", "--smoke", "--out-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains(&format!("cannot write {}", zswap_svg.display())),
+        "{stderr}"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "a benchmark ran: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "nothing left behind"
+    );
+}
+
+#[test]
 fn bad_flags_are_clear_errors() {
     fails_with(&["bench", "swap-cgroup", "--threads", "0"], "--threads");
     fails_with(

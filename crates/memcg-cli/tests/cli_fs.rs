@@ -283,3 +283,73 @@ fn reproduce_smoke_writes_every_table_beside_the_seeds() {
         assert!(dir.path().join(file).exists(), "{file}");
     }
 }
+
+#[test]
+fn reproduce_and_readers_check_their_outputs_before_any_work() {
+    // Paths even root cannot write: a directory where a file should be,
+    // and an existing directory of /proc.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("report.md")).unwrap();
+    let report_md = dir.path().join("report.md").display().to_string();
+    let other = tempfile::tempdir().unwrap();
+    let readers_svg = other.path().join("readers.svg");
+    std::fs::create_dir(&readers_svg).unwrap();
+    let cases: [(Vec<String>, String); 3] = [
+        (
+            vec![
+                "reproduce".into(),
+                "--smoke".into(),
+                "--out".into(),
+                dir.path().display().to_string(),
+            ],
+            format!("cannot write {report_md}"),
+        ),
+        (
+            vec![
+                "reproduce".into(),
+                "--smoke".into(),
+                "--out".into(),
+                "/proc".into(),
+            ],
+            "cannot write /proc/kbuild.json".into(),
+        ),
+        (
+            [
+                "workload",
+                "readers",
+                "--readers",
+                "10",
+                "--runs",
+                "1",
+                "--svg",
+            ]
+            .map(String::from)
+            .into_iter()
+            .chain([readers_svg.display().to_string()])
+            .collect(),
+            format!("cannot write {}", readers_svg.display()),
+        ),
+    ];
+    for (args, message) in cases {
+        let out = memcg().args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains(&message),
+            "{args:?}: {stderr}"
+        );
+        // Nothing ran: no progress line, no table.
+        assert!(!stderr.contains(": [1/"), "{args:?} ran first: {stderr}");
+        assert!(
+            out.stdout.is_empty(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    for d in [&dir, &other] {
+        assert_eq!(
+            std::fs::read_dir(d.path()).unwrap().count(),
+            1,
+            "nothing left behind"
+        );
+    }
+}

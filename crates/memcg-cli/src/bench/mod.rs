@@ -88,36 +88,54 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         Some(BenchCommand::Charge(a)) => charge::run(&a),
         Some(BenchCommand::Zswap(a)) => zswap::run(&a),
         Some(BenchCommand::Fuse(a)) => fuse::run(&a),
+        None => run_suite(args.smoke, args.out_dir.as_deref()),
+    }
+}
+
+/// Every benchmark at quick scale (tiny with `smoke`), each writing its
+/// JSON and SVG in `dir` when given. Every file is checked up front, so
+/// an unwritable one is found before the first benchmark runs.
+fn run_suite(smoke: bool, dir: Option<&std::path::Path>) -> anyhow::Result<()> {
+    let files = |name| ReportFiles::in_dir(dir, name);
+    let mut sc = swap_cgroup::SwapCgroupArgs::for_suite(smoke);
+    sc.common.files = files("swap-cgroup")?;
+    let mut ll = list_lru::ListLruArgs::for_suite(smoke);
+    ll.common.files = files("list-lru")?;
+    let mut pc = page_counter::PageCounterArgs::for_suite(smoke);
+    pc.common.files = files("page-counter")?;
+    let mut ch = charge::ChargeArgs::for_suite(smoke);
+    ch.common.files = files("charge")?;
+    let mut sw = swap::SwapArgs::for_suite(smoke);
+    sw.common.files = files("swap")?;
+    let mut rc = reclaim::ReclaimArgs::for_suite(smoke);
+    rc.common.files = files("reclaim")?;
+    let mut zs = zswap::ZswapArgs::for_suite(smoke);
+    zs.common.files = files("zswap")?;
+    let fu = if fuse::usable() {
+        let mut fu = fuse::FuseArgs::for_suite(smoke);
+        fu.common.files = files("fuse")?;
+        Some(fu)
+    } else {
+        None
+    };
+    let commons = [
+        &sc.common, &ll.common, &pc.common, &ch.common, &sw.common, &rc.common, &zs.common,
+    ];
+    for common in commons.into_iter().chain(fu.as_ref().map(|f| &f.common)) {
+        common.files.validate()?;
+    }
+    swap_cgroup::run(&sc)?;
+    list_lru::run(&ll)?;
+    page_counter::run(&pc)?;
+    charge::run(&ch)?;
+    swap::run(&sw)?;
+    reclaim::run(&rc)?;
+    zswap::run(&zs)?;
+    match fu {
+        Some(fu) => fuse::run(&fu),
         None => {
-            let dir = args.out_dir.as_deref();
-            let mut sc = swap_cgroup::SwapCgroupArgs::for_suite(args.smoke);
-            sc.common.files = ReportFiles::in_dir(dir, "swap-cgroup")?;
-            swap_cgroup::run(&sc)?;
-            let mut ll = list_lru::ListLruArgs::for_suite(args.smoke);
-            ll.common.files = ReportFiles::in_dir(dir, "list-lru")?;
-            list_lru::run(&ll)?;
-            let mut pc = page_counter::PageCounterArgs::for_suite(args.smoke);
-            pc.common.files = ReportFiles::in_dir(dir, "page-counter")?;
-            page_counter::run(&pc)?;
-            let mut ch = charge::ChargeArgs::for_suite(args.smoke);
-            ch.common.files = ReportFiles::in_dir(dir, "charge")?;
-            charge::run(&ch)?;
-            let mut sw = swap::SwapArgs::for_suite(args.smoke);
-            sw.common.files = ReportFiles::in_dir(dir, "swap")?;
-            swap::run(&sw)?;
-            let mut rc = reclaim::ReclaimArgs::for_suite(args.smoke);
-            rc.common.files = ReportFiles::in_dir(dir, "reclaim")?;
-            reclaim::run(&rc)?;
-            let mut zs = zswap::ZswapArgs::for_suite(args.smoke);
-            zs.common.files = ReportFiles::in_dir(dir, "zswap")?;
-            zswap::run(&zs)?;
-            if !fuse::usable() {
-                eprintln!("memcg bench: fuse skipped: it needs root and /dev/fuse");
-                return Ok(());
-            }
-            let mut fu = fuse::FuseArgs::for_suite(args.smoke);
-            fu.common.files = ReportFiles::in_dir(dir, "fuse")?;
-            fuse::run(&fu)
+            eprintln!("memcg bench: fuse skipped: it needs root and /dev/fuse");
+            Ok(())
         }
     }
 }
