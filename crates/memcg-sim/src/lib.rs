@@ -1246,7 +1246,7 @@ pub(crate) fn test_sim() -> Sim {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use memcg::memcontrol::{MemcgEvent, MemcgStat};
+    use memcg::memcontrol::{ChargeKind, MemcgEvent, MemcgStat};
 
     fn sim() -> Sim {
         test_sim()
@@ -1315,6 +1315,71 @@ mod tests {
         assert_eq!(meminfo::value_kb(&info, "AnonPages"), Some(0));
         assert_eq!(meminfo::value_kb(&info, "SwapFree"), Some(4092 - 2048));
         sim.free("fits").unwrap();
+    }
+
+    /// A 16M machine with a 32M file swap device (its pages are not the
+    /// machine's) and `/b` beside `/a`.
+    fn kswapd_machine() -> (Sim, tempfile::TempDir) {
+        let sim = small_machine(16 << 20);
+        let dir = tempfile::tempdir().unwrap();
+        sim.swapon_file(&dir.path().join("swap"), 32 << 20, None)
+            .unwrap();
+        sim.fs().mkdir("/b").unwrap();
+        (sim, dir)
+    }
+
+    /// Charges `/c` directly (nothing reclaimable) until `below` pages
+    /// under the low watermark are free: the charge wakes kswapd without
+    /// reaching the min watermark (no direct reclaim).
+    fn wake_kswapd(sim: &Sim, below: u64) {
+        let tree = sim.fs().tree();
+        let marks = tree.watermarks();
+        assert!(marks.low_pages - below > marks.min_pages);
+        let _ = sim.fs().mkdir("/c");
+        let pages = tree.machine_free_pages() - (marks.low_pages - below);
+        sim.charge("/c", pages, ChargeTarget::Memory(ChargeKind::Anon))
+            .unwrap();
+    }
+
+    /// kswapd (`balance_pgdat`) has no `memcg_low_reclaim` pass: with only
+    /// memory below `memory.low` to take, it frees nothing, raises no
+    /// `low` event and leaves the protected pages resident, where direct
+    /// reclaim would have broken into them.
+    #[test]
+    fn kswapd_never_breaches_memory_low() {
+        let (sim, _dir) = kswapd_machine();
+        sim.fs().write("/a/memory.low", "16M").unwrap();
+        sim.alloc("/a", "x", 8 << 20, 1, Fill::Pattern).unwrap();
+        wake_kswapd(&sim, 8);
+        let a = sim.fs().memcg("/a").unwrap();
+        assert_eq!(a.event(MemcgEvent::Low), 0);
+        assert_eq!(a.vm_event(VmEvent::PgscanKswapd), 0, "skipped, not scanned");
+        assert_eq!(sim.residency("x").unwrap().swapped, 0);
+        let tree = sim.fs().tree();
+        assert!(tree.machine_free_pages() < tree.watermarks().low_pages);
+        sim.free("x").unwrap();
+    }
+
+    /// kswapd walks every memory cgroup at each priority (no shared
+    /// cursor, no stop at the goal) and works until more than the high
+    /// watermark is free.
+    #[test]
+    fn kswapd_walks_every_memcg_to_the_high_watermark() {
+        let (sim, _dir) = kswapd_machine();
+        sim.alloc("/a", "x", 6 << 20, 1, Fill::Pattern).unwrap();
+        sim.alloc("/b", "y", 6 << 20, 1, Fill::Pattern).unwrap();
+        wake_kswapd(&sim, 8);
+        let tree = sim.fs().tree();
+        assert!(tree.machine_free_pages() > tree.watermarks().high_pages);
+        for cg in ["/a", "/b"] {
+            let m = sim.fs().memcg(cg).unwrap();
+            assert!(m.vm_event(VmEvent::PgstealKswapd) > 0, "{cg}");
+            assert_eq!(m.vm_event(VmEvent::PgstealDirect), 0, "{cg}");
+        }
+        sim.verify("x").unwrap();
+        sim.verify("y").unwrap();
+        sim.free("x").unwrap();
+        sim.free("y").unwrap();
     }
 
     #[test]

@@ -399,6 +399,33 @@ mod tests {
         t.uncharge(&b, now, crate::memcontrol::ChargeKind::Anon);
     }
 
+    /// `memory.reclaim` written at the root is a root reclaim
+    /// (`root_reclaim`: the target is the root), so what shrinkers free
+    /// counts as its progress (`flush_reclaim_state`), as for the
+    /// machine's own reclaim.
+    #[test]
+    fn proactive_reclaim_at_the_root_counts_what_shrinkers_free() {
+        let t = test_tree(1, 16);
+        let a = t.mkdir("/a").unwrap();
+        let (c, _h) = cache_charged(&t, true);
+        for item in 0..300 {
+            c.lru.add(item, 0, &a).unwrap();
+        }
+        t.try_charge(&a, 300, crate::memcontrol::ChargeKind::Anon)
+            .unwrap();
+        // No LRU pages: only the shrinker can make progress.
+        assert_eq!(t.reclaim_proactive(t.root(), 32, None), Ok(()));
+        let left = c.lru.count_one(0, &a).unwrap() as u64;
+        assert!(left <= 300 - 32, "{left} left");
+        // Below the root it is a memory cgroup's reclaim: no progress.
+        assert_eq!(
+            t.reclaim_proactive(&a, 32, None),
+            Err(crate::errno::Errno::EAGAIN)
+        );
+        let now = c.lru.count_one(0, &a).unwrap() as u64;
+        t.uncharge(&a, now, crate::memcontrol::ChargeKind::Anon);
+    }
+
     #[test]
     fn unregistered_shrinkers_are_not_called() {
         let t = test_tree(1, 16);

@@ -32,6 +32,11 @@
 //! - when nothing was reclaimed: a full walk, then forced deactivation,
 //!   then ignoring `memory.low` (`memcg_low_reclaim`).
 //!
+//! kswapd's reclaim of the machine (`balance_pgdat`, asked for with
+//! `ReclaimOptions::kswapd`) has none of those fallbacks: each pass aims at
+//! the high watermark, walks every memory cgroup in full and never takes
+//! memory below `memory.low` or `memory.min`.
+//!
 //! After a memory cgroup's lists, its shrinkers run (`shrinker.rs`; what
 //! they free counts as progress for the machine's reclaim only). File
 //! lists and shadow entries (refault detection) are not here yet: there is
@@ -712,6 +717,9 @@ struct ScanControl {
     memcg_full_walk: bool,
     /// Run by kswapd (`current_is_kswapd()`).
     kswapd: bool,
+    /// Pages shrinkers freed since the last flush (`reclaim_state`):
+    /// progress only for a root reclaim ([`Reclaim::flush_reclaim_state`]).
+    reclaim_state: u64,
 }
 
 impl ScanControl {
@@ -737,6 +745,7 @@ impl ScanControl {
             memcg_low_skipped: false,
             memcg_full_walk: false,
             kswapd: false,
+            reclaim_state: 0,
         }
     }
 
@@ -766,9 +775,13 @@ enum ScanBalance {
 struct Reclaim<'a> {
     tree: &'a CgroupTree,
     target: &'a Arc<MemCgroup>,
-    /// Reclaim of the whole machine (`root_reclaim`: the kernel's
-    /// `target_mem_cgroup` is NULL). A proactive reclaim of the root
-    /// (`memory.reclaim` there) is a cgroup reclaim.
+    /// A memory cgroup was named as the target (`cgroup_reclaim`: the
+    /// kernel's `target_mem_cgroup` is set). False for the machine's own
+    /// reclaim (direct reclaim at the root's counter, kswapd), true for
+    /// every memory cgroup's, including `memory.reclaim` at the root.
+    cgroup_reclaim: bool,
+    /// The target is the whole machine (`root_reclaim`: no target, or the
+    /// root): what shrinkers free counts as progress.
     root_reclaim: bool,
     subtree: Subtree,
     swap: &'a dyn Fn() -> SwapSpace,
@@ -779,6 +792,10 @@ struct Reclaim<'a> {
 /// returns the pages reclaimed. `swap` tells the swap space the devices
 /// have at the moment; `opts.swappiness` overrides the tree's
 /// `vm.swappiness`.
+///
+/// With `opts.kswapd` this is one kswapd run instead (`balance_pgdat`):
+/// `target` is the root and `nr_pages` the machine's high watermark;
+/// see [`Reclaim::balance_pgdat`].
 pub fn try_to_free_mem_cgroup_pages(
     tree: &CgroupTree,
     target: &Arc<MemCgroup>,
@@ -794,10 +811,15 @@ pub fn try_to_free_mem_cgroup_pages(
     let r = Reclaim {
         tree,
         target,
-        root_reclaim: target.is_root() && !opts.proactive,
+        cgroup_reclaim: !target.is_root() || opts.proactive,
+        root_reclaim: target.is_root(),
         subtree,
         swap,
     };
+    if opts.kswapd {
+        debug_assert!(target.is_root(), "kswapd reclaims the machine");
+        return r.balance_pgdat(&mut sc);
+    }
     r.do_try_to_free_pages(&mut sc)
 }
 
@@ -834,6 +856,53 @@ impl Reclaim<'_> {
         }
     }
 
+    /// `balance_pgdat` for the machine's one node, run by kswapd: from
+    /// priority 12 down to 1, while the node is not balanced (more than
+    /// the high watermark free), age the anon lists and shrink the node
+    /// (`kswapd_shrink_node`: a goal of the high watermark, every memory
+    /// cgroup visited, none cut short). The priority drops after a pass
+    /// that freed nothing or fell short of its goal. Unlike direct
+    /// reclaim there are no fallbacks: memory below `memory.low` is never
+    /// taken (no `memcg_low_reclaim` pass, so no `low` events), and
+    /// neither is memory below `memory.min`. Returns the pages reclaimed.
+    fn balance_pgdat(&self, sc: &mut ScanControl) -> u64 {
+        let pgdat_balanced = || self.tree.machine_free_pages() > self.tree.watermarks().high_pages;
+        sc.priority = DEF_PRIORITY;
+        while sc.priority >= 1 && !pgdat_balanced() {
+            self.kswapd_age_node();
+            let nr_reclaimed = sc.nr_reclaimed;
+            let raise_priority = !self.kswapd_shrink_node(sc);
+            if raise_priority || sc.nr_reclaimed == nr_reclaimed {
+                sc.priority -= 1;
+            }
+        }
+        self.snapshot_refaults();
+        sc.nr_reclaimed
+    }
+
+    /// `kswapd_age_node`: when swap exists and the machine's inactive anon
+    /// list is low, every memory cgroup's active anon list is aged by one
+    /// batch.
+    fn kswapd_age_node(&self) {
+        if (self.swap)().total_pages == 0 || !inactive_is_low(self.target, false) {
+            return;
+        }
+        for memcg in &self.subtree.members {
+            self.shrink_active_list(SWAP_CLUSTER_MAX, memcg, LruList::ActiveAnon);
+        }
+    }
+
+    /// `kswapd_shrink_node`: one pass over the node aiming at the high
+    /// watermark (at least `SWAP_CLUSTER_MAX`); true when it scanned or
+    /// freed as much as it aimed for.
+    fn kswapd_shrink_node(&self, sc: &mut ScanControl) -> bool {
+        sc.nr_to_reclaim = self.tree.watermarks().high_pages.max(SWAP_CLUSTER_MAX);
+        sc.nr_scanned = 0;
+        let nr_reclaimed = sc.nr_reclaimed;
+        self.shrink_node(sc);
+        sc.nr_scanned.max(sc.nr_reclaimed - nr_reclaimed) >= sc.nr_to_reclaim
+    }
+
     /// `snapshot_refaults`: the target's workingset activations so far,
     /// so the next reclaim sees whether new ones came (a sign the active
     /// lists hold too little and should be deactivated).
@@ -843,11 +912,24 @@ impl Reclaim<'_> {
         cost.refaults_file = self.target.stat(MemcgStat::WorkingsetActivateFile);
     }
 
-    /// `shrink_node` for a memory cgroup reclaim (no compaction, no
-    /// writeback throttling): prepare, then walk the subtree.
+    /// `shrink_node` (no compaction, no writeback throttling): prepare,
+    /// walk the subtree, then count what shrinkers freed.
     fn shrink_node(&self, sc: &mut ScanControl) {
         self.prepare_scan_control(sc);
         self.shrink_node_memcgs(sc);
+        self.flush_reclaim_state(sc);
+    }
+
+    /// `flush_reclaim_state`: pages shrinkers freed count as progress only
+    /// for a reclaim of the whole machine (`root_reclaim`: kswapd, direct
+    /// reclaim at the root's counter, `memory.reclaim` at the root); a
+    /// memory cgroup's limit is met by its LRU pages, as slab freed by a
+    /// cgroup reclaim may belong to anyone.
+    fn flush_reclaim_state(&self, sc: &mut ScanControl) {
+        if self.root_reclaim {
+            sc.nr_reclaimed += sc.reclaim_state;
+            sc.reclaim_state = 0;
+        }
     }
 
     /// `prepare_scan_control`: the target's costs; whether each active
@@ -873,7 +955,7 @@ impl Reclaim<'_> {
         }
         let inactive_file = stat_pages(target, MemcgStat::InactiveFile);
         sc.cache_trim_mode = (inactive_file >> sc.priority) > 0 && !sc.may_deactivate_file;
-        if self.root_reclaim {
+        if !self.cgroup_reclaim {
             let file = inactive_file + stat_pages(target, MemcgStat::ActiveFile);
             let free = self.tree.machine_free_pages();
             let high_wmark = self.tree.watermarks().high_pages;
@@ -884,10 +966,10 @@ impl Reclaim<'_> {
     }
 
     /// `shrink_node_memcgs`: every memory cgroup of the subtree through
-    /// the shared cursor (a partial walk stops at the goal; a full walk
-    /// visits all), skipping the protected.
+    /// the shared cursor (a partial walk stops at the goal; a full walk,
+    /// kswapd's always, visits all from the top), skipping the protected.
     fn shrink_node_memcgs(&self, sc: &mut ScanControl) {
-        let partial = !sc.memcg_full_walk;
+        let partial = !(sc.kswapd || sc.memcg_full_walk);
         let mut walk = SubtreeWalk::new(self.target, &self.subtree, partial);
         while let Some(memcg) = walk.next() {
             self.tree.note_reclaim_visit();
@@ -904,12 +986,7 @@ impl Reclaim<'_> {
             }
             self.shrink_lruvec(&memcg, sc);
             let slab = shrink_slab(self.tree, 0, &memcg, sc.priority);
-            // Pages shrinkers free count only for reclaim of the whole
-            // machine (`flush_reclaim_state` with `root_reclaim`): a memory
-            // cgroup's limit is met by its LRU pages.
-            if self.root_reclaim {
-                sc.nr_reclaimed += slab.reclaimed_pages;
-            }
+            sc.reclaim_state += slab.reclaimed_pages;
             if partial && sc.nr_reclaimed >= sc.nr_to_reclaim {
                 break;
             }
@@ -920,14 +997,14 @@ impl Reclaim<'_> {
     /// scan targets are spent. Once the goal is met, the type with less
     /// left to scan stops and the other is cut to the share of its target
     /// the first had left, so both types are scanned in the proportion
-    /// `get_scan_count` chose (reclaim of the whole machine at the first
-    /// priority scans everything: `proportional_reclaim`). Then the active
-    /// anon list is aged if its inactive one is low.
+    /// `get_scan_count` chose (the machine's direct reclaim at the first
+    /// priority scans everything: `proportional_reclaim`, never kswapd's).
+    /// Then the active anon list is aged if its inactive one is low.
     fn shrink_lruvec(&self, memcg: &Arc<MemCgroup>, sc: &mut ScanControl) {
         let targets = self.get_scan_count(memcg, sc);
         let mut nr = targets;
         let mut nr_reclaimed = 0;
-        let proportional = self.root_reclaim && sc.priority == DEF_PRIORITY;
+        let proportional = !self.cgroup_reclaim && !sc.kswapd && sc.priority == DEF_PRIORITY;
         while nr[LruList::InactiveAnon as usize] > 0
             || nr[LruList::ActiveFile as usize] > 0
             || nr[LruList::InactiveFile as usize] > 0
@@ -1028,8 +1105,7 @@ impl Reclaim<'_> {
     /// what proportion.
     fn scan_balance(&self, memcg: &MemCgroup, sc: &ScanControl) -> ScanBalance {
         let can_swap = sc.may_swap && self.tree.nr_swap_pages(memcg, (self.swap)().free_pages) > 0;
-        let cgroup_reclaim = !self.root_reclaim;
-        if !can_swap || (cgroup_reclaim && sc.swappiness == 0) {
+        if !can_swap || (self.cgroup_reclaim && sc.swappiness == 0) {
             return ScanBalance::File;
         }
         if sc.priority == 0 && sc.swappiness > 0 {
@@ -1045,15 +1121,11 @@ impl Reclaim<'_> {
         ScanBalance::Fract(anon, denominator)
     }
 
-    /// The memory cgroup whose clock shadows record: the target, or for
-    /// the machine's reclaim the root (`target_mem_cgroup` NULL resolves
-    /// to the root's lruvec).
+    /// The memory cgroup whose clock shadows record: the target (for the
+    /// machine's reclaim the root: `target_mem_cgroup` NULL resolves to
+    /// the root's lruvec).
     fn shadow_target(&self) -> &MemCgroup {
-        if self.root_reclaim {
-            self.tree.root()
-        } else {
-            self.target
-        }
+        self.target
     }
 
     /// `mem_cgroup_protection`: the effective min and low of `memcg` for

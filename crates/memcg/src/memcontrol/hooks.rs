@@ -31,8 +31,9 @@ pub struct ReclaimOptions {
     /// Overrides `vm.swappiness` for this reclaim (`memory.reclaim`'s
     /// `swappiness=`).
     pub swappiness: Option<u32>,
-    /// Run by kswapd (`current_is_kswapd()`): counted as
-    /// `pgscan_kswapd`/`pgsteal_kswapd`, not as direct reclaim.
+    /// Run by kswapd (`current_is_kswapd()`): one `balance_pgdat` run
+    /// over the machine (the target is the root, the page count the high
+    /// watermark), counted as `pgscan_kswapd`/`pgsteal_kswapd`.
     pub kswapd: bool,
 }
 

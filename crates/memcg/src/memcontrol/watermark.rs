@@ -12,11 +12,13 @@
 //!
 //! The **low** and **high** watermarks (`__setup_per_zone_wmarks` with the
 //! default `watermark_scale_factor` of 10) drive kswapd: a charge that
-//! leaves less than the low watermark free wakes it, and it reclaims from
-//! the whole machine until the high watermark is free (`balance_pgdat`),
-//! counting `pgscan_kswapd`/`pgsteal_kswapd`. After
-//! `MAX_RECLAIM_RETRIES` runs that free nothing it stays asleep until a
-//! direct reclaim makes progress (`kswapd_failures`).
+//! leaves less than the low watermark free wakes it, and it runs
+//! `balance_pgdat` (`vmscan`) until more than the high watermark is free,
+//! counting `pgscan_kswapd`/`pgsteal_kswapd`. Each run aims at the high
+//! watermark, visits every memory cgroup and never reclaims below
+//! `memory.low` (kswapd has no `memcg_low_reclaim` pass, so it raises no
+//! `low` events). After `MAX_RECLAIM_RETRIES` runs that free nothing it
+//! stays asleep until a reclaim makes progress (`kswapd_failures`).
 //!
 //! Deviation: the kernel's kswapd is a thread per node; here the task
 //! whose charge woke it runs the balance inline, once its own charge is
@@ -210,31 +212,39 @@ impl CgroupTree {
         {
             return;
         }
-        self.balance_machine(marks.high_pages);
+        self.kswapd();
         // Release: pairs with the Acquire above.
         machine.kswapd_running.store(false, Ordering::Release);
     }
 
-    /// `balance_pgdat`: reclaims from the whole machine until
-    /// `high_pages` are free or a pass frees nothing.
-    fn balance_machine(&self, high_pages: u64) {
+    /// kswapd's work from its wakeup until it sleeps again (the `kswapd`
+    /// thread's loop): `balance_pgdat` runs (each one `vmscan`'s
+    /// [`try_to_free_mem_cgroup_pages`](crate::vmscan::try_to_free_mem_cgroup_pages)
+    /// with `kswapd` set) until more than the high watermark is free
+    /// (`prepare_kswapd_sleep`) or `MAX_RECLAIM_RETRIES` runs in a row
+    /// freed nothing. Everything kswapd does happens inside this call:
+    /// its time on the machine is this call's time.
+    fn kswapd(&self) {
         let opts = ReclaimOptions {
             kswapd: true,
             ..ReclaimOptions::default()
         };
         let machine = &self.shared.machine;
         loop {
-            let free = self.machine_free_pages();
-            if free >= high_pages {
-                // Relaxed: a heuristic count (kswapd_failures is racy in
-                // the kernel too).
-                machine.kswapd_failures.store(0, Ordering::Relaxed);
+            let high_pages = self.watermarks().high_pages;
+            // Relaxed: a heuristic count (kswapd_failures is racy in the
+            // kernel too).
+            if self.machine_free_pages() > high_pages
+                || machine.kswapd_failures.load(Ordering::Relaxed) >= MAX_RECLAIM_RETRIES
+            {
                 return;
             }
-            if self.reclaim_memcg(self.root(), high_pages - free, opts) == 0 {
+            if self.reclaim_memcg(self.root(), high_pages, opts) > 0 {
+                // `shrink_node` with progress. Relaxed: see above.
+                machine.kswapd_failures.store(0, Ordering::Relaxed);
+            } else if self.machine_free_pages() <= high_pages {
                 // Relaxed: see above.
                 machine.kswapd_failures.fetch_add(1, Ordering::Relaxed);
-                return;
             }
         }
     }
@@ -242,7 +252,7 @@ impl CgroupTree {
     /// A direct reclaim of the machine made progress: kswapd may be woken
     /// again (`shrink_node` clears `kswapd_failures`).
     pub(super) fn note_direct_reclaim_progress(&self) {
-        // Relaxed: see `balance_machine`.
+        // Relaxed: see `kswapd`.
         self.shared
             .machine
             .kswapd_failures
