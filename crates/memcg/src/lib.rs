@@ -19,6 +19,7 @@
 //! | `named`          | (none)                                 | [`named_enum!`]: an enum's names, parsed and printed |
 //! | [`clock`]        | include/linux/jiffies.h, kernel/time   | jiffies, a real and a virtual clock to sleep on |
 //! | `idr`            | lib/idr.c                              | lazy two-level id tables, lowest-free ids      |
+//! | `weak_slab`      | (an intrusive `list_head`)             | weak references that leave their list in O(1)  |
 //! | [`page_alloc`]   | mm/page_alloc.c                        | the machine's page frames: buddy lists, per-thread caches |
 //! | `lazy_zeroed`    | (vmalloc'd zeroed arrays)              | flat zeroed arrays committed page by page      |
 //! | [`page_counter`] | mm/page_counter.c (+ the old res_counter) | hierarchical counters, limits, protection   |
@@ -64,6 +65,7 @@ pub mod swapfile;
 pub mod swapops;
 pub(crate) mod sync;
 pub mod vmscan;
+pub(crate) mod weak_slab;
 pub mod workingset;
 pub mod zswap;
 

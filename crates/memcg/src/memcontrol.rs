@@ -24,15 +24,19 @@
 //! *offlines* its memory cgroup, which writing `-memory` to the parent's
 //! `cgroup.subtree_control` also does while the cgroup lives on: the memory
 //! cgroup becomes dying ([`MemCgroup::is_dying`]), `memory.min`/`memory.low`
-//! drop to 0, every list_lru reparents its lists, it leaves its cgroup and
-//! drops its own id pin.
+//! drop to 0, every list_lru reparents its lists, its shrinkers' deferred
+//! work goes to the parent, it joins its parent's list of dying children
+//! (which reclaim walks), leaves its cgroup and drops its own id pin.
 //!
 //! A dying memory cgroup lives on while anything references it: every page
 //! charged to it (as the kernel's css reference per folio), every swapped
 //! page (through its id pin), every `Arc` a user holds. When the last goes
-//! it is *released* (`nr_dying_subsys_memory` drops), and a removed cgroup
-//! is released when its last memory cgroup is (`nr_dying_descendants`
-//! drops): the zombie memcgs of `cgroup.stat`.
+//! it is *released* (`nr_dying_subsys_memory` drops) and leaves its
+//! parent's dying list, in O(1) by the index it was given there; a removed
+//! cgroup is released when its last memory cgroup is
+//! (`nr_dying_descendants` drops): the zombie memcgs of `cgroup.stat`.
+//! Nothing of a released cgroup stays behind, so the host memory a tree
+//! takes is bounded by the cgroups alive at once, however many come and go.
 //!
 //! # Invariants
 //!
@@ -79,10 +83,14 @@ use crate::errno::Errno;
 use crate::idr::{IdAllocator, IdTable};
 use crate::page_alloc::PageAllocator;
 use crate::psi::PsiGroup;
-use crate::shrinker::Shrinkers;
+use crate::shrinker::{ShrinkerInfo, Shrinkers};
 use crate::sync::{Arc, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering, lock};
 use crate::vmscan::Lruvec;
+use crate::weak_slab::WeakSlab;
 use std::sync::Weak;
+
+/// `dying_slot` of a memory cgroup that is not on its parent's list.
+const NO_SLOT: usize = usize::MAX;
 
 /// The largest memory cgroup id (`MEM_CGROUP_ID_MAX`).
 pub const MEM_CGROUP_ID_MAX: u32 = 65535;
@@ -269,15 +277,6 @@ impl IdSpace {
     fn release(&self, id: u16) {
         self.table.store(id.into(), None);
         lock(&self.alloc).free(id.into());
-    }
-}
-
-/// Per-node shrinker bitmap of one memory cgroup.
-struct ShrinkerBits(Box<[AtomicU64]>);
-
-impl ShrinkerBits {
-    fn new() -> Self {
-        Self((0..MAX_SHRINKERS / 64).map(|_| AtomicU64::new(0)).collect())
     }
 }
 
@@ -583,7 +582,8 @@ pub struct MemCgroup {
     dying: AtomicBool,
     /// Id pins; the id resolves while this is non-zero.
     id_refs: AtomicUsize,
-    shrinker_bits: Box<[ShrinkerBits]>,
+    /// Per node: its shrinker bits and deferred scans (`shrinker.rs`).
+    shrinker_info: Box<[ShrinkerInfo]>,
     ids: Arc<IdSpace>,
     options: Arc<Options>,
     /// Counters, events and statistics (`charge.rs`).
@@ -603,9 +603,13 @@ pub struct MemCgroup {
     zswap_writeback: AtomicBool,
     /// Its LRU lists (`vmscan.rs`).
     lruvec: Lruvec,
-    /// Children taken offline while still holding pages: reclaim still
-    /// walks them (a dying css stays on its parent's children list).
-    dying_children: Mutex<Vec<Weak<MemCgroup>>>,
+    /// Children taken offline and not yet released: reclaim still walks
+    /// them (a dying css stays on its parent's children list). Each
+    /// leaves it when it is released.
+    dying_children: Mutex<WeakSlab<MemCgroup>>,
+    /// Its index in its parent's `dying_children` once offline
+    /// ([`NO_SLOT`] before).
+    dying_slot: AtomicUsize,
     /// Pages of its own metadata charged to its parent, given back when it
     /// is released.
     metadata_pages: AtomicU64,
@@ -643,8 +647,7 @@ impl MemCgroup {
                 .filter_map(|c| c.memcg())
                 .collect()
         };
-        let mut dying = lock(&self.dying_children);
-        dying.retain(|w| w.strong_count() > 0);
+        let dying = lock(&self.dying_children);
         // A child going offline is on both lists for a moment (pushed on
         // the dying list before it leaves its cgroup): list it once.
         let online: std::collections::HashSet<u64> = out.iter().map(|m| m.serial).collect();
@@ -807,21 +810,22 @@ impl MemCgroup {
         if self.is_root() {
             return;
         }
-        let word = &self.shrinker_bits[nid].0[shrinker.0 / 64];
-        // Relaxed: a hint for reclaim, which rescans the lists themselves.
-        word.fetch_or(1 << (shrinker.0 % 64), Ordering::Relaxed);
+        self.shrinker_info[nid].set_bit(shrinker);
     }
 
     /// Whether `shrinker`'s bit is set for node `nid`.
     pub fn shrinker_bit(&self, nid: usize, shrinker: ShrinkerId) -> bool {
-        let word = &self.shrinker_bits[nid].0[shrinker.0 / 64];
-        word.load(Ordering::Relaxed) & (1 << (shrinker.0 % 64)) != 0
+        self.shrinker_info[nid].bit(shrinker)
     }
 
     /// Clears `shrinker`'s bit for node `nid` (reclaim found it empty).
     pub fn clear_shrinker_bit(&self, nid: usize, shrinker: ShrinkerId) {
-        let word = &self.shrinker_bits[nid].0[shrinker.0 / 64];
-        word.fetch_and(!(1 << (shrinker.0 % 64)), Ordering::Relaxed);
+        self.shrinker_info[nid].clear_bit(shrinker);
+    }
+
+    /// Its shrinker state on node `nid`.
+    pub(crate) fn shrinker_info(&self, nid: usize) -> &ShrinkerInfo {
+        &self.shrinker_info[nid]
     }
 
     /// The written `memory.peak` (or, with `swap`, `memory.swap.peak`)
@@ -907,6 +911,15 @@ impl MemCgroup {
 
 impl Drop for MemCgroup {
     fn drop(&mut self) {
+        // Released: it leaves its parent's list of dying children (the
+        // parent outlives it: `self.parent` holds it).
+        // Relaxed: the last reference going orders everything before it.
+        let slot = self.dying_slot.load(Ordering::Relaxed);
+        if let Some(parent) = &self.parent
+            && slot != NO_SLOT
+        {
+            lock(&parent.dying_children).remove(slot, self);
+        }
         // Released: the metadata charged to the parent goes back.
         // Relaxed: the last reference going orders everything before it.
         let metadata = self.metadata_pages.load(Ordering::Relaxed);
@@ -1523,7 +1536,15 @@ impl CgroupTree {
         if self.reparent_lru_folios() {
             crate::vmscan::reparent_lruvec(&memcg, parent);
         }
-        lock(&parent.dying_children).push(Arc::downgrade(&memcg));
+        for nid in 0..self.nr_nodes() {
+            memcg
+                .shrinker_info(nid)
+                .reparent_deferred(parent.shrinker_info(nid));
+        }
+        let slot = lock(&parent.dying_children).insert(Arc::downgrade(&memcg));
+        // Relaxed: read by its own release, which the last reference's
+        // drop orders after this.
+        memcg.dying_slot.store(slot, Ordering::Relaxed);
         // Stocked pages go back, and with them the stocks' references.
         self.shared.stocks.drain_all(&memcg);
         lock(&cg.memcg).take();
@@ -1662,12 +1683,13 @@ impl CgroupTree {
             .ok_or(CgroupError::NoShrinkerIds)
     }
 
-    /// Frees a shrinker id, clearing its bit in every memory cgroup with an
-    /// id.
+    /// Frees a shrinker id, clearing its bit and its deferred scans in
+    /// every memory cgroup with an id (offline ones gave theirs to their
+    /// parents, and are never shrunk again).
     pub(crate) fn free_shrinker_id(&self, id: ShrinkerId) {
         for (_, memcg) in self.shared.ids.table.entries() {
             for nid in 0..self.nr_nodes() {
-                memcg.clear_shrinker_bit(nid, id);
+                memcg.shrinker_info(nid).forget(id);
             }
         }
         lock(&self.shared.shrinker_ids).free(id.0 as u32);
@@ -1729,7 +1751,7 @@ fn new_memcg(
         parent: parent.cloned(),
         dying: AtomicBool::new(false),
         id_refs: AtomicUsize::new(1),
-        shrinker_bits: (0..nr_nodes).map(|_| ShrinkerBits::new()).collect(),
+        shrinker_info: (0..nr_nodes).map(|_| ShrinkerInfo::default()).collect(),
         ids: Arc::clone(ids),
         options: Arc::clone(options),
         acct: Accounting::new(parent.map(|p| &p.acct)),
@@ -1740,7 +1762,8 @@ fn new_memcg(
         oom_group: AtomicBool::new(false),
         zswap_writeback: AtomicBool::new(true),
         lruvec: Lruvec::default(),
-        dying_children: Mutex::new(Vec::new()),
+        dying_children: Mutex::new(WeakSlab::default()),
+        dying_slot: AtomicUsize::new(NO_SLOT),
         metadata_pages: AtomicU64::new(0),
         kmem: kmem::Kmem::default(),
     }
@@ -1807,10 +1830,46 @@ mod tests {
         // The moment in `offline_memcg` when the child is on its parent's
         // dying list and still its cgroup's memory cgroup (a reclaim walk
         // that listed it twice looped on the shared cursor forever).
-        lock(&p.dying_children).push(Arc::downgrade(&c));
+        let slot = lock(&p.dying_children).insert(Arc::downgrade(&c));
         let children = p.reclaim_children();
         assert_eq!(children.len(), 1, "{children:?}");
-        lock(&p.dying_children).clear();
+        assert!(lock(&p.dying_children).remove(slot, Arc::as_ptr(&c)));
+    }
+
+    #[test]
+    fn a_released_child_leaves_its_parents_dying_list() {
+        let t = test_tree(1, 64);
+        let p = t.mkdir("/p").unwrap();
+        for i in 0..3 {
+            t.mkdir(&format!("/p/{i}")).unwrap();
+        }
+        let pinned = t.find("/p/1").unwrap();
+        for i in 0..3 {
+            t.rmdir(&format!("/p/{i}")).unwrap();
+        }
+        // Released at rmdir: nothing of them is left on the list.
+        assert_eq!(lock(&p.dying_children).len(), 1, "only the pinned one");
+        assert_eq!(p.reclaim_children().len(), 1);
+        drop(pinned);
+        assert_eq!(lock(&p.dying_children).len(), 0);
+        assert!(p.reclaim_children().is_empty());
+    }
+
+    #[test]
+    fn a_freed_object_cgroup_leaves_its_memory_cgroups_list() {
+        let t = test_tree(1, 64);
+        let p = t.mkdir("/p").unwrap();
+        let c = t.mkdir("/p/c").unwrap();
+        let objcg = c.obj_cgroup();
+        t.charge_slab(&objcg, 100, SlabKind::Unreclaimable).unwrap();
+        t.rmdir("/p/c").unwrap();
+        assert_eq!(p.kmem.nr_objcgs(), 2, "its own and c's, reparented");
+        t.uncharge_slab(&objcg, 100, SlabKind::Unreclaimable);
+        drop(objcg);
+        assert_eq!(p.kmem.nr_objcgs(), 1, "c's left with its last object");
+        drop(c);
+        t.rmdir("/p").unwrap();
+        assert_eq!(t.root().kmem.nr_objcgs(), 1);
     }
 
     #[test]

@@ -22,7 +22,13 @@
 //! calls `>> priority`, at most `2 * freeable`; scanned in batches of the
 //! shrinker's batch (`SHRINK_BATCH` = 128) while a whole batch remains (or
 //! everything, when less than a batch is freeable); what was not scanned
-//! is deferred to the next call, per shrinker, node and memory cgroup.
+//! is deferred to the next call (`nr_deferred`): a memcg-aware shrinker's
+//! per memory cgroup and node, in the memory cgroup's [`ShrinkerInfo`]
+//! (freed with it); any other shrinker's per node.
+//!
+//! When a memory cgroup goes offline its deferred work is added to its
+//! parent's, as its list_lrus' objects move there
+//! (`reparent_shrinker_deferred`).
 //!
 //! Objects are not pages: a shrinker that frees memory says how many pages
 //! in [`ShrinkControl::reclaimed_pages`] (the kernel's `reclaim_state`),
@@ -30,14 +36,12 @@
 //! cgroup's reclaim runs the shrinkers but counts only its LRU pages
 //! (`flush_reclaim_state` with `root_reclaim`).
 //!
-//! Locking: the registry is one mutex, held only to copy the list out;
-//! deferred counts are a mutex per shrinker. Shrinkers run with no tree
-//! lock held.
+//! Locking: the registry is one mutex, held only to copy the list out; a
+//! memory cgroup's deferred counts are one mutex per node, a global
+//! shrinker's are atomics. Shrinkers run with no tree lock held.
 
-use std::collections::HashMap;
-
-use crate::memcontrol::{CgroupTree, MemCgroup, ShrinkerId};
-use crate::sync::{Arc, Mutex, lock};
+use crate::memcontrol::{CgroupTree, MAX_SHRINKERS, MemCgroup, ShrinkerId};
+use crate::sync::{Arc, AtomicU64, Mutex, Ordering, lock};
 
 /// The default cost of recreating an object (`DEFAULT_SEEKS`).
 pub const DEFAULT_SEEKS: u32 = 2;
@@ -95,13 +99,126 @@ pub trait Shrinker: Send + Sync {
     }
 }
 
+/// One memory cgroup's shrinker state on one node (`struct
+/// shrinker_info`): which memcg-aware shrinkers may have objects here, and
+/// the scans each deferred here.
+pub(crate) struct ShrinkerInfo {
+    /// A bit per shrinker id (`map`).
+    map: Box<[AtomicU64]>,
+    /// Deferred scans by shrinker id (`nr_deferred`), grown to the largest
+    /// id that deferred any.
+    nr_deferred: Mutex<Vec<u64>>,
+}
+
+impl Default for ShrinkerInfo {
+    fn default() -> Self {
+        Self {
+            map: (0..MAX_SHRINKERS / 64).map(|_| AtomicU64::new(0)).collect(),
+            nr_deferred: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl ShrinkerInfo {
+    fn word(&self, id: ShrinkerId) -> (&AtomicU64, u64) {
+        (&self.map[id.get() / 64], 1 << (id.get() % 64))
+    }
+
+    /// Sets `id`'s bit (`set_shrinker_bit`).
+    pub(crate) fn set_bit(&self, id: ShrinkerId) {
+        let (word, bit) = self.word(id);
+        // Relaxed: a hint for reclaim, which rescans the lists themselves.
+        word.fetch_or(bit, Ordering::Relaxed);
+    }
+
+    /// Whether `id`'s bit is set.
+    pub(crate) fn bit(&self, id: ShrinkerId) -> bool {
+        let (word, bit) = self.word(id);
+        word.load(Ordering::Relaxed) & bit != 0
+    }
+
+    /// Clears `id`'s bit (reclaim found the shrinker empty here).
+    pub(crate) fn clear_bit(&self, id: ShrinkerId) {
+        let (word, bit) = self.word(id);
+        word.fetch_and(!bit, Ordering::Relaxed);
+    }
+
+    /// Takes `id`'s deferred scans, leaving 0 (`xchg_nr_deferred_memcg`).
+    fn take_deferred(&self, id: ShrinkerId) -> u64 {
+        lock(&self.nr_deferred)
+            .get_mut(id.get())
+            .map_or(0, std::mem::take)
+    }
+
+    /// Adds to `id`'s deferred scans (`add_nr_deferred_memcg`).
+    fn add_deferred(&self, id: ShrinkerId, nr: u64) {
+        let mut deferred = lock(&self.nr_deferred);
+        if deferred.len() <= id.get() {
+            deferred.resize(id.get() + 1, 0);
+        }
+        deferred[id.get()] += nr;
+    }
+
+    /// Deferred scans of `id` (for tests).
+    #[cfg(test)]
+    pub(crate) fn deferred(&self, id: ShrinkerId) -> u64 {
+        lock(&self.nr_deferred).get(id.get()).copied().unwrap_or(0)
+    }
+
+    /// Adds every deferred count to `parent`'s: its memory cgroup goes
+    /// offline (`reparent_shrinker_deferred`).
+    pub(crate) fn reparent_deferred(&self, parent: &ShrinkerInfo) {
+        let mine = std::mem::take(&mut *lock(&self.nr_deferred));
+        if mine.iter().all(|&n| n == 0) {
+            return;
+        }
+        let mut theirs = lock(&parent.nr_deferred);
+        if theirs.len() < mine.len() {
+            theirs.resize(mine.len(), 0);
+        }
+        for (to, from) in theirs.iter_mut().zip(mine) {
+            *to += from;
+        }
+    }
+
+    /// Forgets shrinker `id`, whose id is freed: its bit and its deferred
+    /// scans go, so that the id's next shrinker starts clean.
+    pub(crate) fn forget(&self, id: ShrinkerId) {
+        self.clear_bit(id);
+        self.take_deferred(id);
+    }
+}
+
 /// A registered shrinker and its deferred work.
 struct Registered {
     shrinker: Arc<dyn Shrinker>,
     /// The list_lru's id for a memcg-aware shrinker.
     id: Option<ShrinkerId>,
-    /// Scans deferred, by (memory cgroup serial, node) (`nr_deferred`).
-    deferred: Mutex<HashMap<(u64, usize), u64>>,
+    /// A global shrinker's deferred scans, per node (`nr_deferred`); a
+    /// memcg-aware one's are in each memory cgroup's [`ShrinkerInfo`].
+    deferred: Box<[AtomicU64]>,
+}
+
+impl Registered {
+    /// Takes the scans deferred for `memcg` on `nid` (`xchg_nr_deferred`).
+    fn take_deferred(&self, nid: usize, memcg: &MemCgroup) -> u64 {
+        match self.id {
+            Some(id) => memcg.shrinker_info(nid).take_deferred(id),
+            // Relaxed: a count of work; nothing else is published with it.
+            None => self.deferred[nid].swap(0, Ordering::Relaxed),
+        }
+    }
+
+    /// Defers `nr` scans for `memcg` on `nid` (`add_nr_deferred`).
+    fn add_deferred(&self, nid: usize, memcg: &MemCgroup, nr: u64) {
+        match self.id {
+            Some(id) => memcg.shrinker_info(nid).add_deferred(id, nr),
+            // Relaxed: as in `take_deferred`.
+            None => {
+                self.deferred[nid].fetch_add(nr, Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 /// The tree's shrinkers (`shrinker_list`).
@@ -141,7 +258,7 @@ pub fn register_shrinker(
     let registered = Arc::new(Registered {
         shrinker,
         id: memcg_aware,
-        deferred: Mutex::new(HashMap::new()),
+        deferred: (0..tree.nr_nodes()).map(|_| AtomicU64::new(0)).collect(),
     });
     lock(&tree.shrinkers().list).push(Arc::clone(&registered));
     ShrinkerHandle {
@@ -232,9 +349,8 @@ fn do_shrink_slab(
         ShrinkCount::Objects(0) => return Some(SlabShrunk::default()),
         ShrinkCount::Objects(n) => n,
     };
-    let key = (memcg.serial(), nid);
     // Take the deferred work, so concurrent calls do not all do it.
-    let nr = lock(&r.deferred).remove(&key).unwrap_or(0);
+    let nr = r.take_deferred(nid, memcg);
     let delta = match shrinker.seeks() {
         0 => freeable / 2,
         seeks => (freeable >> priority) * 4 / u64::from(seeks),
@@ -261,7 +377,7 @@ fn do_shrink_slab(
     // What was asked and not done waits for the next call.
     let next_deferred = (nr + delta).saturating_sub(scanned).min(2 * freeable);
     if next_deferred > 0 {
-        *lock(&r.deferred).entry(key).or_insert(0) += next_deferred;
+        r.add_deferred(nid, memcg, next_deferred);
     }
     Some(SlabShrunk {
         freed,
@@ -348,6 +464,33 @@ mod tests {
         let out = shrink_slab(&t, 0, &a, 0);
         assert_eq!(out.freed, 616);
         assert_eq!(c.lru.count_one(0, &a).unwrap(), 0);
+    }
+
+    #[test]
+    fn offline_gives_deferred_work_to_the_parent() {
+        let t = test_tree(1, 16);
+        let a = t.mkdir("/a").unwrap();
+        let b = t.mkdir("/a/b").unwrap();
+        let (c, _h) = cache(&t);
+        let id = c.lru.shrinker_id().unwrap();
+        for item in 0..1000 {
+            c.lru.add(item, 0, &b).unwrap();
+        }
+        a.shrinker_info(0).add_deferred(id, 7);
+        // As in the test above: 384 scanned, 116 deferred, in b's info.
+        assert_eq!(shrink_slab(&t, 0, &b, 2).freed, 384);
+        assert_eq!(b.shrinker_info(0).deferred(id), 116);
+        // rmdir: b's objects and its deferred work go to a
+        // (`reparent_shrinker_deferred`).
+        t.rmdir("/a/b").unwrap();
+        assert_eq!(b.shrinker_info(0).deferred(id), 0);
+        assert_eq!(a.shrinker_info(0).deferred(id), 7 + 116);
+        assert_eq!(c.lru.count_one(0, &a).unwrap(), 616);
+        // a's next shrink takes it: (616 >> 2) * 4 / 2 = 308 plus
+        // 123 >> 2 = 30 to scan, two whole batches; 308 + 123 - 256 left
+        // deferred (59 had b's work been lost).
+        assert_eq!(shrink_slab(&t, 0, &a, 2).freed, 256);
+        assert_eq!(a.shrinker_info(0).deferred(id), 175);
     }
 
     #[test]

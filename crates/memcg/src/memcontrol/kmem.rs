@@ -21,10 +21,16 @@
 //! live object bytes + reserve_bytes`, with `reserve_bytes` below a page
 //! once no charge is in flight.
 //!
+//! An object cgroup is on the `objcg_list` of the memory cgroup it points
+//! at, and leaves it when it is freed (`obj_cgroup_release`), in O(1) by
+//! its index there: removed cgroups leave nothing on their ancestors'
+//! lists.
+//!
 //! Locking: one mutex per memory cgroup (`SlabAcct`), never held while
 //! charging (a charge may reclaim, and reclaim frees slab objects); a
-//! reparent takes the child's, then the parent's. The object cgroup's
-//! memory cgroup pointer is a mutex, read once per charge; a charge that
+//! reparent takes the child's, then the parent's. An object cgroup's link
+//! (its memory cgroup and its index on that one's list) is a mutex, taken
+//! before the list's; the memory cgroup is read once per charge; a charge that
 //! finds, under the accounting lock, that the memory cgroup it charged was
 //! reparented meanwhile gives its pages back and retries at the new one.
 
@@ -33,6 +39,7 @@ use std::sync::Weak;
 use super::{ChargeError, ChargeKind, MemCgroup, MemcgStat};
 use crate::mm_types::PAGE_SIZE;
 use crate::sync::{Arc, Mutex, lock};
+use crate::weak_slab::WeakSlab;
 
 /// What a memory cgroup accounts for the slab objects of its object
 /// cgroups.
@@ -50,24 +57,52 @@ pub(crate) struct SlabAcct {
 /// cgroup, so that the memory cgroup can go away before the object does.
 #[derive(Debug)]
 pub struct ObjCgroup {
+    link: Mutex<ObjcgLink>,
+}
+
+/// Where an object cgroup is.
+#[derive(Debug)]
+struct ObjcgLink {
     /// The memory cgroup charged now: the one it was made for, or after
     /// that one's offline, its nearest online ancestor.
-    memcg: Mutex<Weak<MemCgroup>>,
+    memcg: Weak<MemCgroup>,
+    /// Its index on that memory cgroup's `objcg_list`.
+    slot: usize,
 }
 
 impl ObjCgroup {
-    pub(crate) fn new(memcg: &Arc<MemCgroup>) -> Self {
-        Self {
-            memcg: Mutex::new(Arc::downgrade(memcg)),
-        }
-    }
-
     /// The memory cgroup its objects are charged to now
     /// (`obj_cgroup_memcg`).
     pub fn memcg(&self) -> Arc<MemCgroup> {
-        lock(&self.memcg)
+        lock(&self.link)
+            .memcg
             .upgrade()
             .expect("an object cgroup points at a live memory cgroup")
+    }
+
+    /// Points `objcg` at `memcg` and puts it on that one's list.
+    fn attach(objcg: &Arc<ObjCgroup>, memcg: &Arc<MemCgroup>) {
+        let mut link = lock(&objcg.link);
+        link.memcg = Arc::downgrade(memcg);
+        link.slot = lock(&memcg.kmem.objcg_list).insert(Arc::downgrade(objcg));
+    }
+}
+
+impl Drop for ObjCgroup {
+    fn drop(&mut self) {
+        // Released: off its memory cgroup's list (`obj_cgroup_release`). A
+        // memory cgroup being freed takes its list with it.
+        let memcg = {
+            let link = lock(&self.link);
+            let memcg = link.memcg.upgrade();
+            if let Some(m) = &memcg {
+                lock(&m.kmem.objcg_list).remove(link.slot, self);
+            }
+            memcg
+        };
+        // Dropped with no lock held: it may be the memory cgroup's last
+        // reference.
+        drop(memcg);
     }
 }
 
@@ -114,16 +149,27 @@ pub(crate) struct Kmem {
     objcg: Mutex<Option<Arc<ObjCgroup>>>,
     /// `memcg->objcg_list`: every object cgroup pointing here (its own and
     /// those of offline descendants).
-    objcg_list: Mutex<Vec<Weak<ObjCgroup>>>,
+    objcg_list: Mutex<WeakSlab<ObjCgroup>>,
     acct: Mutex<SlabAcct>,
 }
 
 impl Kmem {
     /// Gives `memcg` its object cgroup (`memcg_online_kmem`).
     pub(crate) fn online(memcg: &Arc<MemCgroup>) {
-        let objcg = Arc::new(ObjCgroup::new(memcg));
-        lock(&memcg.kmem.objcg_list).push(Arc::downgrade(&objcg));
+        let objcg = Arc::new(ObjCgroup {
+            link: Mutex::new(ObjcgLink {
+                memcg: Weak::new(),
+                slot: 0,
+            }),
+        });
+        ObjCgroup::attach(&objcg, memcg);
         *lock(&memcg.kmem.objcg) = Some(objcg);
+    }
+
+    /// Object cgroups pointing here (for tests).
+    #[cfg(test)]
+    pub(crate) fn nr_objcgs(&self) -> usize {
+        lock(&self.objcg_list).len()
     }
 }
 
@@ -259,13 +305,10 @@ impl super::CgroupTree {
         let mut from = lock(&child.kmem.acct);
         let mut to = lock(&parent.kmem.acct);
         from.reparented = true;
-        let objcgs = std::mem::take(&mut *lock(&child.kmem.objcg_list));
-        let mut live = Vec::with_capacity(objcgs.len());
+        let objcgs = lock(&child.kmem.objcg_list).take();
         for objcg in objcgs.iter().filter_map(Weak::upgrade) {
-            *lock(&objcg.memcg) = Arc::downgrade(parent);
-            live.push(Arc::downgrade(&objcg));
+            ObjCgroup::attach(&objcg, parent);
         }
-        lock(&parent.kmem.objcg_list).extend(live);
         let pages = std::mem::take(&mut from.charged_pages);
         to.reserve_bytes += std::mem::take(&mut from.reserve_bytes);
         to.charged_pages += pages;
