@@ -189,6 +189,22 @@ const SERVER_STOP_WAIT: Duration = Duration::from_millis(500);
 /// How often pollers of events files are checked for an event.
 pub(crate) const POLL_CHECK_EVERY: Duration = Duration::from_millis(50);
 
+/// Keeps the server's heap in one glibc malloc arena. glibc gives each
+/// thread that allocates while another holds an arena one of its own, and
+/// each arena keeps the free memory of the most it ever held: under cgroup
+/// churn (10000 made and removed at a time) the four FUSE threads' arenas
+/// took the server from 81 MB to 158 MB of RSS in eight rounds, where one
+/// arena stays at 84 MB. Small allocations still go through each thread's
+/// cache (tcache) without the arena's lock. A no-op on other C libraries.
+fn one_malloc_arena() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: `mallopt` only sets an allocator parameter; it is called
+    // before the server's threads start.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
+}
+
 /// Rounds of [`PRUNE_EVERY`] between writebacks of every dirty page (the
 /// flusher: the kernel wakes it every 5 s, `dirty_writeback_centisecs`,
 /// and writes what has been dirty for 30 s; here everything dirty goes).
@@ -197,6 +213,7 @@ const WRITEBACK_EVERY_ROUNDS: u32 = 10;
 /// Serves `sim` at `dir` until the returned guard is dropped.
 pub(crate) fn mount(sim: Arc<Sim>, dir: &Path) -> anyhow::Result<Mounted> {
     check_mountable(dir)?;
+    one_malloc_arena();
     let host = HostProcs::new(Arc::clone(&sim));
     let fs = fs::SimFs::new(Arc::clone(&sim), Arc::clone(&host));
     let pollers = fs.pollers();
