@@ -9,6 +9,7 @@ mod projection;
 mod report;
 mod reproduce;
 mod run;
+mod seeds;
 mod served;
 pub(crate) mod sh;
 mod usemem;

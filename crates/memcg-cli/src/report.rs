@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use plotters::coord::types::RangedCoordf64;
+use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use serde::Serialize;
 
@@ -167,6 +168,22 @@ pub fn fmt_range(min: f64, max: f64, samples: usize, decimals: usize) -> String 
     } else {
         format!("{min:.decimals$}–{max:.decimals$}")
     }
+}
+
+/// A ratio for a table to three significant digits (`0.00178x`,
+/// `1.00x`, `561x`), so a small one never reads as `0.00x`; empty when
+/// there is none (NaN).
+pub fn fmt_ratio(ratio: f64) -> String {
+    if !ratio.is_finite() {
+        return String::new();
+    }
+    let magnitude = if ratio > 0.0 {
+        ratio.log10().floor() as i32
+    } else {
+        0
+    };
+    let decimals = (2 - magnitude).max(0) as usize;
+    format!("{ratio:.decimals$}x")
 }
 
 /// Median, mean, sample standard deviation and range of repeated
@@ -407,6 +424,18 @@ pub fn write_json(path: &Path, value: &impl Serialize) -> anyhow::Result<()> {
     std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))
 }
 
+/// How a series is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Style {
+    /// Points joined by a line, with error bars (on a categorical axis,
+    /// points only: nothing lies between two categories).
+    #[default]
+    Line,
+    /// A reference value (a published figure): a dashed horizontal line
+    /// across the panel at its one point's y.
+    Reference,
+}
+
 /// One line on a chart.
 pub struct Series {
     /// Legend label.
@@ -416,6 +445,8 @@ pub struct Series {
     /// One standard deviation of each point's y, drawn as an error bar
     /// (empty: none).
     pub errors: Vec<f64>,
+    /// How it is drawn.
+    pub style: Style,
 }
 
 impl Series {
@@ -432,6 +463,17 @@ impl Series {
             name: name.into(),
             points,
             errors,
+            style: Style::Line,
+        }
+    }
+
+    /// A dashed horizontal line at `y` across the panel.
+    pub fn reference(name: impl Into<String>, y: f64) -> Self {
+        Self {
+            name: name.into(),
+            points: vec![(0.0, y)],
+            errors: Vec::new(),
+            style: Style::Reference,
         }
     }
 }
@@ -442,18 +484,23 @@ pub struct Panel {
     pub title: String,
     /// The lines drawn.
     pub series: Vec<Series>,
+    /// This panel's y axis label, where it differs from the chart's.
+    pub y_label: Option<String>,
 }
 
-/// A grid of line-chart panels sharing axis labels.
+/// A grid of chart panels sharing axis labels.
 pub struct Chart<'a> {
     /// Title over the whole chart.
     pub title: &'a str,
     /// X axis label.
     pub x_label: &'a str,
-    /// Y axis label.
+    /// Y axis label (a panel may have its own).
     pub y_label: &'a str,
     /// Panels, laid out two per row.
     pub panels: Vec<Panel>,
+    /// The names of a categorical x axis: x values are indices into it and
+    /// points are not joined. Empty: a numeric axis.
+    pub x_categories: Vec<String>,
 }
 
 /// A chart of values against thread counts: `panels` of
@@ -468,6 +515,7 @@ pub fn chart_by_threads<'a>(
         x_label: "threads",
         y_label,
         panels: panels.into_iter().collect(),
+        x_categories: Vec::new(),
     }
 }
 
@@ -482,14 +530,41 @@ const PALETTE: [RGBColor; 8] = [
     RGBColor(0x17, 0xbe, 0xcf),
 ];
 
+/// A panel's height, px, the band the chart's title takes, and the width
+/// of a chart of two panels a row and of a single panel.
+const PANEL_HEIGHT: u32 = 380;
+const TITLE_HEIGHT: u32 = 60;
+const TWO_PANELS_WIDTH: u32 = 1000;
+const ONE_PANEL_WIDTH: u32 = 700;
+
+/// The canvas of a chart of `panels` panels, two per row: as wide as its
+/// columns, so a single panel leaves no blank half.
+fn canvas_size(panels: usize) -> (u32, u32) {
+    let width = if panels > 1 {
+        TWO_PANELS_WIDTH
+    } else {
+        ONE_PANEL_WIDTH
+    };
+    let rows = panels.div_ceil(2).max(1) as u32;
+    (width, TITLE_HEIGHT + PANEL_HEIGHT * rows)
+}
+
+/// The title's font size: 24 px, smaller where the title would not fit
+/// `width` (a character is about 0.55 of its font size wide).
+fn title_px(title: &str, width: u32) -> f64 {
+    (1.7 * f64::from(width) / title.chars().count().max(1) as f64).min(24.0)
+}
+
 /// Draws `chart` as an SVG file at `path`.
 pub fn write_svg(path: &Path, chart: &Chart<'_>) -> anyhow::Result<()> {
+    let (width, height) = canvas_size(chart.panels.len());
+    let columns = chart.panels.len().clamp(1, 2);
     let rows = chart.panels.len().div_ceil(2).max(1);
-    let root = SVGBackend::new(path, (1000, 60 + 380 * rows as u32)).into_drawing_area();
+    let root = SVGBackend::new(path, (width, height)).into_drawing_area();
     let draw = || -> Result<(), Box<dyn std::error::Error + '_>> {
         root.fill(&WHITE)?;
-        let body = root.titled(chart.title, ("sans-serif", 24))?;
-        for (area, panel) in body.split_evenly((rows, 2)).iter().zip(&chart.panels) {
+        let body = root.titled(chart.title, ("sans-serif", title_px(chart.title, width)))?;
+        for (area, panel) in body.split_evenly((rows, columns)).iter().zip(&chart.panels) {
             draw_panel(area, panel, chart)?;
         }
         root.present()?;
@@ -506,30 +581,65 @@ fn draw_panel<DB: DrawingBackend>(
 where
     DB::ErrorType: 'static,
 {
-    let (x_min, x_max) = x_range(panel);
-    let pad = ((x_max - x_min) * 0.05).max(0.25);
+    let categories = &chart.x_categories;
+    let (x_min, x_max) = if categories.is_empty() {
+        x_range(panel)
+    } else {
+        (0.0, categories.len().saturating_sub(1) as f64)
+    };
+    let pad = if categories.is_empty() {
+        ((x_max - x_min) * 0.05).max(0.25)
+    } else {
+        0.5
+    };
+    let x_axis = x_min - pad..x_max + pad;
     let mut ctx = ChartBuilder::on(area)
         .caption(&panel.title, ("sans-serif", 18))
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(56)
-        .build_cartesian_2d(x_min - pad..x_max + pad, 0.0..y_top(panel))?;
-    // X values are counts (threads): label whole numbers only.
-    let whole = |x: &f64| {
-        if x.fract().abs() < 1e-9 {
+        .build_cartesian_2d(x_axis.clone(), 0.0..y_top(panel))?;
+    // X values are counts or category indices: label whole numbers only.
+    let label = |x: &f64| {
+        if (x - x.round()).abs() > 1e-9 {
+            String::new()
+        } else if categories.is_empty() {
             format!("{x:.0}")
         } else {
-            String::new()
+            let i = x.round();
+            (i >= 0.0)
+                .then(|| categories.get(i as usize))
+                .flatten()
+                .cloned()
+                .unwrap_or_default()
         }
     };
     ctx.configure_mesh()
         .x_desc(chart.x_label)
-        .y_desc(chart.y_label)
+        .y_desc(panel.y_label.as_deref().unwrap_or(chart.y_label))
         .x_labels(((x_max - x_min) as usize + 1).clamp(2, 17))
-        .x_label_formatter(&whole)
+        .x_label_formatter(&label)
         .draw()?;
+    let points = panel
+        .series
+        .iter()
+        .filter(|s| s.style != Style::Reference)
+        .count();
+    let mut nth_points = 0;
     for (i, series) in panel.series.iter().enumerate() {
-        draw_series(&mut ctx, series, PALETTE[i % PALETTE.len()])?;
+        let color = PALETTE[i % PALETTE.len()];
+        if series.style == Style::Reference {
+            draw_reference(&mut ctx, series, color, &x_axis)?;
+            continue;
+        }
+        if categories.is_empty() {
+            draw_series(&mut ctx, series, color, 0.0, true)?;
+        } else {
+            // Side by side within a category, so equal values stay visible.
+            let shift = (nth_points as f64 - (points as f64 - 1.0) / 2.0) * 0.12;
+            draw_series(&mut ctx, series, color, shift, false)?;
+        }
+        nth_points += 1;
     }
     ctx.configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)
@@ -540,12 +650,13 @@ where
 }
 
 /// The smallest and largest x of a panel's points (0 and 1 when it has
-/// none).
+/// none); reference lines span whatever the points do.
 fn x_range(panel: &Panel) -> (f64, f64) {
     let xs = || {
         panel
             .series
             .iter()
+            .filter(|s| s.style != Style::Reference)
             .flat_map(|s| s.points.iter().map(|p| p.0))
     };
     let x_min = xs().fold(f64::INFINITY, f64::min);
@@ -576,35 +687,61 @@ fn y_top(panel: &Panel) -> f64 {
     (y_max * 1.05 / (1.0 - legend_share)).max(1e-9)
 }
 
-/// Draws one series: its line (with a legend entry), its points and their
-/// error bars.
+type Ctx<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// Draws one series: its points (joined by a line when `joined`, with a
+/// legend entry either way), each `shift` to the right, and their error
+/// bars.
 fn draw_series<DB: DrawingBackend>(
-    ctx: &mut ChartContext<'_, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    ctx: &mut Ctx<'_, DB>,
     series: &Series,
     color: RGBColor,
+    shift: f64,
+    joined: bool,
 ) -> Result<(), Box<dyn std::error::Error>>
 where
     DB::ErrorType: 'static,
 {
     let style = ShapeStyle::from(&color).stroke_width(2);
-    ctx.draw_series(LineSeries::new(series.points.iter().copied(), style))?
-        .label(series.name.as_str())
-        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
-    ctx.draw_series(
-        series
-            .points
-            .iter()
-            .map(|&p| Circle::new(p, 3, color.filled())),
-    )?;
-    ctx.draw_series(
-        series
-            .points
-            .iter()
-            .zip(&series.errors)
-            .map(|(&(x, y), &e)| {
-                ErrorBar::new_vertical(x, (y - e).max(0.0), y, y + e, color.stroke_width(1), 8)
-            }),
-    )?;
+    let points = || series.points.iter().map(|&(x, y)| (x + shift, y));
+    if joined {
+        ctx.draw_series(LineSeries::new(points(), style))?
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style))
+            .label(series.name.as_str());
+        ctx.draw_series(points().map(|p| Circle::new(p, 3, color.filled())))?;
+    } else {
+        ctx.draw_series(points().map(|p| Circle::new(p, 4, color.filled())))?
+            .legend(move |(x, y)| Circle::new((x + 9, y), 4, color.filled()))
+            .label(series.name.as_str());
+    }
+    ctx.draw_series(points().zip(&series.errors).map(|((x, y), &e)| {
+        ErrorBar::new_vertical(x, (y - e).max(0.0), y, y + e, color.stroke_width(1), 8)
+    }))?;
+    Ok(())
+}
+
+/// Draws a reference series: a dashed line at its y across `x_axis`.
+fn draw_reference<DB: DrawingBackend>(
+    ctx: &mut Ctx<'_, DB>,
+    series: &Series,
+    color: RGBColor,
+    x_axis: &std::ops::Range<f64>,
+) -> Result<(), Box<dyn std::error::Error>>
+where
+    DB::ErrorType: 'static,
+{
+    let Some(&(_, y)) = series.points.first() else {
+        return Ok(());
+    };
+    let style = ShapeStyle::from(&color).stroke_width(2);
+    ctx.draw_series(DashedLineSeries::new(
+        [(x_axis.start, y), (x_axis.end, y)],
+        8,
+        5,
+        style,
+    ))?
+    .label(series.name.as_str())
+    .legend(move |(x, y)| DashedPathElement::new(vec![(x, y), (x + 18, y)], 5, 3, style));
     Ok(())
 }
 
@@ -624,6 +761,17 @@ mod tests {
         assert_eq!((s.min, s.max), (1.0, 3.0));
         assert_eq!(fmt_range(s.min, s.max, 3, 1), "1.0–3.0");
         assert_eq!(fmt_range(s.min, s.max, 1, 1), "-");
+    }
+
+    #[test]
+    fn ratios_keep_three_significant_digits() {
+        assert_eq!(fmt_ratio(13.5 / 7570.0), "0.00178x");
+        assert_eq!(fmt_ratio(0.0597), "0.0597x");
+        assert_eq!(fmt_ratio(1.0), "1.00x");
+        assert_eq!(fmt_ratio(33.2), "33.2x");
+        assert_eq!(fmt_ratio(561.2), "561x");
+        assert_eq!(fmt_ratio(0.0), "0.00x");
+        assert_eq!(fmt_ratio(f64::NAN), "");
     }
 
     #[test]
@@ -672,9 +820,29 @@ mod tests {
                     name: format!("s{i}"),
                     points: vec![(1.0, 2.0), (2.0, 3.0)],
                     errors: errors.clone(),
+                    style: Style::Line,
                 })
                 .collect(),
+            y_label: None,
         }
+    }
+
+    fn chart(panels: Vec<Panel>) -> Chart<'static> {
+        Chart {
+            title: "t",
+            x_label: "threads",
+            y_label: "Mops/s",
+            panels,
+            x_categories: Vec::new(),
+        }
+    }
+
+    /// `chart` drawn, as SVG text.
+    fn drawn(chart: &Chart<'_>) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.svg");
+        write_svg(&path, chart).unwrap();
+        std::fs::read_to_string(&path).unwrap()
     }
 
     #[test]
@@ -694,18 +862,7 @@ mod tests {
 
     #[test]
     fn error_bars_are_drawn() {
-        let dir = tempfile::tempdir().unwrap();
-        let draw = |errors: Vec<f64>| {
-            let path = dir.path().join("c.svg");
-            let chart = Chart {
-                title: "t",
-                x_label: "threads",
-                y_label: "Mops/s",
-                panels: vec![panel(errors, 1)],
-            };
-            write_svg(&path, &chart).unwrap();
-            std::fs::read_to_string(&path).unwrap()
-        };
+        let draw = |errors: Vec<f64>| drawn(&chart(vec![panel(errors, 1)]));
         let lines = |svg: &str| svg.matches("<line").count() + svg.matches("<polyline").count();
         let (with, without) = (draw(vec![0.5, 0.25]), draw(Vec::new()));
         // Each bar is a vertical line and two caps.
@@ -713,29 +870,91 @@ mod tests {
     }
 
     #[test]
-    fn svg_is_written() {
-        let dir = std::env::temp_dir().join(format!("memcg-report-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("c.svg");
-        let chart = Chart {
-            title: "t",
-            x_label: "threads",
-            y_label: "Mops/s",
-            panels: vec![Panel {
-                title: "p".into(),
-                series: vec![Series {
-                    name: "a".into(),
-                    points: vec![(1.0, 2.0), (2.0, 3.0)],
-                    errors: vec![0.5, 0.25],
-                }],
+    fn the_canvas_is_as_wide_as_its_panels() {
+        assert_eq!(canvas_size(1), (700, 440));
+        assert_eq!(canvas_size(2), (1000, 440));
+        assert_eq!(canvas_size(5), (1000, 1200));
+        let svg = drawn(&chart(vec![panel(Vec::new(), 1)]));
+        assert!(svg.starts_with(r#"<svg width="700" height="440""#), "{svg}");
+        // A long title shrinks to fit.
+        assert_eq!(title_px("t", 700), 24.0);
+        assert!(title_px(&"x".repeat(65), 700) * 65.0 * 0.55 < 700.0);
+    }
+
+    #[test]
+    fn a_categorical_axis_names_its_categories_and_joins_no_points() {
+        let mut categorical = chart(vec![Panel {
+            title: "p".into(),
+            series: vec![Series {
+                name: "a".into(),
+                points: vec![(0.0, 1.0), (1.0, 2.0)],
+                errors: Vec::new(),
+                style: Style::Line,
             }],
+            y_label: None,
+        }]);
+        let joined = drawn(&categorical);
+        categorical.x_categories = vec!["4K".into(), "64K".into()];
+        let svg = drawn(&categorical);
+        assert!(
+            svg.contains(">\n4K\n<") && svg.contains(">\n64K\n<"),
+            "{svg}"
+        );
+        // The numeric chart joins its points with a line (2 px wide; the
+        // axes' are 1 px); the categorical one draws them alone.
+        let data_line = r#"stroke-width="2" points="#;
+        assert!(joined.contains(data_line), "{joined}");
+        assert!(!svg.contains(data_line), "{svg}");
+    }
+
+    #[test]
+    fn references_are_dashed_and_panels_keep_their_own_y_labels() {
+        let mut p = panel(Vec::new(), 1);
+        p.series.push(Series::reference("seed 0.892", 0.892));
+        p.y_label = Some("ms".into());
+        let mut other = panel(Vec::new(), 1);
+        other.y_label = Some("Mops/s here".into());
+        let svg = drawn(&chart(vec![p, other]));
+        assert!(svg.contains(">\nseed 0.892\n<"), "legend of the reference");
+        assert!(
+            svg.contains(">\nms\n<") && svg.contains(">\nMops/s here\n<"),
+            "{svg}"
+        );
+        assert!(
+            !svg.contains(">\nMops/s\n<"),
+            "the chart's label is overridden: {svg}"
+        );
+        // The dashed line is drawn in pieces: more lines than a plain one.
+        let plain = drawn(&chart(vec![panel(Vec::new(), 1)]));
+        let count = |svg: &str| svg.matches("<polyline").count() + svg.matches("<line").count();
+        assert!(count(&svg) > 2 * count(&plain), "dashes");
+        // A reference does not widen the x axis (its one x is nominal).
+        let only = Panel {
+            title: "p".into(),
+            series: vec![
+                Series::reference("r", 1.0),
+                Series::by_threads("a", [(4, 1.0, 0.0), (8, 2.0, 0.0)]),
+            ],
+            y_label: None,
         };
-        write_svg(&path, &chart).unwrap();
-        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(x_range(&only), (4.0, 8.0));
+    }
+
+    #[test]
+    fn svg_is_written() {
+        let text = drawn(&chart(vec![Panel {
+            title: "p".into(),
+            series: vec![Series {
+                name: "a".into(),
+                points: vec![(1.0, 2.0), (2.0, 3.0)],
+                errors: vec![0.5, 0.25],
+                style: Style::Line,
+            }],
+            y_label: None,
+        }]));
         assert!(
             text.starts_with("<svg") && text.contains(">\na\n<"),
             "legend present"
         );
-        std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -13,7 +13,11 @@
 //!   and folio pinning against reparenting, through `memcg workload
 //!   readers`.
 //!
-//! Everything here is measured on this machine; nothing is projected.
+//! Beside each table: the seeds' figures as they published them, and a
+//! verdict computed from this run by a stated criterion, saying whether
+//! it reproduces the seed's effect and, if not, why not in this run's
+//! numbers (`seeds.rs`). Everything here is measured on this machine
+//! except the projection to 96 jobs, which says so.
 
 use std::path::{Path, PathBuf};
 
@@ -26,6 +30,7 @@ use serde_json::Value;
 use crate::bench::swap::{Experiment, SwapArgs};
 use crate::projection::{self, Point};
 use crate::report::{self, Machine, Progress, ReportFiles, ReportHead, Stats};
+use crate::seeds;
 use crate::workload::ReadersArgs;
 
 /// `memcg reproduce` flags.
@@ -123,12 +128,6 @@ struct ReproduceReport {
     projection: Projection,
 }
 
-/// The seeds' published after/before ratios.
-const SEED_KBUILD_4K: (f64, f64) = (9617.23 / 10782.29, 159.65 / 171.49);
-const SEED_KBUILD_64K: (f64, f64) = (7358.98 / 8176.94, 134.07 / 141.98);
-const SEED_SWAPOUT_64K_ZERO: f64 = 5_420_447.26 / 5_461_409.12;
-const SEED_SWAPIN_4K_ZERO: f64 = 19_662_182.63 / 19_736_958.92;
-
 /// Every file `memcg reproduce` writes in its report directory.
 const OUTPUTS: [&str; 8] = [
     "kbuild.json",
@@ -160,7 +159,7 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<()> {
         projection,
     };
     report::write_json(&args.out.join("kbuild.json"), &report)?;
-    report::write_svg(&args.out.join("kbuild.svg"), &kbuild_chart(&report.kbuild))?;
+    report::write_svg(&args.out.join("kbuild.svg"), &kbuild_chart(&report))?;
     let md = markdown(&report, &args.out)?;
     std::fs::write(args.out.join("report.md"), &md)?;
     println!("{md}");
@@ -297,7 +296,8 @@ fn readers_table(scale: &Scale, seed: u64, out: &Path) -> anyhow::Result<()> {
         threads: 2,
         memcg_max: 768 << 20,
         seq: 8000,
-        memcg_metadata: 0,
+        // The machine's default, as the seed's kernel charges its own.
+        memcg_metadata: memcg_sim::SimConfig::default().memcg_metadata_bytes,
         mem: None,
         seed,
         json: Some(out.join("readers.json")),
@@ -331,38 +331,66 @@ fn kbuild_markdown(report: &ReproduceReport) -> String {
         "## Kernel build in a memcg (seeds 000/003)\n\n{} jobs (the seed: 96), 16 MiB of \
          memory.max per job with 4K folios, 21 MiB with 64K (the seed: 1.5G and 2G), RAM \
          swap. CPU time is the simulated kernel's work (the seed's \"sys\").\n\n\
-         | folio | swap_cgroup | wall s | CPU s | CPU vs locked | wall vs locked | seed: sys after/before | seed: real after/before |\n\
-         |---|---|---|---|---|---|---|---|\n",
+         The seeds' published figures (`make -j96` on 96 CPUs; before: the device lock, \
+         `locked`; after: `packed`):\n\n\
+         | seed | build | before | after | after/before |\n|---|---|---|---|---|\n",
         report.jobs
     );
-    for r in &report.kbuild {
-        let seed = if r.swap_cgroup == "packed" {
-            let (sys, real) = if r.folio_kib == 4 {
-                SEED_KBUILD_4K
-            } else {
-                SEED_KBUILD_64K
-            };
-            (format!("{sys:.3}"), format!("{real:.3}"))
-        } else {
-            ("".to_owned(), "".to_owned())
-        };
+    for (seed, build, figure) in [
+        (
+            "000/003 (6 runs)",
+            "4K folios, 1.5G: sys",
+            seeds::KBUILD_4K_SYS,
+        ),
+        ("000/003", "4K folios: real", seeds::KBUILD_4K_REAL),
+        ("000/003", "64K folios, 2G: sys", seeds::KBUILD_64K_SYS),
+        ("000/003", "64K folios: real", seeds::KBUILD_64K_REAL),
+        (
+            "001 (first version, 10 runs)",
+            "4K folios: sys",
+            seeds::KBUILD_V1_4K_SYS,
+        ),
+        ("001", "64K folios: sys", seeds::KBUILD_V1_64K_SYS),
+    ] {
         md.push_str(&format!(
-            "| {}K | {} | {:.2} | {:.2} | {:.3} | {:.3} | {} | {} |\n",
-            r.folio_kib,
-            r.swap_cgroup,
-            r.wall_secs,
-            r.cpu_secs,
-            r.cpu_vs_locked,
-            r.wall_vs_locked,
-            seed.0,
-            seed.1
+            "| {seed} | {build} | {} {} | {} {} | {:.3} |\n",
+            figure.before,
+            figure.unit,
+            figure.after,
+            figure.unit,
+            figure.ratio()
         ));
     }
     md.push_str(
-        "\nThe seed's effect comes from 96 CPUs queueing on one spinlock; with this \
-         machine's few jobs the lock is rarely contended, so the designs differ by their \
-         per-operation cost only.\n\n",
+        "\nThis run (**measured**, medians over the repetitions):\n\n\
+         | folio | swap_cgroup | wall s | CPU s | CPU vs locked | wall vs locked | seed: sys after/before | seed: real after/before |\n\
+         |---|---|---|---|---|---|---|---|\n",
     );
+    for r in &report.kbuild {
+        let (sys, real) = if r.folio_kib == 4 {
+            (seeds::KBUILD_4K_SYS, seeds::KBUILD_4K_REAL)
+        } else {
+            (seeds::KBUILD_64K_SYS, seeds::KBUILD_64K_REAL)
+        };
+        let (sys, real) = if r.swap_cgroup == "packed" {
+            (
+                format!("{:.3}", sys.ratio()),
+                format!("{:.3}", real.ratio()),
+            )
+        } else {
+            (String::new(), String::new())
+        };
+        md.push_str(&format!(
+            "| {}K | {} | {:.2} | {:.2} | {:.3} | {:.3} | {sys} | {real} |\n",
+            r.folio_kib, r.swap_cgroup, r.wall_secs, r.cpu_secs, r.cpu_vs_locked, r.wall_vs_locked,
+        ));
+    }
+    md.push('\n');
+    for (folio_kib, seed) in [(4, seeds::KBUILD_4K_SYS), (64, seeds::KBUILD_64K_SYS)] {
+        if let Some(verdict) = kbuild_verdict(report, folio_kib, seed) {
+            md.push_str(&format!("{folio_kib}K folios: {verdict}\n\n"));
+        }
+    }
     md.push_str(&format!(
         "Inside those builds (**measured**: one swap_cgroup call in {SAMPLE_EVERY} per \
          thread timed, clock overhead subtracted; medians over repetitions). `calls` \
@@ -399,60 +427,227 @@ fn kbuild_markdown(report: &ReproduceReport) -> String {
     md
 }
 
+/// Seeds 000/003's verdict for the builds with `folio_kib` folios, from
+/// `packed`'s and `locked`'s rows.
+fn kbuild_verdict(
+    report: &ReproduceReport,
+    folio_kib: u64,
+    seed: seeds::Published,
+) -> Option<seeds::Verdict> {
+    let row = |design: &str| {
+        report
+            .kbuild
+            .iter()
+            .find(|r| r.folio_kib == folio_kib && r.swap_cgroup == design)
+    };
+    let (packed, locked) = (row("packed")?, row("locked")?);
+    Some(seeds::kbuild(
+        seed,
+        seeds::KbuildFacts {
+            packed_over_locked: packed.cpu_vs_locked,
+            noise: seeds::ratio_noise(&packed.samples_cpu_secs, &locked.samples_cpu_secs),
+            locked_share: locked.swap_cgroup_cpu_share,
+            locked_wait_ns: locked.swap_cgroup_lock_wait_ns_per_call,
+            locked_calls: locked.swap_cgroup_calls,
+            jobs: report.jobs,
+            cpus: report.head.machine.cpus,
+        },
+    ))
+}
+
 fn swap_markdown(swap: &Value) -> String {
+    let experiments = [
+        (
+            "swapout-64k-zero-ram",
+            "swap-out of 8G of 64K zero folios",
+            seeds::SWAPOUT_64K_ZERO,
+        ),
+        (
+            "swapin-4k-zero-ram",
+            "swap-in of 8G of 4K zero folios",
+            seeds::SWAPIN_4K_ZERO,
+        ),
+    ];
     let mut md = String::from(
         "## Sequential swap of zero folios (seed 000)\n\n\
+         The seed's published figures (a brd RAM disk, 24 runs; before: `locked`, after: \
+         `packed`):\n\n| experiment | before | after | after/before |\n|---|---|---|---|\n",
+    );
+    for (_, what, seed) in experiments {
+        md.push_str(&format!(
+            "| {what} | {} {} | {} {} | {:.4} |\n",
+            seed.before,
+            seed.unit,
+            seed.after,
+            seed.unit,
+            seed.ratio()
+        ));
+    }
+    md.push_str(
+        "\nThis run (**measured**):\n\n\
          | experiment | swap_cgroup | µs per run (median) | vs locked | seed: after/before (packed) |\n\
          |---|---|---|---|---|\n",
     );
-    for r in swap["results"].as_array().into_iter().flatten() {
+    let results: Vec<&Value> = swap["results"].as_array().into_iter().flatten().collect();
+    for r in &results {
         let experiment = r["experiment"].as_str().unwrap_or("");
         let design = r["design"].as_str().unwrap_or("");
         let vs_locked = r["speedup_vs_locked"]
             .as_f64()
             .map_or(String::new(), |s| format!("{:.3}", 1.0 / s));
-        let seed = match (experiment, design) {
-            ("swapout-64k-zero-ram", "packed") => format!("{SEED_SWAPOUT_64K_ZERO:.4}"),
-            ("swapin-4k-zero-ram", "packed") => format!("{SEED_SWAPIN_4K_ZERO:.4}"),
-            _ => String::new(),
-        };
+        let seed = experiments
+            .iter()
+            .find(|e| e.0 == experiment && design == "packed")
+            .map_or(String::new(), |e| format!("{:.4}", e.2.ratio()));
         md.push_str(&format!(
             "| {experiment} | {design} | {:.0} | {vs_locked} | {seed} |\n",
             r["median_us"].as_f64().unwrap_or(0.0)
         ));
     }
     md.push('\n');
+    for (experiment, _, seed) in experiments {
+        let row = |design: &str| {
+            let r = results
+                .iter()
+                .find(|r| r["experiment"] == experiment && r["design"] == design)?;
+            let samples: Vec<f64> = r["samples_us"]
+                .as_array()?
+                .iter()
+                .filter_map(Value::as_f64)
+                .collect();
+            Some((r["median_us"].as_f64()?, samples))
+        };
+        if let (Some(packed), Some(locked)) = (row("packed"), row("locked")) {
+            let ratio = packed.0 / locked.0;
+            let noise = seeds::ratio_noise(&packed.1, &locked.1);
+            let verdict = seeds::not_worse(seed.ratio(), ratio, noise, "`packed`");
+            md.push_str(&format!("{experiment}: {verdict}\n\n"));
+        }
+    }
     md
 }
 
-fn readers_markdown(readers: &Value) -> String {
-    let mut md = format!(
-        "## {} readers leaving dying cgroups (seed 002)\n\nMedian wall time of a run after \
-         the first (the seed: about 1m32s before and \"very slightly\" faster after, on 96 \
-         CPUs with 10000 readers).\n\n| design | wall s (median, runs 2..) | dying at end |\n|---|---|---|\n",
-        readers["readers"]
-    );
-    for r in readers["results"].as_array().into_iter().flatten() {
-        let runs = r["runs"].as_array().cloned().unwrap_or_default();
-        let walls: Vec<f64> = runs
-            .iter()
-            .skip(1)
-            .filter_map(|x| x["wall_secs"].as_f64())
-            .collect();
-        let wall = if walls.is_empty() {
-            0.0
-        } else {
-            Stats::of(&walls).median
+/// One readers design's runs, summarised against seed 002.
+struct ReadersRow {
+    name: String,
+    facts: Option<seeds::ReadersFacts>,
+    /// Wall seconds of every run after the first.
+    later_walls: Vec<f64>,
+    dying_at_end: u64,
+}
+
+impl ReadersRow {
+    fn of(design: &Value, readers: &Value) -> Self {
+        let runs: Vec<&Value> = design["runs"].as_array().into_iter().flatten().collect();
+        let num = |r: &Value, key: &str| r[key].as_f64().unwrap_or(0.0);
+        let median = |key: &str| {
+            let later: Vec<f64> = runs.iter().skip(1).map(|r| num(r, key)).collect();
+            (!later.is_empty()).then(|| Stats::of(&later).median)
         };
-        let dying = runs
-            .last()
-            .map_or(Value::Null, |x| x["dying_at_end"].clone());
+        let facts = runs.first().and_then(|first| {
+            Some(seeds::ReadersFacts {
+                first_secs: num(first, "wall_secs"),
+                later_secs: median("wall_secs")?,
+                first_reclaims: num(first, "reclaim_calls") as u64,
+                later_reclaims: median("reclaim_calls")? as u64,
+                later_visited_per_reclaim: median("memcgs_visited_per_reclaim")?,
+                dying_at_run2: num(runs.get(1)?, "dying_at_start") as u64,
+                bench_usage_bytes: num(runs.last()?, "bench_usage_bytes_at_end") as u64,
+                bench_max_bytes: readers["memcg_max_bytes"].as_u64().unwrap_or(0),
+                memcg_metadata_bytes: readers["memcg_metadata_bytes"].as_u64().unwrap_or(0),
+            })
+        });
+        Self {
+            name: design["name"].as_str().unwrap_or("").to_owned(),
+            facts,
+            later_walls: runs.iter().skip(1).map(|r| num(r, "wall_secs")).collect(),
+            dying_at_end: runs.last().map_or(0, |r| num(r, "dying_at_end") as u64),
+        }
+    }
+
+    /// Whether this design is one the seed ran (v6.14 pins folios).
+    fn is_the_seeds(&self) -> bool {
+        self.name.contains("pin (v6.14)")
+    }
+}
+
+fn readers_markdown(readers: &Value) -> String {
+    let (before_first, before_later, before_median) = seeds::readers_runs(&seeds::READERS_BEFORE);
+    let (after_first, after_later, after_median) = seeds::readers_runs(&seeds::READERS_AFTER);
+    let mut md = format!(
+        "## {} readers leaving dying cgroups (seed 002)\n\n\
+         The seed's published figures (`time read_in_all`, `real`, 10000 readers on 96 CPUs, \
+         10 runs): before the patch (list_lru `legacy`) run 1 {} and runs 2–10 {} (median; \
+         {:.1}x run 1); after it (`split`) {} and {} ({:.1}x): every run after the first is \
+         about 26 times slower, and the patch \"very slightly\" faster.\n\n\
+         This run (**measured**; runs 2.. are the later runs):\n\n\
+         | design | run 1 wall s | later runs wall s (median) | later / first | seed: later / first | dying at start of run 2 | reclaims, run 1 → later | dying at end | seed's slowdown |\n\
+         |---|---|---|---|---|---|---|---|---|\n",
+        readers["readers"],
+        seeds::READERS_BEFORE[0],
+        before_median,
+        before_later / before_first,
+        seeds::READERS_AFTER[0],
+        after_median,
+        after_later / after_first,
+    );
+    let rows: Vec<ReadersRow> = readers["results"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|d| ReadersRow::of(d, readers))
+        .collect();
+    for row in &rows {
+        let Some(f) = &row.facts else {
+            md.push_str(&format!(
+                "| {} | | | | | | | {} | one run only: no later runs |\n",
+                row.name, row.dying_at_end
+            ));
+            continue;
+        };
+        let seed = if row.name.contains("legacy") {
+            before_later / before_first
+        } else {
+            after_later / after_first
+        };
         md.push_str(&format!(
-            "| {} | {wall:.3} | {dying} |\n",
-            r["name"].as_str().unwrap_or("")
+            "| {} | {:.3} | {:.3} | {:.2}x | {seed:.1}x | {} | {} → {} | {} | {} |\n",
+            row.name,
+            f.first_secs,
+            f.later_secs,
+            f.later_secs / f.first_secs.max(1e-9),
+            f.dying_at_run2,
+            f.first_reclaims,
+            f.later_reclaims,
+            row.dying_at_end,
+            seeds::readers(f).word()
         ));
     }
     md.push('\n');
+    for row in rows.iter().filter(|r| r.is_the_seeds()) {
+        if let Some(f) = &row.facts {
+            md.push_str(&format!(
+                "The later-run slowdown, {}: {}\n\n",
+                row.name,
+                seeds::readers(f)
+            ));
+        }
+    }
+    let later = |list_lru: &str| {
+        rows.iter()
+            .find(|r| r.is_the_seeds() && r.name.contains(list_lru))
+            .filter(|r| !r.later_walls.is_empty())
+            .map(|r| &r.later_walls)
+    };
+    if let (Some(legacy), Some(split)) = (later("legacy"), later("split")) {
+        let ratio = Stats::of(split).median / Stats::of(legacy).median;
+        let noise = seeds::ratio_noise(split, legacy);
+        let verdict = seeds::not_worse(after_later / before_later, ratio, noise, "`split`");
+        md.push_str(&format!(
+            "The patch (list_lru `legacy` → `split`, folios pinned as in v6.14), later runs: \
+             {verdict}\n\n"
+        ));
+    }
     md
 }
 
@@ -484,6 +679,8 @@ struct Projection {
     /// The service time at which the model gives the seed's 4K "sys"
     /// ratio at 96 jobs (`locked` over `packed`), µs.
     service_for_seed_us: Option<f64>,
+    /// `locked` projected at that service time.
+    locked_at_seed_service: Vec<Point>,
 }
 
 #[derive(Debug, Serialize)]
@@ -565,20 +762,27 @@ fn projection(
         })
         .collect();
     let measured = measure_job_counts(scale, seed)?;
-    let service_for_seed_us = designs
+    let locked_think = designs
         .iter()
         .find(|d: &&ProjectedDesign| d.swap_cgroup == "locked")
-        .map(|d| {
-            let seed_ratio = 1.0 / SEED_KBUILD_4K.0;
-            projection::service_for_cpu_ratio(96, d.think_us * 1e-6, seed_ratio) * 1e6
-        });
+        .map(|d| d.think_us * 1e-6);
+    let service_for_seed = locked_think.map(|think| {
+        let seed_ratio = 1.0 / seeds::KBUILD_4K_SYS.ratio();
+        (
+            projection::service_for_cpu_ratio(96, think, seed_ratio),
+            think,
+        )
+    });
     let projection = Projection {
         service_us: service * 1e6,
         critical_section_us: critical_section * 1e6,
         handover_us: handover * 1e6,
         designs,
         measured_locked_over_memcg: measured,
-        service_for_seed_us,
+        service_for_seed_us: service_for_seed.map(|(s, _)| s * 1e6),
+        locked_at_seed_service: service_for_seed
+            .map(|(s, think)| projection::project(s, think, &PROJECTED_JOBS))
+            .unwrap_or_default(),
     };
     report::write_svg(&out.join("projection.svg"), &projection_chart(&projection))?;
     Ok(projection)
@@ -610,32 +814,69 @@ fn measure_job_counts(scale: &Scale, seed: u64) -> anyhow::Result<Vec<(usize, f6
     Ok(out)
 }
 
+/// Every design's projected CPU ratio against jobs (designs with the same
+/// projection share one line, named for all of them), `locked` at the
+/// service time the seed's figure needs, the measured check, and the
+/// seed's published 4K ratio as a reference.
 fn projection_chart(p: &Projection) -> report::Chart<'static> {
-    let mut series: Vec<report::Series> = p
-        .designs
+    let mut groups: Vec<(Vec<&str>, &[Point])> = Vec::new();
+    for d in &p.designs {
+        let same = |g: &&mut (Vec<&str>, &[Point])| {
+            g.1.iter()
+                .zip(&d.points)
+                .all(|(a, b)| a.jobs == b.jobs && a.cpu_ratio == b.cpu_ratio)
+        };
+        match groups.iter_mut().find(same) {
+            Some(g) => g.0.push(&d.swap_cgroup),
+            None => groups.push((vec![&d.swap_cgroup], &d.points)),
+        }
+    }
+    let line = |name: String, points: &[Point]| {
+        report::Series::by_threads(name, points.iter().map(|x| (x.jobs, x.cpu_ratio, 0.0)))
+    };
+    let mut series: Vec<report::Series> = groups
         .iter()
-        .map(|d| {
-            let points = d.points.iter().map(|x| (x.jobs, x.cpu_ratio, 0.0));
-            report::Series::by_threads(format!("{} (projected)", d.swap_cgroup), points)
+        .map(|(names, points)| {
+            let what = if names.contains(&"locked") {
+                format!("S = {:.3} µs, measured", p.service_us)
+            } else {
+                "nothing serialised".to_owned()
+            };
+            line(format!("{} (projected: {what})", names.join(", ")), points)
         })
         .collect();
-    let measured = p
-        .measured_locked_over_memcg
-        .iter()
-        .map(|&(j, r)| (j, r, 0.0));
+    if let Some(s) = p.service_for_seed_us {
+        series.push(line(
+            format!("locked at S = {s:.3} µs (projected: what the seed's figure needs)"),
+            &p.locked_at_seed_service,
+        ));
+    }
+    let measured = p.measured_locked_over_memcg.iter();
     series.push(report::Series::by_threads(
         "locked / memcg (measured)",
-        measured,
+        measured.map(|&(j, r)| (j, r, 0.0)),
+    ));
+    let seed = seeds::KBUILD_4K_SYS;
+    series.push(report::Series::reference(
+        format!(
+            "seed at 96 CPUs: locked/packed sys {} / {} s = {:.3}",
+            seed.before,
+            seed.after,
+            1.0 / seed.ratio()
+        ),
+        1.0 / seed.ratio(),
     ));
     let panel = report::Panel {
-        title: "build CPU over uncontended CPU".into(),
+        title: "build CPU over uncontended CPU (4K folios)".into(),
         series,
+        y_label: None,
     };
     report::Chart {
         title: "kernel build: swap_cgroup lock contention, measured and projected",
         x_label: "jobs",
         y_label: "CPU ratio",
         panels: vec![panel],
+        x_categories: Vec::new(),
     }
 }
 
@@ -683,47 +924,68 @@ fn projection_markdown(p: &Projection) -> String {
             .map_or(String::new(), |x| format!("{:.3}", x.cpu_ratio));
         md.push_str(&format!("| {jobs} | {ratio:.3} | {projected} |\n"));
     }
-    if let Some(s) = p.service_for_seed_us {
-        md.push_str(&format!(
-            "\nWith the service time measured here the model leaves `locked` almost \
-             uncontended at 96 jobs: it does **not** reproduce the seed's −10.8% sys. It \
-             would at `S` = {s:.3} µs ({:.1}× the {:.3} µs measured here): what each \
-             hand-over of the lock's cache line costs when 96 CPUs on two sockets spin on \
-             it with interrupts off, which two cores of one VM cannot show. The seed's \
-             effect is the lock's hand-over cost at scale, not its critical section.\n",
-            s / p.service_us,
-            p.service_us
-        ));
+    let locked_96 = locked.and_then(|d| d.points.iter().find(|x| x.jobs == 96));
+    if let (Some(x), Some(s)) = (locked_96, p.service_for_seed_us) {
+        let verdict = seeds::projection(seeds::ProjectionFacts {
+            cpu_ratio: x.cpu_ratio,
+            utilisation: x.utilisation,
+            service_us: p.service_us,
+            service_for_seed_us: s,
+        });
+        md.push_str(&format!("\nThe model at 96 jobs: {verdict}\n"));
     }
     md.push('\n');
     md
 }
 
-/// Build CPU over `locked`'s per design, at 4K and 64K folios.
-fn kbuild_chart(rows: &[KbuildRow]) -> report::Chart<'static> {
-    let series = Design::ALL
-        .iter()
-        .map(|d| {
-            let name = d.to_string();
-            let points = rows
-                .iter()
-                .filter(|r| r.swap_cgroup == name)
-                .map(|r| (r.folio_kib as f64, r.cpu_vs_locked))
-                .collect();
-            report::Series {
-                name,
-                points,
-                errors: Vec::new(),
-            }
-        })
-        .collect();
+/// Build CPU over `locked`'s per design (a category each: nothing lies
+/// between two designs), 4K and 64K folios side by side with one standard
+/// deviation of the repetitions, and the seed's published `packed`
+/// ratios beside ours.
+fn kbuild_chart(report: &ReproduceReport) -> report::Chart<'static> {
+    let rows = &report.kbuild;
+    let designs: Vec<String> = Design::ALL.iter().map(ToString::to_string).collect();
+    let at = |name: &str| designs.iter().position(|d| d == name).unwrap_or(0) as f64;
+    let measured = |folio_kib: u64| {
+        let rows = || rows.iter().filter(move |r| r.folio_kib == folio_kib);
+        report::Series {
+            name: format!("{folio_kib}K folios (measured)"),
+            points: rows()
+                .map(|r| (at(&r.swap_cgroup), r.cpu_vs_locked))
+                .collect(),
+            // The spread of the design's CPU, relative to locked's median.
+            errors: rows()
+                .map(|r| {
+                    let stdev = Stats::of(&r.samples_cpu_secs).stdev;
+                    stdev * r.cpu_vs_locked / r.cpu_secs
+                })
+                .collect(),
+            style: report::Style::Line,
+        }
+    };
+    let seed = |folio: &str, seed: seeds::Published| report::Series {
+        name: format!(
+            "seed, {folio}: packed/locked sys {} / {} s",
+            seed.after, seed.before
+        ),
+        points: vec![(at("packed"), seed.ratio())],
+        errors: Vec::new(),
+        style: report::Style::Line,
+    };
     report::Chart {
-        title: "kernel build: CPU time over locked's (measured)",
-        x_label: "folio KiB",
+        title: "kernel build: CPU time over locked's (measured; the seeds' sys)",
+        x_label: "swap_cgroup design",
         y_label: "CPU vs locked",
         panels: vec![report::Panel {
-            title: "4K and 64K folios".into(),
-            series,
+            title: format!("{} jobs (the seed: 96), 4K and 64K folios", report.jobs),
+            series: vec![
+                measured(4),
+                measured(64),
+                seed("4K", seeds::KBUILD_4K_SYS),
+                seed("64K", seeds::KBUILD_64K_SYS),
+            ],
+            y_label: None,
         }],
+        x_categories: designs,
     }
 }

@@ -269,8 +269,50 @@ fn reproduce_smoke_writes_every_table_beside_the_seeds() {
     ] {
         assert!(md.contains(heading), "{md}");
     }
-    // The seed's published ratios sit beside ours.
+    // The seed's published ratios sit beside ours, and their figures as
+    // published.
     assert!(md.contains("0.892") && md.contains("0.9925"), "{md}");
+    for figure in [
+        "| 10782.29 s | 9617.23 s |",
+        "| 8176.94 s | 7358.98 s |",
+        "| 5461409.12 us | 5420447.26 us |",
+        "| 19736958.916667 us | 19662182.629630 us |",
+        "run 1 0m3.498s and runs 2–10 1m31.931s",
+    ] {
+        assert!(md.contains(figure), "{figure}: {md}");
+    }
+    // Beside each table, a verdict computed from this run, with its
+    // criterion: both kernel builds, both swap experiments, the readers'
+    // later-run slowdown (with a run-1 column and the later/first ratio)
+    // for the seed's two designs, and the patch.
+    let verdicts: Vec<&str> = md
+        .lines()
+        .filter(|l| l.contains("**Reproduced**") || l.contains("**Not reproduced**"))
+        .collect();
+    for section in [
+        "4K folios: ",
+        "64K folios: ",
+        "swapout-64k-zero-ram: ",
+        "swapin-4k-zero-ram: ",
+        "The later-run slowdown, list_lru legacy, folios pin (v6.14): ",
+        "The later-run slowdown, list_lru split, folios pin (v6.14): ",
+        "The patch (list_lru `legacy` → `split`",
+    ] {
+        let line = verdicts.iter().find(|l| l.starts_with(section));
+        assert!(
+            line.is_some_and(|l| l.contains(". Criterion: ")),
+            "{section}: {verdicts:#?}"
+        );
+    }
+    assert!(
+        md.contains("| run 1 wall s | later runs wall s (median) | later / first |"),
+        "{md}"
+    );
+    // The verdict column says the same as the readers' verdicts.
+    assert!(
+        md.contains("| reproduced |") || md.contains("| not reproduced |"),
+        "{md}"
+    );
     for file in [
         "kbuild.json",
         "kbuild.svg",

@@ -310,6 +310,7 @@ impl Benchmark for Plan {
                     })
                     .collect();
                 panels.push(Panel {
+                    y_label: None,
                     title: format!("depth {depth}, {}", leaf.name()),
                     series,
                 });

@@ -705,7 +705,8 @@ impl Benchmark for Plan {
         print_churn_note(report);
     }
 
-    /// ms of every phase against threads (add: Mops/s), one panel per phase.
+    /// ms of every phase against threads (add: Mops/s), one panel per
+    /// phase, each labelled with its own unit.
     fn chart(&self, report: &Report) -> Chart<'static> {
         let panels = PHASES.iter().map(|&phase| {
             // The add phase is charted as a rate, the others as times.
@@ -716,12 +717,10 @@ impl Benchmark for Plan {
                     (r.ms, r.stdev_ms)
                 }
             };
+            let unit = if phase == "add" { "Mops/s" } else { "ms" };
             Panel {
-                title: if phase == "add" {
-                    "add (Mops/s)".to_owned()
-                } else {
-                    format!("{phase} (ms)")
-                },
+                title: format!("{phase} ({unit})"),
+                y_label: Some(unit.to_owned()),
                 series: self
                     .designs
                     .iter()
@@ -734,11 +733,7 @@ impl Benchmark for Plan {
                     .collect(),
             }
         });
-        report::chart_by_threads(
-            "list_lru: seed 002 experiment by phase",
-            "ms (add: Mops/s)",
-            panels,
-        )
+        report::chart_by_threads("list_lru: seed 002 experiment by phase", "ms", panels)
     }
 }
 

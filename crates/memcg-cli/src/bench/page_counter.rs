@@ -230,6 +230,7 @@ impl Benchmark for Plan {
     /// Mops/s against threads, one panel per depth.
     fn chart(&self, report: &Report) -> Chart<'static> {
         let panels = self.scale.depths.iter().map(|&depth| Panel {
+            y_label: None,
             title: format!("depth {depth}"),
             series: PageCounterDesign::ALL
                 .into_iter()

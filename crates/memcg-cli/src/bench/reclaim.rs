@@ -685,6 +685,7 @@ impl Benchmark for Plan {
                 }),
             );
             Panel {
+                y_label: None,
                 title: format!("reclaim, {kib} KiB folios: swap-out GiB/s"),
                 series: designs.chain([limit]).collect(),
             }

@@ -844,6 +844,7 @@ impl Benchmark for Plan {
             let limit = Series::by_threads(format!("{} (limit)", exp.limit().name()), limit_points);
             let series = designs.chain([limit]).collect();
             Panel {
+                y_label: None,
                 title: name,
                 series,
             }

@@ -537,6 +537,7 @@ impl Benchmark for Plan {
     /// Mops/s against threads, one panel per workload.
     fn chart(&self, report: &Report) -> Chart<'static> {
         let panels = self.workloads.iter().map(|&w| Panel {
+            y_label: None,
             title: w.name().to_owned(),
             series: self
                 .designs

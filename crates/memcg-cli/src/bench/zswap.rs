@@ -824,6 +824,7 @@ impl Benchmark for Plan {
                     })
                     .collect();
                 panels.push(Panel {
+                    y_label: None,
                     title: format!("{contents} {direction}"),
                     series,
                 });
