@@ -28,6 +28,18 @@
 //! (`page_counter_memparse`). They read back as bytes, or `max` for the
 //! unlimited value.
 //!
+//! Every write reaches its handler as kernfs hands it over
+//! (`kernfs_fop_write_iter`): at most a page ([`MAX_WRITE_BYTES`], else
+//! `E2BIG`), and as a C string, so an embedded NUL ends the value (`1M\0`
+//! is `1M`; `\0` is the empty string, which `memory.max` reads as 0).
+//! Handlers strip what the kernel's `isspace` matches (`strstrip`: ASCII
+//! spaces, tabs, newlines, `\v`, `\f`, `\r`), and integers parse as
+//! `kstrtoint(.., 0, ..)` does: `0x` hex, leading-`0` octal, `ERANGE` for
+//! a number that does not fit an `int` (`cgroup.kill`,
+//! `memory.oom.group`, ...), except where the kernel turns every failure
+//! into `EINVAL` (`cgroup.procs`). Paths are absolute (`EINVAL` for a
+//! relative one); repeated and trailing slashes are ignored.
+//!
 //! # Per-open state
 //!
 //! `memory.peak` and `memory.swap.peak` keep state per open file: a
@@ -62,6 +74,10 @@ use crate::sync::{Arc, lock};
 /// Controllers the kernel knows but this hierarchy does not provide:
 /// enabling one is `ENOENT` (not available), not `EINVAL` (unknown).
 const OTHER_CONTROLLERS: [&str; 7] = ["cpuset", "cpu", "io", "hugetlb", "pids", "rdma", "misc"];
+
+/// The most one `write(2)` to an interface file may carry (kernfs's
+/// `atomic_write_len` for cgroup files: `PAGE_SIZE`).
+pub const MAX_WRITE_BYTES: usize = PAGE_SIZE as usize;
 
 /// A failed cgroupfs operation: the errno a program would see, the path,
 /// and a readable explanation.
@@ -109,7 +125,7 @@ pub struct BadSize {
 /// with an optional suffix; returns whole pages (rounded down, capped at
 /// [`PAGE_COUNTER_MAX`]).
 pub fn parse_pages(text: &str) -> Result<u64, BadSize> {
-    let s = text.trim();
+    let s = strstrip(text);
     if s == "max" {
         return Ok(PAGE_COUNTER_MAX);
     }
@@ -160,33 +176,84 @@ fn memparse_prefix(s: &str) -> (u64, &str) {
     (value << shift, &rest[1..])
 }
 
-/// `kstrtoint(buf, 0, &v)` after `strstrip`: an `i32` in base 0 with an
-/// optional sign; `EINVAL` if it does not parse, `ERANGE` if it overflows.
-fn kstrtoint(text: &str) -> Result<i32, WriteError> {
-    let s = text.trim();
-    let (negative, unsigned) = match s.as_bytes().first() {
-        Some(b'-') => (true, &s[1..]),
-        Some(b'+') => (false, &s[1..]),
-        _ => (false, s),
+/// `strstrip`: the text without the leading and trailing bytes the
+/// kernel's `isspace` matches (ASCII space, `\t`, `\n`, `\v`, `\f`,
+/// `\r`; unlike `str::trim`, no other Unicode space).
+pub(crate) fn strstrip(text: &str) -> &str {
+    text.trim_matches([' ', '\t', '\n', '\x0b', '\x0c', '\r'])
+}
+
+/// Why `kstrtoint` refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KstrtoError {
+    /// No digits, or something after them (`EINVAL`).
+    Invalid,
+    /// Does not fit (`ERANGE`).
+    Range,
+}
+
+/// `_kstrtoull`: an unsigned number in base 0 (`0x` followed by a hex
+/// digit is hex, a leading `0` octal, else decimal), optionally followed
+/// by one newline and nothing else. Overflow is `Range` even when
+/// something invalid follows the digits, as `_parse_integer` flags it
+/// before the rest is looked at.
+fn kstrtoull(s: &str) -> Result<u64, KstrtoError> {
+    let bytes = s.as_bytes();
+    let (digits, radix) = match bytes {
+        [b'0', x, h, ..] if x.eq_ignore_ascii_case(&b'x') && h.is_ascii_hexdigit() => (&s[2..], 16),
+        [b'0', ..] => (s, 8),
+        _ => (s, 10),
     };
-    let (digits, radix) = match unsigned.as_bytes() {
-        [b'0', x, ..] if x.eq_ignore_ascii_case(&b'x') => (&unsigned[2..], 16),
-        [b'0', _, ..] => (&unsigned[1..], 8),
-        _ => (unsigned, 10),
-    };
-    let bad = || WriteError::new(Errno::EINVAL, format!("{s:?} is not an integer"));
-    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
-        return Err(bad());
+    let mut value: u64 = 0;
+    let mut overflow = false;
+    let mut used = 0;
+    for c in digits.chars() {
+        let Some(d) = c.to_digit(radix) else { break };
+        match value
+            .checked_mul(u64::from(radix))
+            .and_then(|v| v.checked_add(u64::from(d)))
+        {
+            Some(v) => value = v,
+            None => overflow = true,
+        }
+        used += 1;
     }
-    let magnitude = u64::from_str_radix(digits, radix)
-        .map_err(|_| WriteError::new(Errno::ERANGE, format!("{s:?} is out of range")))?;
-    let value = if negative {
-        -i64::try_from(magnitude).unwrap_or(i64::MAX)
-    } else {
-        i64::try_from(magnitude).unwrap_or(i64::MAX)
+    if overflow {
+        return Err(KstrtoError::Range);
+    }
+    if used == 0 {
+        return Err(KstrtoError::Invalid);
+    }
+    match &digits[used..] {
+        "" | "\n" => Ok(value),
+        _ => Err(KstrtoError::Invalid),
+    }
+}
+
+/// `kstrtoint(buf, 0, &v)`: an `i32` in base 0 with an optional sign
+/// (`-`, or `+` as `kstrtoull` skips one); `Range` when it does not fit.
+fn kstrtoint_raw(s: &str) -> Result<i32, KstrtoError> {
+    let wide = match s.strip_prefix('-') {
+        Some(magnitude) => {
+            let m = kstrtoull(magnitude)?;
+            0i64.checked_sub_unsigned(m).ok_or(KstrtoError::Range)?
+        }
+        None => {
+            let m = kstrtoull(s.strip_prefix('+').unwrap_or(s))?;
+            i64::try_from(m).map_err(|_| KstrtoError::Range)?
+        }
     };
-    i32::try_from(value)
-        .map_err(|_| WriteError::new(Errno::ERANGE, format!("{s:?} is out of range")))
+    i32::try_from(wide).map_err(|_| KstrtoError::Range)
+}
+
+/// `kstrtoint(strstrip(buf), 0, &v)` with the kernel's errno: `EINVAL` if
+/// it does not parse, `ERANGE` if it does not fit an `int`.
+fn kstrtoint(text: &str) -> Result<i32, WriteError> {
+    let s = strstrip(text);
+    kstrtoint_raw(s).map_err(|e| match e {
+        KstrtoError::Invalid => WriteError::new(Errno::EINVAL, format!("{s:?} is not an integer")),
+        KstrtoError::Range => WriteError::new(Errno::ERANGE, format!("{s:?} is out of range")),
+    })
 }
 
 /// Formats pages as `memory.max` reads back: bytes, or `max`.
@@ -517,7 +584,7 @@ fn parse_bool(value: &str) -> Result<bool, WriteError> {
 /// `cgroup.max.descendants` / `cgroup.max.depth`: `max`, or a
 /// non-negative `int` (`ERANGE` when negative).
 fn parse_limit(value: &str) -> Result<u32, WriteError> {
-    if value.trim() == "max" {
+    if strstrip(value) == "max" {
         return Ok(CGROUP_LIMIT_MAX);
     }
     let v = kstrtoint(value)?;
@@ -639,11 +706,19 @@ fn read_procs(fs: &CgroupFs, cg: &Arc<Cgroup>) -> String {
         .collect()
 }
 
+/// The pid or tid a `cgroup.procs` or `cgroup.threads` write names
+/// (`cgroup_procs_write_start`): `kstrtoint` in base 0, and any failure
+/// or a negative number is `EINVAL`.
+fn parse_task_id(value: &str) -> Result<u32, WriteError> {
+    let text = strstrip(value);
+    kstrtoint_raw(text)
+        .ok()
+        .and_then(|v| u32::try_from(v).ok())
+        .ok_or_else(|| WriteError::new(Errno::EINVAL, format!("{text:?} is not a pid")))
+}
+
 fn write_procs(fs: &CgroupFs, cg: &Arc<Cgroup>, value: &str) -> Result<(), WriteError> {
-    let text = value.trim();
-    let pid: u32 = text
-        .parse()
-        .map_err(|_| WriteError::new(Errno::EINVAL, format!("{text:?} is not a pid")))?;
+    let pid = parse_task_id(value)?;
     fs.tree.attach(pid, cg).map_err(|errno| {
         let why = match errno {
             Errno::EBUSY => "it has controllers in cgroup.subtree_control (no internal processes)",
@@ -657,14 +732,10 @@ fn write_procs(fs: &CgroupFs, cg: &Arc<Cgroup>, value: &str) -> Result<(), Write
     })
 }
 
-/// `cgroup.kill` (`cgroup_kill_write`): `1` kills every task of the
-/// subtree; another number is `ERANGE`, anything else `EINVAL`.
+/// `cgroup.kill` (`cgroup_kill_write`): `kstrtoint`, then `1` kills every
+/// task of the subtree and another number is `ERANGE`.
 fn write_kill(fs: &CgroupFs, cg: &Arc<Cgroup>, value: &str) -> Result<(), WriteError> {
-    let text = value.trim();
-    let kill: i64 = text
-        .parse()
-        .map_err(|_| WriteError::new(Errno::EINVAL, format!("{text:?} is not a number")))?;
-    if kill != 1 {
+    if kstrtoint(value)? != 1 {
         return Err(WriteError::new(Errno::ERANGE, "only 1 kills".to_owned()));
     }
     fs.tree.kill_tasks(cg);
@@ -684,7 +755,7 @@ fn read_cgroup_stat(_: &CgroupFs, cg: &Arc<Cgroup>) -> String {
 }
 
 fn write_cgroup_type(_: &CgroupFs, _: &Arc<Cgroup>, value: &str) -> Result<(), WriteError> {
-    match value.trim() {
+    match strstrip(value) {
         "threaded" => Err(WriteError::new(
             Errno::EOPNOTSUPP,
             "threaded cgroups are not simulated".to_owned(),
@@ -698,9 +769,10 @@ fn write_cgroup_type(_: &CgroupFs, _: &Arc<Cgroup>, value: &str) -> Result<(), W
 
 fn write_subtree_control(fs: &CgroupFs, cg: &Arc<Cgroup>, value: &str) -> Result<(), WriteError> {
     // Validate every token before applying any, as the kernel does; a later
-    // token for the same controller overrides an earlier one.
+    // token for the same controller overrides an earlier one. Tokens are
+    // separated by spaces alone (`strsep(&buf, " ")`).
     let mut change = None;
-    for token in value.split_whitespace() {
+    for token in strstrip(value).split(' ').filter(|t| !t.is_empty()) {
         let name = token.get(1..).unwrap_or("");
         let known = name == "memory";
         if !known && !OTHER_CONTROLLERS.contains(&name) {
@@ -739,7 +811,7 @@ fn write_subtree_control(fs: &CgroupFs, cg: &Arc<Cgroup>, value: &str) -> Result
 /// quarter of what is left, failing with `EAGAIN` after
 /// `MAX_RECLAIM_RETRIES` fruitless tries (`memory_reclaim`).
 fn write_reclaim(fs: &CgroupFs, m: &Arc<MemCgroup>, value: &str) -> Result<(), WriteError> {
-    let text = value.trim();
+    let text = strstrip(value);
     let (bytes, rest) = memparse_prefix(text);
     if rest.len() == text.len() {
         return Err(WriteError::new(
@@ -748,7 +820,7 @@ fn write_reclaim(fs: &CgroupFs, m: &Arc<MemCgroup>, value: &str) -> Result<(), W
         ));
     }
     let mut swappiness = None;
-    for token in rest.trim().split(' ').filter(|t| !t.is_empty()) {
+    for token in strstrip(rest).split(' ').filter(|t| !t.is_empty()) {
         // match_int: base 0, so 0x and octal too.
         let value = token
             .strip_prefix("swappiness=")
@@ -770,6 +842,18 @@ fn write_reclaim(fs: &CgroupFs, m: &Arc<MemCgroup>, value: &str) -> Result<(), W
                 format!("could not reclaim {bytes} bytes from {}", m.path()),
             )
         })
+}
+
+/// `(directory, last name)` of an absolute `path`, trailing slashes
+/// ignored (the root directory is `/`); `None` for a relative path or the
+/// root itself.
+fn split_dir(path: &str) -> Option<(&str, &str)> {
+    let (dir, name) = path.trim_end_matches('/').rsplit_once('/')?;
+    if !path.starts_with('/') {
+        return None;
+    }
+    let dir = if dir.is_empty() { "/" } else { dir };
+    (!name.is_empty()).then_some((dir, name))
 }
 
 /// How a file is opened.
@@ -871,7 +955,11 @@ impl OpenFile {
         }
     }
 
-    /// Writes `value` in one `write(2)`.
+    /// Writes `value` in one `write(2)`, as kernfs passes it on
+    /// (`kernfs_fop_write_iter`): more than a page is `E2BIG` (cgroup
+    /// files' `atomic_write_len`), and the handler sees a C string, so
+    /// whatever follows an embedded NUL is ignored (`"1M\0junk"` is
+    /// `1M`, `"\0"` the empty string).
     pub fn write(&mut self, value: &str) -> Result<(), FsError> {
         if !self.access.writes() {
             return Err(FsError::new(
@@ -880,6 +968,17 @@ impl OpenFile {
                 "not open for writing",
             ));
         }
+        if value.len() > MAX_WRITE_BYTES {
+            return Err(FsError::new(
+                Errno::E2BIG,
+                &self.path,
+                format!(
+                    "{} bytes in one write; cgroup files take at most {MAX_WRITE_BYTES}",
+                    value.len()
+                ),
+            ));
+        }
+        let value = value.split('\0').next().unwrap_or_default();
         let result = match (&self.target, self.spec.handler) {
             (Target::Cgroup(cg), Handler::Core { write: Some(w), .. }) => w(&self.fs, cg, value),
             (Target::Memcg(m), Handler::Memory { write: Some(w), .. }) => {
@@ -1057,8 +1156,7 @@ impl CgroupFs {
     /// Splits `path` into the cgroup holding a file and the file's spec,
     /// if its last component names an interface file there.
     fn split_file(&self, path: &str) -> Option<(Arc<Cgroup>, &'static FileSpec)> {
-        let trimmed = path.trim_end_matches('/');
-        let (dir, name) = trimmed.rsplit_once('/').unwrap_or(("", trimmed));
+        let (dir, name) = split_dir(path)?;
         let spec = FILES.iter().find(|f| f.name == name)?;
         let cg = self.tree.find_cgroup(dir).ok()?;
         spec.visible_in(&cg).then_some((cg, spec))
@@ -1101,12 +1199,13 @@ impl CgroupFs {
         if self.tree.find_cgroup(path).is_ok() {
             return Err(FsError::new(Errno::EISDIR, path, "is a cgroup directory"));
         }
-        let (dir, name) = path
-            .trim_end_matches('/')
-            .rsplit_once('/')
-            .unwrap_or(("", path));
-        let Ok(cg) = self.tree.find_cgroup(dir) else {
-            return Err(FsError::new(Errno::ENOENT, path, "no such cgroup"));
+        let (cg, name) = match split_dir(path) {
+            Some((dir, name)) => match self.tree.find_cgroup(dir) {
+                Ok(cg) => (cg, name),
+                Err(e) => return Err(from_cgroup(path, e)),
+            },
+            // Not the root (a directory, found above): a relative path.
+            None => return Err(FsError::new(Errno::EINVAL, path, "not an absolute path")),
         };
         let detail = if FILES.iter().any(|f| f.name == name) {
             if name.starts_with("memory.") && cg.memcg().is_none() {
@@ -1227,9 +1326,231 @@ mod tests {
         assert_eq!(kstrtoint("0x1"), Ok(1));
         assert_eq!(kstrtoint("010"), Ok(8));
         assert_eq!(kstrtoint("-5"), Ok(-5));
-        assert_eq!(kstrtoint("x").unwrap_err().errno, Errno::EINVAL);
-        assert_eq!(kstrtoint("").unwrap_err().errno, Errno::EINVAL);
-        assert_eq!(kstrtoint("4294967296").unwrap_err().errno, Errno::ERANGE);
+        assert_eq!(kstrtoint("+5"), Ok(5));
+        assert_eq!(kstrtoint("-0"), Ok(0));
+        assert_eq!(kstrtoint("-2147483648"), Ok(i32::MIN));
+        for invalid in [
+            "x",
+            "",
+            "+",
+            "-",
+            "--1",
+            "-+1",
+            "0x",
+            "0xg",
+            "08",
+            "1 2",
+            "1\u{2003}",
+        ] {
+            assert_eq!(
+                kstrtoint(invalid).unwrap_err().errno,
+                Errno::EINVAL,
+                "{invalid:?}"
+            );
+        }
+        for range in [
+            "4294967296",
+            "2147483648",
+            "-2147483649",
+            "18446744073709551615",
+            "99999999999999999999999",
+            // Overflow is found before what follows the digits.
+            "99999999999999999999999x",
+        ] {
+            assert_eq!(
+                kstrtoint(range).unwrap_err().errno,
+                Errno::ERANGE,
+                "{range:?}"
+            );
+        }
+    }
+
+    /// qa minor 2: `cgroup.kill` parses with `kstrtoint` (base 0), so an
+    /// overflow is `ERANGE` (it was `EINVAL`) and `0x1` kills.
+    #[test]
+    fn cgroup_kill_parses_like_kstrtoint() {
+        let fs = exact_fs();
+        fs.mkdir("/a").unwrap();
+        for range in [
+            "99999999999999999999999",
+            "18446744073709551615",
+            "010",
+            "-1",
+            "2",
+        ] {
+            assert_eq!(
+                fs.write("/a/cgroup.kill", range).unwrap_err().errno,
+                Errno::ERANGE,
+                "{range:?}"
+            );
+        }
+        for invalid in ["", "x", "1 1", "1.0"] {
+            assert_eq!(
+                fs.write("/a/cgroup.kill", invalid).unwrap_err().errno,
+                Errno::EINVAL,
+                "{invalid:?}"
+            );
+        }
+        for kills in ["1", " 1\n", "0x1", "+1", "01"] {
+            fs.write("/a/cgroup.kill", kills).unwrap();
+        }
+        // cgroup.procs: any kstrtoint failure, or a negative pid, is EINVAL;
+        // hex and octal name pids.
+        for invalid in ["99999999999999999999999", "-1", "x", ""] {
+            assert_eq!(
+                fs.write("/a/cgroup.procs", invalid).unwrap_err().errno,
+                Errno::EINVAL,
+                "{invalid:?}"
+            );
+        }
+        for no_task in ["0x10", "020", "-0"] {
+            assert_eq!(
+                fs.write("/a/cgroup.procs", no_task).unwrap_err().errno,
+                Errno::ESRCH,
+                "{no_task:?}"
+            );
+        }
+    }
+
+    /// qa minor 3: kernfs hands a write to its handler as a C string
+    /// (`buf[len] = '\0'`), so an embedded NUL ends the value: `1M\0` is
+    /// 1M and `\0` is the empty string, for every interface file.
+    #[test]
+    fn an_embedded_nul_ends_the_value_of_every_file() {
+        let fs = exact_fs();
+        fs.write("/cgroup.subtree_control", "+memory").unwrap();
+        fs.mkdir("/a").unwrap();
+        fs.write("/a/memory.max", "1M\0").unwrap();
+        assert_eq!(fs.read("/a/memory.max").unwrap(), "1048576\n");
+        fs.write("/a/memory.max", "2M\0junk\n").unwrap();
+        assert_eq!(fs.read("/a/memory.max").unwrap(), "2097152\n");
+        fs.write("/a/memory.max", "\0").unwrap();
+        assert_eq!(fs.read("/a/memory.max").unwrap(), "0\n", "memparse of \"\"");
+        // Every file answers a value followed by a NUL and junk as it
+        // answers the value alone.
+        let values = [
+            "1", "0", "max", "1M", "+memory", "x", "", " 2 ", "threaded", "0x1",
+        ];
+        for f in FILES.iter().filter(|f| f.writable()) {
+            for v in values {
+                let path = format!("/a/{}", f.name);
+                let reset = || {
+                    for (file, value) in [
+                        ("memory.max", "max"),
+                        ("memory.high", "max"),
+                        ("memory.low", "0"),
+                        ("memory.min", "0"),
+                        ("memory.swap.max", "max"),
+                        ("memory.swap.high", "max"),
+                        ("memory.zswap.max", "max"),
+                        ("memory.oom.group", "0"),
+                        ("memory.zswap.writeback", "1"),
+                        ("cgroup.max.depth", "max"),
+                        ("cgroup.max.descendants", "max"),
+                    ] {
+                        fs.write(&format!("/a/{file}"), value).unwrap();
+                    }
+                };
+                reset();
+                let plain = fs.write(&path, v).map_err(|e| e.errno);
+                let after_plain = fs.read(&path).ok();
+                reset();
+                let nul = fs
+                    .write(&path, &format!("{v}\0x y\u{2003}"))
+                    .map_err(|e| e.errno);
+                assert_eq!(nul, plain, "{path} {v:?}");
+                assert_eq!(fs.read(&path).ok(), after_plain, "{path} {v:?}");
+            }
+        }
+    }
+
+    /// kernfs refuses a write of more than a page with `E2BIG`.
+    #[test]
+    fn a_write_over_a_page_is_e2big() {
+        let fs = exact_fs();
+        fs.write("/cgroup.subtree_control", "+memory").unwrap();
+        fs.mkdir("/a").unwrap();
+        let long = format!("{}\n", "1".repeat(MAX_WRITE_BYTES));
+        assert_eq!(
+            fs.write("/a/memory.max", &long).unwrap_err().errno,
+            Errno::E2BIG
+        );
+        let page = format!("{:>width$}", "1M", width = MAX_WRITE_BYTES);
+        fs.write("/a/memory.max", &page).unwrap();
+        assert_eq!(fs.read("/a/memory.max").unwrap(), "1048576\n");
+    }
+
+    /// `strstrip` strips the kernel's `isspace` bytes only, and
+    /// `cgroup.subtree_control` splits on spaces alone (`strsep(" ")`).
+    #[test]
+    fn values_are_stripped_and_split_as_the_kernel_does() {
+        let fs = exact_fs();
+        fs.mkdir("/a").unwrap();
+        fs.write("/cgroup.subtree_control", "\t+memory\r\n")
+            .unwrap();
+        assert_eq!(fs.read("/cgroup.subtree_control").unwrap(), "memory\n");
+        assert_eq!(
+            fs.write("/cgroup.subtree_control", "-memory\t+memory")
+                .unwrap_err()
+                .errno,
+            Errno::EINVAL,
+            "a tab separates no tokens"
+        );
+        fs.write("/cgroup.subtree_control", "-memory  +memory")
+            .unwrap();
+        assert_eq!(
+            fs.write("/a/memory.max", "1M\u{a0}").unwrap_err().errno,
+            Errno::EINVAL,
+            "no Unicode space is stripped"
+        );
+        assert_eq!(
+            fs.write("/a/memory.max", "\u{2003}1M").unwrap_err().errno,
+            Errno::EINVAL
+        );
+    }
+
+    /// qa minor 9: paths are absolute (a relative one used to name a child
+    /// of the root silently); trailing and repeated slashes are ignored,
+    /// as the VFS ignores them, so `mkdir /x/` makes `/x` and, made, is
+    /// `EEXIST` as mkdir(2) of an existing directory is.
+    #[test]
+    fn relative_paths_are_einval_and_trailing_slashes_ignored() {
+        let fs = exact_fs();
+        let t = fs.tree();
+        assert_eq!(t.mkdir("relative").unwrap_err().errno(), Errno::EINVAL);
+        assert_eq!(t.create("relative").unwrap_err().errno(), Errno::EINVAL);
+        assert_eq!(t.create_all("a/b").unwrap_err().errno(), Errno::EINVAL);
+        assert!(t.find_cgroup("").unwrap().is_root(), "\"\" names the root");
+        assert!(matches!(
+            t.rmdir("relative").unwrap_err(),
+            CgroupError::RelativePath { .. }
+        ));
+        assert!(t.find_cgroup("/relative").is_err(), "nothing was made");
+        assert_eq!(fs.mkdir("relative").unwrap_err().errno, Errno::EINVAL);
+        assert_eq!(fs.read("cgroup.procs").unwrap_err().errno, Errno::EINVAL);
+        assert_eq!(
+            fs.write("cgroup.procs", "1").unwrap_err().errno,
+            Errno::EINVAL
+        );
+        fs.write("/cgroup.subtree_control", "+memory").unwrap();
+        t.mkdir("/tenants/").unwrap();
+        assert_eq!(t.find("/tenants").unwrap().path(), "/tenants");
+        assert_eq!(t.mkdir("/tenants/").unwrap_err().errno(), Errno::EEXIST);
+        assert_eq!(t.mkdir("/tenants//").unwrap_err().errno(), Errno::EEXIST);
+        t.create("//tenants//a//").unwrap();
+        assert_eq!(
+            t.find_cgroup("/sys/fs/cgroup/tenants/a/").unwrap().path(),
+            "/tenants/a"
+        );
+        assert!(fs.mkdir_p("/tenants/a/b/").is_ok());
+        assert!(
+            t.find_cgroup("/sys/fs/cgroupx").is_err(),
+            "not the mount point"
+        );
+        t.rmdir("/tenants/a/b/").unwrap();
+        t.rmdir("/tenants/a/").unwrap();
+        t.rmdir("/tenants").unwrap();
+        assert_eq!(t.mkdir("/").unwrap_err().errno(), Errno::EEXIST);
     }
 
     #[test]

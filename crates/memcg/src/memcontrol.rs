@@ -144,6 +144,13 @@ pub enum CgroupError {
         /// The name asked for.
         name: String,
     },
+    /// A path that does not start at the root (`/`): the hierarchy has no
+    /// working directory to resolve it against.
+    #[error("{path:?}: not an absolute path")]
+    RelativePath {
+        /// The path given.
+        path: String,
+    },
     /// A name longer than [`NAME_MAX`].
     #[error("cgroup name is {len} bytes long, more than {NAME_MAX}")]
     NameTooLong {
@@ -188,7 +195,9 @@ impl CgroupError {
             CgroupError::Exists { .. } => Errno::EEXIST,
             CgroupError::Busy { .. } | CgroupError::NoIds { .. } => Errno::EBUSY,
             CgroupError::NoShrinkerIds => Errno::ENOSPC,
-            CgroupError::InvalidName { .. } | CgroupError::FixedController => Errno::EINVAL,
+            CgroupError::InvalidName { .. }
+            | CgroupError::RelativePath { .. }
+            | CgroupError::FixedController => Errno::EINVAL,
             CgroupError::NameTooLong { .. } => Errno::ENAMETOOLONG,
             CgroupError::HierarchyLimit { .. } => Errno::EAGAIN,
             CgroupError::NoMemory { .. } => Errno::ENOMEM,
@@ -881,19 +890,30 @@ impl MemCgroup {
         }
     }
 
-    /// Counts `nr_pages` uncharged here; the last drops the pin.
-    fn unpin_pages(&self, nr_pages: u64) {
+    /// Counts `nr_pages` uncharged here; the last drops the pin. Returns
+    /// the pages that were charged here to uncharge: more than that is a
+    /// caller's bug, clamped (so that no ancestor loses usage another
+    /// cgroup charged), counted on the memory counter
+    /// ([`crate::page_counter::PageCounter::underflows`]) and reported once, as the kernel's
+    /// `page_counter_cancel` WARNs. The root counts no pages of its own:
+    /// its counter clamps.
+    fn unpin_pages(&self, nr_pages: u64) -> u64 {
         if self.is_root() || nr_pages == 0 {
-            return;
+            return nr_pages;
         }
         // AcqRel: pairs with `pin_pages`; the recheck under the lock decides.
-        let was = self.own_pages.fetch_sub(nr_pages, Ordering::AcqRel);
-        debug_assert!(
-            was >= nr_pages,
-            "{}: uncharging more than charged",
-            self.path()
-        );
-        if was == nr_pages {
+        let was = self
+            .own_pages
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |own| {
+                Some(own - own.min(nr_pages))
+            })
+            .unwrap_or_else(|own| own);
+        let taken = was.min(nr_pages);
+        if taken < nr_pages {
+            self.memory()
+                .note_underflow(was as i64 - nr_pages as i64, nr_pages);
+        }
+        if taken > 0 && was == taken {
             let released = {
                 let mut pin = lock(&self.pages_pin);
                 if self.own_pages.load(Ordering::Acquire) == 0 {
@@ -906,6 +926,7 @@ impl MemCgroup {
             // last one while `self` is in use.
             drop(released);
         }
+        taken
     }
 }
 
@@ -1308,10 +1329,13 @@ impl CgroupTree {
     }
 
     /// The cgroup at `path` ("/", "/a/b"; a leading `/sys/fs/cgroup` is
-    /// accepted).
+    /// accepted; `""` is the root too). Paths are absolute
+    /// ([`CgroupError::RelativePath`], `EINVAL`, otherwise); repeated and
+    /// trailing slashes are ignored, as the VFS ignores them, here and in
+    /// every call that takes a path.
     pub fn find_cgroup(&self, path: &str) -> Result<Arc<Cgroup>, CgroupError> {
         let mut at = Arc::clone(&self.shared.root);
-        for name in components(path) {
+        for name in components(path)? {
             at = at.child(name).ok_or_else(|| CgroupError::NotFound {
                 path: path.to_owned(),
             })?;
@@ -1331,7 +1355,7 @@ impl CgroupTree {
     /// Creates the cgroup at `path` (its parent must exist), with a memory
     /// cgroup if the controller is on there (`mkdir`).
     pub fn create(&self, path: &str) -> Result<Arc<Cgroup>, CgroupError> {
-        let (parent_path, name) = split_last(path).ok_or_else(|| CgroupError::Exists {
+        let (parent_path, name) = split_last(path)?.ok_or_else(|| CgroupError::Exists {
             path: path.to_owned(),
         })?;
         let _cgroup_mutex = lock(&self.shared.cgroup_mutex);
@@ -1348,7 +1372,7 @@ impl CgroupTree {
     pub fn create_all(&self, path: &str) -> Result<Arc<Cgroup>, CgroupError> {
         let _cgroup_mutex = lock(&self.shared.cgroup_mutex);
         let mut at = Arc::clone(&self.shared.root);
-        for name in components(path) {
+        for name in components(path)? {
             at = match at.child(name) {
                 Some(child) => child,
                 None => self.create_locked(&at, name, path)?,
@@ -1360,7 +1384,7 @@ impl CgroupTree {
     /// Creates the cgroup at `path` and returns its memory cgroup; refused,
     /// with nothing created, if the controller would not be on there.
     pub fn mkdir(&self, path: &str) -> Result<Arc<MemCgroup>, CgroupError> {
-        let (parent_path, name) = split_last(path).ok_or_else(|| CgroupError::Exists {
+        let (parent_path, name) = split_last(path)?.ok_or_else(|| CgroupError::Exists {
             path: path.to_owned(),
         })?;
         let _cgroup_mutex = lock(&self.shared.cgroup_mutex);
@@ -1778,18 +1802,35 @@ impl fmt::Debug for CgroupTree {
     }
 }
 
-/// The names along `path`, ignoring empty components and a leading
-/// `/sys/fs/cgroup`.
-fn components(path: &str) -> impl Iterator<Item = &str> {
-    let path = path.strip_prefix("/sys/fs/cgroup").unwrap_or(path);
-    path.split('/').filter(|c| !c.is_empty())
+/// `path` from the hierarchy's root: an absolute path, less a leading
+/// `/sys/fs/cgroup` (the mount point); a relative one is refused. The
+/// empty path names the root too (as `""` joined with a name is absolute).
+fn below_root(path: &str) -> Result<&str, CgroupError> {
+    if !path.is_empty() && !path.starts_with('/') {
+        return Err(CgroupError::RelativePath {
+            path: path.to_owned(),
+        });
+    }
+    Ok(match path.strip_prefix("/sys/fs/cgroup") {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => rest,
+        _ => path,
+    })
 }
 
-/// `(parent path, last name)` of `path`; `None` for the root.
-fn split_last(path: &str) -> Option<(&str, &str)> {
-    let trimmed = path.trim_end_matches('/');
-    let (dir, name) = trimmed.rsplit_once('/').unwrap_or(("", trimmed));
-    (!name.is_empty() && trimmed != "/sys/fs/cgroup").then_some((dir, name))
+/// The names along `path`, ignoring empty components (repeated and
+/// trailing slashes, as the VFS does).
+fn components(path: &str) -> Result<impl Iterator<Item = &str>, CgroupError> {
+    Ok(below_root(path)?.split('/').filter(|c| !c.is_empty()))
+}
+
+/// `(parent path, last name)` of `path`, trailing slashes ignored; `None`
+/// for the root.
+fn split_last(path: &str) -> Result<Option<(&str, &str)>, CgroupError> {
+    let trimmed = below_root(path)?.trim_end_matches('/');
+    Ok(trimmed.rsplit_once('/').and_then(|(dir, name)| {
+        let dir = if dir.is_empty() { "/" } else { dir };
+        (!name.is_empty()).then_some((dir, name))
+    }))
 }
 
 fn validate_name(name: &str) -> Result<(), CgroupError> {

@@ -41,7 +41,8 @@
 //!
 //! As the kernel's `struct page_counter` (v6.12+): `usage` alone on one
 //! cache line (with the `failcnt` that only a refused charge writes, as in
-//! v6.14), the protection fields and peaks on a second, the read-mostly
+//! v6.14, and the count of underflows only a caller's bug writes), the
+//! protection fields and peaks on a second, the read-mostly
 //! limits and the parent on a third. A charge writes only the first line
 //! at every level, so CPUs charging under a shared ancestor fight over one
 //! line per level, and the lines every charge reads stay shared in every
@@ -97,6 +98,9 @@ impl SetMaxBusy {
 struct UsageLine {
     usage: AtomicI64,
     failcnt: AtomicU64,
+    /// Uncharges of more than was charged (a caller's bug), clamped; only
+    /// that bug writes it.
+    underflows: AtomicU64,
 }
 
 /// Line 1: protection and peak tracking (the kernel's fields between
@@ -155,6 +159,7 @@ impl PageCounter {
             hot: UsageLine {
                 usage: AtomicI64::new(0),
                 failcnt: AtomicU64::new(0),
+                underflows: AtomicU64::new(0),
             },
             prot: ProtectionLine {
                 emin: AtomicU64::new(0),
@@ -222,6 +227,24 @@ impl PageCounter {
     /// The highest usage seen (`watermark`, `memory.peak`).
     pub fn watermark(&self) -> u64 {
         self.prot.watermark.load(Ordering::Relaxed)
+    }
+
+    /// Uncharges at this level of more than it held (a caller's bug,
+    /// clamped: see [`PageCounter::cancel`]).
+    pub fn underflows(&self) -> u64 {
+        self.hot.underflows.load(Ordering::Relaxed)
+    }
+
+    /// Counts an uncharge of `nr_pages` that would have left `usage` at
+    /// `left` (negative), and reports the first one (`WARN_ONCE`).
+    pub(crate) fn note_underflow(&self, left: i64, nr_pages: u64) {
+        // Relaxed: a statistic of caller bugs.
+        if self.hot.underflows.fetch_add(1, Ordering::Relaxed) == 0 {
+            eprintln!(
+                "memcg: page_counter underflow: {left} nr_pages={nr_pages} \
+                 (uncharged more than was charged; clamped, reported once per counter)"
+            );
+        }
     }
 
     /// Charges refused at this level (`failcnt`).
@@ -292,18 +315,17 @@ impl PageCounter {
     }
 
     /// Uncharges `nr_pages` at this level only (`page_counter_cancel`).
-    /// More uncharges than charges is a bug: loud in debug builds, clamped
-    /// to 0 in release builds, as the kernel's `WARN_ONCE`.
+    /// More uncharges than charges is a caller's bug, handled as the
+    /// kernel's `WARN_ONCE` does: usage is clamped to 0, the bug is
+    /// counted ([`PageCounter::underflows`]) and reported on stderr the
+    /// first time for this counter; nothing panics.
     pub fn cancel(&self, nr_pages: u64) {
         let mut new =
             self.hot.usage.fetch_sub(nr_pages as i64, Ordering::Relaxed) - nr_pages as i64;
         if new < 0 {
-            debug_assert!(
-                new >= 0,
-                "page_counter underflow: {new} nr_pages={nr_pages}"
-            );
             // Relaxed: repairing a statistic after a caller bug.
             self.hot.usage.store(0, Ordering::Relaxed);
+            self.note_underflow(new, nr_pages);
             new = 0;
         }
         if self.limits.protection_support {
@@ -660,8 +682,11 @@ impl ResCounter {
     }
 
     #[inline]
+    /// `res_counter_uncharge_locked`: more than the usage is a caller's
+    /// bug, which it clamped (after a `WARN_ON`).
     fn uncharge_one(&self, nr_pages: u64) {
-        lock(&self.level).usage -= nr_pages;
+        let mut level = lock(&self.level);
+        level.usage = level.usage.saturating_sub(nr_pages);
     }
 
     /// `res_counter_uncharge`: level by level, each under its own lock.
@@ -709,6 +734,7 @@ mod tests {
         let usage_line = [
             offset_of!(PageCounter, hot.usage),
             offset_of!(PageCounter, hot.failcnt),
+            offset_of!(PageCounter, hot.underflows),
         ]
         .map(line);
         let protection_line = [
@@ -783,11 +809,20 @@ mod tests {
         assert_eq!(c.margin(), 0);
     }
 
+    /// The kernel's `page_counter_cancel` WARNs once and clamps: no panic
+    /// in any build, usage 0, the bug counted at each level it hit.
     #[test]
-    #[cfg(debug_assertions)]
-    #[should_panic(expected = "page_counter underflow")]
-    fn underflow_is_loud_in_debug_builds() {
+    fn underflow_clamps_and_is_counted() {
+        let l = chain(2);
+        let (parent, child) = (&l[0], &l[1]);
+        child.charge(3);
+        parent.charge(5);
+        child.uncharge(4);
+        assert_eq!((child.usage(), child.underflows()), (0, 1));
+        assert_eq!((parent.usage(), parent.underflows()), (4, 0));
         PageCounter::new(None, false).uncharge(1);
+        child.uncharge(1);
+        assert_eq!((child.usage(), child.underflows()), (0, 2));
     }
 
     #[test]

@@ -52,9 +52,9 @@ fn ttl(node: &Node) -> Duration {
     }
 }
 
-/// The largest text one write to an interface file may carry (kernfs's
-/// `atomic_write_len` for cgroup files: a page; more is `E2BIG`).
-const MAX_WRITE_BYTES: usize = 4096;
+// The largest text one write to an interface file may carry (kernfs's
+// `atomic_write_len` for cgroup files: a page; more is `E2BIG`).
+use memcg::cgroupfs::MAX_WRITE_BYTES;
 
 fn fuse_errno(errno: Errno) -> FuseErrno {
     FuseErrno::from_i32(errno as i32)
@@ -399,7 +399,13 @@ impl SimFs {
         };
         match handle {
             Handle::Cgroup { file, .. } => {
-                let text = text()?;
+                if data.len() > MAX_WRITE_BYTES {
+                    return Err(Errno::E2BIG);
+                }
+                // The handler sees a C string (`kernfs_fop_write_iter`):
+                // what follows a NUL is never looked at, UTF-8 or not.
+                let value = data.split(|&b| b == 0).next().unwrap_or_default();
+                let text = std::str::from_utf8(value).map_err(|_| Errno::EINVAL)?;
                 if file.path().ends_with("/cgroup.procs") {
                     let pid = self.procs_pid(req, text)?;
                     file.write(&pid.to_string()).map_err(|e| e.errno)?;

@@ -158,12 +158,13 @@ impl Accounting {
 }
 
 impl MemCgroup {
-    /// Takes back `nr_pages` of `kind` charged here (what
-    /// [`CgroupTree::uncharge`] does; a folio needs no tree for it).
+    /// Takes back `nr_pages` of `kind` charged here, at every level (what
+    /// [`CgroupTree::uncharge`] does; a folio needs no tree for it). More
+    /// than was charged here is clamped (see [`CgroupTree::uncharge`]).
     pub(crate) fn uncharge_pages(&self, nr_pages: u64, kind: ChargeKind) {
+        let nr_pages = self.unpin_pages(nr_pages);
         self.memory().uncharge(nr_pages);
         self.account(kind, -(nr_pages as i64));
-        self.unpin_pages(nr_pages);
     }
 
     /// The memory counter (`memory.current`, `.max`, `.high`, ...).
@@ -214,6 +215,15 @@ impl CgroupTree {
     }
 
     /// Uncharges `nr_pages` of `kind` from `cg` (`mem_cgroup_uncharge`).
+    ///
+    /// Uncharging more than `cg` has charged is a caller's bug. As the
+    /// kernel's `page_counter_cancel` (a `WARN_ONCE`, then a clamp), it
+    /// neither panics nor corrupts anything: only what `cg` itself has
+    /// charged is uncharged (so its ancestors keep what other cgroups
+    /// charged), the bug is counted on `cg.memory()`
+    /// ([`PageCounter::underflows`](crate::page_counter::PageCounter::underflows))
+    /// and reported on stderr the first time. (The root keeps no count of
+    /// its own pages: its counter alone clamps.)
     pub fn uncharge(&self, cg: &MemCgroup, nr_pages: u64, kind: ChargeKind) {
         cg.uncharge_pages(nr_pages, kind);
     }
@@ -951,5 +961,33 @@ mod tests {
         assert_eq!(a.event(MemcgEvent::Oom), 1);
         assert_eq!(a.event(MemcgEvent::OomKill), 0, "nothing to kill");
         t.uncharge(&a, 10, ChargeKind::Anon);
+    }
+
+    /// qa minor 9: uncharging more than was charged panicked in debug
+    /// builds (`page_counter underflow`). Now it is clamped to what the
+    /// cgroup charged, counted, and leaves every other count right.
+    #[test]
+    fn over_uncharge_is_clamped_counted_and_corrupts_nothing() {
+        let t = tree();
+        let p = t.mkdir("/p").unwrap();
+        let a = t.mkdir("/p/a").unwrap();
+        let b = t.mkdir("/p/b").unwrap();
+        t.try_charge(&a, 3, ChargeKind::Anon).unwrap();
+        t.try_charge(&b, 5, ChargeKind::Anon).unwrap();
+        t.uncharge(&a, 10, ChargeKind::Anon);
+        assert_eq!((a.memory().usage(), a.memory().underflows()), (0, 1));
+        assert_eq!(a.stat(MemcgStat::Anon), 0);
+        assert_eq!(p.memory().usage(), 5, "b's pages stay on the parent");
+        assert_eq!(p.memory().underflows(), 0);
+        assert_eq!(p.stat(MemcgStat::Anon), 5, "in pages");
+        t.uncharge(&a, 1, ChargeKind::Anon);
+        assert_eq!(a.memory().underflows(), 2);
+        // The pages' pin went with the last real page: a removed `a` is
+        // released at once.
+        t.rmdir("/p/a").unwrap();
+        drop(a);
+        assert_eq!(p.cgroup().nr_dying_subsys_memory(), 0);
+        t.uncharge(&b, 5, ChargeKind::Anon);
+        assert_eq!(t.root().memory().usage(), 0);
     }
 }
