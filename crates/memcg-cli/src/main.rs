@@ -116,6 +116,11 @@ struct MachineArgs {
     /// (2026, "Eliminate Dying Memory Cgroup").
     #[arg(long, value_enum, default_value = "off")]
     reparent_lru_folios: Switch,
+    /// Whether a swap-in may bring a large folio back whole once zswap has
+    /// been enabled, loading its pages from zswap one by one: `off` swaps
+    /// in single pages then (v6.14), `on` goes beyond v6.14.
+    #[arg(long, value_enum, default_value = "off")]
+    zswap_large_folio_loads: Switch,
 }
 
 impl MachineArgs {
@@ -129,6 +134,7 @@ impl MachineArgs {
             nr_cpus: self.cpus,
             list_lru: self.list_lru,
             reparent_lru_folios: self.reparent_lru_folios == Switch::On,
+            zswap_large_folio_loads: self.zswap_large_folio_loads == Switch::On,
             ..memcg_sim::SimConfig::default()
         }
     }

@@ -80,6 +80,10 @@ pub struct SimConfig {
     /// Offline reparents LRU folios to the parent (2026) instead of
     /// leaving them to pin the dying memory cgroup (v6.14, the default).
     pub reparent_lru_folios: bool,
+    /// Swap-ins bring large folios back whole even once zswap was enabled,
+    /// loading their pages from zswap one by one (beyond v6.14, which
+    /// swaps in single pages then: [`memcg::zswap::Zswap::large_folio_loads`]).
+    pub zswap_large_folio_loads: bool,
     /// The pid of the first task the simulator starts. A simulator that
     /// also tracks host processes ([`Sim::adopt_task`]) starts its own at
     /// [`PID_MAX_LIMIT`], above every pid a Linux host hands out.
@@ -101,6 +105,7 @@ impl Default for SimConfig {
             nr_cpus: memcg::memcontrol::DEFAULT_NR_CPUS,
             list_lru: memcg::list_lru::LruDesign::default(),
             reparent_lru_folios: false,
+            zswap_large_folio_loads: false,
             first_pid: 100,
         }
     }
@@ -520,6 +525,8 @@ impl Sim {
         fs.tree()
             .set_reparent_lru_folios(config.reparent_lru_folios);
         let swap = SwapSystem::with_lru_design(fs.tree(), config.swap_cgroup, config.list_lru);
+        swap.zswap()
+            .set_large_folio_loads(config.zswap_large_folio_loads);
         let inner = Arc::new(Inner {
             fs,
             swap,
@@ -1071,10 +1078,12 @@ impl Sim {
 
     /// The fault that brings back a swapped run of `nr` pages from `entry`
     /// whole (`do_swap_page`): a large folio is charged without reclaim
-    /// (`alloc_swap_folio`); `Err(None)` when that charge fails, and each
-    /// page must then fault on its own ([`Sim::fault_pages`]). One
-    /// `pgfault` on the faulting task's memory cgroup, whoever the page is
-    /// charged to.
+    /// (`alloc_swap_folio`); `Err(None)` when that charge fails, or when
+    /// the run may not come back whole at all
+    /// ([`SwapSystem::may_swap_in_large`]: zswap was ever enabled, or the
+    /// device is not synchronous), and each page must then fault on its own
+    /// ([`Sim::fault_pages`]). One `pgfault` on the faulting task's memory
+    /// cgroup, whoever the page is charged to.
     fn fault_whole(
         &self,
         memcg: &Arc<MemCgroup>,
@@ -1083,6 +1092,9 @@ impl Sim {
     ) -> Result<Arc<Folio>, Option<SwapInError>> {
         let swap = &self.inner.swap;
         memcg.count_vm_event(VmEvent::Pgfault, 1);
+        if nr > 1 && !swap.may_swap_in_large(entry) {
+            return Err(None);
+        }
         let whole = if nr > 1 {
             swap.do_swap_page_gfp(entry, nr, memcg, Gfp::NoReclaim)
         } else {
@@ -1380,6 +1392,87 @@ mod tests {
         sim.verify("y").unwrap();
         sim.free("x").unwrap();
         sim.free("y").unwrap();
+    }
+
+    /// The page and major fault counts of `/a` after 1M of 64K folios went
+    /// out and came back (fidelity R1).
+    fn swap_in_faults(sim: &Sim) -> (u64, u64) {
+        sim.alloc("/a", "x", 1 << 20, 16, Fill::Text).unwrap();
+        assert_eq!(sim.pageout("x").unwrap(), 256);
+        sim.touch("x").unwrap();
+        sim.verify("x").unwrap();
+        sim.free("x").unwrap();
+        let a = sim.fs().memcg("/a").unwrap();
+        (
+            a.vm_event(VmEvent::Pgfault),
+            a.vm_event(VmEvent::Pgmajfault),
+        )
+    }
+
+    /// Once zswap has ever been enabled, v6.14 swaps in single pages
+    /// (`alloc_swap_folio` falls back): 16 faults map 1M of 64K folios,
+    /// then 256 major faults bring it back. The machine option for large
+    /// zswap loads (beyond v6.14) brings each folio back whole.
+    #[test]
+    fn once_zswap_was_enabled_swap_ins_are_single_pages() {
+        for (large, faults) in [(false, (16 + 256, 256)), (true, (16 + 16, 16))] {
+            let sim = test_sim();
+            sim.swap().zswap().set_large_folio_loads(large);
+            sim.swapon_ram(64 << 20, None).unwrap();
+            sim.swap().zswap().set_enabled(true);
+            assert_eq!(swap_in_faults(&sim), faults, "large loads {large}");
+            let a = sim.fs().memcg("/a").unwrap();
+            assert_eq!(a.vm_event(VmEvent::Zswpout), 256);
+            assert_eq!(a.vm_event(VmEvent::Zswpin), 256);
+        }
+        // Enabled once, then off: still single pages.
+        let sim = test_sim();
+        sim.swapon_ram(64 << 20, None).unwrap();
+        sim.swap().zswap().set_enabled(true);
+        sim.swap().zswap().set_enabled(false);
+        assert!(!sim.swap().zswap().never_enabled());
+        assert_eq!(swap_in_faults(&sim), (16 + 256, 256));
+        // Never enabled, on a RAM disk: whole folios.
+        let sim = test_sim();
+        sim.swapon_ram(64 << 20, None).unwrap();
+        assert_eq!(swap_in_faults(&sim), (16 + 16, 16));
+    }
+
+    /// `zswpin` counts on the entry's owner (`zswap_load`'s
+    /// `count_objcg_events`): after its cgroup is removed, the parent its
+    /// object cgroup went to, not the faulting task's cgroup, which the
+    /// page is charged to now.
+    #[test]
+    fn zswpin_counts_on_the_entrys_reparented_owner() {
+        let sim = test_sim();
+        sim.swapon_ram(16 << 20, None).unwrap();
+        sim.swap().zswap().set_enabled(true);
+        sim.fs()
+            .write("/a/cgroup.subtree_control", "+memory")
+            .unwrap();
+        sim.fs().mkdir("/a/b").unwrap();
+        sim.fs().mkdir("/c").unwrap();
+        let pid = sim.alloc("/a/b", "x", 64 << 10, 1, Fill::Text).unwrap();
+        assert_eq!(sim.pageout("x").unwrap(), 16);
+        sim.fs().write("/c/cgroup.procs", &pid.to_string()).unwrap();
+        sim.fs().rmdir("/a/b").unwrap();
+        sim.touch("x").unwrap();
+        let (a, c) = (sim.fs().memcg("/a").unwrap(), sim.fs().memcg("/c").unwrap());
+        assert_eq!(c.memory().usage(), 16, "charged to the faulting cgroup");
+        assert_eq!(c.vm_event(VmEvent::Zswpin), 0);
+        assert_eq!(a.vm_event(VmEvent::Zswpin), 16);
+        sim.free("x").unwrap();
+    }
+
+    /// A device that is not synchronous (a file) is read through
+    /// `swapin_readahead`, a page at a time.
+    #[test]
+    fn a_file_device_swaps_in_single_pages() {
+        let sim = test_sim();
+        let dir = tempfile::tempdir().unwrap();
+        sim.swapon_file(&dir.path().join("swap"), 8 << 20, None)
+            .unwrap();
+        assert_eq!(swap_in_faults(&sim), (16 + 256, 256));
     }
 
     #[test]

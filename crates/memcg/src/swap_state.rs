@@ -662,6 +662,21 @@ impl SwapSystem {
         out
     }
 
+    /// Whether a fault may bring the swapped large folio at `entry` back
+    /// whole (`alloc_swap_folio`): only on the path that skips the swap
+    /// cache (a synchronous device, a slot with one reference; otherwise
+    /// `swapin_readahead` reads single pages), and only while zswap has
+    /// never been enabled, unless [`Zswap::large_folio_loads`] is on.
+    /// Otherwise each page faults on its own.
+    pub fn may_swap_in_large(&self, entry: SwapEntry) -> bool {
+        let Ok(device) = self.swapfiles.device(entry) else {
+            return false;
+        };
+        device.synchronous()
+            && device.count(entry).is_ok_and(|count| count == 1)
+            && (self.zswap.never_enabled() || self.zswap.large_folio_loads())
+    }
+
     /// A page fault on the swapped `nr`-page folio at `entry` by a task in
     /// `faulting` (`do_swap_page`): [`SwapSystem::swap_in`], plus a major
     /// fault (`pgmajfault`) on `faulting` (the faulting mm's memory cgroup,
@@ -848,7 +863,6 @@ impl SwapSystem {
                 .workingset()
                 .then(|| self.tree.memstall(false))
                 .flatten();
-            let charged = folio.memcg();
             let mut bytes = folio.bytes();
             // The device's pages first (`pswpin`), then zswap's
             // (`zswap_load`, exclusive, counting `zswpin`): a device error
@@ -870,7 +884,7 @@ impl SwapSystem {
                     .add(i as u64)
                     .map_err(|_| SwapError::BadEntry(entry))?;
                 let page = &mut bytes[i * PAGE_BYTES..(i + 1) * PAGE_BYTES];
-                let loaded = self.zswap.load_page(e, page, &charged);
+                let loaded = self.zswap.load_page(e, page);
                 debug_assert!(loaded, "the slot's claim keeps its zswap page");
             }
         }
@@ -882,6 +896,8 @@ impl SwapSystem {
             charged.count_vm_event(VmEvent::SwpinZero, u64::from(nr));
         } else if from_device > 0 {
             charged.count_vm_event(VmEvent::Pswpin, from_device);
+            // Read from the device, not zswap: protect zswap's entries.
+            Zswap::folio_swapin(&charged);
         }
         Ok(Arc::new(folio))
     }
@@ -1308,6 +1324,56 @@ mod tests {
         assert!(c.pool_limit_hit > 0, "{c:?}");
         assert!(c.written_back_pages > 0, "the worker wrote back: {c:?}");
         assert!(c.pool_total_size <= 40 * 4096, "{c:?}");
+        for (entry, want) in entries {
+            let back = sys.do_swap_page(entry, 1, &cg).unwrap();
+            assert_eq!(back.bytes().to_vec(), want);
+        }
+        assert_eq!(z.debug_counts().stored_pages, 0);
+    }
+
+    /// Any store refused while the pool is full queues the shrink worker
+    /// (`zswap_store`'s `!ret && zswap_pool_reached_full`), one refused
+    /// at a cgroup's `memory.zswap.max` too, and the worker writes back
+    /// until the pool is under its accept threshold.
+    #[test]
+    fn any_store_refused_while_the_pool_is_full_queues_the_worker() {
+        let (tree, sys, cg) = system();
+        tree.set_charge_stock(false);
+        tree.set_machine_pages(4096);
+        let sys = Arc::new(sys);
+        sys.swapon_ram("ram0", 4 << 20, None).unwrap();
+        let z = sys.zswap();
+        z.set_enabled(true);
+        // 1% of 16 MiB: 40 pages of pool; accept at 36 or below. With no
+        // writeback installed the worker writes nothing and the pool stays
+        // full.
+        z.set_max_pool_percent(1);
+        let entries = swap_out_half_noise(&tree, &sys, &cg, 120);
+        let c = z.debug_counts();
+        assert!(
+            c.pool_limit_hit > 0 && c.pool_total_size > 36 * 4096,
+            "{c:?}"
+        );
+        assert_eq!(c.written_back_pages, 0);
+        sys.zswap()
+            .set_writeback(Arc::new(Writer(Arc::downgrade(&sys))));
+        let b = tree.mkdir("/b").unwrap();
+        b.set_zswap_max(0);
+        // Each run gives up after 16 failures, and a fresh entry's first
+        // look only takes its referenced mark: a few refused stores later
+        // the worker reaches entries it can write back.
+        for _ in 0..8 {
+            let folio = Folio::new(&tree, &b, 1).unwrap();
+            folio.bytes().fill(b'x');
+            let [piece] = sys
+                .swap_out_or_split(Arc::new(folio), &b)
+                .try_into()
+                .unwrap();
+            sys.swap_free(piece.outcome.unwrap(), 1).unwrap();
+        }
+        let c = z.debug_counts();
+        assert!(c.written_back_pages > 0, "{c:?}");
+        assert!(c.pool_total_size <= 36 * 4096, "{c:?}");
         for (entry, want) in entries {
             let back = sys.do_swap_page(entry, 1, &cg).unwrap();
             assert_eq!(back.bytes().to_vec(), want);

@@ -323,6 +323,10 @@ pub struct Lruvec {
     /// descendants (`nonresident_age`), the clock refault distances are
     /// measured on (`workingset.rs`).
     pub(crate) nonresident_age: AtomicU64,
+    /// Folios of this memory cgroup read back from a swap device rather
+    /// than zswap since the zswap shrinker last counted them
+    /// (`zswap_lruvec_state.nr_disk_swapins`).
+    pub(crate) zswap_nr_disk_swapins: AtomicU64,
 }
 
 impl Default for Lruvec {
@@ -334,6 +338,7 @@ impl Default for Lruvec {
             cost: Mutex::new(ReclaimCost::default()),
             iter: Mutex::new(ReclaimIter::default()),
             nonresident_age: AtomicU64::new(0),
+            zswap_nr_disk_swapins: AtomicU64::new(0),
         }
     }
 }

@@ -107,8 +107,7 @@ fn run(ops: &[Op]) {
             Op::Load { slot } => {
                 let entry = SwapEntry::new(0, slot).unwrap();
                 let mut buf = vec![0; PAGE_BYTES];
-                let owner = model.get(&slot).map_or(0, |(cg, _)| *cg);
-                let loaded = z.load_page(entry, &mut buf, &cgs[owner]);
+                let loaded = z.load_page(entry, &mut buf);
                 match model.remove(&slot) {
                     Some((_, want)) => {
                         assert!(loaded);

@@ -368,7 +368,7 @@ fn store_all(zswap: &Zswap, task: &StoreTask) {
 
 /// Loads every stored page of `task` back (freeing its entry) into its
 /// buffer.
-fn load_all(zswap: &Zswap, task: &StoreTask, charged: &MemCgroup) -> anyhow::Result<()> {
+fn load_all(zswap: &Zswap, task: &StoreTask) -> anyhow::Result<()> {
     let mut loaded = task
         .loaded
         .lock()
@@ -376,7 +376,7 @@ fn load_all(zswap: &Zswap, task: &StoreTask, charged: &MemCgroup) -> anyhow::Res
     let (pages, filled) = &mut *loaded;
     let slots = pages.chunks_exact_mut(PAGE_BYTES).zip(filled.iter_mut());
     for ((page, filled), &entry) in slots.zip(&task.entries) {
-        *filled = zswap.load_page(entry, page, charged);
+        *filled = zswap.load_page(entry, page);
     }
     Ok(())
 }
@@ -414,13 +414,13 @@ fn run_zswap_alone(plan: &Plan, config: RunConfig, rounds: u64) -> anyhow::Resul
                     Ok(())
                 })?;
                 for task in &tasks {
-                    load_all(&zswap, task, &bench)?;
+                    load_all(&zswap, task)?;
                 }
                 timed
             }
             Direction::SwapIn => {
                 tasks.iter().for_each(|task| store_all(&zswap, task));
-                timed_threads(config.threads, |t| load_all(&zswap, &tasks[t], &bench))?
+                timed_threads(config.threads, |t| load_all(&zswap, &tasks[t]))?
             }
         };
         tasks.iter().try_for_each(verify_loaded)?;

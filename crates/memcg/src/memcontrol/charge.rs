@@ -93,6 +93,11 @@ pub enum Gfp {
     /// not `MADV_HUGEPAGE`): over the limit it fails at once, with no
     /// reclaim and no event; the fault falls back to smaller folios.
     NoReclaim,
+    /// Made by reclaim itself (`PF_MEMALLOC`: a zswap entry stored to free
+    /// a page): it never fails; over a limit it is forced through, raising
+    /// `max` on the cgroup whose limit it passes (`try_charge_memcg`'s
+    /// `force:`), with no reclaim and no `memory.high` work.
+    MemAlloc,
 }
 
 /// Why a charge failed. Nothing stays charged when one is returned.
@@ -297,10 +302,15 @@ impl CgroupTree {
                     if batch > nr_pages {
                         stocks.refill(cg, batch - nr_pages);
                     }
-                    self.handle_over_high(cg, batch);
+                    // Reclaim's own charge does no memory.high work
+                    // (`PF_MEMALLOC`: the kernel leaves it to the task's
+                    // return to user space).
+                    if gfp != Gfp::MemAlloc {
+                        self.handle_over_high(cg, batch);
+                    }
                     // A charge that may not reclaim is made under locks
                     // reclaim takes: it leaves kswapd to the next one.
-                    if gfp != Gfp::NoReclaim {
+                    if gfp == Gfp::Kernel {
                         self.wake_kswapd_if_low();
                     }
                     return Ok(());
@@ -325,6 +335,13 @@ impl CgroupTree {
                     ChargeError::OutOfMemory { path: over.path() }
                 }
             };
+            if gfp == Gfp::MemAlloc {
+                if !global {
+                    over.memory_event(MemcgEvent::Max);
+                }
+                cg.memory().charge(nr_pages);
+                return Ok(());
+            }
             if gfp == Gfp::NoReclaim {
                 return Err(nomem());
             }

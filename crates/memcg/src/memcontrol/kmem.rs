@@ -36,7 +36,7 @@
 
 use std::sync::Weak;
 
-use super::{ChargeError, ChargeKind, MemCgroup, MemcgStat};
+use super::{ChargeError, ChargeKind, Gfp, MemCgroup, MemcgStat};
 use crate::mm_types::PAGE_SIZE;
 use crate::sync::{Arc, Mutex, lock};
 use crate::weak_slab::WeakSlab;
@@ -188,9 +188,10 @@ impl super::CgroupTree {
     }
 
     /// Charges a zswap entry of `bytes` compressed to `objcg`
-    /// (`obj_cgroup_charge_zswap`): forced past every limit, as the
-    /// kernel's charge from reclaim (`PF_MEMALLOC`) is; counts the bytes
-    /// in `zswap` and the page in `zswapped`.
+    /// (`obj_cgroup_charge_zswap`): as the kernel's charge from reclaim
+    /// (`PF_MEMALLOC`, [`Gfp::MemAlloc`](super::Gfp::MemAlloc)), forced
+    /// past every limit, raising `max` where one is passed; counts the
+    /// bytes in `zswap` and the page in `zswapped`.
     pub fn charge_zswap(&self, objcg: &ObjCgroup, bytes: u64) {
         let charged = self.charge_obj(objcg, bytes, true, |memcg| {
             memcg.mod_stat(MemcgStat::ZswapBytes, bytes as i64);
@@ -232,11 +233,8 @@ impl super::CgroupTree {
                 std::mem::take(&mut acct.reserve_bytes)
             };
             let nr_pages = (bytes - had).div_ceil(PAGE_SIZE);
-            if force {
-                memcg.memory().charge(nr_pages);
-                memcg.pin_pages(nr_pages);
-                memcg.account(ChargeKind::Kmem, nr_pages as i64);
-            } else if let Err(e) = self.try_charge(&memcg, nr_pages, ChargeKind::Kmem) {
+            let gfp = if force { Gfp::MemAlloc } else { Gfp::Kernel };
+            if let Err(e) = self.try_charge_gfp(&memcg, nr_pages, ChargeKind::Kmem, gfp) {
                 self.return_reserve(&memcg, had);
                 return Err(e);
             }

@@ -12,23 +12,29 @@
 //! is refused (`reject_compress_poor`) and goes to the device. The store
 //! is all or nothing for a folio. A swap-in takes a stored page back and
 //! drops it ([`Zswap::load_page`]: exclusive loads); a freed slot drops its
-//! page ([`Zswap::invalidate`]).
+//! page ([`Zswap::invalidate`]). Once zswap has ever been enabled
+//! ([`Zswap::never_enabled`] false), swap-ins bring single pages back, as
+//! v6.14's cannot load a large folio from zswap, unless the machine option
+//! [`Zswap::large_folio_loads`] (beyond v6.14) is on.
 //!
 //! # Accounting and limits
 //!
 //! A stored page's compressed bytes are charged to the memory cgroup of
 //! the folio through its object cgroup (`obj_cgroup_charge_zswap`:
-//! forced, counting `zswap` bytes and a `zswapped` page; the charge
+//! reclaim's own charge, forced past the limits and raising `max` where
+//! it passes one, counting `zswap` bytes and a `zswapped` page; the charge
 //! follows the object cgroup to the parent at offline). A store is refused
 //! when the cgroup or an ancestor is at its `memory.zswap.max`
-//! (`obj_cgroup_may_zswap`; the kernel first tries to write one entry of
-//! that cgroup back, which needs the shrinker still to come), and while
-//! the pool is full: at `max_pool_percent` of the machine it refuses
-//! stores (`pool_limit_hit`) until it is back under `accept_threshold_percent`
-//! of that (`zswap_check_limits`), and its shrink worker writes entries
-//! back round-robin over the cgroups until it is (run by the refused
-//! store itself, where the kernel queues it on a workqueue). zswap is off until enabled, as the
-//! kernel's default (`CONFIG_ZSWAP_DEFAULT_ON=n`).
+//! (`obj_cgroup_may_zswap`) and no entry of that cgroup could first be
+//! written back (`shrink_memcg`), and while the pool is full: at
+//! `max_pool_percent` of the machine it refuses stores (`pool_limit_hit`)
+//! until it is back under `accept_threshold_percent` of that
+//! (`zswap_check_limits`). Every store refused while the pool is full
+//! queues the shrink worker, which writes entries back round-robin over
+//! the cgroups until it is; the kernel runs it on a workqueue, here the
+//! task that queued it runs it once its store is done (so seeded runs stay
+//! deterministic). zswap is off until enabled, as the kernel's default
+//! (`CONFIG_ZSWAP_DEFAULT_ON=n`).
 //!
 //! # Writeback
 //!
@@ -40,7 +46,9 @@
 //! the others are written back to the device by the installed
 //! [`ZswapWriteback`] (the swap system: through the swap cache) and freed,
 //! counting `zswpwb`. A store over `memory.zswap.max` first writes one
-//! entry of its cgroup back (`shrink_memcg`).
+//! entry of its cgroup back (`shrink_memcg`). The shrinker's count spares
+//! as many entries as the cgroup read folios back from a swap device
+//! since its last count (`nr_disk_swapins`).
 //!
 //! # Locking
 //!
@@ -105,6 +113,12 @@ pub enum StoreReject {
 #[derive(Debug)]
 struct Params {
     enabled: AtomicBool,
+    /// `enabled` was set at some point (`zswap_ever_enabled`, never
+    /// cleared).
+    ever_enabled: AtomicBool,
+    /// A machine option beyond v6.14: swap-ins may bring a large folio
+    /// back whole, loading its pages from zswap one by one.
+    large_folio_loads: AtomicBool,
     /// 0: LZ4, 1: zstd.
     compressor: AtomicU8,
     max_pool_percent: AtomicU32,
@@ -211,6 +225,11 @@ pub struct Zswap {
     next_shrink: Mutex<Option<u64>>,
     /// `zswap_pool_reached_full`: refusing until under the threshold.
     pool_full: AtomicBool,
+    /// The shrink worker is queued (`queue_work(shrink_wq)`; queuing it
+    /// again while queued does nothing).
+    shrink_queued: AtomicBool,
+    /// The shrink worker is running (one run at a time, as one work item).
+    shrink_running: AtomicBool,
     counts: Counters,
 }
 
@@ -241,6 +260,8 @@ impl Zswap {
             tree: tree.clone(),
             params: Params {
                 enabled: AtomicBool::new(false),
+                ever_enabled: AtomicBool::new(false),
+                large_folio_loads: AtomicBool::new(false),
                 compressor: AtomicU8::new(0),
                 max_pool_percent: AtomicU32::new(20),
                 accept_threshold_percent: AtomicU32::new(90),
@@ -252,6 +273,8 @@ impl Zswap {
                 .map(|_| Mutex::new(FxHashMap::default()))
                 .collect(),
             pool_full: AtomicBool::new(false),
+            shrink_queued: AtomicBool::new(false),
+            shrink_running: AtomicBool::new(false),
             counts: Counters::default(),
             lru,
             items: Mutex::new(Items::default()),
@@ -279,6 +302,33 @@ impl Zswap {
     pub fn set_enabled(&self, on: bool) {
         // Relaxed: see `enabled`.
         self.params.enabled.store(on, Ordering::Relaxed);
+        if on {
+            self.params.ever_enabled.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether zswap has never been on (`zswap_never_enabled`): until it
+    /// has, no page can be in zswap and a swap-in may bring a large folio
+    /// back whole; from then on v6.14 swaps in single pages only, as
+    /// `zswap_load` cannot fill a large folio.
+    pub fn never_enabled(&self) -> bool {
+        // Relaxed: a tunable (see `enabled`).
+        !self.params.ever_enabled.load(Ordering::Relaxed)
+    }
+
+    /// Whether swap-ins may bring large folios back whole although zswap
+    /// was enabled, loading their pages from zswap one by one: a machine
+    /// option beyond v6.14 (off by default; mainline's zswap could not load
+    /// large folios).
+    pub fn large_folio_loads(&self) -> bool {
+        // Relaxed: a tunable (see `enabled`).
+        self.params.large_folio_loads.load(Ordering::Relaxed)
+    }
+
+    /// Sets [`Zswap::large_folio_loads`].
+    pub fn set_large_folio_loads(&self, on: bool) {
+        // Relaxed: a tunable (see `enabled`).
+        self.params.large_folio_loads.store(on, Ordering::Relaxed);
     }
 
     /// The compressor's name (`compressor`).
@@ -328,7 +378,8 @@ impl Zswap {
             .store(percent, Ordering::Relaxed);
     }
 
-    /// `shrinker_enabled` (the shrinker itself is still to come).
+    /// `shrinker_enabled`: whether the zswap shrinker writes entries back
+    /// under memory pressure (off by default, as the kernel's Kconfig).
     pub fn shrinker_enabled(&self) -> bool {
         self.params.shrinker_enabled.load(Ordering::Relaxed)
     }
@@ -394,14 +445,47 @@ impl Zswap {
 
     /// `zswap_store`: compresses and keeps every page of `folio`, swapped
     /// out to the slots from `entry`, or none of them. Counts `zswpout`.
-    /// A refused store drops any stale pages of those slots, so that what
-    /// goes to the device is what a swap-in reads.
+    /// A refused store (zswap being on) queues the shrink worker while the
+    /// pool is full, and drops any stale pages of those slots, so that
+    /// what goes to the device is what a swap-in reads. A queued worker
+    /// then runs ([`Zswap::run_shrink_work`]).
     pub fn store(&self, folio: &Folio, entry: SwapEntry) -> Result<(), StoreReject> {
         let stored = self.try_store(folio, entry);
-        if stored.is_err() {
+        if let Err(reject) = stored {
+            // Relaxed: a hint, as `zswap_pool_reached_full` is.
+            if reject != StoreReject::Disabled && self.pool_full.load(Ordering::Relaxed) {
+                self.shrink_queued.store(true, Ordering::Relaxed);
+            }
             self.invalidate(entry, folio.nr());
         }
+        self.run_shrink_work();
         stored
+    }
+
+    /// Runs the shrink worker if it is queued (the kernel's `shrink_wq`).
+    /// The kernel runs it on a workqueue, concurrently with the task that
+    /// queued it; here that task runs it once its store is done, as a
+    /// worker with a CPU to spare would, which keeps seeded runs and
+    /// `memcg sh` deterministic. One run at a time: a task that finds it
+    /// running leaves its queued work to that run, which looks again
+    /// before it ends.
+    fn run_shrink_work(&self) {
+        // Acquire pairs with the Release below: a run sees what the run
+        // before it left (the round-robin cursor is under its own lock).
+        while self.shrink_queued.swap(false, Ordering::Acquire) {
+            if self
+                .shrink_running
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+            {
+                // Relaxed: the running worker's loop looks again.
+                self.shrink_queued.store(true, Ordering::Relaxed);
+                return;
+            }
+            self.shrink_worker();
+            // Release: pairs with the Acquire of the next run's claim.
+            self.shrink_running.store(false, Ordering::Release);
+        }
     }
 
     fn try_store(&self, folio: &Folio, entry: SwapEntry) -> Result<(), StoreReject> {
@@ -415,7 +499,6 @@ impl Zswap {
             return Err(StoreReject::CgroupLimit);
         }
         if self.pool_is_full() {
-            self.shrink_worker();
             return Err(StoreReject::PoolLimit);
         }
         let objcg = memcg.obj_cgroup();
@@ -600,9 +683,9 @@ impl Zswap {
     /// `shrink_worker`: the pool hit its limit; write entries back,
     /// one per memory cgroup in turn (round-robin over online ones, from
     /// where the last run stopped), until the pool is back under the
-    /// accept threshold, giving up after `MAX_RECLAIM_RETRIES` failures.
-    /// The kernel queues it on a workqueue; here the store that hit the
-    /// limit runs it before returning.
+    /// accept threshold, giving up after `MAX_RECLAIM_RETRIES` failures: a
+    /// cgroup whose writeback failed, or a whole walk that found no cgroup
+    /// with an entry to try. Each success frees an entry, so the run ends.
     fn shrink_worker(&self) {
         const MAX_RECLAIM_RETRIES: u32 = 16;
         let max_pages = self.tree.machine_pages() * u64::from(self.max_pool_percent()) / 100;
@@ -620,7 +703,6 @@ impl Zswap {
             .iter()
             .position(|m| Some(m.serial()) == *cursor)
             .map_or(0, |p| p + 1);
-        let mut walked = 0;
         while self.pool.nr_pages() > threshold {
             if i >= memcgs.len() {
                 // A whole walk: with no candidate found in it, a failure.
@@ -632,10 +714,6 @@ impl Zswap {
                     }
                 }
                 attempts = 0;
-                walked += 1;
-                if walked > MAX_RECLAIM_RETRIES as usize * 2 {
-                    break;
-                }
                 continue;
             }
             let memcg = &memcgs[i];
@@ -703,10 +781,26 @@ impl Zswap {
     }
 
     /// `zswap_load` for one page: if `slot` holds a stored page, takes it
-    /// (exclusive), decompresses it into `page`, counts `zswpin` on
-    /// `charged` and returns true.
-    pub fn load_page(&self, slot: SwapEntry, page: &mut [u8], charged: &MemCgroup) -> bool {
-        !self.is_empty() && self.take(slot, page, |_| charged.count_vm_event(VmEvent::Zswpin, 1))
+    /// (exclusive), decompresses it into `page`, counts `zswpin` on the
+    /// entry's owner (its object cgroup's memory cgroup: the cgroup that
+    /// stored it, or the ancestor it was reparented to, whoever faults the
+    /// page in) and returns true.
+    pub fn load_page(&self, slot: SwapEntry, page: &mut [u8]) -> bool {
+        !self.is_empty()
+            && self.take(slot, page, |e| {
+                e.objcg.memcg().count_vm_event(VmEvent::Zswpin, 1);
+            })
+    }
+
+    /// A folio charged to `memcg` was read back from a swap device, not
+    /// from zswap (`zswap_folio_swapin`): the zswap shrinker spares that
+    /// many more of the cgroup's entries at its next count.
+    pub fn folio_swapin(memcg: &MemCgroup) {
+        // Relaxed: a heuristic count, consumed by the shrinker's update.
+        memcg
+            .lruvec()
+            .zswap_nr_disk_swapins
+            .fetch_add(1, Ordering::Relaxed);
     }
 
     /// Whether anything is stored at all: while nothing is, the per-slot
@@ -764,21 +858,21 @@ impl Zswap {
 
 /// zswap's shrinker (`zswap_shrinker_count`, `zswap_shrinker_scan`):
 /// memcg-aware, only when `shrinker_enabled` and writeback is on for the
-/// cgroup; it counts the list scaled by the compression ratio (better
-/// compression, fewer pages worth writing back).
+/// cgroup. It counts the list less the folios the cgroup read back from a
+/// swap device since the last count (disk swap-in protection: had the
+/// list been that much shorter, those reads would have come from zswap),
+/// scaled by the compression ratio (better compression, fewer pages worth
+/// writing back). It never reports an empty list as `SHRINK_EMPTY`, so the
+/// cgroup's shrinker bit stays set.
 struct ZswapShrinker(std::sync::Weak<Zswap>);
 
 impl Shrinker for ZswapShrinker {
     fn count_objects(&self, sc: &ShrinkControl) -> ShrinkCount {
         let Some(z) = self.0.upgrade() else {
-            return ShrinkCount::Empty;
+            return ShrinkCount::Objects(0);
         };
         if !z.shrinker_enabled() || !sc.memcg.zswap_writeback_enabled() {
             return ShrinkCount::Objects(0);
-        }
-        let nr_freeable = z.lru.count_one(sc.nid, &sc.memcg).unwrap_or(0) as u64;
-        if nr_freeable == 0 {
-            return ShrinkCount::Empty;
         }
         let stat = |s| u64::try_from(sc.memcg.stat(s)).unwrap_or(0);
         let nr_backing = stat(MemcgStat::ZswapBytes) / PAGE_SIZE;
@@ -786,7 +880,22 @@ impl Shrinker for ZswapShrinker {
         if nr_stored == 0 {
             return ShrinkCount::Objects(0);
         }
-        ShrinkCount::Objects(nr_freeable * nr_backing / nr_stored)
+        let nr_freeable = z.lru.count_one(sc.nid, &sc.memcg).unwrap_or(0) as u64;
+        if nr_freeable == 0 {
+            return ShrinkCount::Objects(0);
+        }
+        // Consume up to `nr_freeable` of the disk swap-ins; the rest stay
+        // for the next count. Relaxed: a heuristic count that orders no
+        // other memory (the update is one read-modify-write, as the
+        // kernel's cmpxchg loop).
+        let swapins = &sc.memcg.lruvec().zswap_nr_disk_swapins;
+        let mut protected = 0;
+        let _ = swapins.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |cur| {
+            protected = cur.min(nr_freeable);
+            Some(cur - protected)
+        });
+        let nr_freeable = nr_freeable - protected;
+        ShrinkCount::Objects(mul_frac(nr_freeable, nr_backing, nr_stored))
     }
 
     fn scan_objects(&self, sc: &mut ShrinkControl) -> ShrinkScan {
@@ -799,6 +908,12 @@ impl Shrinker for ZswapShrinker {
         }
         ShrinkScan::Freed(z.shrink_list(&sc.memcg, sc.nr_to_scan))
     }
+}
+
+/// `mult_frac`: `x * numer / denom` without overflowing the product.
+fn mul_frac(x: u64, numer: u64, denom: u64) -> u64 {
+    let (quot, rem) = (x / denom, x % denom);
+    quot * numer + rem * numer / denom
 }
 
 #[cfg(all(test, not(loom)))]
@@ -831,9 +946,9 @@ mod tests {
         assert_eq!(a.vm_event(VmEvent::Zswpout), 1);
         assert_eq!(z.debug_counts().stored_pages, 1);
         let mut page = vec![0; PAGE_BYTES];
-        assert!(z.load_page(entry, &mut page, &a));
+        assert!(z.load_page(entry, &mut page));
         assert_eq!(&page[..], &folio.bytes()[..]);
-        assert!(!z.load_page(entry, &mut page, &a), "exclusive");
+        assert!(!z.load_page(entry, &mut page), "exclusive");
         assert_eq!(a.stat(MemcgStat::ZswapBytes), 0);
         assert_eq!(a.vm_event(VmEvent::Zswpin), 1);
         drop(folio);
@@ -856,7 +971,7 @@ mod tests {
         z.store(&zstd, SwapEntry::new(0, 2).unwrap()).unwrap();
         let mut page = vec![0; PAGE_BYTES];
         for (slot, folio) in [(1, &lz4), (2, &zstd)] {
-            assert!(z.load_page(SwapEntry::new(0, slot).unwrap(), &mut page, &a));
+            assert!(z.load_page(SwapEntry::new(0, slot).unwrap(), &mut page));
             assert_eq!(&page[..], &folio.bytes()[..], "slot {slot}");
         }
         assert_eq!(Compressor::from_name("lzo"), None);
@@ -892,5 +1007,106 @@ mod tests {
         z.invalidate(entry, 1);
         assert_eq!(z.debug_counts().stored_pages, 0);
         assert_eq!(a.stat(MemcgStat::ZswapBytes), 0);
+    }
+
+    fn count(z: &Arc<Zswap>, memcg: &Arc<MemCgroup>) -> ShrinkCount {
+        let shrinker = ZswapShrinker(Arc::downgrade(z));
+        shrinker.count_objects(&ShrinkControl {
+            nid: 0,
+            memcg: Arc::clone(memcg),
+            nr_to_scan: 0,
+            nr_scanned: 0,
+            reclaimed_pages: 0,
+        })
+    }
+
+    /// `zswap_shrinker_count` subtracts the cgroup's folios read back
+    /// from a swap device since the last count, and consumes them.
+    #[test]
+    fn the_shrinker_spares_as_many_entries_as_came_back_from_disk() {
+        let t = test_tree(1, 8);
+        t.set_charge_stock(false);
+        let a = t.mkdir("/a").unwrap();
+        let z = Zswap::new(&t, LruDesign::Split);
+        z.set_enabled(true);
+        z.set_shrinker_enabled(true);
+        // Half noise, half zeros: about 2K each compressed, so the ten
+        // take about five pages.
+        for slot in 1..=10 {
+            let folio = Folio::new(&t, &a, 1).unwrap();
+            let mut x = 0x9e37_79b9_u32 + slot as u32;
+            for b in &mut folio.bytes()[..PAGE_BYTES / 2] {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                *b = x as u8;
+            }
+            z.store(&folio, SwapEntry::new(0, slot).unwrap()).unwrap();
+        }
+        let nr_backing = a.stat(MemcgStat::ZswapBytes) as u64 / PAGE_SIZE;
+        assert!(nr_backing >= 4, "{nr_backing}");
+        let scaled = |n: u64| ShrinkCount::Objects(mul_frac(n, nr_backing, 10));
+        for _ in 0..4 {
+            Zswap::folio_swapin(&a);
+        }
+        assert_eq!(count(&z, &a), scaled(10 - 4));
+        assert_eq!(count(&z, &a), scaled(10), "consumed");
+        for _ in 0..25 {
+            Zswap::folio_swapin(&a);
+        }
+        assert_eq!(count(&z, &a), ShrinkCount::Objects(0));
+        assert_eq!(count(&z, &a), ShrinkCount::Objects(0), "15 left");
+        assert_eq!(count(&z, &a), scaled(10 - 5));
+        z.invalidate(SwapEntry::new(0, 1).unwrap(), 10);
+    }
+
+    /// An empty list counts 0, never `SHRINK_EMPTY`: the cgroup keeps its
+    /// shrinker bit.
+    #[test]
+    fn an_empty_list_keeps_the_shrinker_bit() {
+        let t = test_tree(1, 8);
+        t.set_charge_stock(false);
+        let a = t.mkdir("/a").unwrap();
+        let b = t.mkdir("/b").unwrap();
+        let z = Zswap::new(&t, LruDesign::Split);
+        z.set_enabled(true);
+        z.set_shrinker_enabled(true);
+        let id = z.lru.shrinker_id().unwrap();
+        for (memcg, slot) in [(&a, 1), (&b, 2)] {
+            let folio = text_folio(&t, memcg, 0);
+            z.store(&folio, SwapEntry::new(0, slot).unwrap()).unwrap();
+        }
+        let mut page = vec![0; PAGE_BYTES];
+        assert!(z.load_page(SwapEntry::new(0, 1).unwrap(), &mut page));
+        assert_eq!(count(&z, &a), ShrinkCount::Objects(0));
+        crate::shrinker::shrink_slab(&t, 0, &a, 0);
+        assert!(a.shrinker_bit(0, id));
+        z.invalidate(SwapEntry::new(0, 2).unwrap(), 1);
+    }
+
+    /// A store's charge is reclaim's own (`PF_MEMALLOC`): forced past
+    /// `memory.max`, it raises `max` there, as `try_charge_memcg`'s
+    /// `force:` path does; under the limit it raises nothing.
+    #[test]
+    fn a_forced_zswap_charge_over_the_limit_raises_max() {
+        use crate::memcontrol::MemcgEvent;
+        let t = test_tree(1, 8);
+        t.set_charge_stock(false);
+        let a = t.mkdir("/a").unwrap();
+        let z = Zswap::new(&t, LruDesign::Split);
+        z.set_enabled(true);
+        let (s1, s2) = (SwapEntry::new(0, 1).unwrap(), SwapEntry::new(0, 2).unwrap());
+        let folio = text_folio(&t, &a, 1);
+        z.store(&folio, s1).unwrap();
+        assert_eq!(a.memory().usage(), 2, "the folio and the entry's page");
+        assert_eq!(a.event(MemcgEvent::Max), 0);
+        z.invalidate(s1, 1);
+        a.memory().set_max(1).unwrap();
+        z.store(&folio, s2).unwrap();
+        assert_eq!(a.memory().usage(), 2, "forced past memory.max");
+        assert_eq!(a.event(MemcgEvent::Max), 1);
+        drop(folio);
+        z.invalidate(s2, 1);
+        assert_eq!(a.memory().usage(), 0);
     }
 }
