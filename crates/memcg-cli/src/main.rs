@@ -121,6 +121,11 @@ struct MachineArgs {
     /// in single pages then (v6.14), `on` goes beyond v6.14.
     #[arg(long, value_enum, default_value = "off")]
     zswap_large_folio_loads: Switch,
+    /// Whether a refault checks the serial of the memory cgroup that
+    /// evicted the page besides its id: `off` takes a recycled id for the
+    /// same cgroup (v6.14), `on` does not (beyond v6.14).
+    #[arg(long, value_enum, default_value = "off")]
+    shadow_memcg_serial: Switch,
 }
 
 impl MachineArgs {
@@ -135,6 +140,7 @@ impl MachineArgs {
             list_lru: self.list_lru,
             reparent_lru_folios: self.reparent_lru_folios == Switch::On,
             zswap_large_folio_loads: self.zswap_large_folio_loads == Switch::On,
+            shadow_memcg_serial: self.shadow_memcg_serial == Switch::On,
             ..memcg_sim::SimConfig::default()
         }
     }

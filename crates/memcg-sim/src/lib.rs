@@ -84,6 +84,9 @@ pub struct SimConfig {
     /// loading their pages from zswap one by one (beyond v6.14, which
     /// swaps in single pages then: [`memcg::zswap::Zswap::large_folio_loads`]).
     pub zswap_large_folio_loads: bool,
+    /// Refaults check the evicting memory cgroup's serial besides its id
+    /// (beyond v6.14: [`memcg::memcontrol::CgroupTree::shadow_memcg_serial`]).
+    pub shadow_memcg_serial: bool,
     /// The pid of the first task the simulator starts. A simulator that
     /// also tracks host processes ([`Sim::adopt_task`]) starts its own at
     /// [`PID_MAX_LIMIT`], above every pid a Linux host hands out.
@@ -106,6 +109,7 @@ impl Default for SimConfig {
             list_lru: memcg::list_lru::LruDesign::default(),
             reparent_lru_folios: false,
             zswap_large_folio_loads: false,
+            shadow_memcg_serial: false,
             first_pid: 100,
         }
     }
@@ -524,6 +528,8 @@ impl Sim {
             .set_memcg_metadata_bytes(config.memcg_metadata_bytes);
         fs.tree()
             .set_reparent_lru_folios(config.reparent_lru_folios);
+        fs.tree()
+            .set_shadow_memcg_serial(config.shadow_memcg_serial);
         let swap = SwapSystem::with_lru_design(fs.tree(), config.swap_cgroup, config.list_lru);
         swap.zswap()
             .set_large_folio_loads(config.zswap_large_folio_loads);

@@ -171,6 +171,21 @@ fn select_victim(sim: &Inner, cg: &Arc<MemCgroup>) -> Option<Arc<Task>> {
     chosen.map(|(_, t)| t)
 }
 
+impl crate::Sim {
+    /// `/proc/PID/oom_score` (`proc_oom_score`): the task's `oom_badness`
+    /// against all of the machine's memory and swap, scaled to 0..=2000
+    /// (1000 plus its badness in thousandths of that, times 2/3); 0 for a
+    /// task the OOM killer never picks. `None` if there is no such task.
+    pub fn oom_score(&self, pid: u32) -> Option<u64> {
+        let task = self.task(pid)?;
+        let totalpages = self.inner.fs.tree().machine_pages() + self.inner.swap_space().total_pages;
+        let total = i64::try_from(totalpages.max(1)).unwrap_or(i64::MAX);
+        let points = oom_badness(&task, totalpages)
+            .map_or(0, |badness| (1000 + badness * 1000 / total) * 2 / 3);
+        Some(u64::try_from(points).unwrap_or(0))
+    }
+}
+
 /// `oom_badness`: `None` for a task never to be killed.
 pub fn oom_badness(task: &Task, totalpages: u64) -> Option<i64> {
     let adj = task.oom_score_adj();

@@ -1038,6 +1038,9 @@ struct Options {
     /// Offline moves LRU folios to the parent (the 2026 behaviour)
     /// instead of leaving them to pin the dying memory cgroup (v6.14).
     reparent_lru_folios: AtomicBool,
+    /// Refaults check the evicting memory cgroup's serial besides its id
+    /// (beyond v6.14, which takes a recycled id for the same cgroup).
+    shadow_memcg_serial: AtomicBool,
 }
 
 impl Default for Options {
@@ -1048,6 +1051,7 @@ impl Default for Options {
             swappiness: AtomicU32::new(crate::vmscan::DEFAULT_SWAPPINESS),
             metadata_pages: AtomicU64::new(0),
             reparent_lru_folios: AtomicBool::new(false),
+            shadow_memcg_serial: AtomicBool::new(false),
         }
     }
 }
@@ -1297,6 +1301,26 @@ impl CgroupTree {
         self.shared
             .options
             .reparent_lru_folios
+            .store(on, Ordering::Relaxed);
+    }
+
+    /// Whether a refault checks the serial of the memory cgroup its shadow
+    /// names besides its id, so that a shadow whose cgroup is gone and
+    /// whose id went to a new cgroup is not measured on the new one's
+    /// clock. Off by default: v6.14's `workingset_test_recent` accepts the
+    /// recycled id (a rare, speculative activation).
+    pub fn shadow_memcg_serial(&self) -> bool {
+        self.shared
+            .options
+            .shadow_memcg_serial
+            .load(Ordering::Relaxed)
+    }
+
+    /// Sets [`CgroupTree::shadow_memcg_serial`].
+    pub fn set_shadow_memcg_serial(&self, on: bool) {
+        self.shared
+            .options
+            .shadow_memcg_serial
             .store(on, Ordering::Relaxed);
     }
 

@@ -39,8 +39,9 @@ use crate::vmscan::lru_note_cost;
 pub struct Shadow {
     /// The id of the memory cgroup the evicting reclaim was for.
     pub memcg_id: u16,
-    /// Its serial, so that a reused id is not taken for the same cgroup
-    /// (the kernel accepts that confusion; it only costs accuracy).
+    /// Its serial, checked only with [`CgroupTree::shadow_memcg_serial`]:
+    /// v6.14 takes a reused id for the same cgroup (it only costs
+    /// accuracy).
     serial: u64,
     /// Its `nonresident_age` before the eviction.
     eviction: u64,
@@ -101,7 +102,7 @@ pub fn workingset_test_recent(
     swap_free_pages: &dyn Fn() -> u64,
 ) -> bool {
     tree.with_memcg(shadow.memcg_id, |memcg| {
-        if memcg.serial() != shadow.serial {
+        if tree.shadow_memcg_serial() && memcg.serial() != shadow.serial {
             return false;
         }
         // Relaxed: see `age_nonresident`.
@@ -169,4 +170,33 @@ pub fn workingset_refault(
         memcg.mod_stat(restore, nr);
     }
     true
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::memcontrol::test_tree;
+
+    /// A shadow whose memory cgroup is gone and whose id a new cgroup
+    /// took: v6.14 measures the refault on the new cgroup's clock (here
+    /// a distance of 0: recent); the serial check, an option, refuses.
+    #[test]
+    fn a_recycled_memcg_id_is_taken_for_the_evicting_cgroup() {
+        let t = test_tree(1, 8);
+        let a = t.mkdir("/a").unwrap();
+        let shadow = Shadow {
+            memcg_id: a.id(),
+            serial: a.serial(),
+            eviction: 0,
+            workingset: false,
+        };
+        t.rmdir("/a").unwrap();
+        drop(a);
+        let b = t.mkdir("/b").unwrap();
+        assert_eq!(b.id(), shadow.memcg_id, "the id was recycled");
+        let no_swap = || 0;
+        assert!(workingset_test_recent(&t, &shadow, true, &no_swap));
+        t.set_shadow_memcg_serial(true);
+        assert!(!workingset_test_recent(&t, &shadow, true, &no_swap));
+    }
 }

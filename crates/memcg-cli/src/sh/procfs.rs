@@ -4,7 +4,8 @@
 //! `/proc/swaps`, `/proc/meminfo`,
 //! `/proc/pressure/memory`, `/proc/sys/vm/swappiness`,
 //! `/proc/sys/vm/min_free_kbytes` and
-//! `/proc/PID/oom_score_adj`, and the write-only
+//! `/proc/PID/oom_score_adj` and the read-only `/proc/PID/oom_score`, and
+//! the write-only
 //! `/proc/sys/vm/drop_caches` (1, 2 or 3), read as the
 //! kernel prints them and written with its checks (a number in range, or
 //! `EINVAL`).
@@ -28,7 +29,8 @@ pub(crate) enum ProcFile {
     /// with this errno: `EIO` for a `/proc` file without a write method
     /// (`pde_write`), `EACCES` for a read-only debugfs counter
     /// (`simple_attr_write` without a setter), `EOPNOTSUPP` for
-    /// `/proc/pressure/memory` (PSI triggers are not simulated).
+    /// `/proc/pressure/memory` (PSI triggers are not simulated), `EINVAL`
+    /// for `/proc/PID/oom_score` (a pid file with no write method).
     Refusing(Errno),
 }
 
@@ -198,6 +200,10 @@ pub(crate) fn read(sim: &Sim, path: &str) -> Option<Result<String, Errno>> {
                 .task(pid)
                 .map(|t| format!("{}\n", t.oom_score_adj()))
                 .ok_or(Errno::ENOENT),
+            Some((pid, "oom_score")) => sim
+                .oom_score(pid)
+                .map(|points| format!("{points}\n"))
+                .ok_or(Errno::ENOENT),
             _ => Err(Errno::ENOENT),
         },
     })
@@ -229,6 +235,9 @@ pub(crate) fn open_for_write(sim: &Sim, path: &str) -> Result<ProcFile, Errno> {
     }
     match pid_file(path) {
         Some((pid, "oom_score_adj")) if sim.task(pid).is_some() => Ok(ProcFile::OomScoreAdj(pid)),
+        Some((pid, "oom_score")) if sim.task(pid).is_some() => {
+            Ok(ProcFile::Refusing(Errno::EINVAL))
+        }
         Some(_) => Err(Errno::ENOENT),
         None if read(sim, path).is_some_and(|r| r.is_ok()) => Ok(ProcFile::Refusing(Errno::EIO)),
         None => Err(Errno::ENOENT),

@@ -175,7 +175,7 @@ pub fn verbs_help() -> String {
         .collect();
     format!(
         "Commands (also: `;`, `&&`, `||`, `$?`, `> FILE`, `2>/dev/null`, `&>/dev/null`; \
-         /proc files: swaps, meminfo, pressure/memory, sys/vm/swappiness, PID/oom_score_adj):\n{verbs}"
+         /proc files: swaps, meminfo, pressure/memory, sys/vm/swappiness, PID/oom_score_adj, PID/oom_score):\n{verbs}"
     )
 }
 

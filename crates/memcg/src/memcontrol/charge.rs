@@ -43,10 +43,14 @@ use crate::sync::{Arc, AtomicU64, Ordering};
 /// (`MAX_RECLAIM_RETRIES`).
 pub const MAX_RECLAIM_RETRIES: u32 = 16;
 
-/// OOM kills one charge may trigger before it gives up. The kernel relies
-/// on victims freeing memory; a bound keeps a hook that kills without
-/// freeing from looping forever.
-const MAX_OOM_KILLS_PER_CHARGE: u32 = 16;
+/// OOM passes in a row that freed nothing (no usage came off the cgroup
+/// over its limit) after which a charge, or a `memory.max` write, gives
+/// up. v6.14 retries for as long as the OOM killer acts, relying on its
+/// victims to free their memory (the OOM reaper sees to it); this bound
+/// only keeps a victim that never lets go, or a hook that kills without
+/// freeing, from holding the caller forever. Kills that free memory reset
+/// it, so a charge goes on while they make progress.
+const MAX_FRUITLESS_OOM_PASSES: u32 = 16;
 
 /// Charges up to this many pages retry after any reclaim progress
 /// (`1 << PAGE_ALLOC_COSTLY_ORDER`).
@@ -282,7 +286,7 @@ impl CgroupTree {
     ) -> Result<(), ChargeError> {
         let mut retries = MAX_RECLAIM_RETRIES;
         let mut drained = false;
-        let mut oom_passes = 0;
+        let mut fruitless_oom_passes = 0;
         let mut passed_oom = false;
         // The root's charges are the machine's: no stock there (the
         // kernel never charges the root memory cgroup at all).
@@ -375,11 +379,18 @@ impl CgroupTree {
             if passed_oom && self.oom_handler().current_is_dying() {
                 return Err(nomem());
             }
-            if oom_passes < MAX_OOM_KILLS_PER_CHARGE && self.mem_cgroup_oom(&over, nr_pages) {
-                oom_passes += 1;
-                passed_oom = true;
-                retries = MAX_RECLAIM_RETRIES;
-                continue;
+            if fruitless_oom_passes < MAX_FRUITLESS_OOM_PASSES {
+                let usage = over.memory().usage();
+                if self.mem_cgroup_oom(&over, nr_pages) {
+                    fruitless_oom_passes = if over.memory().usage() < usage {
+                        0
+                    } else {
+                        fruitless_oom_passes + 1
+                    };
+                    passed_oom = true;
+                    retries = MAX_RECLAIM_RETRIES;
+                    continue;
+                }
             }
             return Err(nomem());
         }
@@ -433,25 +444,25 @@ impl CgroupTree {
     /// `victim` for an OOM in `oom_domain`'s subtree
     /// (`mem_cgroup_get_oom_group`): the highest ancestor of `victim`, up
     /// to `oom_domain`, with `memory.oom.group` set; none for a global OOM
-    /// of a task in the root or when no level has it set. Raises
-    /// `oom_group_kill` there.
+    /// of a task in the root, when no level has it set, or when the victim
+    /// is not under `oom_domain` (it moved meanwhile: better not to kill
+    /// outside the domain). Raises `oom_group_kill` there.
     pub fn oom_group(
         &self,
         victim: &Arc<MemCgroup>,
         oom_domain: &MemCgroup,
     ) -> Option<Arc<MemCgroup>> {
-        if victim.is_root() {
+        let chain = || std::iter::once(victim).chain(victim.ancestors());
+        if victim.is_root() || !chain().any(|m| std::ptr::eq(&**m, oom_domain)) {
             return None;
         }
         let mut group = None;
-        for m in std::iter::once(victim).chain(victim.ancestors()) {
-            if m.is_root() {
-                break;
-            }
-            if m.oom_group() {
+        for m in chain() {
+            // The root has no `memory.oom.group`.
+            if m.oom_group() && !m.is_root() {
                 group = Some(Arc::clone(m));
             }
-            if m.is_dying() || std::ptr::eq(&**m, oom_domain) {
+            if std::ptr::eq(&**m, oom_domain) {
                 break;
             }
         }
@@ -545,7 +556,7 @@ impl CgroupTree {
     pub fn set_memory_max(&self, cg: &Arc<MemCgroup>, nr_pages: u64) -> bool {
         cg.memory().force_max(nr_pages);
         let mut reclaims = MAX_RECLAIM_RETRIES;
-        let mut kills = 0;
+        let mut fruitless_oom_passes = 0;
         let mut drained = false;
         loop {
             let usage = cg.memory().usage();
@@ -564,10 +575,14 @@ impl CgroupTree {
                 continue;
             }
             cg.memory_event(MemcgEvent::Oom);
-            if kills >= MAX_OOM_KILLS_PER_CHARGE || !self.out_of_memory(cg, 1) {
+            if fruitless_oom_passes >= MAX_FRUITLESS_OOM_PASSES || !self.out_of_memory(cg, 1) {
                 return false;
             }
-            kills += 1;
+            if cg.memory().usage() < usage {
+                fruitless_oom_passes = 0;
+            } else {
+                fruitless_oom_passes += 1;
+            }
         }
     }
 
@@ -808,6 +823,84 @@ mod tests {
         assert_eq!(a.event(MemcgEvent::OomKill), 1, "hierarchical");
         assert_eq!(a.event_local(MemcgEvent::OomKill), 0);
         assert_eq!(a.memory().usage(), 5);
+    }
+
+    /// Kills one page of `victim` on every `every`th kill; `NoVictim` once
+    /// it has nothing left.
+    struct KillSlowly {
+        tree: CgroupTree,
+        victim: Arc<MemCgroup>,
+        every: u64,
+        kills: AtomicU64,
+    }
+
+    impl OomHandler for KillSlowly {
+        fn kill(&self, _: &Arc<MemCgroup>) -> OomOutcome {
+            if self.victim.memory().usage() == 0 {
+                return OomOutcome::NoVictim;
+            }
+            let n = self.kills.fetch_add(1, Ordering::Relaxed) + 1;
+            if n.is_multiple_of(self.every) {
+                self.tree.uncharge(&self.victim, 1, ChargeKind::Anon);
+            }
+            OomOutcome::Killed(vec![Arc::clone(&self.victim)])
+        }
+    }
+
+    /// v6.14's `try_charge_memcg` retries for as long as the OOM killer
+    /// acts: 24 kills, every third freeing a page, make room for 8 pages.
+    /// Only kills that free nothing, 16 in a row, end a charge (and a
+    /// `memory.max` write).
+    #[test]
+    fn oom_kills_go_on_while_they_free_memory() {
+        let t = tree();
+        let a = t.mkdir("/a").unwrap();
+        let v = t.mkdir("/a/victim").unwrap();
+        a.memory().set_max(16).unwrap();
+        t.try_charge(&v, 16, ChargeKind::Anon).unwrap();
+        let killer = |every| {
+            Arc::new(KillSlowly {
+                tree: t.clone(),
+                victim: Arc::clone(&v),
+                every,
+                kills: AtomicU64::new(0),
+            })
+        };
+        let slow = killer(3);
+        t.set_oom_handler(slow.clone());
+        t.try_charge(&a, 8, ChargeKind::Anon).unwrap();
+        assert_eq!(slow.kills.load(Ordering::Relaxed), 24);
+        assert_eq!(v.event(MemcgEvent::OomKill), 24);
+        // Kills that never free: the charge gives up after 16.
+        let never = killer(u64::MAX);
+        t.set_oom_handler(never.clone());
+        assert!(t.try_charge(&a, 1, ChargeKind::Anon).is_err());
+        assert_eq!(never.kills.load(Ordering::Relaxed), 16);
+        assert!(!t.set_memory_max(&a, 4));
+        assert_eq!(never.kills.load(Ordering::Relaxed), 32);
+        // memory.max written below usage kills while kills free pages.
+        t.set_oom_handler(killer(2));
+        assert!(t.set_memory_max(&a, 12));
+        assert_eq!(v.memory().usage(), 4);
+        t.uncharge(&a, 8, ChargeKind::Anon);
+        t.uncharge(&v, 4, ChargeKind::Anon);
+    }
+
+    /// `mem_cgroup_get_oom_group`: the highest `memory.oom.group` from the
+    /// victim up to the OOM domain, none if the victim is not under the
+    /// domain (it moved).
+    #[test]
+    fn the_oom_group_is_found_only_under_the_oom_domain() {
+        let t = tree();
+        let a = t.mkdir("/a").unwrap();
+        let v = t.mkdir("/a/v").unwrap();
+        let b = t.mkdir("/b").unwrap();
+        a.set_oom_group(true);
+        assert!(Arc::ptr_eq(&t.oom_group(&v, &a).unwrap(), &a));
+        assert!(Arc::ptr_eq(&t.oom_group(&v, t.root()).unwrap(), &a));
+        assert!(t.oom_group(&v, &v).is_none(), "a is above the domain");
+        assert!(t.oom_group(&v, &b).is_none(), "not under the domain");
+        assert_eq!(a.event(MemcgEvent::OomGroupKill), 2);
     }
 
     #[test]

@@ -5,11 +5,21 @@
 //! # What it does
 //!
 //! When reclaim swaps a folio out, [`Zswap::store`] compresses each page
-//! (LZ4 with `lz4_flex` by default — the kernel's default is LZO, not among
-//! the Rust ecosystem's well-kept crates — or zstd, [`Compressor`]) and keeps it in a
-//! size-class pool (`zpool.rs`) indexed by the page's swap slot; the
+//! (LZ4 with `lz4_flex` by default, or zstd, [`Compressor`]) and keeps it
+//! in a size-class pool (`zpool.rs`) indexed by the page's swap slot; the
 //! device is not written. A page that does not compress to a page or less
-//! is refused (`reject_compress_poor`) and goes to the device. The store
+//! is refused (`reject_compress_poor`) and goes to the device.
+//!
+//! Deviation: v6.14's default compressor (`CONFIG_ZSWAP_COMPRESSOR_DEFAULT`)
+//! is `lzo`, the crypto API's `lzo1x_1_compress`. Its Rust ports (`rust-lzo`,
+//! `lzo1x`) are GPL-2.0, which this MIT/Apache-2.0 library cannot link; the
+//! MIT ports (`lzokay`, `lzokay-native`) compress like `lzo1x_999`, a
+//! slower, denser level than the kernel's, so they would give LZO's name
+//! without its sizes. LZ4, a fast LZ77 codec of the same family as
+//! `lzo1x_1`, stands in: `zswap`/`zswapped` bytes, `memory.zswap.current`
+//! and the pool's size differ from a kernel's by the two codecs' ratios.
+//!
+//! The store
 //! is all or nothing for a folio. A swap-in takes a stored page back and
 //! drops it ([`Zswap::load_page`]: exclusive loads); a freed slot drops its
 //! page ([`Zswap::invalidate`]). Once zswap has ever been enabled
