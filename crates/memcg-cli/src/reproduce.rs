@@ -36,7 +36,8 @@ use crate::workload::ReadersArgs;
 /// `memcg reproduce` flags.
 #[derive(Debug, clap::Args)]
 pub struct ReproduceArgs {
-    /// Smaller scale: finishes in about two minutes on 2 cores.
+    /// Smaller scale: about 64 s on a 2-vCPU VM (AMD EPYC), the build
+    /// excluded.
     #[arg(long)]
     pub quick: bool,
     /// The smallest scale, for CI.
@@ -838,16 +839,16 @@ fn projection_chart(p: &Projection) -> report::Chart<'static> {
         .iter()
         .map(|(names, points)| {
             let what = if names.contains(&"locked") {
-                format!("S = {:.3} µs, measured", p.service_us)
+                format!("with the measured S = {:.3} µs", p.service_us)
             } else {
-                "nothing serialised".to_owned()
+                "which serialises nothing".to_owned()
             };
-            line(format!("{} (projected: {what})", names.join(", ")), points)
+            line(format!("{} (projected, {what})", names.join(", ")), points)
         })
         .collect();
     if let Some(s) = p.service_for_seed_us {
         series.push(line(
-            format!("locked at S = {s:.3} µs (projected: what the seed's figure needs)"),
+            format!("locked at S = {s:.3} µs (projected, the S the seed's figure needs)"),
             &p.locked_at_seed_service,
         ));
     }
