@@ -267,6 +267,68 @@ fn cgroup_kill_kills_the_real_processes_in_the_cgroup_only() {
     });
 }
 
+/// `cgroup.freeze` stops a real process (both its threads: SIGSTOP) and
+/// thawing continues it; `frozen` in `cgroup.events` follows; a frozen
+/// cgroup can still be killed. `cgroup.threads` lists the threads, and a
+/// thread written to another cgroup's is refused. An embedded NUL ends a
+/// value (`printf '1M\0junk'`).
+#[test]
+fn cgroup_freeze_stops_and_continues_a_real_process() {
+    alone("cgroup_freeze_stops_and_continues_a_real_process", || {
+        let script = r#"
+            echo +memory > /sys/fs/cgroup/cgroup.subtree_control
+            mkdir /sys/fs/cgroup/ice /sys/fs/cgroup/other
+            python3 -c '
+import threading, time
+open("/sys/fs/cgroup/ice/cgroup.procs", "w").write("0")
+threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+time.sleep(60)' &
+            p=$!
+            until [ "$(wc -l < /sys/fs/cgroup/ice/cgroup.threads)" = 2 ]; do sleep 0.05; done
+            [ "$(head -1 /sys/fs/cgroup/ice/cgroup.threads)" = $p ] && echo "threads: 2, the pid first"
+            tid=$(tail -1 /sys/fs/cgroup/ice/cgroup.threads)
+            echo $tid > /sys/fs/cgroup/ice/cgroup.threads && echo "own cgroup: ok"
+            echo $tid > /sys/fs/cgroup/other/cgroup.threads
+            states() { cat /proc/$p/task/*/stat | awk '{print $3}' | sort -u | tr -d '
+'; }
+            echo 1 > /sys/fs/cgroup/ice/cgroup.freeze
+            cat /sys/fs/cgroup/ice/cgroup.freeze /sys/fs/cgroup/ice/cgroup.events
+            until [ "$(states)" = T ]; do sleep 0.05; done
+            echo "frozen: $(states)"
+            echo 0 > /sys/fs/cgroup/ice/cgroup.freeze
+            until [ "$(states)" = S ]; do sleep 0.05; done
+            echo "thawed: $(states)"
+            cat /sys/fs/cgroup/ice/cgroup.events
+            echo 1 > /sys/fs/cgroup/ice/cgroup.freeze
+            until [ "$(states)" = T ]; do sleep 0.05; done
+            echo 1 > /sys/fs/cgroup/ice/cgroup.kill
+            wait $p; echo "killed: $?"
+            cat /sys/fs/cgroup/ice/cgroup.events
+            echo 0 > /sys/fs/cgroup/ice/cgroup.freeze
+            printf '1M\0junk' > /sys/fs/cgroup/other/memory.max
+            cat /sys/fs/cgroup/other/memory.max
+            rmdir /sys/fs/cgroup/ice /sys/fs/cgroup/other && echo removed
+        "#;
+        let out = run_bash_c(script);
+        assert_eq!(
+            text(&out.stdout),
+            format!(
+                "threads: 2, the pid first\nown cgroup: ok\n1\npopulated 1\nfrozen 1\n\
+                 frozen: T\nthawed: S\npopulated 1\nfrozen 0\nkilled: {}\n\
+                 populated 0\nfrozen 1\n1048576\nremoved\n",
+                128 + libc::SIGKILL
+            ),
+            "stderr: {}",
+            text(&out.stderr)
+        );
+        // Besides bash's report of the killed job, one error: the thread
+        // written to another cgroup.
+        let stderr = without_bash_prefix(&text(&out.stderr));
+        let errors: Vec<&str> = stderr.lines().filter(|l| l.contains("error")).collect();
+        assert_eq!(errors, ["echo: write error: Operation not supported"]);
+    });
+}
+
 #[test]
 fn poll_on_memory_events_wakes_on_an_event_and_not_before() {
     alone("poll_on_memory_events", || {

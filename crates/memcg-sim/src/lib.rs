@@ -13,7 +13,11 @@
 //! is split into pages, as the kernel does), [`Sim::touch`] faults it back
 //! in, [`Sim::verify`] checks every byte wherever it lives (memory, swap
 //! cache or device), [`Sim::free`] unmaps it. Tasks move between cgroups by
-//! writing `cgroup.procs`; their charges stay where they were made.
+//! writing `cgroup.procs`; their charges stay where they were made. A
+//! task whose cgroup freezes (`cgroup.freeze`) stops at its next freeze
+//! point (an operation's start, or between its faults) until thawed or
+//! killed; [`FrozenOps`] says whether an operation of a frozen task waits
+//! (the default) or fails at once.
 //!
 //! Locking: a mapping's extents are behind one mutex, held for a whole
 //! operation on the mapping, so operations on different mappings run in
@@ -21,6 +25,7 @@
 
 mod charges;
 pub mod fill;
+mod freezer;
 pub mod kbuild;
 pub mod meminfo;
 pub mod mm;
@@ -29,11 +34,12 @@ pub mod oom_kill;
 pub mod usemem;
 
 pub use charges::{ChargeTarget, LedgerError};
+pub use freezer::{FrozenOps, HostTasks};
 pub use mounts::MountError;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 pub use fill::Fill;
@@ -208,6 +214,15 @@ pub enum SimError {
     /// No task with that pid.
     #[error("{0}: no such process")]
     NoSuchTask(u32),
+    /// The task is frozen (`cgroup.freeze`) and [`FrozenOps::Refuse`] is
+    /// set: the operation would wait until it is thawed.
+    #[error("task {pid} is frozen (cgroup.freeze of {cgroup} or an ancestor): it runs once thawed")]
+    Frozen {
+        /// The task.
+        pid: u32,
+        /// Its cgroup.
+        cgroup: String,
+    },
     /// A page does not hold what was written to it.
     #[error(
         "{name}: page {page} differs at byte {offset}: expected {expected:#04x}, found {found:#04x}"
@@ -247,6 +262,8 @@ impl SimError {
             // A signal, not an errno: what the lost fault would have said.
             SimError::Killed { .. } => Errno::ENOMEM,
             SimError::NoSuchTask(_) => Errno::ESRCH,
+            // Not an errno a program sees (it would wait): "would block".
+            SimError::Frozen { .. } => Errno::EAGAIN,
         }
     }
 }
@@ -261,6 +278,11 @@ struct Inner {
     tasks: Mutex<BTreeMap<u32, Arc<Task>>>,
     /// Told of each kill (the FUSE server kills the host process).
     kill_hook: Mutex<Option<KillHook>>,
+    /// Stops and lists adopted host processes (`freezer.rs`).
+    host_tasks: Mutex<Option<Arc<dyn HostTasks>>>,
+    /// Operations of frozen tasks fail instead of waiting
+    /// ([`FrozenOps::Refuse`]).
+    refuse_frozen_ops: AtomicBool,
     mappings: Mutex<BTreeMap<String, Arc<Mapping>>>,
     next_pid: AtomicU32,
     /// The number of the next RAM disk (`/dev/ramN`).
@@ -344,8 +366,38 @@ impl TaskHooks for Hooks {
     fn attach(&self, pid: u32, cg: &Arc<Cgroup>) -> Result<(), Errno> {
         let inner = self.0.upgrade().ok_or(Errno::ESRCH)?;
         let task = lock(&inner.tasks).get(&pid).cloned().ok_or(Errno::ESRCH)?;
-        *lock(&task.cgroup) = Arc::clone(cg);
+        inner.move_task(&task, cg);
         Ok(())
+    }
+
+    fn threads(&self, cg: &Cgroup) -> Vec<u32> {
+        let Some(inner) = self.0.upgrade() else {
+            return Vec::new();
+        };
+        let tasks = inner.tasks_in(cg);
+        let host = lock(&inner.host_tasks).clone();
+        let mut tids = Vec::with_capacity(tasks.len());
+        for t in tasks {
+            match &host {
+                Some(host) if t.adopted => tids.extend(host.threads(t.pid)),
+                _ => tids.push(t.pid),
+            }
+        }
+        tids
+    }
+
+    fn cgroup_of(&self, pid: u32) -> Option<Arc<Cgroup>> {
+        let inner = self.0.upgrade()?;
+        let task = lock(&inner.tasks).get(&pid).cloned()?;
+        Some(task.cgroup())
+    }
+
+    fn freeze(&self, cg: &Cgroup, freeze: bool) {
+        if let Some(inner) = self.0.upgrade() {
+            for t in inner.tasks_in(cg) {
+                inner.freeze_task(&t, freeze);
+            }
+        }
     }
 
     fn kill(&self, cg: &Arc<Cgroup>) {
@@ -417,7 +469,7 @@ impl Inner {
         if !task.kill() {
             return false;
         }
-        lock(&self.tasks).remove(&task.pid);
+        self.remove_task(task);
         // No lock of ours is held here: the hook may take its own.
         let hook = lock(&self.kill_hook).clone();
         if let Some(hook) = hook {
@@ -453,6 +505,25 @@ impl Inner {
             self.reap_killed();
         }
         true
+    }
+
+    /// The tasks in exactly `cg`, ascending by pid (a snapshot).
+    fn tasks_in(&self, cg: &Cgroup) -> Vec<Arc<Task>> {
+        lock(&self.tasks)
+            .values()
+            .filter(|t| std::ptr::eq(&*t.cgroup(), cg))
+            .cloned()
+            .collect()
+    }
+
+    /// Whether operations of frozen tasks fail rather than wait.
+    pub(crate) fn frozen_ops(&self) -> FrozenOps {
+        // Relaxed: a setting.
+        if self.refuse_frozen_ops.load(Ordering::Relaxed) {
+            FrozenOps::Refuse
+        } else {
+            FrozenOps::Wait
+        }
     }
 
     /// Kills every task in `cg`'s subtree (`cgroup.kill`).
@@ -538,6 +609,8 @@ impl Sim {
             swap,
             tasks: Mutex::new(BTreeMap::new()),
             kill_hook: Mutex::new(None),
+            host_tasks: Mutex::new(None),
+            refuse_frozen_ops: AtomicBool::new(false),
             mappings: Mutex::new(BTreeMap::new()),
             next_pid: AtomicU32::new(config.first_pid),
             next_ram: Mutex::new(0),
@@ -759,12 +832,14 @@ impl Sim {
         let task = Arc::new(Task::new(
             self.inner.next_pid.fetch_add(1, Ordering::Relaxed),
             Arc::clone(&cg),
+            false,
         ));
         self.inner
             .fs
             .tree()
             .enter(&cg, || {
                 lock(&self.inner.tasks).insert(task.pid, Arc::clone(&task));
+                self.inner.freeze_new_task(&task, &cg);
             })
             .map_err(|errno| SimError::Task {
                 cgroup: cgroup.to_owned(),
@@ -776,7 +851,7 @@ impl Sim {
             let mut mappings = lock(&self.inner.mappings);
             if mappings.contains_key(name) {
                 drop(mappings);
-                lock(&self.inner.tasks).remove(&task.pid);
+                self.inner.remove_task(&task);
                 return Err(SimError::MappingExists(name.to_owned()));
             }
             mappings.insert(name.to_owned(), Arc::clone(&mapping));
@@ -804,9 +879,14 @@ impl Sim {
 
     /// Faults in every folio of a new mapping, filling its pages.
     fn populate(&self, m: &Mapping, size_bytes: u64, folio_pages: u32) -> Result<(), SimError> {
+        let running = self.inner.begin_op(&m.task)?;
         let _current = CurrentTask::enter(self.inner.fs.tree(), &m.task);
-        let memcg = m.task.memcg();
+        let mut memcg = m.task.memcg();
         for first_page in (0..size_bytes / PAGE_BYTES as u64).step_by(folio_pages as usize) {
+            if running.freeze_point()? {
+                // It may have moved while it was frozen.
+                memcg = m.task.memcg();
+            }
             let folios = self.fault_anon(&m.task, &memcg, first_page, folio_pages)?;
             if m.task.is_killed() {
                 return Err(SimError::Killed { pid: m.task.pid() });
@@ -840,7 +920,7 @@ impl Sim {
         for block in m.take_blocks() {
             mm::release_block(&self.inner, &block, true, &mut first_error);
         }
-        lock(&self.inner.tasks).remove(&m.task.pid);
+        self.inner.remove_task(&m.task);
         self.inner.reap_killed();
     }
 
@@ -908,15 +988,19 @@ impl Sim {
             return Ok(task);
         }
         let cg = self.inner.fs.cgroup(cgroup)?;
-        let task = Arc::new(Task::new(pid, Arc::clone(&cg)));
+        let task = Arc::new(Task::new(pid, Arc::clone(&cg), true));
         self.inner
             .fs
             .tree()
             .enter(&cg, || {
-                lock(&self.inner.tasks)
+                let adopted = lock(&self.inner.tasks)
                     .entry(pid)
                     .or_insert_with(|| Arc::clone(&task))
-                    .clone()
+                    .clone();
+                if Arc::ptr_eq(&adopted, &task) {
+                    self.inner.freeze_new_task(&task, &cg);
+                }
+                adopted
             })
             .map_err(|errno| SimError::Task {
                 cgroup: cgroup.to_owned(),
@@ -936,7 +1020,24 @@ impl Sim {
     /// gone): it leaves its cgroup; what it charged stays charged, as a
     /// process's page cache outlives it. False if there was no such task.
     pub fn release_task(&self, pid: u32) -> bool {
-        lock(&self.inner.tasks).remove(&pid).is_some()
+        self.task(pid)
+            .is_some_and(|task| self.inner.remove_task(&task))
+    }
+
+    /// Installs the hook through which adopted host processes are stopped
+    /// and continued as their cgroups freeze and thaw, and their threads
+    /// listed in `cgroup.threads`.
+    pub fn set_host_tasks(&self, host: Arc<dyn HostTasks>) {
+        *lock(&self.inner.host_tasks) = Some(host);
+    }
+
+    /// Sets what an operation of a frozen task does (see [`FrozenOps`];
+    /// waiting by default).
+    pub fn set_frozen_ops(&self, ops: FrozenOps) {
+        // Relaxed: a setting.
+        self.inner
+            .refuse_frozen_ops
+            .store(ops == FrozenOps::Refuse, Ordering::Relaxed);
     }
 
     /// The task with pid `pid`, if it lives.
@@ -958,6 +1059,7 @@ impl Sim {
     /// reported as an error after the others went.
     pub fn pageout(&self, name: &str) -> Result<u64, SimError> {
         let m = self.mapping(name)?;
+        let _running = self.inner.begin_op(&m.task)?;
         let (mut swapped, mut kept, mut first_error) = (0, 0, None);
         for block in m.blocks() {
             let mut extents = block.lock();
@@ -1014,13 +1116,23 @@ impl Sim {
     /// first fault that fails.
     pub fn touch(&self, name: &str) -> Result<u64, SimError> {
         let m = self.mapping(name)?;
-        let memcg = m.task.memcg();
+        let running = self.inner.begin_op(&m.task)?;
+        let mut memcg = m.task.memcg();
         let _current = CurrentTask::enter(self.inner.fs.tree(), &m.task);
         let mut faulted = 0;
         let mut result = Ok(());
         for block in m.blocks() {
             if result.is_err() || m.task.is_killed() {
                 break;
+            }
+            match running.freeze_point() {
+                // It may have moved while it was frozen.
+                Ok(true) => memcg = m.task.memcg(),
+                Ok(false) => {}
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
             }
             let mut extents = block.lock();
             let mut i = 0;
@@ -1189,6 +1301,8 @@ impl Sim {
     /// Unmaps `name` and ends its task: resident pages are uncharged, swap
     /// slots released (uncharging swap and unpinning the owner).
     pub fn free(&self, name: &str) -> Result<(), SimError> {
+        let task = self.task_of(name)?;
+        let _running = self.inner.begin_op(&task)?;
         let m = lock(&self.inner.mappings)
             .remove(name)
             .ok_or_else(|| SimError::NoSuchMapping(name.to_owned()))?;
@@ -1196,7 +1310,7 @@ impl Sim {
         for block in m.take_blocks() {
             mm::release_block(&self.inner, &block, true, &mut first_error);
         }
-        lock(&self.inner.tasks).remove(&m.task.pid);
+        self.inner.remove_task(&m.task);
         first_error.map_or(Ok(()), |e| Err(e.into()))
     }
 

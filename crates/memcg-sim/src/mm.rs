@@ -31,6 +31,7 @@ use memcg::swapops::SwapEntry;
 use memcg::vmscan::{self, FolioRef, Rmap, RmapOutcome};
 
 use crate::fill::Fill;
+use crate::freezer::TaskFreezer;
 use crate::{Inner, lock};
 
 /// `OOM_SCORE_ADJ_MIN`: a task the OOM killer never picks.
@@ -50,16 +51,23 @@ pub struct Task {
     /// Killed (by the OOM killer or `cgroup.kill`): gone from its cgroup,
     /// its memory reaped as soon as no operation holds it.
     killed: AtomicBool,
+    /// Stands for a host process ([`crate::Sim::adopt_task`]).
+    pub(crate) adopted: bool,
+    /// Its freezer state (`freezer.rs`).
+    pub(crate) freezer: TaskFreezer,
 }
 
 impl Task {
-    pub(crate) fn new(pid: u32, cgroup: Arc<Cgroup>) -> Self {
+    /// A task `pid` in `cgroup`; `adopted`: it stands for a host process.
+    pub(crate) fn new(pid: u32, cgroup: Arc<Cgroup>, adopted: bool) -> Self {
         Self {
             pid,
             cgroup: Mutex::new(cgroup),
             mm: Arc::new(Mm::default()),
             oom_score_adj: AtomicI32::new(0),
             killed: AtomicBool::new(false),
+            adopted,
+            freezer: TaskFreezer::default(),
         }
     }
 

@@ -12,9 +12,21 @@
 //! # Files
 //!
 //! Every cgroup has `cgroup.controllers`, `cgroup.subtree_control`,
-//! `cgroup.procs`, `cgroup.stat`, `cgroup.max.descendants` and
-//! `cgroup.max.depth`; every one but the root has `cgroup.events` and
-//! `cgroup.type`. A cgroup with a memory cgroup (the root, and the children
+//! `cgroup.procs`, `cgroup.threads`, `cgroup.stat`,
+//! `cgroup.max.descendants` and `cgroup.max.depth`; every one but the root
+//! has `cgroup.events`, `cgroup.freeze`, `cgroup.kill` and `cgroup.type`
+//! (`CFTYPE_NOT_ON_ROOT`).
+//!
+//! `cgroup.freeze` freezes the subtree's tasks (see the freezer in
+//! `memcontrol`), and `frozen` in `cgroup.events` reads 1 once they all
+//! stopped. `cgroup.threads` lists thread ids (a simulated task is one
+//! thread, its pid); every cgroup is a domain (`cgroup.type` reads
+//! `domain`; threaded cgroups are not modelled, so writing `threaded` is
+//! `EOPNOTSUPP`), and a thread written to another domain's
+//! `cgroup.threads` is refused with `EOPNOTSUPP` as v6.14 refuses it.
+//! `cgroup.stat` prints `nr_subsys_memory` and `nr_dying_subsys_memory`,
+//! the lines v6.14 prints for each controller bound to the hierarchy (the
+//! memory controller is the only one here). A cgroup with a memory cgroup (the root, and the children
 //! of cgroups with `+memory` in their subtree control) has the memory
 //! files: on the root only `memory.stat`, `memory.numa_stat`,
 //! `memory.reclaim` and `memory.zswap.writeback`, as in the kernel.
@@ -35,7 +47,7 @@
 //! Handlers strip what the kernel's `isspace` matches (`strstrip`: ASCII
 //! spaces, tabs, newlines, `\v`, `\f`, `\r`), and integers parse as
 //! `kstrtoint(.., 0, ..)` does: `0x` hex, leading-`0` octal, `ERANGE` for
-//! a number that does not fit an `int` (`cgroup.kill`,
+//! a number that does not fit an `int` (`cgroup.kill`, `cgroup.freeze`,
 //! `memory.oom.group`, ...), except where the kernel turns every failure
 //! into `EINVAL` (`cgroup.procs`). Paths are absolute (`EINVAL` for a
 //! relative one); repeated and trailing slashes are ignored.
@@ -398,6 +410,12 @@ const FILES: &[FileSpec] = &[
         Some(write_subtree_control),
     ),
     core("cgroup.procs", Scope::All, read_procs, Some(write_procs)),
+    core(
+        "cgroup.threads",
+        Scope::All,
+        |fs, cg| ids_text(&fs.tree.threads(cg)),
+        Some(write_threads),
+    ),
     core("cgroup.stat", Scope::All, read_cgroup_stat, None),
     // Read-only here: the kernel's file also takes poll triggers.
     core(
@@ -417,8 +435,20 @@ const FILES: &[FileSpec] = &[
     core(
         "cgroup.events",
         Scope::NotOnRoot,
-        |fs, cg| format!("populated {}\nfrozen 0\n", u8::from(fs.tree.populated(cg))),
+        |fs, cg| {
+            format!(
+                "populated {}\nfrozen {}\n",
+                u8::from(fs.tree.populated(cg)),
+                u8::from(cg.is_frozen())
+            )
+        },
         None,
+    ),
+    core(
+        "cgroup.freeze",
+        Scope::NotOnRoot,
+        |_, cg| line(u8::from(cg.freeze_requested())),
+        Some(write_freeze),
     ),
     core(
         "cgroup.type",
@@ -699,22 +729,66 @@ fn numa_stat_text(m: &MemCgroup, nr_nodes: usize) -> String {
 }
 
 fn read_procs(fs: &CgroupFs, cg: &Arc<Cgroup>) -> String {
+    ids_text(&fs.tree.procs(cg))
+}
+
+/// One pid or tid a line.
+fn ids_text(ids: &[u32]) -> String {
+    ids.iter().map(|id| format!("{id}\n")).collect()
+}
+
+/// `cgroup.threads` (`cgroup_threads_write`): a thread stays within its
+/// domain; with no threaded cgroups modelled, only its own cgroup takes
+/// it (see [`CgroupTree::attach_thread`]).
+fn write_threads(fs: &CgroupFs, cg: &Arc<Cgroup>, value: &str) -> Result<(), WriteError> {
+    let tid = parse_task_id(value)?;
+    fs.tree.attach_thread(tid, cg).map_err(|errno| {
+        let why = match errno {
+            Errno::EBUSY => "it has controllers in cgroup.subtree_control (no internal processes)",
+            Errno::ESRCH => "no such thread",
+            Errno::EOPNOTSUPP => {
+                "a thread moves only within its threaded subtree, and no cgroup is threaded"
+            }
+            _ => "refused",
+        };
+        WriteError::new(
+            errno,
+            format!("cannot move thread {tid} to {}: {why}", cg.path()),
+        )
+    })
+}
+
+/// `cgroup.freeze` (`cgroup_freeze_write`): `kstrtoint`, then 0 or 1
+/// (another number is `ERANGE`).
+fn write_freeze(fs: &CgroupFs, cg: &Arc<Cgroup>, value: &str) -> Result<(), WriteError> {
+    let freeze = match kstrtoint(value)? {
+        0 => false,
+        1 => true,
+        v => {
+            return Err(WriteError::new(
+                Errno::ERANGE,
+                format!("{v}: cgroup.freeze takes 0 or 1"),
+            ));
+        }
+    };
     fs.tree
-        .procs(cg)
-        .iter()
-        .map(|pid| format!("{pid}\n"))
-        .collect()
+        .set_freeze(cg, freeze)
+        .map_err(|e| WriteError::new(e.errno(), e.to_string()))
 }
 
 /// The pid or tid a `cgroup.procs` or `cgroup.threads` write names
-/// (`cgroup_procs_write_start`): `kstrtoint` in base 0, and any failure
-/// or a negative number is `EINVAL`.
-fn parse_task_id(value: &str) -> Result<u32, WriteError> {
-    let text = strstrip(value);
-    kstrtoint_raw(text)
+/// (`cgroup_procs_write_start`): `kstrtoint(strstrip(buf), 0, ..)`, and
+/// any failure or a negative number is `EINVAL`; 0 names the writer.
+pub fn task_id(value: &str) -> Result<u32, Errno> {
+    kstrtoint_raw(strstrip(value))
         .ok()
         .and_then(|v| u32::try_from(v).ok())
-        .ok_or_else(|| WriteError::new(Errno::EINVAL, format!("{text:?} is not a pid")))
+        .ok_or(Errno::EINVAL)
+}
+
+fn parse_task_id(value: &str) -> Result<u32, WriteError> {
+    task_id(value)
+        .map_err(|errno| WriteError::new(errno, format!("{:?} is not a pid", strstrip(value))))
 }
 
 fn write_procs(fs: &CgroupFs, cg: &Arc<Cgroup>, value: &str) -> Result<(), WriteError> {
@@ -933,7 +1007,10 @@ impl OpenFile {
                 Handler::Core {
                     read: Some(read), ..
                 },
-            ) => Ok(read(&self.fs, cg)),
+            ) => {
+                self.check_live(cg)?;
+                Ok(read(&self.fs, cg))
+            }
             (
                 Target::Memcg(m),
                 Handler::Memory {
@@ -980,7 +1057,10 @@ impl OpenFile {
         }
         let value = value.split('\0').next().unwrap_or_default();
         let result = match (&self.target, self.spec.handler) {
-            (Target::Cgroup(cg), Handler::Core { write: Some(w), .. }) => w(&self.fs, cg, value),
+            (Target::Cgroup(cg), Handler::Core { write: Some(w), .. }) => {
+                self.check_live(cg)?;
+                w(&self.fs, cg, value)
+            }
             (Target::Memcg(m), Handler::Memory { write: Some(w), .. }) => {
                 self.check_online(m)?;
                 w(&self.fs, m, value)
@@ -1004,6 +1084,19 @@ impl OpenFile {
             )),
         };
         result.map_err(|e| FsError::new(e.errno, &self.path, e.detail))
+    }
+
+    /// A file of a removed cgroup is gone (kernfs: `ENODEV` once the node
+    /// is deactivated).
+    fn check_live(&self, cg: &Cgroup) -> Result<(), FsError> {
+        if cg.is_removed() {
+            return Err(FsError::new(
+                Errno::ENODEV,
+                &self.path,
+                "the cgroup was removed",
+            ));
+        }
+        Ok(())
     }
 
     /// A file of a memory cgroup gone offline is gone (kernfs: `ENODEV`).
@@ -1447,6 +1540,7 @@ mod tests {
                         ("memory.zswap.writeback", "1"),
                         ("cgroup.max.depth", "max"),
                         ("cgroup.max.descendants", "max"),
+                        ("cgroup.freeze", "0"),
                     ] {
                         fs.write(&format!("/a/{file}"), value).unwrap();
                     }
@@ -1749,6 +1843,8 @@ mod tests {
             "memory.oom.group",
             "cgroup.events",
             "cgroup.type",
+            "cgroup.freeze",
+            "cgroup.kill",
         ] {
             assert!(!names.contains(&not_on_root.to_owned()), "{not_on_root}");
         }

@@ -56,11 +56,15 @@
 //! iteration, charging) never wait for offline work. The id table is read
 //! lock-free. The registry of memcg-aware list_lrus has its own mutex
 //! (`list_lrus_mutex`), always taken inside `cgroup_mutex` when both are.
+//! The freezer's counts (and `nr_descendants`, which it compares with
+//! them) change under the freezer lock (`freezer.rs`), taken inside
+//! `cgroup_mutex`.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
 mod charge;
+mod freezer;
 mod hooks;
 mod kmem;
 mod protection;
@@ -71,6 +75,7 @@ mod watermark;
 
 use charge::Accounting;
 pub use charge::{ChargeError, ChargeKind, Gfp};
+use freezer::FreezerState;
 use hooks::Hooks;
 pub use hooks::{MemcgReclaim, OomHandler, OomOutcome, ReclaimOptions, TaskHooks};
 pub use kmem::{ObjCgroup, SlabKind};
@@ -185,13 +190,21 @@ pub enum CgroupError {
         /// The path asked for.
         path: String,
     },
+    /// The root cgroup has no such file (`CFTYPE_NOT_ON_ROOT`).
+    #[error("the root cgroup has no {file}")]
+    NotOnRoot {
+        /// The interface file.
+        file: &'static str,
+    },
 }
 
 impl CgroupError {
     /// The errno the kernel returns for the same request.
     pub fn errno(&self) -> Errno {
         match self {
-            CgroupError::NotFound { .. } | CgroupError::NoMemoryController { .. } => Errno::ENOENT,
+            CgroupError::NotFound { .. }
+            | CgroupError::NoMemoryController { .. }
+            | CgroupError::NotOnRoot { .. } => Errno::ENOENT,
             CgroupError::Exists { .. } => Errno::EEXIST,
             CgroupError::Busy { .. } | CgroupError::NoIds { .. } => Errno::EBUSY,
             CgroupError::NoShrinkerIds => Errno::ENOSPC,
@@ -317,6 +330,8 @@ pub struct Cgroup {
     max_depth: AtomicU32,
     /// Memory pressure of its tasks and its descendants' (`psi.rs`).
     psi: PsiGroup,
+    /// `cgroup.freeze` and the frozen state (`freezer.rs`).
+    freezer: Mutex<FreezerState>,
 }
 
 impl Cgroup {
@@ -337,6 +352,7 @@ impl Cgroup {
             max_descendants: AtomicU32::new(CGROUP_LIMIT_MAX),
             max_depth: AtomicU32::new(CGROUP_LIMIT_MAX),
             psi: PsiGroup::default(),
+            freezer: Mutex::new(FreezerState::default()),
         }
     }
 
@@ -425,6 +441,18 @@ impl Cgroup {
     /// Live descendants (`nr_descendants` of `cgroup.stat`).
     pub fn nr_descendants(&self) -> usize {
         self.nr_descendants.load(Ordering::Relaxed)
+    }
+
+    /// Counts a new live descendant (`cgroup_create`).
+    fn add_descendant(&self) {
+        self.nr_descendants.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A live descendant was removed: it is dying until released
+    /// (`cgroup_destroy_locked`).
+    fn remove_descendant(&self) {
+        self.nr_descendants.fetch_sub(1, Ordering::Relaxed);
+        self.nr_dying_descendants.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Removed descendants not yet released (`nr_dying_descendants`).
@@ -1065,6 +1093,9 @@ struct TreeShared {
     mode: MemoryController,
     options: Arc<Options>,
     cgroup_mutex: Mutex<()>,
+    /// The freezer's counts and flags change under it (the kernel's
+    /// `css_set_lock`; `freezer.rs`).
+    freezer_lock: Mutex<()>,
     list_lrus: Mutex<Vec<Arc<dyn MemcgLruHooks>>>,
     shrinker_ids: Mutex<IdAllocator>,
     next_serial: AtomicU64,
@@ -1159,6 +1190,7 @@ impl CgroupTree {
                 mode: config.memory,
                 options,
                 cgroup_mutex: Mutex::new(()),
+                freezer_lock: Mutex::new(()),
                 list_lrus: Mutex::new(Vec::new()),
                 shrinker_ids: Mutex::new(IdAllocator::new(0, MAX_SHRINKERS as u32 - 1)),
                 next_serial: AtomicU64::new(1),
@@ -1479,9 +1511,7 @@ impl CgroupTree {
         if cg.memory_enabled() {
             self.online_memcg(&cg, path)?;
         }
-        for a in cg.ancestors() {
-            a.nr_descendants.fetch_add(1, Ordering::Relaxed);
-        }
+        self.count_new_cgroup(&cg);
         lock(&parent.children).insert(name.to_owned(), Arc::clone(&cg));
         Ok(cg)
     }
@@ -1646,10 +1676,7 @@ impl CgroupTree {
         }
         // Release: pairs with the Acquire in `is_removed`.
         cg.removed.store(true, Ordering::Release);
-        for a in cg.ancestors() {
-            a.nr_descendants.fetch_sub(1, Ordering::Relaxed);
-            a.nr_dying_descendants.fetch_add(1, Ordering::Relaxed);
-        }
+        self.count_removed_cgroup(cg);
         self.offline_memcg(cg);
         lock(&parent.children).remove(&cg.name);
         Ok(())
@@ -1754,6 +1781,34 @@ impl CgroupTree {
     pub fn populated(&self, cg: &Arc<Cgroup>) -> bool {
         let tasks = self.task_hooks();
         cg.descendants_pre().any(|c| !tasks.procs(&c).is_empty())
+    }
+
+    /// The thread ids of the tasks in `cg` (`cgroup.threads`).
+    pub fn threads(&self, cg: &Cgroup) -> Vec<u32> {
+        self.task_hooks().threads(cg)
+    }
+
+    /// Moves thread `tid` alone to `cg` (writing `cgroup.threads`:
+    /// `__cgroup_procs_write` with `threadgroup` false). Every cgroup here
+    /// is a domain (threaded cgroups are not modelled), so a thread may
+    /// only "move" to the cgroup it is in, which changes nothing; in
+    /// v6.14's order: `ENODEV` for a removed `cg`, `ESRCH` for no such
+    /// thread, `EBUSY` into a non-root cgroup with controllers in its
+    /// subtree control (`cgroup_migrate_vet_dst`), `EOPNOTSUPP` for any
+    /// other cgroup (`cgroup_attach_permissions`: another domain).
+    pub fn attach_thread(&self, tid: u32, cg: &Arc<Cgroup>) -> Result<(), Errno> {
+        let _cgroup_mutex = lock(&self.shared.cgroup_mutex);
+        if cg.is_removed() {
+            return Err(Errno::ENODEV);
+        }
+        let src = self.task_hooks().cgroup_of(tid).ok_or(Errno::ESRCH)?;
+        if !cg.is_root() && cg.subtree_memory() {
+            return Err(Errno::EBUSY);
+        }
+        if !Arc::ptr_eq(&src, cg) {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        Ok(())
     }
 
     /// Moves task `pid` to `cg` (writing `cgroup.procs`): refused with

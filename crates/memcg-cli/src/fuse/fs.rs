@@ -83,26 +83,6 @@ enum Handle {
     Dir(Vec<(u64, FileType, String)>),
 }
 
-/// An integer as `kstrtoint(s, 0, ..)` reads one: an optional sign, then
-/// `0x` hex, `0` octal or decimal.
-fn parse_kernel_int(text: &str) -> Option<i64> {
-    let (negative, digits) = match text.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, text.strip_prefix('+').unwrap_or(text)),
-    };
-    let value = if let Some(hex) = digits
-        .strip_prefix("0x")
-        .or_else(|| digits.strip_prefix("0X"))
-    {
-        i64::from_str_radix(hex, 16).ok()?
-    } else if digits.len() > 1 && digits.starts_with('0') {
-        i64::from_str_radix(&digits[1..], 8).ok()?
-    } else {
-        digits.parse().ok()?
-    };
-    Some(if negative { -value } else { value })
-}
-
 /// Whether the kernel notifies pollers of the interface file at `path`
 /// (`cgroup_file_notify`: the events files).
 fn notifies(path: &str) -> bool {
@@ -409,7 +389,12 @@ impl SimFs {
                 if file.path().ends_with("/cgroup.procs") {
                     let pid = self.procs_pid(req, text)?;
                     file.write(&pid.to_string()).map_err(|e| e.errno)?;
-                } else if file.path().ends_with("/cgroup.kill") {
+                } else if file.path().ends_with("/cgroup.threads") {
+                    let pid = self.threads_pid(req, text)?;
+                    file.write(&pid.to_string()).map_err(|e| e.errno)?;
+                } else if file.path().ends_with("/cgroup.kill")
+                    || file.path().ends_with("/cgroup.freeze")
+                {
                     // Every process in the cgroup now, forks included.
                     self.host.prune();
                     file.write(text).map_err(|e| e.errno)?;
@@ -433,14 +418,13 @@ impl SimFs {
     /// The host process a `cgroup.procs` write names (`0`: the writer),
     /// made a task so that the move can find it.
     ///
-    /// The pid is read as `kstrtoint(.., 0, ..)` does (decimal, `0x` hex
-    /// or `0` octal; negative is `EINVAL`); a thread id moves its whole
+    /// The pid is read as the kernel reads it ([`memcg::cgroupfs::task_id`]:
+    /// decimal, `0x` hex or `0` octal; negative is `EINVAL`); a thread id moves its whole
     /// process; a simulator task (a workload's) moves as it is. Before a
     /// host process moves, its unseen descendants are placed where they
     /// were forked, so they stay behind.
     fn procs_pid(&self, req: &Request, text: &str) -> Result<u32, Errno> {
-        let pid = parse_kernel_int(text.trim()).ok_or(Errno::EINVAL)?;
-        let pid = u32::try_from(pid).map_err(|_| Errno::EINVAL)?;
+        let pid = memcg::cgroupfs::task_id(text)?;
         if pid >= memcg_sim::PID_MAX_LIMIT {
             return self.sim.task(pid).map(|t| t.pid()).ok_or(Errno::ESRCH);
         }
@@ -450,6 +434,24 @@ impl SimFs {
             self.host.task(pid)?
         };
         self.host.adopt_descendants_of(task.pid());
+        Ok(task.pid())
+    }
+
+    /// The task a `cgroup.threads` write names: the process of thread
+    /// `tid` (`0`: the writer's), whose threads all share its cgroup, so
+    /// the library's domain check gives the thread's answer. Parsed as
+    /// [`SimFs::procs_pid`] parses; nothing moves, so nothing is adopted
+    /// beyond the process itself.
+    fn threads_pid(&self, req: &Request, text: &str) -> Result<u32, Errno> {
+        let tid = memcg::cgroupfs::task_id(text)?;
+        if tid >= memcg_sim::PID_MAX_LIMIT {
+            return self.sim.task(tid).map(|t| t.pid()).ok_or(Errno::ESRCH);
+        }
+        let task = if tid == 0 {
+            self.host.task_of_thread(req.pid()).ok_or(Errno::ESRCH)?
+        } else {
+            self.host.task(tid)?
+        };
         Ok(task.pid())
     }
 

@@ -21,6 +21,15 @@
 //! is a thread id written to `cgroup.procs` (the kernel moves the whole
 //! thread group).
 //!
+//! When a cgroup freezes (`cgroup.freeze`), its host processes are
+//! stopped with `SIGSTOP` and continued with `SIGCONT` when it thaws (or
+//! when the server goes): the nearest a process outside the kernel gets
+//! to the freezer. They count as frozen as soon as the signal is sent (not
+//! once each reaches the stop), and unlike the kernel's freezer the stop
+//! is visible to their parent (`waitpid` with `WUNTRACED`) and undone by
+//! anyone's `SIGCONT`. `cgroup.threads` lists each process's threads
+//! (`/proc/PID/task`).
+//!
 //! When the simulator kills a task (`cgroup.kill`, the OOM killer) that
 //! stands for a host process, the process is killed on the host at once
 //! (SIGKILL through a pidfd taken after its start time was checked, so a
@@ -30,15 +39,15 @@
 //!
 //! Locking: `adopting` serialises every decision to add or drop a task
 //! and is held while calling into the simulator; `known` is a leaf lock,
-//! never held while calling into the simulator, so the kill hook (called
-//! by the simulator) may take it.
+//! never held while calling into the simulator, so the kill and freeze
+//! hooks (called by the simulator) may take it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use memcg::Errno;
 use memcg::memcontrol::MemCgroup;
-use memcg_sim::{Sim, Task};
+use memcg_sim::{HostTasks, Sim, Task};
 
 /// Descendants of one process adopted before it moves, at most (a bound
 /// against a fork storm racing the walk).
@@ -98,9 +107,15 @@ fn children(pid: u32) -> Vec<u32> {
 }
 
 /// SIGKILLs process `pid` if it is still the one that started at
+/// `start_ticks` (see [`signal_process`]).
+fn kill_process(pid: u32, start_ticks: u64) {
+    signal_process(pid, start_ticks, libc::SIGKILL);
+}
+
+/// Sends `signal` to process `pid` if it is still the one that started at
 /// `start_ticks`: the pidfd pins the process, so the check and the signal
 /// name the same one.
-fn kill_process(pid: u32, start_ticks: u64) {
+fn signal_process(pid: u32, start_ticks: u64, signal: libc::c_int) {
     // SAFETY: `pidfd_open` takes a pid and flags and returns a new fd or
     // -1; no memory is passed.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
@@ -117,7 +132,7 @@ fn kill_process(pid: u32, start_ticks: u64) {
             libc::syscall(
                 libc::SYS_pidfd_send_signal,
                 fd,
-                libc::SIGKILL,
+                signal,
                 std::ptr::null::<libc::siginfo_t>(),
                 0,
             );
@@ -139,6 +154,38 @@ struct Known {
     /// Threads seen that are not their process's main thread: tid → tgid
     /// (forgotten at every prune, since tids are reused too).
     threads: HashMap<u32, u32>,
+    /// Processes stopped because their cgroup froze, with their start
+    /// times: continued when it thaws, or when the server goes.
+    stopped: HashMap<u32, u64>,
+}
+
+/// The thread ids of process `pid` (`/proc/PID/task`), ascending; empty
+/// once it is gone.
+fn threads_of(pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut tids: Vec<u32> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    tids.sort_unstable();
+    tids
+}
+
+/// What the simulator asks of the host processes it adopted: reached
+/// weakly, as the simulator outlives no mount.
+struct HostHooks(Weak<HostProcs>);
+
+impl HostTasks for HostHooks {
+    fn freeze(&self, pid: u32, freeze: bool) {
+        if let Some(host) = self.0.upgrade() {
+            host.freeze(pid, freeze);
+        }
+    }
+
+    fn threads(&self, pid: u32) -> Vec<u32> {
+        threads_of(pid)
+    }
 }
 
 /// The host processes the simulator knows; see the module docs.
@@ -169,7 +216,25 @@ impl HostProcs {
                 host.killed_by_simulator(pid);
             }
         }));
+        sim.set_host_tasks(Arc::new(HostHooks(Arc::downgrade(&host))));
         host
+    }
+
+    /// The simulator froze (or thawed) task `pid`: if it stands for a host
+    /// process, that process is stopped with `SIGSTOP` (continued with
+    /// `SIGCONT`), the kernel freezer's nearest equivalent from user
+    /// space.
+    fn freeze(&self, pid: u32, freeze: bool) {
+        let mut known = lock(&self.known);
+        let Some(&start) = known.starts.get(&pid) else {
+            return;
+        };
+        if freeze {
+            signal_process(pid, start, libc::SIGSTOP);
+            known.stopped.insert(pid, start);
+        } else if known.stopped.remove(&pid).is_some() {
+            signal_process(pid, start, libc::SIGCONT);
+        }
     }
 
     /// The simulator killed task `pid`: if it stands for a host process,
@@ -179,6 +244,8 @@ impl HostProcs {
         if let Some(start) = known.starts.remove(&pid) {
             kill_process(pid, start);
             known.killed.insert(pid, start);
+            // SIGKILL ends a stopped process too.
+            known.stopped.remove(&pid);
         }
     }
 
@@ -263,6 +330,11 @@ impl HostProcs {
             .or_else(|_| self.sim.adopt_task(pid, "/"))
             .map_err(|e| e.errno())?;
         lock(&self.known).starts.insert(pid, now.start_ticks);
+        // Adopted into a freezing cgroup, it counts as frozen already; the
+        // simulator's stop came before it was known here.
+        if task.cgroup().is_freezing() {
+            self.freeze(pid, true);
+        }
         Ok(task)
     }
 
@@ -362,6 +434,7 @@ impl HostProcs {
             let mut known = lock(&self.known);
             if known.starts.get(&pid) == Some(&start) {
                 known.starts.remove(&pid);
+                known.stopped.remove(&pid);
                 drop(known);
                 self.sim.release_task(pid);
             }
@@ -369,6 +442,17 @@ impl HostProcs {
         lock(&self.known)
             .killed
             .retain(|&pid, &mut start| stat(pid).is_some_and(|s| s.start_ticks == start));
+    }
+}
+
+impl Drop for HostProcs {
+    /// The server goes: a process it stopped for a frozen cgroup runs on
+    /// (the cgroup goes with the server).
+    fn drop(&mut self) {
+        let known = lock(&self.known);
+        for (&pid, &start) in &known.stopped {
+            signal_process(pid, start, libc::SIGCONT);
+        }
     }
 }
 
@@ -434,6 +518,66 @@ mod tests {
         assert_eq!(host.task(std::process::id()).unwrap_err(), Errno::EINVAL);
         host.adopt_descendants();
         assert!(sim.task(std::process::id()).is_none());
+    }
+
+    /// The state letter of process `pid` (`/proc/PID/stat` field 3).
+    fn state(pid: u32) -> Option<char> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        text[text.rfind(')')? + 1..].trim_start().chars().next()
+    }
+
+    fn wait_state(pid: u32, stopped: bool) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while (state(pid) == Some('T')) != stopped {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{pid}: {:?}",
+                state(pid)
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    /// A freezing cgroup's processes are stopped, those adopted into it
+    /// later too (a child forked before the freeze and first seen after),
+    /// and a thaw continues them all.
+    #[test]
+    fn processes_of_a_frozen_cgroup_are_stopped_and_continued() {
+        use std::io::BufRead;
+        let sim = sim();
+        sim.fs().mkdir("/f").unwrap();
+        let host = HostProcs::new(Arc::clone(&sim));
+        let mut parent = std::process::Command::new("bash")
+            .args(["-c", "sleep 30 & echo $!; wait"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(parent.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let child: u32 = line.trim().parse().unwrap();
+        host.task(parent.id()).unwrap();
+        sim.fs()
+            .write("/f/cgroup.procs", &parent.id().to_string())
+            .unwrap();
+        sim.fs().write("/f/cgroup.freeze", "1").unwrap();
+        wait_state(parent.id(), true);
+        assert_eq!(host.task(child).unwrap().cgroup().path(), "/f");
+        wait_state(child, true);
+        assert_eq!(
+            sim.fs().read("/f/cgroup.events").unwrap(),
+            "populated 1\nfrozen 1\n"
+        );
+        sim.fs().write("/f/cgroup.freeze", "0").unwrap();
+        wait_state(parent.id(), false);
+        wait_state(child, false);
+        // SAFETY: `kill` takes a pid and a signal; no memory is passed.
+        unsafe {
+            libc::kill(child as libc::pid_t, libc::SIGKILL);
+        }
+        parent.kill().unwrap();
+        parent.wait().unwrap();
     }
 
     #[test]

@@ -3,7 +3,10 @@
 //! memory.max`, `cat memory.events`, `rmdir`) run unchanged without root.
 //!
 //! Paths are absolute from the cgroup root or relative to `cd`; a leading
-//! `/sys/fs/cgroup` is accepted. Errors are reported as bash and coreutils
+//! `/sys/fs/cgroup` is accepted. Every task runs on the shell's one
+//! thread, so a verb that would run a frozen task (`cgroup.freeze`:
+//! `alloc`, `touch`, `pageout`, `free`) fails saying so, where a kernel's
+//! task would wait for the thaw; `kill` and `cgroup.kill` still kill it. Errors are reported as bash and coreutils
 //! report them and set the exit status; `set -e` stops at the first one.
 //!
 //! Commands live in one table ([`COMMANDS`]) whose rows point at the verbs
@@ -27,7 +30,7 @@ use grep::cmd_grep;
 use memcg::Errno;
 use memcg::cgroupfs::{Access, OpenFile};
 use memcg::clock::VirtualClock;
-use memcg_sim::{Sim, SimConfig};
+use memcg_sim::{FrozenOps, Sim, SimConfig};
 use parse::{DEV_NULL, Join, List, ParseError, Simple};
 pub use verbs::verbs_help;
 use verbs::{
@@ -263,6 +266,10 @@ impl<'a> Shell<'a> {
     /// A shell over a fresh hierarchy, printing to `out` and `err`.
     pub fn new(config: SimConfig, out: &'a mut dyn Write, err: &'a mut dyn Write) -> Self {
         let sim = Sim::new(config);
+        // One thread runs every task here: an operation of a frozen task
+        // fails (saying it would wait) instead of waiting for a thaw that
+        // could never come.
+        sim.set_frozen_ops(FrozenOps::Refuse);
         // Scripts run on simulated time: a throttled task's sleep and the
         // `sleep` verb advance it at once, so runs are instant and repeat.
         let clock = Arc::new(VirtualClock::default());

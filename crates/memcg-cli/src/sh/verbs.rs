@@ -351,7 +351,8 @@ fn describe(e: &SimError) -> String {
         SimError::Corrupt { .. }
         | SimError::Pageout { .. }
         | SimError::BadFolioSize(_)
-        | SimError::BadMappingSize { .. } => e.to_string(),
+        | SimError::BadMappingSize { .. }
+        | SimError::Frozen { .. } => e.to_string(),
         _ => e.errno().message().to_owned(),
     }
 }

@@ -117,8 +117,9 @@ impl Default for Hooks {
     }
 }
 
-/// The tasks of a hierarchy, for `cgroup.procs`, `cgroup.events` and the
-/// rules that depend on tasks (implemented by the simulator).
+/// The tasks of a hierarchy, for `cgroup.procs`, `cgroup.threads`,
+/// `cgroup.events`, the freezer and the rules that depend on tasks
+/// (implemented by the simulator).
 pub trait TaskHooks: Send + Sync {
     /// The pids of the tasks in exactly `cg`, ascending.
     fn procs(&self, cg: &Cgroup) -> Vec<u32>;
@@ -133,6 +134,23 @@ pub trait TaskHooks: Send + Sync {
     /// task runs here: where its memory stalls count.
     fn current_cgroup(&self) -> Option<Arc<Cgroup>> {
         None
+    }
+    /// The thread ids of the tasks in exactly `cg` (`cgroup.threads`):
+    /// by default one thread per task, its pid.
+    fn threads(&self, cg: &Cgroup) -> Vec<u32> {
+        self.procs(cg)
+    }
+    /// The cgroup of task (or thread) `pid`, if there is one.
+    fn cgroup_of(&self, pid: u32) -> Option<Arc<Cgroup>> {
+        let _ = pid;
+        None
+    }
+    /// Tells every task in exactly `cg` to freeze (`true`) or thaw
+    /// (`cgroup_freeze_task` over `cg`'s tasks). Each task reports
+    /// stopping and running again through [`CgroupTree::task_frozen`] and
+    /// [`CgroupTree::task_thawed`]; see the freezer's module docs.
+    fn freeze(&self, cg: &Cgroup, freeze: bool) {
+        let _ = (cg, freeze);
     }
 }
 
