@@ -315,8 +315,9 @@ struct StoreTask {
 /// The library arm's world: a tree with `/bench`, zswap on over it, and
 /// each thread's folios charged there.
 struct StoreWorld {
-    /// Keeps the tree alive while the folios are charged to it.
-    _tree: CgroupTree,
+    /// Keeps the tree alive while the folios are charged to it; drains
+    /// its charge stock at the end.
+    tree: CgroupTree,
     bench: Arc<MemCgroup>,
     zswap: Arc<Zswap>,
     tasks: Vec<StoreTask>,
@@ -351,7 +352,7 @@ fn store_world(plan: &Plan, config: RunConfig) -> anyhow::Result<StoreWorld> {
         })
         .collect::<anyhow::Result<_>>()?;
     Ok(StoreWorld {
-        _tree: tree,
+        tree,
         bench,
         zswap,
         tasks,
@@ -400,7 +401,7 @@ fn verify_loaded(task: &StoreTask) -> anyhow::Result<()> {
 /// `rounds` timed stores, or loads, through the library alone.
 fn run_zswap_alone(plan: &Plan, config: RunConfig, rounds: u64) -> anyhow::Result<Timed> {
     let StoreWorld {
-        _tree,
+        tree,
         bench,
         zswap,
         tasks,
@@ -434,6 +435,9 @@ fn run_zswap_alone(plan: &Plan, config: RunConfig, rounds: u64) -> anyhow::Resul
         counts.pool_total_size
     );
     drop(tasks);
+    // zswap's entries charge through the per-CPU stock, as the kernel's
+    // obj_cgroup charges do: give the stocked pages back before counting.
+    tree.drain_all_stock(&bench);
     ensure!(bench.memory().usage() == 0, "folios left charged");
     Ok(total)
 }
