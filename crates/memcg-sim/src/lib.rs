@@ -1596,6 +1596,26 @@ mod tests {
     }
 
     #[test]
+    fn an_unkillable_task_is_passed_over_by_the_oom_killer_and_cgroup_kill() {
+        // The host's init moved into /a (as root may): the OOM killer
+        // skips it (`oom_unkillable_task`) however high its score, and
+        // `cgroup.kill` leaves it there (a SIGKILL cannot reach it).
+        let sim = sim();
+        let init = sim.adopt_task(1, "/a").unwrap();
+        init.set_unkillable();
+        init.set_oom_score_adj(mm::OOM_SCORE_ADJ_MAX).unwrap();
+        sim.fs().write("/a/memory.max", "64K").unwrap();
+        let err = sim.alloc("/a", "m", 128 << 10, 1, Fill::Zero).unwrap_err();
+        assert!(matches!(err, SimError::Killed { .. }), "{err}");
+        assert!(!init.is_killed());
+        sim.fs().write("/a/cgroup.kill", "1").unwrap();
+        assert_eq!(sim.fs().read("/a/cgroup.procs").unwrap(), "1\n");
+        assert!(!init.is_killed());
+        sim.release_task(1);
+        assert_eq!(sim.fs().read("/a/cgroup.procs").unwrap(), "");
+    }
+
+    #[test]
     fn large_folios_fall_back_to_pages_when_the_charge_fails() {
         let sim = sim();
         sim.fs().write("/a/memory.max", "96K").unwrap();

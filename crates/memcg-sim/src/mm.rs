@@ -55,6 +55,10 @@ pub struct Task {
     pub(crate) adopted: bool,
     /// Its freezer state (`freezer.rs`).
     pub(crate) freezer: TaskFreezer,
+    /// Never killed: the host's init or a kernel thread
+    /// (`oom_unkillable_task`; `cgroup.kill` skips kernel threads and a
+    /// SIGKILL cannot reach global init).
+    unkillable: AtomicBool,
 }
 
 impl Task {
@@ -68,6 +72,7 @@ impl Task {
             killed: AtomicBool::new(false),
             adopted,
             freezer: TaskFreezer::default(),
+            unkillable: AtomicBool::new(false),
         }
     }
 
@@ -108,8 +113,26 @@ impl Task {
         self.killed.load(Ordering::Acquire)
     }
 
-    /// Marks it killed; false if it already was.
+    /// Makes it a task no kill reaches (the OOM killer passes it over,
+    /// `cgroup.kill` leaves it in its cgroup): what a host layer marks the
+    /// host's init and kernel threads as.
+    pub fn set_unkillable(&self) {
+        // Relaxed: a setting, made before the task is handed out by its
+        // adopter; read by killers under no ordering with other data.
+        self.unkillable.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether no kill reaches it ([`Task::set_unkillable`]).
+    pub fn is_unkillable(&self) -> bool {
+        // Relaxed: see `set_unkillable`.
+        self.unkillable.load(Ordering::Relaxed)
+    }
+
+    /// Marks it killed; false if it already was, or no kill reaches it.
     pub(crate) fn kill(&self) -> bool {
+        if self.is_unkillable() {
+            return false;
+        }
         // AcqRel: one killer wins; pairs with `is_killed`.
         !self.killed.swap(true, Ordering::AcqRel)
     }

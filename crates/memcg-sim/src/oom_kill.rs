@@ -186,10 +186,11 @@ impl crate::Sim {
     }
 }
 
-/// `oom_badness`: `None` for a task never to be killed.
+/// `oom_badness`: `None` for a task never to be killed (also an
+/// unkillable one: `oom_evaluate_task` skips `oom_unkillable_task`).
 pub fn oom_badness(task: &Task, totalpages: u64) -> Option<i64> {
     let adj = task.oom_score_adj();
-    if adj == OOM_SCORE_ADJ_MIN || task.is_killed() {
+    if adj == OOM_SCORE_ADJ_MIN || task.is_killed() || task.is_unkillable() {
         return None;
     }
     let mm = &task.mm;

@@ -34,6 +34,7 @@ use memcg::cgroupfs::{Access, OpenFile};
 use memcg_sim::Sim;
 
 use super::host::HostProcs;
+use super::pidns::{self, PidNs};
 use super::tree::{self, Inodes, Node};
 use crate::sh::procfs::{self, ProcFile};
 
@@ -323,6 +324,11 @@ impl SimFs {
             .any(|f| path.ends_with(f))
     }
 
+    /// Files that list pids (as the reader's pid namespace numbers them).
+    fn lists_pids(path: &str) -> bool {
+        path.ends_with("/cgroup.procs") || path.ends_with("/cgroup.threads")
+    }
+
     fn read_handle(
         &self,
         handle: &mut Handle,
@@ -344,7 +350,10 @@ impl SimFs {
                     // Reading takes the event in (`of->event` catches up).
                     *seen = Some(text.clone());
                 }
-                Ok(text)
+                Ok(match PidNs::of(req.pid()) {
+                    Some(ns) if Self::lists_pids(file.path()) => pidns::pids_as_seen(&ns, &text),
+                    _ => text,
+                })
             }),
             Handle::Kernel { path, rendered, .. } => {
                 Self::rendered_slice(rendered, offset, size, || {
@@ -419,10 +428,11 @@ impl SimFs {
     /// made a task so that the move can find it.
     ///
     /// The pid is read as the kernel reads it ([`memcg::cgroupfs::task_id`]:
-    /// decimal, `0x` hex or `0` octal; negative is `EINVAL`); a thread id moves its whole
-    /// process; a simulator task (a workload's) moves as it is. Before a
-    /// host process moves, its unseen descendants are placed where they
-    /// were forked, so they stay behind.
+    /// decimal, `0x` hex or `0` octal; negative is `EINVAL`), in the
+    /// writer's pid namespace; a thread id moves its whole process; a
+    /// simulator task (a workload's) moves as it is. Before a host process
+    /// moves, its unseen descendants are placed where they were forked, so
+    /// they stay behind.
     fn procs_pid(&self, req: &Request, text: &str) -> Result<u32, Errno> {
         let pid = memcg::cgroupfs::task_id(text)?;
         if pid >= memcg_sim::PID_MAX_LIMIT {
@@ -431,7 +441,11 @@ impl SimFs {
         let task = if pid == 0 {
             self.host.task_of_thread(req.pid()).ok_or(Errno::ESRCH)?
         } else {
-            self.host.task(pid)?
+            let pid = match PidNs::of(req.pid()) {
+                Some(ns) => ns.to_host(pid)?,
+                None => pid,
+            };
+            self.host.task_to_move(pid)?
         };
         self.host.adopt_descendants_of(task.pid());
         Ok(task.pid())

@@ -61,7 +61,25 @@ const MAX_ANCESTORS: usize = 128;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Stat {
     ppid: u32,
+    /// `task_struct::flags` (`PF_*`).
+    flags: u32,
     start_ticks: u64,
+}
+
+/// `PF_KTHREAD`: a kernel thread.
+const PF_KTHREAD: u32 = 0x0020_0000;
+
+/// `PF_NO_SETAFFINITY`: a kernel thread bound to its CPUs (a kworker,
+/// ksoftirqd): it may not leave the root cgroup.
+const PF_NO_SETAFFINITY: u32 = 0x0400_0000;
+
+impl Stat {
+    /// Whether `cgroup_procs_write_start` refuses to move it (`EINVAL`):
+    /// a kernel thread with `PF_NO_SETAFFINITY`, or kthreadd (the kernel
+    /// thread with no parent), whose `no_cgroup_migration` stays set.
+    fn pinned_to_root(&self) -> bool {
+        self.flags & PF_NO_SETAFFINITY != 0 || (self.flags & PF_KTHREAD != 0 && self.ppid == 0)
+    }
 }
 
 /// Reads `/proc/PID/stat`; `None` once the process is gone.
@@ -72,12 +90,13 @@ fn stat(pid: u32) -> Option<Stat> {
 
 /// Parses a `/proc/PID/stat` line: the command sits in parentheses and may
 /// hold spaces and parentheses itself, so fields are counted from the last
-/// `)`: state is field 3, ppid field 4, starttime field 22.
+/// `)`: state is field 3, ppid field 4, flags field 9, starttime field 22.
 fn parse_stat(text: &str) -> Option<Stat> {
     let rest = &text[text.rfind(')')? + 1..];
     let fields: Vec<&str> = rest.split_whitespace().collect();
     Some(Stat {
         ppid: fields.get(1)?.parse().ok()?,
+        flags: fields.get(6)?.parse().ok()?,
         start_ticks: fields.get(19)?.parse().ok()?,
     })
 }
@@ -293,9 +312,22 @@ impl HostProcs {
         self.task(tgid).ok()
     }
 
+    /// The task of host process (or thread) `pid` that a `cgroup.procs`
+    /// write moves: as [`HostProcs::task`], and `EINVAL` for a kernel
+    /// thread that may not leave the root (`cgroup_procs_write_start`).
+    pub(crate) fn task_to_move(&self, pid: u32) -> Result<Arc<Task>, Errno> {
+        let tgid = tgid_of(pid).ok_or(Errno::ESRCH)?;
+        if stat(tgid).ok_or(Errno::ESRCH)?.pinned_to_root() {
+            return Err(Errno::EINVAL);
+        }
+        self.task(tgid)
+    }
+
     /// The task of host process (or thread) `pid`, made if new: `ESRCH` if
     /// there is no such process or the simulator killed it, `EINVAL` for
-    /// the server's own process.
+    /// the server's own process. The host's init and kernel threads are
+    /// made unkillable, as the kernel's OOM killer passes them over and
+    /// neither `cgroup.kill` nor a SIGKILL reaches them.
     pub(crate) fn task(&self, pid: u32) -> Result<Arc<Task>, Errno> {
         let pid = tgid_of(pid).ok_or(Errno::ESRCH)?;
         if pid == self.me {
@@ -329,6 +361,9 @@ impl HostProcs {
             .adopt_task(pid, &cgroup)
             .or_else(|_| self.sim.adopt_task(pid, "/"))
             .map_err(|e| e.errno())?;
+        if pid == 1 || now.flags & PF_KTHREAD != 0 {
+            task.set_unkillable();
+        }
         lock(&self.known).starts.insert(pid, now.start_ticks);
         // Adopted into a freezing cgroup, it counts as frozen already; the
         // simulator's stop came before it was known here.
@@ -469,6 +504,7 @@ mod tests {
             parse_stat(line),
             Some(Stat {
                 ppid: 77,
+                flags: 4194560,
                 start_ticks: 98765
             })
         );
@@ -578,6 +614,42 @@ mod tests {
         }
         parent.kill().unwrap();
         parent.wait().unwrap();
+    }
+
+    /// A kernel thread of this host pinned to its CPUs (a kworker), if
+    /// this host's `/proc` shows one.
+    fn pinned_kthread() -> Option<u32> {
+        std::fs::read_dir("/proc")
+            .ok()?
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .find(|&pid| stat(pid).is_some_and(|s| s.flags & PF_NO_SETAFFINITY != 0))
+    }
+
+    #[test]
+    fn a_kernel_thread_pinned_to_its_cpus_cannot_move_and_init_cannot_be_killed() {
+        let sim = sim();
+        let host = HostProcs::new(Arc::clone(&sim));
+        match pinned_kthread() {
+            Some(kworker) => {
+                assert_eq!(host.task_to_move(kworker).unwrap_err(), Errno::EINVAL);
+                assert!(sim.task(kworker).is_none());
+            }
+            None => eprintln!("no PF_NO_SETAFFINITY kernel thread in this /proc"),
+        }
+        // kthreadd: no parent, `no_cgroup_migration` for good.
+        if stat(2).is_some_and(|s| s.flags & PF_KTHREAD != 0) {
+            assert_eq!(host.task_to_move(2).unwrap_err(), Errno::EINVAL);
+        }
+        // The host's init moves (the kernel allows it) and no kill of the
+        // simulator reaches it.
+        sim.fs().mkdir("/init").unwrap();
+        let init = host.task_to_move(1).unwrap();
+        assert!(init.is_unkillable());
+        sim.fs().write("/init/cgroup.procs", "1").unwrap();
+        sim.fs().write("/init/cgroup.kill", "1").unwrap();
+        assert_eq!(sim.fs().read("/init/cgroup.procs").unwrap(), "1\n");
+        sim.fs().write("/cgroup.procs", "1").unwrap();
+        sim.fs().rmdir("/init").unwrap();
     }
 
     #[test]

@@ -16,6 +16,7 @@
 
 mod fs;
 mod host;
+mod pidns;
 pub(crate) mod tree;
 
 use std::path::{Path, PathBuf};
