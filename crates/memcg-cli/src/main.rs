@@ -53,9 +53,11 @@ enum Command {
     /// Run CMD against a simulated machine: in a private mount namespace
     /// its files are bind-mounted at their real paths (/sys/fs/cgroup,
     /// /proc/{meminfo,swaps,pressure/memory,sys/vm/*},
-    /// /sys/module/zswap/parameters, each --fs DIR). Needs root (or user
-    /// namespaces) and /dev/fuse. Exits with CMD's status (128+N for
-    /// signal N, 127 if CMD is not found).
+    /// /sys/module/zswap/parameters, each --fs DIR), and CMD runs in a pid
+    /// namespace of its own: what it starts ends with it, or with memcg
+    /// run however that ends. SIGTERM, SIGINT, SIGHUP and SIGQUIT go to
+    /// CMD. Needs root (or user namespaces) and /dev/fuse. Exits with
+    /// CMD's status (128+N for signal N, 127 if CMD is not found).
     #[command(
         after_help = "Example: memcg run --mem 1G --fs /tmp/test-fs=ram:16G -- bash do_test.sh"
     )]

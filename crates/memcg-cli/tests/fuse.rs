@@ -46,12 +46,15 @@ fn fuse_usable(test: &str) -> bool {
     ok
 }
 
-/// The memcg FUSE mounts the host has now.
+/// The memcg FUSE mounts the host has now in these tests' own directory
+/// (other work on the host may mount elsewhere meanwhile).
 fn memcg_mounts() -> Vec<String> {
+    let ours = format!(" {}/", tests_tmp().display());
     std::fs::read_to_string("/proc/self/mountinfo")
         .unwrap()
         .lines()
-        .filter(|l| l.contains(" - fuse.memcg "))
+        .filter(|l| l.contains(" - fuse.memcg memcg ") || l.contains(" - fuse memcg "))
+        .filter(|l| l.contains(&ours))
         .map(str::to_owned)
         .collect()
 }
@@ -457,7 +460,7 @@ struct Mount {
 
 impl Mount {
     fn start(args: &[&str]) -> Self {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir_in(tests_tmp()).unwrap();
         let child = memcg()
             .arg("mount")
             .arg(dir.path())
@@ -706,5 +709,317 @@ fn churning_cgroups_through_the_mount_keeps_the_server_bounded() {
         let stat = read(cg.join("n/cgroup.stat"));
         assert!(stat.contains("nr_dying_descendants 0"), "{stat}");
         assert_eq!(read(cg.join("n/memory.current")), "0\n");
+    });
+}
+
+/// The processes whose command line holds `marker` as an argument.
+fn processes_with(marker: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.split(|&b| b == 0).any(|arg| arg == marker.as_bytes()))
+        })
+        .collect()
+}
+
+/// Waits (up to 10 s) for `done`; false if it never came.
+fn eventually(mut done: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while !done() {
+        if start.elapsed() > Duration::from_secs(10) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+/// `memcg run` of a bash that traps TERM, INT and HUP (writing which to
+/// `trapped` and exiting 3), with background `sleep`s marked `marker` (one
+/// a grandchild of CMD) and an `--fs` under a directory it has to make,
+/// `dir`; returns once CMD said it is ready. Killed on drop, if a test
+/// fails first.
+fn run_until_ready(marker: &str, dir: &Path, trapped: &Path) -> KillOnDrop {
+    use std::io::BufRead;
+    let script = format!(
+        r#"
+        for s in TERM INT HUP; do trap "echo $s > {trapped}; exit 3" $s; done
+        sleep {marker} &
+        bash -c 'sleep {marker} & wait' &
+        echo ready
+        wait
+        "#,
+        trapped = trapped.display()
+    );
+    let mut command = memcg();
+    command
+        .args(["run", "--mem", "64M", "--fs"])
+        .arg(format!("{}/fs=ram:1M", dir.display()))
+        .args(["--", "bash", "-c", &script])
+        .stdout(Stdio::piped());
+    no_core_dump(&mut command);
+    let mut child = KillOnDrop(command.spawn().unwrap());
+    let mut line = String::new();
+    // The sleeps hold the pipe (only the first line is read).
+    std::io::BufReader::new(child.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, "ready\n");
+    assert!(
+        eventually(|| processes_with(marker).len() == 2),
+        "the sleeps start"
+    );
+    child
+}
+
+/// A child SIGKILLed (and reaped) on drop unless it was waited for.
+struct KillOnDrop(Child);
+
+impl KillOnDrop {
+    fn signal(&self, signal: libc::c_int) {
+        // SAFETY: signalling our own child, which has not been reaped.
+        unsafe {
+            libc::kill(self.0.id() as libc::pid_t, signal);
+        }
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if self.0.try_wait().is_ok_and(|s| s.is_none()) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// After `memcg run` ended: nothing it started is left (processes, the
+/// `--fs` directory it made and its parent), now or within seconds
+/// (after a SIGKILL the init cleans up after the server). Survivors of a
+/// failure are killed.
+fn assert_nothing_left(marker: &str, dir: &Path, how: &str) {
+    let gone = eventually(|| processes_with(marker).is_empty());
+    let left = processes_with(marker);
+    for &pid in &left {
+        // SAFETY: a process of this test's, marked `marker`.
+        unsafe {
+            libc::kill(pid as libc::pid_t, libc::SIGKILL);
+        }
+    }
+    assert!(gone, "{how}: processes left: {left:?}");
+    assert!(
+        eventually(|| !dir.exists()),
+        "{how}: {} left",
+        dir.display()
+    );
+}
+
+#[test]
+fn run_forwards_term_int_and_hup_to_cmd_then_leaves_nothing() {
+    alone("run_forwards_term_int_and_hup", || {
+        for (signal, name) in [
+            (libc::SIGTERM, "TERM"),
+            (libc::SIGINT, "INT"),
+            (libc::SIGHUP, "HUP"),
+        ] {
+            let marker = format!("1000.{}{signal}", std::process::id());
+            let dir = Path::new("/tmp").join(format!("memcg-teardown-{marker}"));
+            let trapped = tests_tmp().join(format!("trapped-{marker}"));
+            let mut run = run_until_ready(&marker, &dir, &trapped);
+            run.signal(signal);
+            let status = run.0.wait().unwrap();
+            let said = std::fs::read_to_string(&trapped).unwrap_or_default();
+            let _ = std::fs::remove_file(&trapped);
+            // Nothing is left as `memcg run` returns.
+            let left = processes_with(&marker);
+            assert_nothing_left(&marker, &dir, name);
+            assert_eq!(left, Vec::<u32>::new(), "{name}: left when it returned");
+            assert_eq!(said, format!("{name}\n"), "CMD's trap ran");
+            assert_eq!(status.code(), Some(3), "{name}: CMD's status");
+        }
+    });
+}
+
+#[test]
+fn run_killed_or_crashing_leaves_nothing() {
+    alone("run_killed_or_crashing_leaves_nothing", || {
+        use std::os::unix::process::ExitStatusExt;
+        for (signal, how) in [(libc::SIGKILL, "SIGKILL"), (libc::SIGABRT, "a crash")] {
+            let marker = format!("1000.{}{signal}", std::process::id());
+            let dir = Path::new("/tmp").join(format!("memcg-teardown-{marker}"));
+            let trapped = tests_tmp().join(format!("trapped-{marker}"));
+            let mut run = run_until_ready(&marker, &dir, &trapped);
+            run.signal(signal);
+            assert_eq!(run.0.wait().unwrap().signal(), Some(signal), "{how}");
+            assert_nothing_left(&marker, &dir, how);
+        }
+    });
+}
+
+/// A crash of `command` dumps no core (into the test's directory).
+fn no_core_dump(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: `setrlimit` is async-signal-safe; it runs between fork and
+    // exec.
+    unsafe {
+        command.pre_exec(|| {
+            let none = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            if libc::setrlimit(libc::RLIMIT_CORE, &none) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+#[test]
+fn sync_and_syncfs_in_run_write_back_the_simulated_page_cache() {
+    alone("sync_and_syncfs_in_run", || {
+        // 315 pages on one filesystem, 144 on the other, dirty; `sync -f`
+        // (syncfs) writes back the first only, `sync` (sync) the rest, and
+        // then the clean pages can be dropped.
+        let script = r#"
+            echo +memory > /sys/fs/cgroup/cgroup.subtree_control
+            mkdir /sys/fs/cgroup/job
+            echo $$ > /sys/fs/cgroup/job/cgroup.procs
+            stat() { grep "^$1 " /sys/fs/cgroup/job/memory.stat; }
+            seq 200000 > /tmp/memcg-sync-a/f
+            seq 100000 > /tmp/memcg-sync-b/f
+            stat file_dirty
+            sync -f /tmp/memcg-sync-a/f
+            stat file_dirty
+            sync
+            stat file_dirty
+            echo 3 > /proc/sys/vm/drop_caches
+            stat file
+        "#;
+        let out = memcg()
+            .args([
+                "run",
+                "--mem",
+                "256M",
+                "--charge-stock",
+                "off",
+                "--fs",
+                "/tmp/memcg-sync-a=ram:16M",
+                "--fs",
+                "/tmp/memcg-sync-b=ram:16M",
+                "--",
+                "bash",
+                "-c",
+                script,
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(
+            text(&out.stdout),
+            format!(
+                "file_dirty {}\nfile_dirty {}\nfile_dirty 0\nfile 0\n",
+                (315 + 144) * 4096,
+                144 * 4096
+            ),
+            "stderr: {}",
+            text(&out.stderr)
+        );
+        assert!(out.status.success());
+    });
+}
+
+/// The pid of the first child of `pid` (its watchdog, for `memcg mount`).
+fn first_child(pid: u32) -> Option<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .ok()?
+        .split_whitespace()
+        .find_map(|c| c.parse().ok())
+}
+
+/// Whether process `pid` lives (exists and is no zombie).
+fn lives(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z'))
+    })
+}
+
+/// `memcg mount DIR --mem 64M`, once its files are there.
+fn mount_at(dir: &Path) -> KillOnDrop {
+    let child = memcg()
+        .arg("mount")
+        .arg(dir)
+        .args(["--mem", "64M"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read, not looked at: the kernel may answer a stat from its cache
+    // of a dead mount's attributes.
+    let procs = dir.join("sys/fs/cgroup/cgroup.procs");
+    let child = KillOnDrop(child);
+    assert!(
+        eventually(|| std::fs::read_to_string(&procs).is_ok()),
+        "the mount came up"
+    );
+    child
+}
+
+/// Whether something is mounted at `dir`.
+fn mounted_at(dir: &Path) -> bool {
+    let dir = format!(" {} ", dir.display());
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .any(|l| l.contains(&dir))
+}
+
+#[test]
+fn a_killed_mount_is_unmounted_by_its_watchdog_or_recovered_by_the_next() {
+    alone("a_killed_mount_is_unmounted", || {
+        use std::io::Read;
+        let dir = tempfile::tempdir_in(tests_tmp()).unwrap();
+        let procs = dir.path().join("sys/fs/cgroup/cgroup.procs");
+        // SIGKILLed, the server leaves its mount to its watchdog.
+        let mut server = mount_at(dir.path());
+        let watchdog = first_child(server.0.id()).expect("a watchdog");
+        server.signal(libc::SIGKILL);
+        server.0.wait().unwrap();
+        assert!(
+            eventually(|| !mounted_at(dir.path()) && !lives(watchdog)),
+            "the watchdog unmounted and ended"
+        );
+        // Server and watchdog SIGKILLed: a dead mount stays...
+        let mut server = mount_at(dir.path());
+        let watchdog = first_child(server.0.id()).expect("a watchdog");
+        // SAFETY: killing the watchdog, which lives (our grandchild): it
+        // runs no more code once this returns.
+        unsafe {
+            libc::kill(watchdog as libc::pid_t, libc::SIGKILL);
+        }
+        server.signal(libc::SIGKILL);
+        server.0.wait().unwrap();
+        // (Opening asks the server; a stat may be answered from the
+        // kernel's cache.)
+        let err = std::fs::read_to_string(&procs).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENOTCONN), "a dead mount");
+        // ... and the next `memcg mount` there unmounts it, and serves.
+        let mut server = mount_at(dir.path());
+        server.signal(libc::SIGTERM);
+        assert!(server.0.wait().unwrap().success());
+        let mut stderr = String::new();
+        server
+            .0
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        assert!(
+            stderr.contains("unmounted a memcg mount whose server had died"),
+            "{stderr}"
+        );
+        assert!(!mounted_at(dir.path()), "unmounted");
     });
 }

@@ -141,7 +141,7 @@ impl Pollers {
 pub(crate) struct SimFs {
     sim: Arc<Sim>,
     host: Arc<HostProcs>,
-    inodes: Inodes,
+    inodes: Arc<Inodes>,
     handles: Mutex<HashMap<u64, Arc<Mutex<Handle>>>>,
     pollers: Arc<Pollers>,
     next_fh: std::sync::atomic::AtomicU64,
@@ -158,7 +158,7 @@ impl SimFs {
         Self {
             sim,
             host,
-            inodes: Inodes::new(),
+            inodes: Arc::new(Inodes::new()),
             handles: Mutex::new(HashMap::new()),
             pollers: Arc::default(),
             next_fh: std::sync::atomic::AtomicU64::new(1),
@@ -169,6 +169,11 @@ impl SimFs {
     /// The pollers, for the thread that wakes them.
     pub(crate) fn pollers(&self) -> Arc<Pollers> {
         Arc::clone(&self.pollers)
+    }
+
+    /// The inode table, to tell which file an inode of the mount is.
+    pub(crate) fn inodes(&self) -> Arc<Inodes> {
+        Arc::clone(&self.inodes)
     }
 
     /// The path and node of inode `ino`.
@@ -441,21 +446,27 @@ impl SimFs {
         let task = if pid == 0 {
             self.host.task_of_thread(req.pid()).ok_or(Errno::ESRCH)?
         } else {
-            let pid = match PidNs::of(req.pid()) {
-                Some(ns) => ns.to_host(pid)?,
-                None => pid,
-            };
-            self.host.task_to_move(pid)?
+            self.host.task_to_move(Self::host_pid(req, pid)?)?
         };
         self.host.adopt_descendants_of(task.pid());
         Ok(task.pid())
+    }
+
+    /// Host pid of `pid` as the writer of `req` numbers it (its pid
+    /// namespace's): `ESRCH` if it has no such pid.
+    fn host_pid(req: &Request, pid: u32) -> Result<u32, Errno> {
+        match PidNs::of(req.pid()) {
+            Some(ns) => ns.host_pid(pid),
+            None => Ok(pid),
+        }
     }
 
     /// The task a `cgroup.threads` write names: the process of thread
     /// `tid` (`0`: the writer's), whose threads all share its cgroup, so
     /// the library's domain check gives the thread's answer. Parsed as
     /// [`SimFs::procs_pid`] parses; nothing moves, so nothing is adopted
-    /// beyond the process itself.
+    /// beyond the process itself. A pinned kernel thread is refused as for
+    /// `cgroup.procs` (`cgroup_procs_write_start`, threadgroup or not).
     fn threads_pid(&self, req: &Request, text: &str) -> Result<u32, Errno> {
         let tid = memcg::cgroupfs::task_id(text)?;
         if tid >= memcg_sim::PID_MAX_LIMIT {
@@ -464,7 +475,7 @@ impl SimFs {
         let task = if tid == 0 {
             self.host.task_of_thread(req.pid()).ok_or(Errno::ESRCH)?
         } else {
-            self.host.task(tid)?
+            self.host.task_to_move(Self::host_pid(req, tid)?)?
         };
         Ok(task.pid())
     }

@@ -18,6 +18,7 @@ mod fs;
 mod host;
 mod pidns;
 pub(crate) mod tree;
+mod watchdog;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -25,7 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use memcg::fs::FsSource;
+use memcg::fs::{FsSource, Superblock};
 use memcg_sim::{PID_MAX_LIMIT, Sim, SimConfig};
 
 pub(crate) use host::HostProcs;
@@ -151,12 +152,62 @@ fn check_mountable(dir: &Path) -> anyhow::Result<()> {
 /// Whether `dir` is a mount point (listed in `/proc/self/mountinfo`).
 pub(crate) fn is_mount_point(dir: &Path) -> anyhow::Result<bool> {
     let dir = std::fs::canonicalize(dir)?;
+    Ok(mount_at(&dir)?.is_some())
+}
+
+/// One line of `/proc/self/mountinfo`.
+#[derive(Debug, PartialEq, Eq)]
+struct MountInfo {
+    /// The mount's id (field 1).
+    id: u64,
+    /// The filesystem type and source (`fuse` or `fuse.memcg`, and
+    /// `memcg`, for ours).
+    fstype: String,
+    source: String,
+}
+
+impl MountInfo {
+    /// Whether it is a memcg mount (of any server).
+    fn is_memcg(&self) -> bool {
+        (self.fstype == "fuse" || self.fstype == "fuse.memcg") && self.source == "memcg"
+    }
+}
+
+/// Parses a `/proc/self/mountinfo` line: (mount point, what is there).
+fn parse_mountinfo(line: &str) -> Option<(String, MountInfo)> {
+    let (fields, rest) = line.split_once(" - ")?;
+    let fields: Vec<&str> = fields.split(' ').collect();
+    let mut rest = rest.split(' ');
+    Some((
+        unescape_mount_path(fields.get(4)?),
+        MountInfo {
+            id: fields.first()?.parse().ok()?,
+            fstype: rest.next()?.to_owned(),
+            source: unescape_mount_path(rest.next()?),
+        },
+    ))
+}
+
+/// The mounts at `path` (absolute, resolved), bottom to top.
+fn mounts_at(path: &Path) -> anyhow::Result<Vec<MountInfo>> {
     let info = std::fs::read_to_string("/proc/self/mountinfo")?;
-    Ok(info.lines().any(|line| {
-        line.split(' ')
-            .nth(4)
-            .is_some_and(|m| unescape_mount_path(m) == dir.as_os_str().to_string_lossy())
-    }))
+    let path = path.as_os_str().to_string_lossy();
+    Ok(info
+        .lines()
+        .filter_map(parse_mountinfo)
+        .filter(|(at, _)| *at == path)
+        .map(|(_, mount)| mount)
+        .collect())
+}
+
+/// The topmost mount at `path` (absolute, resolved), if any.
+fn mount_at(path: &Path) -> anyhow::Result<Option<MountInfo>> {
+    Ok(mounts_at(path)?.pop())
+}
+
+/// The ids of the mounts at `path` (absolute, resolved).
+fn mount_ids_at(path: &Path) -> anyhow::Result<Vec<u64>> {
+    Ok(mounts_at(path)?.into_iter().map(|m| m.id).collect())
 }
 
 /// `/proc/self/mountinfo` writes space, tab, newline and backslash as
@@ -168,12 +219,128 @@ fn unescape_mount_path(text: &str) -> String {
         .replace("\\134", "\\")
 }
 
+/// `dir` made absolute with its parent resolved, not itself: a dead mount
+/// at `dir` cannot be resolved (`ENOTCONN`).
+fn absolute_unresolved(dir: &Path) -> anyhow::Result<PathBuf> {
+    let dir = std::path::absolute(dir)?;
+    match (dir.parent(), dir.file_name()) {
+        (Some(parent), Some(name)) => Ok(std::fs::canonicalize(parent)
+            .with_context(|| format!("{}: cannot mount there", dir.display()))?
+            .join(name)),
+        _ => Ok(dir),
+    }
+}
+
+/// Lazily unmounts `dir` (`umount -l`), as root directly, else through
+/// the setuid `fusermount3`/`fusermount` (`-u -z`).
+fn unmount_detached(dir: &Path) -> std::io::Result<()> {
+    let c_dir = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())?;
+    // SAFETY: a valid NUL-terminated path for the call's duration.
+    if unsafe { libc::umount2(c_dir.as_ptr(), libc::MNT_DETACH) } == 0 {
+        return Ok(());
+    }
+    let err = std::io::Error::last_os_error();
+    if err.raw_os_error() != Some(libc::EPERM) {
+        return Err(err);
+    }
+    for helper in ["fusermount3", "fusermount"] {
+        if std::process::Command::new(helper)
+            .args(["-u", "-z", "--"])
+            .arg(dir)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+        {
+            return Ok(());
+        }
+    }
+    Err(err)
+}
+
+/// Whether what is mounted at `dir` is a memcg mount whose server is gone:
+/// `statfs`, which always asks the server (a `stat` may be answered from
+/// the kernel's attribute cache), fails with `ENOTCONN` (or
+/// `ECONNABORTED`, for a request waiting when the server's device
+/// closed).
+fn is_dead_memcg_mount(dir: &Path) -> anyhow::Result<bool> {
+    if !mount_at(dir)?.is_some_and(|m| m.is_memcg()) {
+        return Ok(false);
+    }
+    let c_dir = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())?;
+    // SAFETY: all-zero is a valid `statfs` to fill.
+    let mut buf: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid NUL-terminated path and a buffer for the call.
+    if unsafe { libc::statfs(c_dir.as_ptr(), &mut buf) } == 0 {
+        return Ok(false);
+    }
+    Ok(matches!(
+        std::io::Error::last_os_error().raw_os_error(),
+        Some(libc::ENOTCONN | libc::ECONNABORTED)
+    ))
+}
+
+/// A `memcg mount` killed before its watchdog could unmount (both
+/// SIGKILLed at once) leaves a dead mount at `dir`: unmounts it, saying
+/// so; anything else there is left alone.
+fn recover_dead_mount(dir: &Path) -> anyhow::Result<()> {
+    if !is_dead_memcg_mount(dir)? {
+        return Ok(());
+    }
+    unmount_detached(dir).with_context(|| {
+        format!(
+            "{}: a memcg mount whose server died is there and could not be unmounted; \
+             `umount -l {}` (or `fusermount -u -z {}`) removes it",
+            dir.display(),
+            dir.display(),
+            dir.display()
+        )
+    })?;
+    eprintln!(
+        "memcg: {}: unmounted a memcg mount whose server had died",
+        dir.display()
+    );
+    Ok(())
+}
+
+/// What a mount's server knows of the files of its mount, for a host
+/// process's `syncfs(2)` (`memcg run`): which simulated filesystem a file
+/// of the mount is on.
+pub(crate) struct FsView {
+    sim: Arc<Sim>,
+    inodes: Arc<tree::Inodes>,
+    /// The mount's device (`st_dev` of its files).
+    dev: u64,
+}
+
+impl FsView {
+    /// The simulated filesystem that file `ino` of device `dev` is on (or
+    /// is the root of): `None` for a file of no `--fs` filesystem (an
+    /// interface file, a directory of the tree) or of another mount.
+    pub(crate) fn superblock_of(&self, dev: u64, ino: u64) -> Option<Arc<Superblock>> {
+        if dev != self.dev {
+            return None;
+        }
+        let path = self.inodes.path(ino)?;
+        match tree::classify(&self.sim, &path)? {
+            tree::Node::File(path) | tree::Node::Mount(path) => {
+                self.sim.resolve_file(&path).map(|(sb, _)| sb)
+            }
+            _ => None,
+        }
+    }
+
+    /// Writes back every simulated filesystem (`sync(2)`).
+    pub(crate) fn sync_all(&self) -> Result<u64, memcg_sim::SimError> {
+        self.sim.sync()
+    }
+}
+
 /// A mounted machine; dropping it unmounts.
 pub(crate) struct Mounted {
-    dir: PathBuf,
-    /// The connection's number (the mount's device minor), for
-    /// `/sys/fs/fuse/connections/N/abort`.
-    connection: Option<u32>,
+    /// Where it is mounted; `None` once the mount point was detached by
+    /// its user (`memcg run`, which keeps only bind mounts of it).
+    dir: Option<PathBuf>,
+    view: Arc<FsView>,
     session: Option<fuser::BackgroundSession>,
     stop_pruner: Arc<AtomicBool>,
     pruner: Option<std::thread::JoinHandle<()>>,
@@ -211,13 +378,21 @@ fn one_malloc_arena() {
 /// and writes what has been dirty for 30 s; here everything dirty goes).
 const WRITEBACK_EVERY_ROUNDS: u32 = 10;
 
-/// Serves `sim` at `dir` until the returned guard is dropped.
+/// Serves `sim` at `dir` (`memcg mount`) until the returned guard is
+/// dropped: refused where something is mounted already.
 pub(crate) fn mount(sim: Arc<Sim>, dir: &Path) -> anyhow::Result<Mounted> {
     check_mountable(dir)?;
+    serve_at(sim, dir)
+}
+
+/// Serves `sim` at `dir`, mounted or not, until the returned guard is
+/// dropped (`memcg run`, at a mount point of its private namespace).
+pub(crate) fn serve_at(sim: Arc<Sim>, dir: &Path) -> anyhow::Result<Mounted> {
     one_malloc_arena();
     let host = HostProcs::new(Arc::clone(&sim));
     let fs = fs::SimFs::new(Arc::clone(&sim), Arc::clone(&host));
     let pollers = fs.pollers();
+    let inodes = fs.inodes();
     let mut config = fuser::Config::default();
     config.mount_options = vec![
         fuser::MountOption::FSName("memcg".into()),
@@ -240,24 +415,31 @@ pub(crate) fn mount(sim: Arc<Sim>, dir: &Path) -> anyhow::Result<Mounted> {
         };
         anyhow::anyhow!("{}: mount failed: {e}{hint}", dir.display())
     })?;
+    let dev = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(dir).map(|m| m.dev())
+    };
     let stop_pruner = Arc::new(AtomicBool::new(false));
     let pruner = {
         let stop = Arc::clone(&stop_pruner);
+        let sim = Arc::clone(&sim);
         std::thread::Builder::new()
             .name("memcg-flush".into())
             .spawn(move || background(&sim, &host, &pollers, &stop))?
     };
-    let connection = {
-        use std::os::unix::fs::MetadataExt;
-        std::fs::metadata(dir).ok().map(|m| libc::minor(m.dev()))
-    };
-    Ok(Mounted {
-        dir: dir.to_owned(),
-        connection,
+    let mounted = Mounted {
+        dir: Some(dir.to_owned()),
+        view: Arc::new(FsView {
+            sim,
+            inodes,
+            dev: *dev.as_ref().unwrap_or(&0),
+        }),
         session: Some(session),
         stop_pruner,
         pruner: Some(pruner),
-    })
+    };
+    dev.with_context(|| format!("{}: the mount did not come up", dir.display()))?;
+    Ok(mounted)
 }
 
 /// The machine's housekeeping while mounted: drops exited host
@@ -288,13 +470,31 @@ impl Mounted {
     pub(crate) fn is_finished(&self) -> bool {
         self.session.as_ref().is_none_or(|s| s.guard.is_finished())
     }
+
+    /// The mount's device (`st_dev` of its files).
+    pub(crate) fn dev(&self) -> u64 {
+        self.view.dev
+    }
+
+    /// What the server knows of the mount's files.
+    pub(crate) fn view(&self) -> Arc<FsView> {
+        Arc::clone(&self.view)
+    }
+
+    /// The mount point was detached by the caller (only bind mounts of the
+    /// machine remain): nothing is unmounted at its path on drop.
+    pub(crate) fn mount_point_detached(&mut self) {
+        self.dir = None;
+    }
 }
 
 impl Drop for Mounted {
     fn drop(&mut self) {
         // Lazy: processes still using the mount cannot keep it (or us)
         // alive; the server sees the device close and ends.
-        if let Ok(dir) = std::ffi::CString::new(self.dir.as_os_str().as_encoded_bytes()) {
+        if let Some(dir) = &self.dir
+            && let Ok(dir) = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+        {
             // SAFETY: `dir` is a valid NUL-terminated path for the call's
             // duration; a failure (already unmounted) is harmless.
             unsafe {
@@ -304,12 +504,12 @@ impl Drop for Mounted {
         if let Some(session) = self.session.take() {
             // A process may still hold a file of the mount open, which
             // keeps the connection (and the server) alive after the
-            // detach: abort it (fusectl, where mounted), and in any case
-            // stop waiting after a while (the connection dies with this
+            // detach: abort it (fusectl, where mounted: the connection's
+            // number is the mount's device minor), and in any case stop
+            // waiting after a while (the connection dies with this
             // process).
-            if let Some(n) = self.connection {
-                let _ = std::fs::write(format!("/sys/fs/fuse/connections/{n}/abort"), "1");
-            }
+            let connection = libc::minor(self.view.dev);
+            let _ = std::fs::write(format!("/sys/fs/fuse/connections/{connection}/abort"), "1");
             let deadline = std::time::Instant::now() + SERVER_STOP_WAIT;
             while !session.guard.is_finished() && std::time::Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(10));
@@ -329,8 +529,15 @@ impl Drop for Mounted {
 }
 
 /// `memcg mount DIR`: serves until interrupted (SIGINT, SIGTERM, SIGHUP)
-/// or unmounted from outside, then unmounts.
+/// or unmounted from outside, then unmounts. A dead memcg mount found at
+/// `DIR` (its server SIGKILLed with its watchdog) is unmounted first; a
+/// watchdog unmounts `DIR` if this process dies without doing so.
 pub(crate) fn run_mount(dir: &Path, spec: &MachineSpec) -> anyhow::Result<()> {
+    recover_dead_mount(&absolute_unresolved(dir)?)?;
+    let dir = &std::fs::canonicalize(dir)
+        .with_context(|| format!("{}: cannot mount there", dir.display()))?;
+    // Forked before any thread starts.
+    let watchdog = watchdog::Watchdog::start(dir)?;
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [
         signal_hook::consts::SIGINT,
@@ -339,8 +546,6 @@ pub(crate) fn run_mount(dir: &Path, spec: &MachineSpec) -> anyhow::Result<()> {
     ] {
         signal_hook::flag::register(signal, Arc::clone(&stop))?;
     }
-    let dir = &std::fs::canonicalize(dir)
-        .with_context(|| format!("{}: cannot mount there", dir.display()))?;
     let sim = build_machine(spec)?;
     let mounted = mount(Arc::clone(&sim), dir)?;
     let workloads = crate::served::Workloads::start(&sim, &spec.workloads)?;
@@ -355,6 +560,7 @@ pub(crate) fn run_mount(dir: &Path, spec: &MachineSpec) -> anyhow::Result<()> {
     }
     drop(workloads);
     drop(mounted);
+    watchdog.disarm();
     eprintln!("memcg: unmounted {}", dir.display());
     Ok(())
 }
@@ -385,5 +591,23 @@ mod tests {
     #[test]
     fn mountinfo_paths_unescape() {
         assert_eq!(unescape_mount_path("/a\\040b\\134c"), "/a b\\c");
+    }
+
+    #[test]
+    fn mountinfo_lines_parse() {
+        let line = "612 35 0:84 / /tmp/a\\040b rw,nosuid,nodev,relatime shared:327 - fuse \
+                    memcg rw,user_id=0,group_id=0,default_permissions,allow_other";
+        let (at, mount) = parse_mountinfo(line).unwrap();
+        assert_eq!(at, "/tmp/a b");
+        assert_eq!(
+            mount,
+            MountInfo {
+                id: 612,
+                fstype: "fuse".to_owned(),
+                source: "memcg".to_owned(),
+            }
+        );
+        assert!(mount.is_memcg());
+        assert_eq!(parse_mountinfo("garbage"), None);
     }
 }

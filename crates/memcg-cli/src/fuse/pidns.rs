@@ -103,19 +103,19 @@ impl PidNs {
 
     /// The host pid of `pid` as this namespace numbers it: `ESRCH` if it
     /// has no such pid.
-    pub(crate) fn to_host(&self, pid: u32) -> Result<u32, Errno> {
+    pub(crate) fn host_pid(&self, pid: u32) -> Result<u32, Errno> {
         match ns_pid_ioctl(&self.file, libc::NS_GET_PID_FROM_PIDNS, pid) {
             Ok(host) => Ok(host),
-            Err(libc::ENOTTY) => self.to_host_by_status(pid).ok_or(Errno::ESRCH),
+            Err(libc::ENOTTY) => self.host_pid_by_status(pid).ok_or(Errno::ESRCH),
             Err(_) => Err(Errno::ESRCH),
         }
     }
 
     /// Host pid `pid` as this namespace numbers it: 0 if it cannot see it.
-    pub(crate) fn from_host(&self, pid: u32) -> u32 {
+    pub(crate) fn local_pid(&self, pid: u32) -> u32 {
         match ns_pid_ioctl(&self.file, libc::NS_GET_PID_IN_PIDNS, pid) {
             Ok(local) => local,
-            Err(libc::ENOTTY) => self.from_host_by_status(pid).unwrap_or(0),
+            Err(libc::ENOTTY) => self.local_pid_by_status(pid).unwrap_or(0),
             Err(_) => 0,
         }
     }
@@ -132,15 +132,15 @@ impl PidNs {
             == Some(self.ino)
     }
 
-    /// [`PidNs::from_host`] without the nsfs ioctls.
-    fn from_host_by_status(&self, pid: u32) -> Option<u32> {
+    /// [`PidNs::local_pid`] without the nsfs ioctls.
+    fn local_pid_by_status(&self, pid: u32) -> Option<u32> {
         let pids = ns_pids(pid)?;
         self.contains(pid, &pids).then(|| pids[self.level])
     }
 
-    /// [`PidNs::to_host`] without the nsfs ioctls: every thread on the
+    /// [`PidNs::host_pid`] without the nsfs ioctls: every thread on the
     /// host is looked at.
-    fn to_host_by_status(&self, pid: u32) -> Option<u32> {
+    fn host_pid_by_status(&self, pid: u32) -> Option<u32> {
         let numbered = |dir: &str| -> Vec<u32> {
             std::fs::read_dir(dir)
                 .map(|d| {
@@ -166,7 +166,7 @@ impl PidNs {
 pub(crate) fn pids_as_seen(ns: &PidNs, text: &str) -> String {
     text.lines()
         .map(|line| match line.trim().parse::<u32>() {
-            Ok(pid) if pid < memcg_sim::PID_MAX_LIMIT => format!("{}\n", ns.from_host(pid)),
+            Ok(pid) if pid < memcg_sim::PID_MAX_LIMIT => format!("{}\n", ns.local_pid(pid)),
             _ => format!("{line}\n"),
         })
         .collect()
@@ -215,15 +215,15 @@ mod tests {
         let ns = PidNs::of(sleeper).expect("a namespace of its own");
         assert_eq!(ns.level, 1);
         // By the status files, as on a kernel before 6.11.
-        assert_eq!(ns.from_host_by_status(sleeper), Some(1));
-        assert_eq!(ns.from_host_by_status(std::process::id()), None);
-        assert_eq!(ns.to_host_by_status(1), Some(sleeper));
-        assert_eq!(ns.to_host_by_status(2), None);
+        assert_eq!(ns.local_pid_by_status(sleeper), Some(1));
+        assert_eq!(ns.local_pid_by_status(std::process::id()), None);
+        assert_eq!(ns.host_pid_by_status(1), Some(sleeper));
+        assert_eq!(ns.host_pid_by_status(2), None);
         // By whichever this kernel offers: the same answers.
-        assert_eq!(ns.from_host(sleeper), 1);
-        assert_eq!(ns.from_host(std::process::id()), 0);
-        assert_eq!(ns.to_host(1), Ok(sleeper));
-        assert_eq!(ns.to_host(2), Err(Errno::ESRCH));
+        assert_eq!(ns.local_pid(sleeper), 1);
+        assert_eq!(ns.local_pid(std::process::id()), 0);
+        assert_eq!(ns.host_pid(1), Ok(sleeper));
+        assert_eq!(ns.host_pid(2), Err(Errno::ESRCH));
         let shown = pids_as_seen(
             &ns,
             &format!("{}\n{sleeper}\n4194305\n", std::process::id()),
