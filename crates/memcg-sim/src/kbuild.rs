@@ -52,7 +52,10 @@ pub enum SwapKind {
     Ram,
     /// zswap in front of a RAM disk.
     Zswap,
-    /// A preallocated file at this path.
+    /// A preallocated file at this path, made for the run and unlinked as
+    /// soon as it is on (the device keeps it open), so that no exit, not
+    /// even a SIGKILL, leaves it behind; a file left there before (by a
+    /// run killed between the two) is replaced.
     File(PathBuf),
 }
 
@@ -448,7 +451,14 @@ pub(crate) fn swapon(sim: &Sim, kind: &SwapKind, bytes: u64) -> Result<(), SimEr
             sim.swapon_ram(bytes, None)?;
             sim.swap().zswap().set_enabled(true);
         }
-        SwapKind::File(path) => drop(sim.swapon_file(path, bytes, None)?),
+        SwapKind::File(path) => {
+            // A leftover of an earlier run, perhaps too small: not reused.
+            let _ = std::fs::remove_file(path);
+            let device = sim.swapon_file(path, bytes, None);
+            // Open (or refused); either way the name goes now.
+            let _ = std::fs::remove_file(path);
+            drop(device?);
+        }
     }
     Ok(())
 }
@@ -684,6 +694,29 @@ mod tests {
         assert_eq!(r.tasks + r.oom_kills, 6);
         assert!(r.pswpout > 0, "{r:?}");
         assert!(r.cpu_secs > 0.0 && r.wall_secs > 0.0);
+    }
+
+    #[test]
+    fn a_swap_file_is_gone_from_its_directory_once_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("memcg-kbuild.swap");
+        // A leftover too small to reuse is replaced.
+        std::fs::write(&path, b"old").unwrap();
+        let sim = Sim::new(SimConfig {
+            mem_bytes: 64 << 20,
+            ..SimConfig::default()
+        });
+        swapon(&sim, &SwapKind::File(path.clone()), 4 << 20).unwrap();
+        assert!(!path.exists(), "unlinked while on");
+        let swap_kb = crate::meminfo::value_kb(&sim.proc_meminfo(), "SwapTotal");
+        assert!(swap_kb.is_some_and(|kb| kb > 0), "the device is on");
+        let config = KbuildConfig {
+            swap: SwapKind::File(path.clone()),
+            ..tiny(1)
+        };
+        let r = run(&config).unwrap();
+        assert!(r.pswpout > 0, "{r:?}");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 
     #[test]
