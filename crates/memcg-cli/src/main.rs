@@ -104,11 +104,14 @@ struct MachineArgs {
     /// exact figures.
     #[arg(long, value_enum, default_value = "on")]
     charge_stock: Switch,
-    /// Bytes of its own metadata each new memory cgroup charges to its
-    /// parent, as the kernel's per-CPU memcg structures are (about
-    /// 1.7K per CPU; K/M suffixes; 0: none).
-    #[arg(long, value_parser = parse_bytes, default_value = "0")]
-    memcg_metadata: u64,
+    /// Bytes of its own structures each new memory cgroup charges to its
+    /// parent, in place of the v6.14 model (K/M suffixes; 0: none). By
+    /// default the model: 1688 bytes of per-CPU statistics per CPU,
+    /// charged x (CPUs + 2), 3088 bytes of slab and 4496 bytes calibrated
+    /// to booted kernels: 14K per memory cgroup on 2 CPUs, 1.6K more per
+    /// CPU; shown in the parent's memory.stat percpu, slab and kernel.
+    #[arg(long, value_parser = parse_bytes)]
+    memcg_metadata: Option<u64>,
     /// The list_lru design of mounted filesystems' dentry and inode
     /// caches: split (v6.13+) or legacy.
     #[arg(long, default_value = "split")]

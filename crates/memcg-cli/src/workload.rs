@@ -51,10 +51,11 @@ pub struct ReadersArgs {
     /// Lines of `seq` in each file (`seq 8000`: 38893 bytes).
     #[arg(long, default_value_t = 8000)]
     pub seq: u64,
-    /// Bytes of metadata each memory cgroup charges to its parent
-    /// (the kernel's per-CPU structures: about 1.7K per CPU) [0: none].
-    #[arg(long, default_value = "0", value_parser = crate::parse_bytes)]
-    pub memcg_metadata: u64,
+    /// Bytes each memory cgroup charges to its parent for its own
+    /// structures, in place of the v6.14 model (K/M suffixes; 0: none)
+    /// [default: the model, 14K on the simulated machine's 2 CPUs].
+    #[arg(long, value_parser = crate::parse_bytes)]
+    pub memcg_metadata: Option<u64>,
     /// The simulated machine's memory (K/M/G/T suffixes) [default: half
     /// of the host's available memory].
     #[arg(long, value_parser = crate::parse_bytes)]
@@ -184,7 +185,7 @@ pub(crate) fn readers(args: &ReadersArgs) -> anyhow::Result<()> {
         threads: args.threads,
         memcg_max_bytes: args.memcg_max,
         file_bytes: data.len(),
-        memcg_metadata_bytes: args.memcg_metadata,
+        memcg_metadata_bytes: metadata_bytes(args),
         results,
     };
     print_report(&report);
@@ -197,6 +198,14 @@ pub(crate) fn readers(args: &ReadersArgs) -> anyhow::Result<()> {
         println!("wrote {}", path.display());
     }
     Ok(())
+}
+
+/// Bytes each memory cgroup charges to its parent for its own structures
+/// in these runs.
+fn metadata_bytes(args: &ReadersArgs) -> u64 {
+    args.memcg_metadata.unwrap_or_else(|| {
+        memcg::memcontrol::MemcgMetadata::v6_14(SimConfig::default().nr_cpus, 1).total_bytes()
+    })
 }
 
 /// Bytes of `seq 1 n`.

@@ -77,8 +77,10 @@ pub struct SimConfig {
     /// thread more than the pages in use. Off: exact figures.
     pub charge_stock: bool,
     /// Bytes of its own metadata each new memory cgroup charges to its
-    /// parent (see `CgroupTree::set_memcg_metadata_bytes`; 0: none).
-    pub memcg_metadata_bytes: u64,
+    /// parent, overriding the v6.14 model (`None`, the default:
+    /// [`memcg::memcontrol::MemcgMetadata::v6_14`], 14 KiB on 2 CPUs;
+    /// `Some(0)`: none). See `CgroupTree::set_memcg_metadata`.
+    pub memcg_metadata_bytes: Option<u64>,
     /// The simulated machine's CPUs ([`memcg::memcontrol::TreeConfig::nr_cpus`]).
     pub nr_cpus: u32,
     /// The list_lru design of mounted filesystems' dentry and inode caches.
@@ -110,7 +112,7 @@ impl Default for SimConfig {
             swap_cgroup: Design::default(),
             mem_bytes: default_mem_bytes(),
             charge_stock: true,
-            memcg_metadata_bytes: 0,
+            memcg_metadata_bytes: None,
             nr_cpus: memcg::memcontrol::DEFAULT_NR_CPUS,
             list_lru: memcg::list_lru::LruDesign::default(),
             reparent_lru_folios: false,
@@ -595,8 +597,9 @@ impl Sim {
         fs.tree()
             .set_machine_pages(config.mem_bytes / PAGE_BYTES as u64);
         fs.tree().set_charge_stock(config.charge_stock);
-        fs.tree()
-            .set_memcg_metadata_bytes(config.memcg_metadata_bytes);
+        if let Some(bytes) = config.memcg_metadata_bytes {
+            fs.tree().set_memcg_metadata_bytes(bytes);
+        }
         fs.tree()
             .set_reparent_lru_folios(config.reparent_lru_folios);
         fs.tree()
@@ -1406,7 +1409,8 @@ mod tests {
             .alloc("/a", "big", 100 << 30, 16, Fill::Zero)
             .unwrap_err();
         assert!(matches!(err, SimError::Killed { .. }), "{err}");
-        assert_eq!(sim.fs().tree().machine_used_pages(), 0);
+        // Only /a's own structures, 14 KiB charged to the root, are left.
+        assert_eq!(sim.fs().tree().machine_used_pages(), 4);
         assert!(sim.mappings().is_empty());
         let a = sim.fs().memcg("/a").unwrap();
         assert_eq!(
@@ -1429,21 +1433,23 @@ mod tests {
         sim.alloc("/a", "fits", 2 << 20, 1, Fill::Pattern).unwrap();
         let info = sim.proc_meminfo();
         assert_eq!(meminfo::value_kb(&info, "MemTotal"), Some(8192));
-        assert_eq!(meminfo::value_kb(&info, "MemFree"), Some(6144));
+        assert_eq!(meminfo::value_kb(&info, "MemFree"), Some(6144 - 16));
         assert_eq!(meminfo::value_kb(&info, "AnonPages"), Some(2048));
+        assert_eq!(meminfo::value_kb(&info, "Percpu"), Some(6752 / 1024));
+        assert_eq!(meminfo::value_kb(&info, "SUnreclaim"), Some(3088 / 1024));
         sim.swapon_ram(4 << 20, None).unwrap();
         let info = sim.proc_meminfo();
         assert_eq!(meminfo::value_kb(&info, "SwapTotal"), Some(4092));
         assert_eq!(meminfo::value_kb(&info, "SwapFree"), Some(4092));
         assert_eq!(
             meminfo::value_kb(&info, "MemFree"),
-            Some(6144 - 4),
+            Some(6144 - 16 - 4),
             "swap tables"
         );
         // Swapping out to a RAM disk moves pages; it frees no memory.
         sim.pageout("fits").unwrap();
         let info = sim.proc_meminfo();
-        assert_eq!(meminfo::value_kb(&info, "MemFree"), Some(6144 - 4));
+        assert_eq!(meminfo::value_kb(&info, "MemFree"), Some(6144 - 16 - 4));
         assert_eq!(meminfo::value_kb(&info, "AnonPages"), Some(0));
         assert_eq!(meminfo::value_kb(&info, "SwapFree"), Some(4092 - 2048));
         sim.free("fits").unwrap();

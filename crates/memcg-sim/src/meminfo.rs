@@ -10,8 +10,10 @@
 //! - `MemFree`: what is neither charged to a cgroup nor taken by the kernel
 //!   itself (RAM disk pages, swap tables).
 //! - `MemAvailable`: free plus page cache (there is no reclaim reserve).
-//! - `Cached`, `AnonPages`, `SwapCached`, `Zswap`, `Zswapped`: the root's
-//!   hierarchical statistics.
+//! - `Cached`, `AnonPages`, `SwapCached`, `Zswap`, `Zswapped`, `Slab`,
+//!   `SReclaimable` (and `KReclaimable`), `SUnreclaim`, `Percpu`: the
+//!   root's hierarchical statistics (slab objects charged to cgroups, and
+//!   the memory cgroups' own per-CPU and slab structures).
 //! - `SwapTotal`, `SwapFree`: the swap devices' usable slots.
 
 use std::fmt::Write as _;
@@ -83,6 +85,10 @@ struct Numbers {
     zswapped: u64,
     swap_total: u64,
     swap_free: u64,
+    /// Slab bytes: reclaimable, unreclaimable.
+    slab_bytes: [u64; 2],
+    /// Per-CPU bytes charged (memory cgroups' statistics).
+    percpu_bytes: u64,
     /// `[inactive_anon, active_anon, inactive_file, active_file]`.
     lru: [u64; 4],
     /// `MemAvailable` (`si_mem_available`).
@@ -124,6 +130,11 @@ impl Numbers {
             zswapped: kb(stat(MemcgStat::Zswapped)),
             swap_total: kb(swap_total),
             swap_free: kb(swap_total.saturating_sub(swap_used)),
+            slab_bytes: [
+                stat(MemcgStat::SlabReclaimable),
+                stat(MemcgStat::SlabUnreclaimable),
+            ],
+            percpu_bytes: stat(MemcgStat::Percpu),
         }
     }
 
@@ -146,6 +157,10 @@ impl Numbers {
             "Zswapped" => self.zswapped,
             "AnonPages" => self.anon,
             "CommitLimit" => self.total / 2 + self.swap_total,
+            "Slab" => (self.slab_bytes[0] + self.slab_bytes[1]) / 1024,
+            "SReclaimable" | "KReclaimable" => self.slab_bytes[0] / 1024,
+            "SUnreclaim" => self.slab_bytes[1] / 1024,
+            "Percpu" => self.percpu_bytes / 1024,
             _ => 0,
         }
     }

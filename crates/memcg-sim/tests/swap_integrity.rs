@@ -375,5 +375,6 @@ fn a_full_machine_reclaims_globally_then_oom_kills() {
     );
     sim.verify("small").unwrap();
     sim.free("small").unwrap();
-    assert_eq!(sim.fs().tree().machine_used_pages(), 0);
+    // Left: /a's own structures, 14 KiB charged to the root.
+    assert_eq!(sim.fs().tree().machine_used_pages(), 4);
 }

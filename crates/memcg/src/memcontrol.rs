@@ -67,6 +67,7 @@ mod charge;
 mod freezer;
 mod hooks;
 mod kmem;
+mod metadata;
 mod protection;
 mod stat;
 mod stock;
@@ -79,6 +80,8 @@ use freezer::FreezerState;
 use hooks::Hooks;
 pub use hooks::{MemcgReclaim, OomHandler, OomOutcome, ReclaimOptions, TaskHooks};
 pub use kmem::{ObjCgroup, SlabKind};
+pub use metadata::MemcgMetadata;
+use metadata::MetadataCharge;
 pub use stat::{MemcgEvent, MemcgStat, StatUnit, VmEvent};
 use stock::ChargeStocks;
 pub use stock::MEMCG_CHARGE_BATCH;
@@ -184,7 +187,7 @@ pub enum CgroupError {
     #[error("the memory controller is on in every cgroup of this tree")]
     FixedController,
     /// The parent could not take the new memory cgroup's own metadata
-    /// (see [`CgroupTree::set_memcg_metadata_bytes`]).
+    /// (see [`CgroupTree::set_memcg_metadata`]).
     #[error("{path}: no memory for the memory cgroup's metadata")]
     NoMemory {
         /// The path asked for.
@@ -647,9 +650,9 @@ pub struct MemCgroup {
     /// Its index in its parent's `dying_children` once offline
     /// ([`NO_SLOT`] before).
     dying_slot: AtomicUsize,
-    /// Pages of its own metadata charged to its parent, given back when it
-    /// is released.
-    metadata_pages: AtomicU64,
+    /// Its own metadata, charged to its parent, given back when it is
+    /// released (`metadata.rs`).
+    metadata: Option<MetadataCharge>,
     /// Its object cgroups and slab accounting (`kmem.rs`).
     kmem: kmem::Kmem,
 }
@@ -969,14 +972,10 @@ impl Drop for MemCgroup {
         {
             lock(&parent.dying_children).remove(slot, self);
         }
-        // Released: the metadata charged to the parent goes back.
-        // Relaxed: the last reference going orders everything before it.
-        let metadata = self.metadata_pages.load(Ordering::Relaxed);
-        if let Some(parent) = &self.parent
-            && metadata > 0
-        {
-            parent.uncharge_pages(metadata, ChargeKind::Percpu);
-        }
+        // Released: the metadata charged to the parent goes back, first,
+        // while `self.parent` still holds the ancestors its object cgroup
+        // may point at.
+        drop(self.metadata.take());
         // Released: an offline memory cgroup stops counting as dying.
         // Relaxed: the last `Arc` going orders everything before it.
         if self.dying.load(Ordering::Relaxed) {
@@ -1060,9 +1059,9 @@ struct Options {
     /// `/proc/sys/vm/swappiness` (a sysctl, not a mount option, but as
     /// global to the tree).
     swappiness: AtomicU32,
-    /// Pages of its own metadata each new memory cgroup charges to its
-    /// parent (the kernel's per-CPU memcg structures; 0: none).
-    metadata_pages: AtomicU64,
+    /// What each new memory cgroup charges to its parent for its own
+    /// structures.
+    metadata: Mutex<MemcgMetadata>,
     /// Offline moves LRU folios to the parent (the 2026 behaviour)
     /// instead of leaving them to pin the dying memory cgroup (v6.14).
     reparent_lru_folios: AtomicBool,
@@ -1077,7 +1076,7 @@ impl Default for Options {
             localevents: AtomicBool::new(false),
             recursiveprot: AtomicBool::new(false),
             swappiness: AtomicU32::new(crate::vmscan::DEFAULT_SWAPPINESS),
-            metadata_pages: AtomicU64::new(0),
+            metadata: Mutex::new(MemcgMetadata::NONE),
             reparent_lru_folios: AtomicBool::new(false),
             shadow_memcg_serial: AtomicBool::new(false),
         }
@@ -1165,7 +1164,10 @@ impl CgroupTree {
             max: config.max_ids,
             pages: PageAllocator::default(),
         });
-        let options = Arc::new(Options::default());
+        let options = Arc::new(Options {
+            metadata: Mutex::new(MemcgMetadata::v6_14(config.nr_cpus, config.nr_nodes)),
+            ..Options::default()
+        });
         let root = Arc::new(Cgroup::new(0, "", None, config.memory));
         let root_memcg = Arc::new(new_memcg(
             root_id,
@@ -1302,19 +1304,26 @@ impl CgroupTree {
         Ok(())
     }
 
-    /// Bytes of metadata every memory cgroup created from now on charges
-    /// to its parent, as the kernel's `mem_cgroup_css_alloc` charges its
-    /// per-CPU statistics (about 1.7 KB per possible CPU) to the parent
-    /// with `set_active_memcg(parent)`: rounded up to pages, counted as
-    /// `kernel` and `percpu`, given back when the memory cgroup is
-    /// released. 0 (the default) charges nothing.
+    /// What every memory cgroup created from now on charges to its parent
+    /// for its own structures, through the parent's object cgroup (as
+    /// `mem_cgroup_css_alloc` does under `set_active_memcg(parent)`),
+    /// given back when it is released. By default
+    /// [`MemcgMetadata::v6_14`] for the tree's CPUs and nodes: 14 KiB per
+    /// memory cgroup on 2 CPUs, 1688 bytes more per CPU.
+    pub fn set_memcg_metadata(&self, metadata: MemcgMetadata) {
+        *lock(&self.shared.options.metadata) = metadata;
+    }
+
+    /// Overrides the model with `bytes` per memory cgroup, counted as
+    /// `percpu` (and `kernel`); 0 charges nothing.
     pub fn set_memcg_metadata_bytes(&self, bytes: u64) {
-        let pages = bytes.div_ceil(crate::mm_types::PAGE_SIZE);
-        // Relaxed: a setting read at mkdir.
-        self.shared
-            .options
-            .metadata_pages
-            .store(pages, Ordering::Relaxed);
+        self.set_memcg_metadata(MemcgMetadata::percpu(bytes));
+    }
+
+    /// What each new memory cgroup charges to its parent
+    /// ([`CgroupTree::set_memcg_metadata`]).
+    pub fn memcg_metadata(&self) -> MemcgMetadata {
+        *lock(&self.shared.options.metadata)
     }
 
     /// Whether offline moves LRU folios to the parent (the 2026
@@ -1549,24 +1558,20 @@ impl CgroupTree {
                 path: path.to_owned(),
             })?;
         // Its own metadata is charged to the parent first (reclaim and the
-        // OOM killer may run for it); refused, the mkdir fails.
-        let metadata_pages = self.shared.options.metadata_pages.load(Ordering::Relaxed);
-        if metadata_pages > 0 {
-            self.try_charge(&parent, metadata_pages, ChargeKind::Percpu)
-                .map_err(|_| CgroupError::NoMemory {
-                    path: path.to_owned(),
-                })?;
-        }
+        // OOM killer may run for it); refused, the mkdir fails. Dropped on
+        // any later failure, the charge goes back.
+        let metadata = self
+            .charge_metadata(&parent, self.memcg_metadata())
+            .map_err(|_| CgroupError::NoMemory {
+                path: path.to_owned(),
+            })?;
         let Some(id) = lock(&self.shared.ids.alloc).alloc() else {
-            if metadata_pages > 0 {
-                self.uncharge(&parent, metadata_pages, ChargeKind::Percpu);
-            }
             return Err(CgroupError::NoIds {
                 max: self.shared.ids.max,
             });
         };
         let serial = self.shared.next_serial.fetch_add(1, Ordering::Relaxed);
-        let memcg = Arc::new(new_memcg(
+        let mut memcg = new_memcg(
             id,
             serial,
             cg,
@@ -1574,10 +1579,9 @@ impl CgroupTree {
             self.shared.nr_nodes,
             &self.shared.ids,
             &self.shared.options,
-        ));
-        memcg
-            .metadata_pages
-            .store(metadata_pages, Ordering::Relaxed);
+        );
+        memcg.metadata = metadata;
+        let memcg = Arc::new(memcg);
         for lru in lock(&self.shared.list_lrus).iter() {
             lru.memcg_alloc(&memcg);
         }
@@ -1867,7 +1871,7 @@ fn new_memcg(
         lruvec: Lruvec::default(),
         dying_children: Mutex::new(WeakSlab::default()),
         dying_slot: AtomicUsize::new(NO_SLOT),
-        metadata_pages: AtomicU64::new(0),
+        metadata: None,
         kmem: kmem::Kmem::default(),
     }
 }
@@ -1933,8 +1937,10 @@ pub(crate) fn test_tree(nr_nodes: usize, max_ids: u32) -> CgroupTree {
         max_ids,
         ..TreeConfig::default()
     });
-    // Exact figures: tests of the stock turn it back on.
+    // Exact figures: tests of the stock, and of the memory cgroups' own
+    // metadata, turn them back on.
     t.set_charge_stock(false);
+    t.set_memcg_metadata(MemcgMetadata::NONE);
     t
 }
 
@@ -2000,7 +2006,7 @@ mod tests {
         let c = t.mkdir("/p/c").unwrap();
         assert_eq!(p.memory().usage(), 3, "10000 bytes: 3 pages");
         assert_eq!(p.stat(MemcgStat::Kernel), 3);
-        assert_eq!(p.stat(MemcgStat::Percpu), 3 * 4096);
+        assert_eq!(p.stat(MemcgStat::Percpu), 10_000);
         assert_eq!(c.memory().usage(), 0, "not its own");
         assert_eq!(t.root().memory().usage(), 6, "both, on the machine");
         // A removed child's metadata stays charged while it lives on.
@@ -2008,6 +2014,7 @@ mod tests {
         assert_eq!(p.memory().usage(), 3);
         drop(c);
         assert_eq!(p.memory().usage(), 0, "released");
+        assert_eq!(p.stat(MemcgStat::Percpu), 0);
         // With no room in the parent (nothing to reclaim, nobody to kill),
         // the mkdir fails and leaves nothing behind.
         p.memory().set_max(2).unwrap();
@@ -2019,6 +2026,60 @@ mod tests {
         t.rmdir("/p").unwrap();
         drop(p);
         assert_eq!(t.root().memory().usage(), 0);
+    }
+
+    #[test]
+    fn the_v6_14_model_is_14k_on_2_cpus_and_scales_with_cpus_and_nodes() {
+        let two = MemcgMetadata::v6_14(2, 1);
+        assert_eq!(
+            (two.percpu_bytes, two.slab_bytes, two.other_bytes),
+            (1688 * 4, 2056 + 1032, 4496)
+        );
+        assert_eq!(two.total_bytes(), 14 << 10);
+        let four = MemcgMetadata::v6_14(4, 1);
+        assert_eq!(four.total_bytes() - two.total_bytes(), 2 * 1688);
+        let two_nodes = MemcgMetadata::v6_14(2, 2);
+        assert_eq!(two_nodes.percpu_bytes - two.percpu_bytes, 512 * 4);
+        assert_eq!(two_nodes.slab_bytes - two.slab_bytes, 1032);
+        // A tree charges it by default, for its own CPUs.
+        let t = CgroupTree::new(TreeConfig {
+            nr_cpus: 4,
+            ..TreeConfig::default()
+        });
+        assert_eq!(t.memcg_metadata(), four);
+    }
+
+    #[test]
+    fn metadata_shows_in_percpu_slab_and_kernel_and_follows_a_parents_offline() {
+        let t = test_tree(1, 64);
+        t.set_memcg_metadata(MemcgMetadata::v6_14(2, 1));
+        let p = t.mkdir("/p").unwrap();
+        let kids: Vec<_> = (0..10)
+            .map(|i| t.mkdir(&format!("/p/{i}")).unwrap())
+            .collect();
+        // Byte by byte through p's object cgroup: 10 x 14 KiB, 35 pages.
+        assert_eq!(p.memory().usage(), 35);
+        assert_eq!(p.stat(MemcgStat::Kernel), 35);
+        assert_eq!(p.stat(MemcgStat::Percpu), 10 * 6752);
+        assert_eq!(p.stat(MemcgStat::SlabUnreclaimable), 10 * 3088);
+        // Nine are released at their rmdir; one lives on, dying.
+        let first = Arc::clone(&kids[0]);
+        drop(kids);
+        for i in 0..10 {
+            t.rmdir(&format!("/p/{i}")).unwrap();
+        }
+        assert_eq!(p.memory().usage(), 4, "one child's 14 KiB");
+        assert_eq!(p.stat(MemcgStat::Percpu), 6752);
+        // p goes offline: its object cgroup, and the charge, move to the
+        // root (whose own charge for p is there too).
+        t.rmdir("/p").unwrap();
+        assert_eq!(p.memory().usage(), 0);
+        assert_eq!(t.root().stat(MemcgStat::Percpu), 2 * 6752);
+        drop(p);
+        drop(first);
+        assert_eq!(t.root().memory().usage(), 0, "both released");
+        assert_eq!(t.root().stat(MemcgStat::Percpu), 0);
+        assert_eq!(t.root().stat(MemcgStat::SlabUnreclaimable), 0);
     }
 
     fn small_tree() -> CgroupTree {

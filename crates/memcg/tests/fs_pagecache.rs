@@ -32,6 +32,8 @@ fn bytes_read_back_and_charges_follow_the_reader() {
     t.set_charge_stock(false);
     let a = t.mkdir("/a").unwrap();
     let b = t.mkdir("/b").unwrap();
+    // The two cgroups' own metadata, charged to the root.
+    let metadata_pages = t.machine_used_pages();
     let sb = ram(&t, LruDesign::Split);
     let data = pattern(38893, 7);
     sb.write(&a, "f", &data).unwrap();
@@ -60,7 +62,7 @@ fn bytes_read_back_and_charges_follow_the_reader() {
     assert_eq!(b.memory().usage(), 0);
     sb.unmount().unwrap();
     drop(sb);
-    assert_eq!(t.machine_used_pages(), 0);
+    assert_eq!(t.machine_used_pages(), metadata_pages);
 }
 
 #[test]
@@ -236,6 +238,8 @@ fn open_files_read_and_write_anywhere_charged_to_each_caller() {
     t.set_charge_stock(false);
     let a = t.mkdir("/a").unwrap();
     let b = t.mkdir("/b").unwrap();
+    // The two cgroups' own metadata, charged to the root.
+    let metadata_pages = t.machine_used_pages();
     let sb = Superblock::mount(
         &t,
         FsSource::Ram {
@@ -293,5 +297,5 @@ fn open_files_read_and_write_anywhere_charged_to_each_caller() {
     sb.unmount().unwrap();
     drop(sb);
     assert_eq!(a.memory().usage() + b.memory().usage(), 0);
-    assert_eq!(t.machine_used_pages(), 0);
+    assert_eq!(t.machine_used_pages(), metadata_pages);
 }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use memcg::fs::{DENTRY_BYTES, FsError, FsSource, INODE_BYTES, Superblock, drop_caches};
 use memcg::list_lru::LruDesign;
-use memcg::memcontrol::{CgroupTree, MemCgroup, MemcgStat, ReclaimOptions};
+use memcg::memcontrol::{CgroupTree, MemCgroup, MemcgMetadata, MemcgStat, ReclaimOptions};
 use memcg::mm_types::PAGE_BYTES;
 use memcg::vmscan::{SwapSpace, try_to_free_mem_cgroup_pages};
 use proptest::prelude::*;
@@ -166,7 +166,10 @@ impl World {
 
 fn run(ops: &[Op], design: LruDesign, reparent: bool) {
     let tree = CgroupTree::default();
+    // Exact figures: no stock, and no memory cgroup metadata (the model
+    // knows pages and slab objects only).
     tree.set_charge_stock(false);
+    tree.set_memcg_metadata(MemcgMetadata::NONE);
     tree.set_reparent_lru_folios(reparent);
     tree.set_machine_pages(1 << 16);
     let sb = Superblock::mount(

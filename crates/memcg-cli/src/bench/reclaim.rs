@@ -133,7 +133,7 @@ fn run_timed(
         swap_cgroup: design,
         mem_bytes: machine_bytes_for(limit_bytes, threads),
         charge_stock: true,
-        memcg_metadata_bytes: 0,
+        memcg_metadata_bytes: None,
         ..SimConfig::default()
     });
     sim.prefault(machine_bytes_for(limit_bytes, threads));

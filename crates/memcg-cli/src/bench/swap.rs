@@ -298,7 +298,7 @@ fn run_once(
         swap_cgroup: design,
         mem_bytes: machine_bytes_for(size_bytes, threads),
         charge_stock: true,
-        memcg_metadata_bytes: 0,
+        memcg_metadata_bytes: None,
         ..SimConfig::default()
     });
     // The machine's memory is real before the run: no host page faults in

@@ -450,7 +450,7 @@ fn machine(plan: &Plan, config: RunConfig, zswap: bool) -> anyhow::Result<(Sim, 
         seed: plan.seed,
         mem_bytes,
         charge_stock: true,
-        memcg_metadata_bytes: 0,
+        memcg_metadata_bytes: None,
         ..SimConfig::default()
     });
     sim.prefault(mem_bytes);

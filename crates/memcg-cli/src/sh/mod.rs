@@ -660,14 +660,14 @@ mod tests {
         let (out, err, status) = run("mkdir -p /sys/fs/cgroup/bench/test\n\
              echo +memory > /sys/fs/cgroup/cgroup.subtree_control\n\
              echo +memory > /sys/fs/cgroup/bench/cgroup.subtree_control\n\
-             echo 8K > /sys/fs/cgroup/bench/memory.max\n\
+             echo 64K > /sys/fs/cgroup/bench/memory.max\n\
              cd /bench\n\
              cat memory.max test/cgroup.controllers\n\
              charge test 4K\n\
              cat test/memory.current\n");
         assert_eq!(err, "");
         assert_eq!(status, 0);
-        assert_eq!(out, "8192\nmemory\n4096\n");
+        assert_eq!(out, "65536\nmemory\n4096\n");
     }
 
     #[test]

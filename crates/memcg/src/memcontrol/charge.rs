@@ -32,7 +32,6 @@ use super::stat::{Counts, MemcgEvent, MemcgStat};
 use super::{CgroupTree, MEMCG_CHARGE_BATCH, MemCgroup, OomOutcome, ReclaimOptions};
 use crate::clock::{HZ, jiffies};
 use crate::errno::Errno;
-use crate::mm_types::PAGE_SIZE;
 use crate::page_alloc::PageBuf;
 use crate::page_counter::{PAGE_COUNTER_MAX, PageCounter};
 use crate::swap_cgroup::SwapCgroupError;
@@ -63,9 +62,6 @@ pub enum ChargeKind {
     Anon,
     /// Page cache.
     File,
-    /// Per-CPU kernel memory (`pcpu_alloc` with `__GFP_ACCOUNT`): counts
-    /// as `kernel` pages and `percpu` bytes.
-    Percpu,
     /// Pages backing slab objects (`obj_cgroup_charge_pages`): `kernel`
     /// pages (the objects' bytes count in `slab_*`, `kmem.rs`).
     Kmem,
@@ -78,10 +74,6 @@ impl MemCgroup {
             ChargeKind::Anon => self.mod_stat(MemcgStat::Anon, nr_pages),
             ChargeKind::File => self.mod_stat(MemcgStat::File, nr_pages),
             ChargeKind::Kmem => self.mod_stat(MemcgStat::Kernel, nr_pages),
-            ChargeKind::Percpu => {
-                self.mod_stat(MemcgStat::Kernel, nr_pages);
-                self.mod_stat(MemcgStat::Percpu, nr_pages * PAGE_SIZE as i64);
-            }
         }
     }
 }

@@ -80,6 +80,42 @@ impl ObjCgroup {
             .expect("an object cgroup points at a live memory cgroup")
     }
 
+    /// Gives `bytes` back to the reserve of its memory cgroup and whole
+    /// pages back to that one's counter; returns that memory cgroup.
+    fn uncharge_bytes(&self, bytes: u64) -> Arc<MemCgroup> {
+        loop {
+            let memcg = self.memcg();
+            let nr_pages = {
+                let mut acct = lock(&memcg.kmem.acct);
+                if acct.reparented {
+                    continue;
+                }
+                acct.reserve_bytes += bytes;
+                let nr_pages = acct.reserve_bytes / PAGE_SIZE;
+                acct.reserve_bytes %= PAGE_SIZE;
+                acct.charged_pages -= nr_pages;
+                nr_pages
+            };
+            if nr_pages > 0 {
+                memcg.uncharge_pages(nr_pages, ChargeKind::Kmem);
+            }
+            return memcg;
+        }
+    }
+
+    /// Uncharges `bytes` charged with
+    /// [`CgroupTree::charge_kernel_bytes`](super::CgroupTree) and their
+    /// `stat`.
+    pub(super) fn uncharge_kernel_bytes(&self, bytes: u64, stat: Option<MemcgStat>) {
+        if bytes == 0 {
+            return;
+        }
+        let memcg = self.uncharge_bytes(bytes);
+        if let Some(stat) = stat {
+            memcg.mod_stat(stat, -(bytes as i64));
+        }
+    }
+
     /// Points `objcg` at `memcg` and puts it on that one's list.
     fn attach(objcg: &Arc<ObjCgroup>, memcg: &Arc<MemCgroup>) {
         let mut link = lock(&objcg.link);
@@ -200,9 +236,28 @@ impl super::CgroupTree {
         debug_assert!(charged.is_ok(), "a forced charge cannot fail");
     }
 
+    /// Charges `bytes` of kernel memory that is not a slab object (a
+    /// memory cgroup's own metadata, `metadata.rs`) to `objcg`, counting
+    /// them in `stat` if given, reclaiming like any charge.
+    pub(super) fn charge_kernel_bytes(
+        &self,
+        objcg: &ObjCgroup,
+        bytes: u64,
+        stat: Option<MemcgStat>,
+    ) -> Result<(), ChargeError> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        self.charge_obj(objcg, bytes, false, |memcg| {
+            if let Some(stat) = stat {
+                memcg.mod_stat(stat, bytes as i64);
+            }
+        })
+    }
+
     /// Uncharges a freed zswap entry (`obj_cgroup_uncharge_zswap`).
     pub fn uncharge_zswap(&self, objcg: &ObjCgroup, bytes: u64) {
-        let memcg = self.uncharge_slab_bytes(objcg, bytes);
+        let memcg = objcg.uncharge_bytes(bytes);
         memcg.mod_stat(MemcgStat::ZswapBytes, -(bytes as i64));
         memcg.mod_stat(MemcgStat::Zswapped, -1);
     }
@@ -257,38 +312,14 @@ impl super::CgroupTree {
     /// Puts reserve bytes a failed charge took back where they belong now.
     fn return_reserve(&self, memcg: &Arc<MemCgroup>, bytes: u64) {
         if bytes > 0 {
-            let objcg = memcg.obj_cgroup();
-            self.uncharge_slab_bytes(&objcg, bytes);
+            memcg.obj_cgroup().uncharge_bytes(bytes);
         }
     }
 
     /// Uncharges a freed slab object of `bytes` (`obj_cgroup_uncharge`).
     pub fn uncharge_slab(&self, objcg: &ObjCgroup, bytes: u64, kind: SlabKind) {
-        let memcg = self.uncharge_slab_bytes(objcg, bytes);
+        let memcg = objcg.uncharge_bytes(bytes);
         memcg.mod_stat(kind.stat(), -(bytes as i64));
-    }
-
-    /// Gives `bytes` back to the reserve of `objcg`'s memory cgroup and
-    /// whole pages back to its counter; returns that memory cgroup.
-    fn uncharge_slab_bytes(&self, objcg: &ObjCgroup, bytes: u64) -> Arc<MemCgroup> {
-        loop {
-            let memcg = objcg.memcg();
-            let nr_pages = {
-                let mut acct = lock(&memcg.kmem.acct);
-                if acct.reparented {
-                    continue;
-                }
-                acct.reserve_bytes += bytes;
-                let nr_pages = acct.reserve_bytes / PAGE_SIZE;
-                acct.reserve_bytes %= PAGE_SIZE;
-                acct.charged_pages -= nr_pages;
-                nr_pages
-            };
-            if nr_pages > 0 {
-                memcg.uncharge_pages(nr_pages, ChargeKind::Kmem);
-            }
-            return memcg;
-        }
     }
 
     /// `memcg_reparent_objcgs`: `child` goes offline; its object cgroups
@@ -321,6 +352,7 @@ impl super::CgroupTree {
             parent.uncharge_pages(surplus_pages, ChargeKind::Kmem);
         }
         let stats = [
+            MemcgStat::Percpu,
             MemcgStat::SlabReclaimable,
             MemcgStat::SlabUnreclaimable,
             MemcgStat::ZswapBytes,

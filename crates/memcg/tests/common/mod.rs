@@ -3,7 +3,7 @@
 //! it, hence the `dead_code` allowance.
 #![allow(dead_code)]
 
-use memcg::memcontrol::{CgroupTree, TreeConfig};
+use memcg::memcontrol::{CgroupTree, MemcgMetadata, TreeConfig};
 
 /// The seed for a randomised stress test: `MEMCG_STRESS_SEED` if set, else
 /// derived from the clock. Printed so a failing run can be replayed (the
@@ -36,13 +36,16 @@ pub fn stress_seed_or(test: &str, default: u64) -> u64 {
 
 /// A tree where every cgroup has memory, with `nr_nodes` NUMA nodes and
 /// room for `max_ids` memory cgroup ids (small, so that id exhaustion and
-/// reuse are reachable).
+/// reuse are reachable). Memory cgroups charge no metadata to their
+/// parents, so that charges balance to exact figures.
 pub fn small_tree(nr_nodes: usize, max_ids: u32) -> CgroupTree {
-    CgroupTree::new(TreeConfig {
+    let tree = CgroupTree::new(TreeConfig {
         nr_nodes,
         max_ids,
         ..TreeConfig::default()
-    })
+    });
+    tree.set_memcg_metadata(MemcgMetadata::NONE);
+    tree
 }
 
 /// Runs `model` under loom and returns the set of outcomes it produced, so
