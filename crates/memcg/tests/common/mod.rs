@@ -48,6 +48,11 @@ pub fn small_tree(nr_nodes: usize, max_ids: u32) -> CgroupTree {
     tree
 }
 
+/// Branches (atomic operations and thread switches) one loom execution may
+/// take before loom calls it a livelock.
+#[cfg(loom)]
+const MAX_BRANCHES: usize = 20_000;
+
 /// Runs `model` under loom and returns the set of outcomes it produced, so
 /// that a model can assert every interesting interleaving occurred (loom
 /// 0.7 can stop exploring early, tokio-rs/loom#392: a model that silently
@@ -58,7 +63,14 @@ pub fn explore<T: Ord + std::fmt::Debug + Send + 'static>(
 ) -> std::collections::BTreeSet<T> {
     let seen = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
     let sink = std::sync::Arc::clone(&seen);
-    loom::model(move || {
+    // The models' set-up (a tree, a swap device, charges through every
+    // level) is sequential but still a chain of atomic operations, each a
+    // loom branch; loom's default of 1000 branches per execution is below
+    // what a model that also tears its tree down takes. Builder::new()
+    // still reads LOOM_MAX_PREEMPTIONS and the other LOOM_* settings.
+    let mut builder = loom::model::Builder::new();
+    builder.max_branches = MAX_BRANCHES;
+    builder.check(move || {
         let outcome = model();
         sink.lock().unwrap().insert(outcome);
     });
