@@ -31,6 +31,7 @@ pub mod meminfo;
 pub mod mm;
 mod mounts;
 pub mod oom_kill;
+mod pgtable;
 pub mod usemem;
 
 pub use charges::{ChargeTarget, LedgerError};
@@ -59,6 +60,10 @@ use memcg::vmscan::{self, SwapSpace};
 use mm::{Block, Extent, Mapping, State};
 pub use mm::{Residency, Task};
 use oom_kill::{CurrentTask, OomKiller};
+use pgtable::Level;
+
+/// `HPAGE_PMD_NR`: the pages of a PMD-mapped THP.
+const HPAGE_PMD_NR: u32 = 512;
 
 /// How to build a [`Sim`].
 #[derive(Debug, Clone, Copy)]
@@ -164,6 +169,10 @@ pub enum SimError {
         /// The folio size.
         folio_bytes: u64,
     },
+    /// A mapping that does not fit in the address space below
+    /// `mmap_base` (`mmap`'s `ENOMEM`).
+    #[error("size {0} does not fit in the address space")]
+    NoAddressSpace(u64),
     /// A cgroup path or file problem.
     #[error(transparent)]
     Fs(#[from] FsError),
@@ -250,6 +259,7 @@ impl SimError {
             SimError::NoSuchMapping(_) => Errno::ENOENT,
             SimError::MappingExists(_) => Errno::EEXIST,
             SimError::BadFolioSize(_) | SimError::BadMappingSize { .. } => Errno::EINVAL,
+            SimError::NoAddressSpace(_) => Errno::ENOMEM,
             SimError::Fs(e) => e.errno,
             SimError::Mount(e) => e.errno(),
             SimError::Task { errno, .. } => *errno,
@@ -557,8 +567,9 @@ impl Inner {
     }
 
     /// Releases every block of a killed task's mapping that no operation
-    /// holds (try-locking each); the held ones stay in the mapping. True
-    /// if any is still held.
+    /// holds (try-locking each); the held ones stay in the mapping. Once
+    /// none is left, its page tables go too (`exit_mmap`). True if any is
+    /// still held.
     fn release_unheld_blocks(&self, m: &Mapping) -> bool {
         let mut first_error = None;
         let held: Vec<Arc<Block>> = m
@@ -569,6 +580,9 @@ impl Inner {
         let still_held = !held.is_empty();
         for b in held {
             m.push_block(b);
+        }
+        if !still_held {
+            m.task.mm.page_tables.free();
         }
         still_held
     }
@@ -826,6 +840,8 @@ impl Sim {
                 folio_bytes,
             });
         }
+        let start = pgtable::mapping_start(size_bytes, folio_bytes)
+            .ok_or(SimError::NoAddressSpace(size_bytes))?;
         let cg = self.inner.fs.cgroup(cgroup)?;
         if lock(&self.inner.mappings).contains_key(name) {
             return Err(SimError::MappingExists(name.to_owned()));
@@ -849,7 +865,7 @@ impl Sim {
                 errno,
             })?;
         let stream = fill::stream(self.inner.seed, name);
-        let mapping = Arc::new(Mapping::new(Arc::clone(&task), fill, stream));
+        let mapping = Arc::new(Mapping::new(Arc::clone(&task), fill, stream, start));
         {
             let mut mappings = lock(&self.inner.mappings);
             if mappings.contains_key(name) {
@@ -859,7 +875,6 @@ impl Sim {
             }
             mappings.insert(name.to_owned(), Arc::clone(&mapping));
         }
-        task.mm.add_mapped(size_bytes / PAGE_BYTES as u64);
         // A kill between populate's last look and its last block going in
         // left that block out of the unmapping: the exit takes it. (The
         // kill flag is set before the kill takes the blocks, under the
@@ -890,7 +905,7 @@ impl Sim {
                 // It may have moved while it was frozen.
                 memcg = m.task.memcg();
             }
-            let folios = self.fault_anon(&m.task, &memcg, first_page, folio_pages)?;
+            let folios = self.fault_anon(m, &memcg, first_page, folio_pages)?;
             if m.task.is_killed() {
                 return Err(SimError::Killed { pid: m.task.pid() });
             }
@@ -923,6 +938,7 @@ impl Sim {
         for block in m.take_blocks() {
             mm::release_block(&self.inner, &block, true, &mut first_error);
         }
+        m.task.mm.page_tables.free();
         self.inner.remove_task(&m.task);
         self.inner.reap_killed();
     }
@@ -938,20 +954,45 @@ impl Sim {
     }
 
     /// The anonymous faults that populate the `folio_pages` pages from
-    /// `first_page` (`alloc_anon_folio`): a large folio is charged without
-    /// reclaim (`GFP_TRANSHUGE_LIGHT`, the default `defrag` for a VMA not
-    /// `MADV_HUGEPAGE`); when that fails, each page faults in as a single
-    /// page charged with the full reclaim and OOM path. Every fault counts
-    /// one `pgfault` on the task's memory cgroup.
+    /// `first_page` of `m` (`__handle_mm_fault`): the page tables over
+    /// them first (`pud_alloc`, `pmd_alloc`, `pte_alloc`; `pgtable.rs`),
+    /// then the folio (`alloc_anon_folio`): a large folio is charged
+    /// without reclaim (`GFP_TRANSHUGE_LIGHT`, the default `defrag` for a
+    /// VMA not `MADV_HUGEPAGE`); when that fails, each page faults in as a
+    /// single page charged with the full reclaim and OOM path. A PMD-sized
+    /// folio is charged before its PTE table, which it deposits
+    /// (`__do_huge_pmd_anonymous_page`). A table whose charge fails fails
+    /// the fault (`VM_FAULT_OOM`). Every fault counts one `pgfault` on the
+    /// task's memory cgroup, failed ones too (`mm_account_fault`).
     fn fault_anon(
         &self,
-        task: &Task,
+        m: &Mapping,
         memcg: &Arc<MemCgroup>,
         first_page: u64,
         folio_pages: u32,
     ) -> Result<Vec<(u64, Folio)>, SimError> {
         let tree = self.inner.fs.tree();
+        let (task, addr) = (&m.task, m.addr(first_page));
+        let tables = &task.mm.page_tables;
+        let table = |level| {
+            tables.alloc(tree, memcg, level, addr).map_err(|e| {
+                memcg.count_vm_event(VmEvent::Pgfault, 1);
+                SimError::from(e)
+            })
+        };
+        table(Level::Pud)?;
+        table(Level::Pmd)?;
+        if folio_pages == HPAGE_PMD_NR
+            && let Ok(folio) = Folio::new_gfp(tree, memcg, folio_pages, Gfp::NoReclaim)
+        {
+            // The folio goes back (uncharged) if its table cannot come.
+            table(Level::Pte)?;
+            memcg.count_vm_event(VmEvent::Pgfault, 1);
+            return Ok(vec![(first_page, folio)]);
+        }
+        table(Level::Pte)?;
         if folio_pages > 1
+            && folio_pages < HPAGE_PMD_NR
             && let Ok(folio) = Folio::new_gfp(tree, memcg, folio_pages, Gfp::NoReclaim)
         {
             memcg.count_vm_event(VmEvent::Pgfault, 1);
@@ -1313,6 +1354,7 @@ impl Sim {
         for block in m.take_blocks() {
             mm::release_block(&self.inner, &block, true, &mut first_error);
         }
+        m.task.mm.page_tables.free();
         self.inner.remove_task(&m.task);
         first_error.map_or(Ok(()), |e| Err(e.into()))
     }
@@ -1348,8 +1390,11 @@ impl Drop for Sim {
         }
         let killed = std::mem::take(&mut *lock(&self.inner.killed_mappings));
         let mut first_error = None;
-        for block in killed.iter().flat_map(|m| m.take_blocks()) {
-            mm::release_block(&self.inner, &block, true, &mut first_error);
+        for m in &killed {
+            for block in m.take_blocks() {
+                mm::release_block(&self.inner, &block, true, &mut first_error);
+            }
+            m.task.mm.page_tables.free();
         }
         self.release_charges();
     }
@@ -1368,7 +1413,22 @@ impl std::fmt::Debug for Sim {
 /// cgroup, `/a`.
 #[cfg(test)]
 pub(crate) fn test_sim() -> Sim {
-    let sim = Sim::new(SimConfig::default());
+    test_sim_with(SimConfig::default())
+}
+
+/// [`test_sim`] where memory cgroups charge none of their own structures
+/// to their parents: only what the tasks make is charged.
+#[cfg(test)]
+pub(crate) fn test_sim_without_metadata() -> Sim {
+    test_sim_with(SimConfig {
+        memcg_metadata_bytes: Some(0),
+        ..SimConfig::default()
+    })
+}
+
+#[cfg(test)]
+fn test_sim_with(config: SimConfig) -> Sim {
+    let sim = Sim::new(config);
     // Exact figures (no charge stock).
     sim.fs().tree().set_charge_stock(false);
     sim.fs()
@@ -1433,8 +1493,10 @@ mod tests {
         sim.alloc("/a", "fits", 2 << 20, 1, Fill::Pattern).unwrap();
         let info = sim.proc_meminfo();
         assert_eq!(meminfo::value_kb(&info, "MemTotal"), Some(8192));
-        assert_eq!(meminfo::value_kb(&info, "MemFree"), Some(6144 - 16));
+        // 2M of pages and 3 page tables (a PUD, a PMD and a PTE table).
+        assert_eq!(meminfo::value_kb(&info, "MemFree"), Some(6144 - 16 - 12));
         assert_eq!(meminfo::value_kb(&info, "AnonPages"), Some(2048));
+        assert_eq!(meminfo::value_kb(&info, "PageTables"), Some(12));
         assert_eq!(meminfo::value_kb(&info, "Percpu"), Some(6752 / 1024));
         assert_eq!(meminfo::value_kb(&info, "SUnreclaim"), Some(3088 / 1024));
         sim.swapon_ram(4 << 20, None).unwrap();
@@ -1443,13 +1505,16 @@ mod tests {
         assert_eq!(meminfo::value_kb(&info, "SwapFree"), Some(4092));
         assert_eq!(
             meminfo::value_kb(&info, "MemFree"),
-            Some(6144 - 16 - 4),
+            Some(6144 - 16 - 12 - 4),
             "swap tables"
         );
         // Swapping out to a RAM disk moves pages; it frees no memory.
         sim.pageout("fits").unwrap();
         let info = sim.proc_meminfo();
-        assert_eq!(meminfo::value_kb(&info, "MemFree"), Some(6144 - 16 - 4));
+        assert_eq!(
+            meminfo::value_kb(&info, "MemFree"),
+            Some(6144 - 16 - 12 - 4)
+        );
         assert_eq!(meminfo::value_kb(&info, "AnonPages"), Some(0));
         assert_eq!(meminfo::value_kb(&info, "SwapFree"), Some(4092 - 2048));
         sim.free("fits").unwrap();
@@ -1625,15 +1690,16 @@ mod tests {
     fn large_folios_fall_back_to_pages_when_the_charge_fails() {
         let sim = sim();
         sim.fs().write("/a/memory.max", "96K").unwrap();
-        // 128K of 64K folios under a 96K limit and no swap: the first folio
-        // fits, the second's non-blocking charge fails without events and
-        // it faults in page by page; the page over the limit finds nothing
-        // reclaimable and the OOM killer picks the only task.
+        // 128K of 64K folios under a 96K limit and no swap: the 3 page
+        // tables and the first folio fit, the second's non-blocking charge
+        // fails without events and it faults in page by page; the page
+        // over the limit finds nothing reclaimable and the OOM killer picks
+        // the only task.
         let err = sim.alloc("/a", "m", 128 << 10, 16, Fill::Zero).unwrap_err();
         assert!(matches!(err, SimError::Killed { .. }), "{err}");
         let a = sim.fs().memcg("/a").unwrap();
         assert_eq!(a.memory().usage(), 0, "nothing left behind");
-        assert_eq!(a.vm_event(VmEvent::Pgfault), 1 + 9, "a folio, then 9 pages");
+        assert_eq!(a.vm_event(VmEvent::Pgfault), 1 + 6, "a folio, then 6 pages");
         assert_eq!(
             (a.event(MemcgEvent::Oom), a.event(MemcgEvent::OomKill)),
             (1, 1),
@@ -1649,10 +1715,10 @@ mod tests {
         sim.alloc("/a", "big", 64 << 10, 16, Fill::Pattern).unwrap();
         sim.pageout("big").unwrap();
         sim.alloc("/a", "fill", 64 << 10, 1, Fill::Pattern).unwrap();
-        // 10 pages of room: the 16-page folio's charge fails without
-        // events (no reclaim for a large folio), the pages come in one by
-        // one, and the 11th on reclaims: `fill`'s pages, never touched
-        // since their fault, go to swap.
+        // 4 pages of room (each task has 3 page tables): the 16-page
+        // folio's charge fails without events (no reclaim for a large
+        // folio), the pages come in one by one, and the 5th on reclaims:
+        // `fill`'s pages, never touched since their fault, go to swap.
         assert_eq!(sim.touch("big").unwrap(), 16);
         assert_eq!(
             sim.residency("big").unwrap(),
@@ -1663,13 +1729,13 @@ mod tests {
         );
         let fill = sim.residency("fill").unwrap();
         assert_eq!(fill.resident + fill.swapped, 16);
-        assert!(fill.swapped >= 6, "{fill:?}");
+        assert!(fill.swapped >= 12, "{fill:?}");
         sim.verify("big").unwrap();
         sim.verify("fill").unwrap();
         let a = sim.fs().memcg("/a").unwrap();
         assert_eq!(a.vm_event(VmEvent::Pgmajfault), 16);
         assert_eq!(a.event(MemcgEvent::Oom), 0);
-        assert!(a.vm_event(VmEvent::PgstealDirect) >= 6);
+        assert!(a.vm_event(VmEvent::PgstealDirect) >= 12);
         assert!(a.memory().usage() <= 26);
         sim.free("fill").unwrap();
         sim.free("big").unwrap();
@@ -1722,7 +1788,11 @@ mod tests {
         sim.fs().write("/a/memory.high", "128K").unwrap();
         sim.touch("x").unwrap();
         let (a, b) = (sim.fs().memcg("/a").unwrap(), sim.fs().memcg("/b").unwrap());
-        assert_eq!(a.memory().usage(), 64, "charged to the owner");
+        assert_eq!(
+            a.memory().usage(),
+            64 + 3,
+            "charged to the owner, beside the 3 page tables its fault charged there"
+        );
         assert_eq!(a.event(MemcgEvent::High), 0);
         assert_eq!(b.event(MemcgEvent::High), 0);
         sim.verify("x").unwrap();
@@ -1740,8 +1810,10 @@ mod tests {
         sim.touch("x").unwrap();
         let (a, b) = (sim.fs().memcg("/a").unwrap(), sim.fs().memcg("/b").unwrap());
         // The charge and pswpin go to /a (the online owner); the fault and
-        // the major fault to /b, the faulting task's cgroup (F13, M9).
-        assert_eq!(a.memory().usage(), 16);
+        // the major fault to /b, the faulting task's cgroup (F13, M9). The
+        // page tables stay in /a, where the first faults charged them.
+        assert_eq!(a.memory().usage(), 16 + 3);
+        assert_eq!(b.memory().usage(), 0);
         assert_eq!(a.vm_event(VmEvent::Pswpin), 16);
         assert_eq!(
             (
@@ -1843,12 +1915,13 @@ mod tests {
             sim.alloc("/a", name, 256 << 10, pages, fill).unwrap();
         }
         let a = sim.fs().memcg("/a").unwrap();
-        assert_eq!(a.memory().usage(), 192);
+        // Each task has 3 page tables (a PUD, a PMD and a PTE table).
+        assert_eq!(a.memory().usage(), 192 + 9);
         for name in ["z", "r", "p"] {
             assert_eq!(sim.pageout(name).unwrap(), 64);
             sim.verify(name).unwrap();
         }
-        assert_eq!((a.memory().usage(), a.swap().usage()), (0, 192));
+        assert_eq!((a.memory().usage(), a.swap().usage()), (9, 192));
         // The zero mapping is marked, not written.
         assert_eq!(a.vm_event(VmEvent::Pswpout), 128);
         assert_eq!(a.vm_event(VmEvent::SwpoutZero), 64);
@@ -1856,7 +1929,7 @@ mod tests {
             assert_eq!(sim.touch(name).unwrap(), 64);
             sim.verify(name).unwrap();
         }
-        assert_eq!((a.memory().usage(), a.swap().usage()), (192, 0));
+        assert_eq!((a.memory().usage(), a.swap().usage()), (192 + 9, 0));
         assert_eq!(a.vm_event(VmEvent::Pswpin), 128);
         assert_eq!(a.vm_event(VmEvent::SwpinZero), 64);
         for name in ["z", "r", "p"] {
@@ -1867,6 +1940,7 @@ mod tests {
             (0, 0, 1)
         );
         assert_eq!(a.stat(MemcgStat::Anon), 0);
+        assert_eq!(a.stat(MemcgStat::Pagetables), 0);
     }
 
     #[test]
@@ -1932,8 +2006,8 @@ mod tests {
         let (a, b) = (sim.fs().memcg("/a").unwrap(), sim.fs().memcg("/b").unwrap());
         assert_eq!(
             (a.memory().usage(), b.memory().usage()),
-            (4, 0),
-            "charges stay"
+            (4 + 3, 0),
+            "charges stay, the page tables' too"
         );
         assert_eq!(
             sim.fs().write("/b/cgroup.procs", "999").unwrap_err().errno,
@@ -1970,7 +2044,11 @@ mod tests {
             // The verifier has the blocks and waits for the first one.
             wait_for_refs(&block, refs + 1);
             sim.kill(pid).unwrap();
-            assert_eq!(a.memory().usage(), 1, "the held page stays for now");
+            assert_eq!(
+                a.memory().usage(),
+                1 + 3,
+                "the held page and the page tables stay for now"
+            );
             drop(guard);
             verifier.join().unwrap().unwrap();
         });
@@ -1999,7 +2077,7 @@ mod tests {
             // the kill comes...
             let _held = block.try_lock().unwrap();
             sim.kill(pid).unwrap();
-            assert_eq!((a.memory().usage(), a.swap().usage()), (1, 0));
+            assert_eq!((a.memory().usage(), a.swap().usage()), (1 + 3, 0));
         }
         // ... and goes on to swap the folio out and let go.
         let outcome = vmscan::Rmap::reclaim(&*block, folio, &a, &mut |_| vmscan::FolioRef::Reclaim);

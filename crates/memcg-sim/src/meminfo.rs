@@ -10,10 +10,10 @@
 //! - `MemFree`: what is neither charged to a cgroup nor taken by the kernel
 //!   itself (RAM disk pages, swap tables).
 //! - `MemAvailable`: free plus page cache (there is no reclaim reserve).
-//! - `Cached`, `AnonPages`, `SwapCached`, `Zswap`, `Zswapped`, `Slab`,
-//!   `SReclaimable` (and `KReclaimable`), `SUnreclaim`, `Percpu`: the
-//!   root's hierarchical statistics (slab objects charged to cgroups, and
-//!   the memory cgroups' own per-CPU and slab structures).
+//! - `Cached`, `AnonPages`, `SwapCached`, `Zswap`, `Zswapped`,
+//!   `PageTables`, `Slab`, `SReclaimable` (and `KReclaimable`), `SUnreclaim`,
+//!   `Percpu`: the root's hierarchical statistics (slab objects charged to
+//!   cgroups, and the memory cgroups' own per-CPU and slab structures).
 //! - `SwapTotal`, `SwapFree`: the swap devices' usable slots.
 
 use std::fmt::Write as _;
@@ -80,6 +80,7 @@ struct Numbers {
     free: u64,
     cached: u64,
     anon: u64,
+    pagetables: u64,
     swapcached: u64,
     zswap_bytes: u64,
     zswapped: u64,
@@ -125,6 +126,7 @@ impl Numbers {
             free: kb(total.saturating_sub(tree.machine_used_pages())),
             cached: kb(stat(MemcgStat::File)),
             anon: kb(stat(MemcgStat::Anon)),
+            pagetables: kb(stat(MemcgStat::Pagetables)),
             swapcached: kb(stat(MemcgStat::Swapcached)),
             zswap_bytes: stat(MemcgStat::ZswapBytes) / 1024,
             zswapped: kb(stat(MemcgStat::Zswapped)),
@@ -156,6 +158,7 @@ impl Numbers {
             "Zswap" => self.zswap_bytes,
             "Zswapped" => self.zswapped,
             "AnonPages" => self.anon,
+            "PageTables" => self.pagetables,
             "CommitLimit" => self.total / 2 + self.swap_total,
             "Slab" => (self.slab_bytes[0] + self.slab_bytes[1]) / 1024,
             "SReclaimable" | "KReclaimable" => self.slab_bytes[0] / 1024,

@@ -13,10 +13,15 @@
 //! and the page-table lock in one), so reclaim never waits for a task
 //! that is itself waiting for reclaim.
 //!
+//! A mapping lies at a fixed virtual address and its task's [`Mm`] keeps
+//! the page tables its faults allocated, charged, until the mapping goes
+//! (`pgtable.rs`).
+//!
 //! Invariants: a task's [`Mm`] counters equal the resident and swapped
 //! pages of its blocks (updated under each block's lock); an extent's
 //! resident folio is on an LRU list or isolated by a reclaimer that will
-//! hand it back to the block.
+//! hand it back to the block; a mapping's page tables are held until
+//! none of its blocks is left.
 //!
 //! Locking: block locks are taken one at a time. A thread may wait for a
 //! block's lock only while it holds none; with one held (a fault that
@@ -27,11 +32,13 @@ use std::sync::{Arc, Mutex, MutexGuard, TryLockError, Weak};
 
 use memcg::folio::Folio;
 use memcg::memcontrol::{Cgroup, MemCgroup};
+use memcg::mm_types::PAGE_BYTES;
 use memcg::swapops::SwapEntry;
 use memcg::vmscan::{self, FolioRef, Rmap, RmapOutcome};
 
 use crate::fill::Fill;
 use crate::freezer::TaskFreezer;
+use crate::pgtable::PageTables;
 use crate::{Inner, lock};
 
 /// `OOM_SCORE_ADJ_MIN`: a task the OOM killer never picks.
@@ -139,14 +146,13 @@ impl Task {
 }
 
 /// A task's memory counters (`mm_struct`'s `MM_ANONPAGES`,
-/// `MM_SWAPENTS`), what `oom_badness` weighs.
+/// `MM_SWAPENTS`) and page tables, what `oom_badness` weighs.
 #[derive(Debug, Default)]
 pub struct Mm {
     resident_pages: AtomicU64,
     swap_pages: AtomicU64,
-    /// Pages mapped in all (resident, swapped or not yet populated), for
-    /// the page tables that map them.
-    mapped_pages: AtomicU64,
+    /// Its page tables and their charges (`pgtable.rs`).
+    pub(crate) page_tables: PageTables,
 }
 
 impl Mm {
@@ -161,14 +167,10 @@ impl Mm {
         self.swap_pages.load(Ordering::Relaxed)
     }
 
-    /// Pages of page tables (`mm_pgtables_bytes / PAGE_SIZE`): one PTE page
-    /// per 512 mapped pages (the upper levels are left out).
+    /// Pages of page tables (`mm_pgtables_bytes / PAGE_SIZE`): the PTE,
+    /// PMD and PUD tables its faults allocated, each one charged.
     pub fn pgtable_pages(&self) -> u64 {
-        self.mapped_pages.load(Ordering::Relaxed).div_ceil(512)
-    }
-
-    pub(crate) fn add_mapped(&self, nr_pages: u64) {
-        self.mapped_pages.fetch_add(nr_pages, Ordering::Relaxed);
+        self.page_tables.nr_pages()
     }
 
     fn apply(&self, before: Residency, after: Residency) {
@@ -424,17 +426,25 @@ pub(crate) struct Mapping {
     pub(crate) task: Arc<Task>,
     pub(crate) fill: Fill,
     pub(crate) stream: u64,
+    /// The virtual address of its first page (`vm_start`).
+    start: u64,
     blocks: Mutex<Vec<Arc<Block>>>,
 }
 
 impl Mapping {
-    pub(crate) fn new(task: Arc<Task>, fill: Fill, stream: u64) -> Self {
+    pub(crate) fn new(task: Arc<Task>, fill: Fill, stream: u64, start: u64) -> Self {
         Self {
             task,
             fill,
             stream,
+            start,
             blocks: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The virtual address of its page `page`.
+    pub(crate) fn addr(&self, page: u64) -> u64 {
+        self.start + page * PAGE_BYTES as u64
     }
 
     /// Its blocks, in page order.

@@ -79,7 +79,7 @@ pub use charge::{ChargeError, ChargeKind, Gfp};
 use freezer::FreezerState;
 use hooks::Hooks;
 pub use hooks::{MemcgReclaim, OomHandler, OomOutcome, ReclaimOptions, TaskHooks};
-pub use kmem::{ObjCgroup, SlabKind};
+pub use kmem::{ObjCgroup, PageTableCharge, SlabKind};
 pub use metadata::MemcgMetadata;
 use metadata::MetadataCharge;
 pub use stat::{MemcgEvent, MemcgStat, StatUnit, VmEvent};

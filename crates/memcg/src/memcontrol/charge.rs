@@ -62,8 +62,10 @@ pub enum ChargeKind {
     Anon,
     /// Page cache.
     File,
-    /// Pages backing slab objects (`obj_cgroup_charge_pages`): `kernel`
-    /// pages (the objects' bytes count in `slab_*`, `kmem.rs`).
+    /// Kernel pages charged through an object cgroup
+    /// (`obj_cgroup_charge_pages`): `kernel` pages (slab pages, whose
+    /// objects' bytes count in `slab_*`, and page tables, which count in
+    /// `pagetables` too: `kmem.rs`).
     Kmem,
 }
 

@@ -12,14 +12,21 @@
 //! uncharge gives bytes back and whole pages go back to the counter. The
 //! objects' sizes count in `slab_reclaimable` / `slab_unreclaimable`.
 //!
+//! A page-table page is kernel memory charged whole, not by the byte
+//! (`__memcg_kmem_charge_page` for a `GFP_PGTABLE_USER` allocation): a
+//! [`PageTableCharge`] holds one page charged to an object cgroup, counted
+//! in `kernel` and `pagetables`, and uncharges it when dropped. Its page
+//! counts among the memory cgroup's kmem pages, so it moves with them at
+//! offline like a slab page.
+//!
 //! When a memory cgroup goes offline its object cgroups are pointed at
 //! the parent, with the pages, reserve and statistics they account
 //! (`memcg_reparent_objcgs`): slab objects never keep a dying memory
 //! cgroup alive, unlike page-cache folios in v6.14.
 //!
 //! Invariant: for every memory cgroup, `charged_pages * PAGE_SIZE ==
-//! live object bytes + reserve_bytes`, with `reserve_bytes` below a page
-//! once no charge is in flight.
+//! live object bytes + reserve_bytes + live page-table pages * PAGE_SIZE`,
+//! with `reserve_bytes` below a page once no charge is in flight.
 //!
 //! An object cgroup is on the `objcg_list` of the memory cgroup it points
 //! at, and leaves it when it is freed (`obj_cgroup_release`), in O(1) by
@@ -139,6 +146,50 @@ impl Drop for ObjCgroup {
         // Dropped with no lock held: it may be the memory cgroup's last
         // reference.
         drop(memcg);
+    }
+}
+
+/// A charged page-table page ([`CgroupTree::charge_pagetable`](super::CgroupTree::charge_pagetable)); dropping
+/// it frees the page (`pagetable_dtor` + `__memcg_kmem_uncharge_page`):
+/// the `pagetables` and `kernel` page and the charge come off the memory
+/// cgroup its object cgroup points at then.
+#[derive(Debug)]
+#[must_use = "dropping it uncharges the page"]
+pub struct PageTableCharge {
+    objcg: Arc<ObjCgroup>,
+}
+
+impl PageTableCharge {
+    /// The memory cgroup the page is charged to now.
+    pub fn memcg(&self) -> Arc<MemCgroup> {
+        self.objcg.memcg()
+    }
+}
+
+impl Drop for PageTableCharge {
+    fn drop(&mut self) {
+        uncharge_obj_pages(&self.objcg, 1, |memcg| {
+            memcg.mod_stat(MemcgStat::Pagetables, -1);
+        });
+    }
+}
+
+/// Uncharges `nr_pages` whole pages charged by
+/// [`CgroupTree::charge_obj_pages`] (`obj_cgroup_uncharge_pages`) from
+/// the memory cgroup `objcg` points at; `account` takes their statistics
+/// off under the account lock.
+fn uncharge_obj_pages(objcg: &ObjCgroup, nr_pages: u64, account: impl Fn(&MemCgroup)) {
+    loop {
+        let memcg = objcg.memcg();
+        let mut acct = lock(&memcg.kmem.acct);
+        if acct.reparented {
+            continue;
+        }
+        acct.charged_pages -= nr_pages;
+        account(&memcg);
+        drop(acct);
+        memcg.uncharge_pages(nr_pages, ChargeKind::Kmem);
+        return;
     }
 }
 
@@ -309,6 +360,49 @@ impl super::CgroupTree {
         }
     }
 
+    /// Charges one page-table page to `objcg` (`pagetable_alloc` with
+    /// `GFP_PGTABLE_USER`: `__memcg_kmem_charge_page`, reclaiming and
+    /// invoking the OOM path like any `GFP_KERNEL` charge, then the
+    /// constructor's `NR_PAGETABLE`): a `kernel` and a `pagetables` page
+    /// on `objcg`'s memory cgroup until the returned charge is dropped.
+    pub fn charge_pagetable(&self, objcg: &Arc<ObjCgroup>) -> Result<PageTableCharge, ChargeError> {
+        self.charge_obj_pages(objcg, 1, |memcg| {
+            memcg.mod_stat(MemcgStat::Pagetables, 1);
+        })?;
+        Ok(PageTableCharge {
+            objcg: Arc::clone(objcg),
+        })
+    }
+
+    /// Charges `nr_pages` whole pages to `objcg`'s memory cgroup, past its
+    /// reserve (`obj_cgroup_charge_pages`); `account` counts them under
+    /// the account lock, as [`CgroupTree::charge_obj`]'s does.
+    fn charge_obj_pages(
+        &self,
+        objcg: &ObjCgroup,
+        nr_pages: u64,
+        account: impl Fn(&MemCgroup),
+    ) -> Result<(), ChargeError> {
+        loop {
+            let memcg = objcg.memcg();
+            if lock(&memcg.kmem.acct).reparented {
+                continue;
+            }
+            self.try_charge_gfp(&memcg, nr_pages, ChargeKind::Kmem, Gfp::Kernel)?;
+            let mut acct = lock(&memcg.kmem.acct);
+            if acct.reparented {
+                // Offline moved the accounting meanwhile: undo here and
+                // charge where the object cgroup points now.
+                drop(acct);
+                memcg.uncharge_pages(nr_pages, ChargeKind::Kmem);
+                continue;
+            }
+            acct.charged_pages += nr_pages;
+            account(&memcg);
+            return Ok(());
+        }
+    }
+
     /// Puts reserve bytes a failed charge took back where they belong now.
     fn return_reserve(&self, memcg: &Arc<MemCgroup>, bytes: u64) {
         if bytes > 0 {
@@ -357,6 +451,7 @@ impl super::CgroupTree {
             MemcgStat::SlabUnreclaimable,
             MemcgStat::ZswapBytes,
             MemcgStat::Zswapped,
+            MemcgStat::Pagetables,
         ];
         for stat in stats {
             // Its offline descendants' objects moved here already: the
@@ -367,5 +462,70 @@ impl super::CgroupTree {
             child.mod_stat(stat, -value);
             parent.mod_stat(stat, value);
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::errno::Errno;
+    use crate::memcontrol::test_tree;
+
+    #[test]
+    fn a_page_table_counts_as_kernel_and_pagetables_until_dropped() {
+        let t = test_tree(1, 64);
+        let p = t.mkdir("/p").unwrap();
+        let c = t.mkdir("/p/c").unwrap();
+        let table = t.charge_pagetable(&c.obj_cgroup()).unwrap();
+        for m in [&c, &p] {
+            assert_eq!(m.memory().usage(), 1);
+            assert_eq!(m.stat(MemcgStat::Kernel), 1);
+            assert_eq!(m.stat(MemcgStat::Pagetables), 1);
+        }
+        assert_eq!(c.slab_charge(), (0, 1), "a whole kmem page, no reserve");
+        assert!(Arc::ptr_eq(&table.memcg(), &c));
+        drop(table);
+        for m in [&c, &p] {
+            assert_eq!(m.memory().usage(), 0);
+            assert_eq!(m.stat(MemcgStat::Kernel), 0);
+            assert_eq!(m.stat(MemcgStat::Pagetables), 0);
+        }
+        assert_eq!(c.slab_charge(), (0, 0));
+    }
+
+    #[test]
+    fn a_page_table_follows_its_object_cgroup_at_offline() {
+        // A page table outlives the task's cgroup: offline moves its
+        // charge and statistics to the parent, which it then leaves from
+        // (the dying child is pinned by nothing of it).
+        let t = test_tree(1, 64);
+        let p = t.mkdir("/p").unwrap();
+        let c = t.mkdir("/p/c").unwrap();
+        let table = t.charge_pagetable(&c.obj_cgroup()).unwrap();
+        t.rmdir("/p/c").unwrap();
+        assert!(Arc::ptr_eq(&table.memcg(), &p));
+        assert_eq!((c.memory().usage(), c.stat(MemcgStat::Pagetables)), (0, 0));
+        assert_eq!(p.memory().usage(), 1);
+        assert_eq!(p.stat(MemcgStat::Pagetables), 1);
+        assert_eq!(p.slab_charge(), (0, 1));
+        drop(table);
+        assert_eq!(p.memory().usage(), 0);
+        assert_eq!(p.stat(MemcgStat::Pagetables), 0);
+        assert_eq!(p.stat(MemcgStat::Kernel), 0);
+        assert_eq!(p.slab_charge(), (0, 0));
+    }
+
+    #[test]
+    fn a_page_table_over_the_limit_fails_with_enomem_and_leaves_nothing() {
+        let t = test_tree(1, 64);
+        let c = t.mkdir("/c").unwrap();
+        c.memory().set_max(1).unwrap();
+        let first = t.charge_pagetable(&c.obj_cgroup()).unwrap();
+        let err = t.charge_pagetable(&c.obj_cgroup()).unwrap_err();
+        assert_eq!(err.errno(), Errno::ENOMEM);
+        assert_eq!(c.memory().usage(), 1);
+        assert_eq!(c.stat(MemcgStat::Pagetables), 1);
+        drop(first);
+        assert_eq!(c.memory().usage(), 0);
     }
 }
