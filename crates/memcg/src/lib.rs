@@ -6,6 +6,111 @@
 //! each module's docs say which kernel behaviour it mirrors, its invariants
 //! and its locking rules.
 //!
+//! # A first program
+//!
+//! Tenants under a parent, a limit, charges, a charge refused with the
+//! events it raises, and a tenant removed while it still holds memory:
+//!
+//! ```
+//! use memcg::Errno;
+//! use memcg::memcontrol::{CgroupTree, ChargeKind, MemcgEvent, TreeConfig};
+//!
+//! // The default configuration gives every cgroup a memory cgroup.
+//! let tree = CgroupTree::new(TreeConfig::default());
+//! // Exact figures for the assertions below: no per-thread charge stock
+//! // (on by default, as in the kernel) and no metadata charged to the
+//! // parent for each new memory cgroup (also on by default).
+//! tree.set_charge_stock(false);
+//! tree.set_memcg_metadata_bytes(0);
+//!
+//! let tenants = tree.mkdir("/tenants")?;
+//! let a = tree.mkdir("/tenants/a")?;
+//! let b = tree.mkdir_in(&tenants, "b")?;
+//! assert!(tree.set_memory_max(&a, 256)); // memory.max, in pages
+//!
+//! tree.try_charge(&a, 200, ChargeKind::Anon)?; // pages, not bytes
+//! tree.try_charge(&b, 50, ChargeKind::File)?;
+//! assert_eq!(tenants.memory().usage(), 250); // counted at every level
+//!
+//! // Over a's limit with nothing to reclaim: ENOMEM, `max` events on a,
+//! // and nothing of the refused charge stays.
+//! let err = tree.try_charge(&a, 100, ChargeKind::Anon).unwrap_err();
+//! assert_eq!(err.errno(), Errno::ENOMEM);
+//! assert!(a.event(MemcgEvent::Max) > 0);
+//! assert_eq!(a.memory().usage(), 200);
+//!
+//! // rmdir with pages still charged: `a` is dying, kept while anything
+//! // (its pages, this `Arc`) references it, released after.
+//! tree.rmdir("/tenants/a")?;
+//! assert!(a.is_dying());
+//! assert_eq!(tenants.cgroup().nr_dying_descendants(), 1);
+//! tree.uncharge(&a, 200, ChargeKind::Anon);
+//! drop(a);
+//! assert_eq!(tenants.cgroup().nr_dying_descendants(), 0);
+//!
+//! tree.uncharge(&b, 50, ChargeKind::File);
+//! assert_eq!(tree.root().memory().usage(), 0);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! More in each module's docs ([`memcontrol`], [`list_lru`],
+//! [`page_counter`], [`swap_cgroup`], [`zswap`]) and in the crate's
+//! `examples/`: `tenant_cache` (per-tenant accounting, a per-tenant
+//! list_lru that survives tenant deletion, and a shrinker reclaim calls
+//! under memory pressure) and `swap_owners` (who owns each swap slot,
+//! across threads). Run one with `cargo run -p memcg --example
+//! tenant_cache`; `cargo test` runs them all.
+//!
+//! # What to know before using it
+//!
+//! - **Creating cgroups.** [`CgroupTree::mkdir`](memcontrol::CgroupTree::mkdir)
+//!   (`/a/b`, the parent must exist), [`mkdir_p`](memcontrol::CgroupTree::mkdir_p)
+//!   (creates missing ancestors) and [`mkdir_in`](memcontrol::CgroupTree::mkdir_in)
+//!   (a child of a memory cgroup you hold, by name) return the new
+//!   [`MemCgroup`](memcontrol::MemCgroup), which is what you charge: use
+//!   these. [`create`](memcontrol::CgroupTree::create) and
+//!   [`create_all`](memcontrol::CgroupTree::create_all) return the
+//!   [`Cgroup`](memcontrol::Cgroup) (the directory) and also create
+//!   cgroups without the memory controller, for trees built with
+//!   [`MemoryController::SubtreeControl`](memcontrol::MemoryController::SubtreeControl)
+//!   (as on a cgroup v2 mount). Paths are absolute.
+//! - **Every cgroup has a memory cgroup** with
+//!   [`TreeConfig::default()`](memcontrol::TreeConfig) (`MemoryController::Everywhere`).
+//! - **Charges, limits and counters are in pages** (4 KiB,
+//!   [`mm_types::PAGE_SIZE`]): `try_charge`, `uncharge`, `memory.max`
+//!   and every [`PageCounter`](page_counter::PageCounter) figure.
+//!   `memory.stat` values are in their own unit:
+//!   [`MemcgStat::unit`](memcontrol::MemcgStat::unit) says which (pages
+//!   for most, bytes for `percpu`, `zswap` and the `slab_*` keys, plain
+//!   counts for `workingset_*`); [`MemCgroup::stat`](memcontrol::MemCgroup::stat)
+//!   returns the stored value, [`StatUnit::bytes`](memcontrol::StatUnit::bytes)
+//!   the factor to bytes. Events are counts.
+//! - **The charge stock is on by default**, as the kernel's per-CPU stock:
+//!   a charge takes [`MEMCG_CHARGE_BATCH`](memcontrol::MEMCG_CHARGE_BATCH)
+//!   (64) pages from the counters and keeps what it did not use for the
+//!   next charge of the same memory cgroup on that thread, so `usage()`
+//!   reads up to 64 pages more than is in use per thread that charged.
+//!   [`CgroupTree::set_charge_stock(false)`](memcontrol::CgroupTree::set_charge_stock)
+//!   makes every figure exact.
+//! - **A new memory cgroup charges its own metadata to its parent** by
+//!   default, as the kernel's `mem_cgroup_css_alloc` does (about 14 KiB
+//!   on 2 CPUs, shown in the parent's `percpu` and `kernel`);
+//!   [`CgroupTree::set_memcg_metadata_bytes(0)`](memcontrol::CgroupTree::set_memcg_metadata_bytes)
+//!   turns that off.
+//! - **A list_lru item is your own index**: an
+//!   [`ItemId`](list_lru::ItemId) names an entry of your table, below
+//!   [`ListLruConfig::max_items`](list_lru::ListLruConfig::max_items)
+//!   (2^20 by default); the list_lru keeps only the links.
+//! - **Errors are typed** and each maps to the kernel's errno
+//!   (`errno()`): [`CgroupError`](memcontrol::CgroupError),
+//!   [`ChargeError`](memcontrol::ChargeError),
+//!   [`ListLruError`](list_lru::ListLruError), [`SwapCgroupError`].
+//! - The tree, its cgroups, list_lrus, swap_cgroup maps and zswap are
+//!   `Send + Sync`, made to be shared between threads; a
+//!   [`CgroupTree`](memcontrol::CgroupTree) is a cheap handle (clone it).
+//!
+//! # Modules
+//!
 //! Layered bottom-up: vocabulary first, then the mechanisms, then the
 //! interface files. A module imports only modules above it in this table.
 //!

@@ -15,6 +15,69 @@
 //! Only memory cgroups take ids, so the 65535-id limit applies to them
 //! alone.
 //!
+//! # Using it
+//!
+//! Create cgroups with [`CgroupTree::mkdir`] (one cgroup, its parent must
+//! exist), [`CgroupTree::mkdir_p`] (missing ancestors too) or
+//! [`CgroupTree::mkdir_in`] (a named child of a memory cgroup you hold):
+//! each returns the new [`MemCgroup`], which is what charges, limits,
+//! events and statistics are on. [`CgroupTree::create`] and
+//! [`CgroupTree::create_all`] are their counterparts for a tree in
+//! [`MemoryController::SubtreeControl`] mode, where a cgroup may have no
+//! memory cgroup: they return the [`Cgroup`].
+//!
+//! Charges, uncharges, limits and
+//! [`PageCounter`](crate::page_counter::PageCounter) figures are in pages;
+//! statistics are in the unit [`MemcgStat::unit`] says. The per-thread
+//! charge stock is on by default ([`CgroupTree::set_charge_stock`]): a
+//! memory cgroup's `usage()` then counts up to [`MEMCG_CHARGE_BATCH`]
+//! pages per charging thread that are charged but not in use. Each new
+//! memory cgroup charges its own metadata to its parent
+//! ([`CgroupTree::set_memcg_metadata_bytes`]).
+//!
+//! ```
+//! use memcg::memcontrol::{CgroupTree, ChargeError, ChargeKind, MemcgEvent, TreeConfig};
+//!
+//! let tree = CgroupTree::new(TreeConfig::default());
+//! tree.set_charge_stock(false); // exact usage figures
+//! tree.set_memcg_metadata_bytes(0); // mkdir charges nothing to the parent
+//!
+//! let web = tree.mkdir_p("/jobs/web")?; // creates /jobs too
+//! let jobs = tree.find("/jobs")?;
+//! let batch = tree.mkdir_in(&jobs, "batch")?;
+//! assert_eq!(batch.path(), "/jobs/batch");
+//!
+//! // Limits are in pages: 1024 pages (4 MiB) for /jobs, 768 for web.
+//! assert!(tree.set_memory_max(&jobs, 1024));
+//! assert!(tree.set_memory_max(&web, 768));
+//! tree.try_charge(&web, 700, ChargeKind::Anon)?;
+//! tree.try_charge(&batch, 320, ChargeKind::File)?;
+//! assert_eq!(jobs.memory().usage(), 1020);
+//!
+//! // The parent's limit refuses batch's next charge: `max` counts on
+//! // /jobs, the cgroup over its limit, and the error names it. A small
+//! // charge (8 pages or fewer) also goes through the OOM path (`oom`),
+//! // which finds no task to kill in a library tree.
+//! let err = tree.try_charge(&batch, 30, ChargeKind::File).unwrap_err();
+//! assert_eq!(err, ChargeError::OutOfMemory { path: "/jobs".into() });
+//! assert!(jobs.event(MemcgEvent::Max) > 0);
+//! assert_eq!(batch.event(MemcgEvent::Max), 0);
+//! assert!(tree.try_charge(&batch, 8, ChargeKind::File).is_err());
+//! assert_eq!(jobs.event(MemcgEvent::Oom), 1);
+//!
+//! // memory.stat: `anon` and `file` are kept in pages, hierarchically.
+//! assert_eq!(jobs.stat(memcg::memcontrol::MemcgStat::File), 320);
+//!
+//! tree.uncharge(&web, 700, ChargeKind::Anon);
+//! tree.uncharge(&batch, 320, ChargeKind::File);
+//! tree.rmdir("/jobs/web")?;
+//! tree.rmdir("/jobs/batch")?;
+//! tree.rmdir("/jobs")?;
+//! drop((web, batch, jobs)); // released: their ids are free again
+//! assert_eq!(tree.ids_in_use(), 1); // the root's
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! # Lifecycle
 //!
 //! `mkdir` creates a cgroup; if the controller is on there it also creates
@@ -1418,7 +1481,10 @@ impl CgroupTree {
     }
 
     /// Creates the cgroup at `path` (its parent must exist), with a memory
-    /// cgroup if the controller is on there (`mkdir`).
+    /// cgroup if the controller is on there (`mkdir`). Returns the
+    /// [`Cgroup`]: for trees in [`MemoryController::SubtreeControl`] mode,
+    /// where it may have no memory cgroup; to charge it, use
+    /// [`CgroupTree::mkdir`], which returns the memory cgroup.
     pub fn create(&self, path: &str) -> Result<Arc<Cgroup>, CgroupError> {
         let (parent_path, name) = split_last(path)?.ok_or_else(|| CgroupError::Exists {
             path: path.to_owned(),
@@ -1433,7 +1499,9 @@ impl CgroupTree {
     }
 
     /// Creates `path` and any missing ancestors (`mkdir -p`); returns the
-    /// cgroup at `path`, which may already have existed.
+    /// [`Cgroup`] at `path`, which may already have existed (see
+    /// [`CgroupTree::create`]; [`CgroupTree::mkdir_p`] returns the memory
+    /// cgroup).
     pub fn create_all(&self, path: &str) -> Result<Arc<Cgroup>, CgroupError> {
         let _cgroup_mutex = lock(&self.shared.cgroup_mutex);
         let mut at = Arc::clone(&self.shared.root);
@@ -1446,8 +1514,12 @@ impl CgroupTree {
         Ok(at)
     }
 
-    /// Creates the cgroup at `path` and returns its memory cgroup; refused,
-    /// with nothing created, if the controller would not be on there.
+    /// Creates the cgroup at `path` (its parent must exist) and returns its
+    /// memory cgroup, what charges go to: the usual way to create a
+    /// cgroup. Refused, with nothing created, if the controller would not
+    /// be on there ([`CgroupError::NoMemoryController`]), if it exists
+    /// ([`CgroupError::Exists`]) or its parent does not
+    /// ([`CgroupError::NotFound`]).
     pub fn mkdir(&self, path: &str) -> Result<Arc<MemCgroup>, CgroupError> {
         let (parent_path, name) = split_last(path)?.ok_or_else(|| CgroupError::Exists {
             path: path.to_owned(),
@@ -1462,7 +1534,8 @@ impl CgroupTree {
     }
 
     /// Creates `path` and any missing ancestors, returning the memory
-    /// cgroup at `path` (`mkdir -p`).
+    /// cgroup at `path` (`mkdir -p`; one that already exists is returned
+    /// as it is).
     pub fn mkdir_p(&self, path: &str) -> Result<Arc<MemCgroup>, CgroupError> {
         let cg = self.create_all(path)?;
         cg.memcg().ok_or_else(|| CgroupError::NoMemoryController {
@@ -1470,8 +1543,9 @@ impl CgroupTree {
         })
     }
 
-    /// Creates a child called `name` of `parent`'s cgroup and returns its
-    /// memory cgroup.
+    /// Creates a child called `name` (a name, not a path) of `parent`'s
+    /// cgroup and returns its memory cgroup: [`CgroupTree::mkdir`] for a
+    /// caller that holds the parent rather than its path.
     pub fn mkdir_in(
         &self,
         parent: &Arc<MemCgroup>,

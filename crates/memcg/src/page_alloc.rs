@@ -76,7 +76,7 @@ const NOT_FREE: u8 = u8::MAX;
 /// the frames could not serve the request. Dereferences to its bytes.
 ///
 /// A frame block must go back through the allocator that gave it
-/// ([`PageAllocator::free`]); its holders (folios, RAM disks) hold the
+/// (`PageAllocator::free`); its holders (folios, RAM disks) hold the
 /// cgroup tree that owns the allocator, so the frames outlive the block.
 pub struct PageBuf {
     repr: Repr,

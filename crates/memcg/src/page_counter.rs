@@ -5,7 +5,48 @@
 //! root; [`PageCounter::try_charge`] undoes its additions from the first
 //! level that went over `max` and reports that level. Limits (`max`,
 //! `high`), protection (`min`, `low`), the peak (`watermark`) and `failcnt`
-//! are per level.
+//! are per level. Every figure is in pages.
+//!
+//! A [`CgroupTree`](crate::memcontrol::CgroupTree) gives each memory
+//! cgroup a `memory` and a `swap` counter (`MemCgroup::memory()`); a
+//! counter can also be used on its own, for any hierarchical budget:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use memcg::page_counter::PageCounter;
+//!
+//! // root -> parent (max 100 pages, low 60) -> a, b (low 40 each).
+//! let root = Arc::new(PageCounter::new(None, true));
+//! let parent = Arc::new(PageCounter::new(Some(Arc::clone(&root)), true));
+//! let a = PageCounter::new(Some(Arc::clone(&parent)), true);
+//! let b = PageCounter::new(Some(Arc::clone(&parent)), true);
+//! parent.set_max(100)?;
+//! parent.set_low(60);
+//! a.set_low(40);
+//! b.set_low(40);
+//!
+//! a.try_charge(50).unwrap();
+//! b.try_charge(30).unwrap();
+//! assert_eq!((parent.usage(), root.usage()), (80, 80));
+//! // A charge past a limit names the level that refused it and leaves
+//! // nothing charged.
+//! let refused = b.try_charge(30).unwrap_err();
+//! assert!(std::ptr::eq(refused, &*parent));
+//! assert_eq!((b.usage(), parent.failcnt(), parent.watermark()), (30, 1, 80));
+//!
+//! // Effective protection, top-down for a reclaim of the root: a and b
+//! // claim 40 + 30 protected pages of the parent's 60, so each gets its
+//! // share scaled by 60/70.
+//! for counter in [&*parent, &a, &b] {
+//!     counter.calculate_protection(&root, false);
+//! }
+//! assert_eq!((parent.elow(), a.elow(), b.elow()), (60, 34, 25));
+//!
+//! a.uncharge(50);
+//! b.uncharge(30);
+//! assert_eq!(root.usage(), 0);
+//! # Ok::<(), memcg::page_counter::SetMaxBusy>(())
+//! ```
 //!
 //! # Why `try_charge` and `set_max` need no lock
 //!

@@ -48,7 +48,7 @@ const FIXED_1: u64 = 1 << FSHIFT;
 /// Decay per period of the 10 s, 60 s and 300 s averages (`EXP_10s`, ...).
 const EXP: [u64; 3] = [1677, 1981, 2034];
 
-/// A change of a task's state, for [`PsiGroup::change`].
+/// A change of a task's state, for `PsiGroup::change`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PsiDelta {
     /// Tasks running (`NR_RUNNING`).

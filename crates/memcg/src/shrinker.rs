@@ -23,7 +23,7 @@
 //! shrinker's batch (`SHRINK_BATCH` = 128) while a whole batch remains (or
 //! everything, when less than a batch is freeable); what was not scanned
 //! is deferred to the next call (`nr_deferred`): a memcg-aware shrinker's
-//! per memory cgroup and node, in the memory cgroup's [`ShrinkerInfo`]
+//! per memory cgroup and node, in the memory cgroup's `ShrinkerInfo`
 //! (freed with it); any other shrinker's per node.
 //!
 //! When a memory cgroup goes offline its deferred work is added to its

@@ -18,6 +18,38 @@
 //!   folios).
 //! - [`SwapCgroupMap::lookup`] returns one slot's id.
 //!
+//! Ids are memory cgroup ids ([`MemCgroup::id`](crate::memcontrol::MemCgroup::id));
+//! [`CgroupTree::lookup`](crate::memcontrol::CgroupTree::lookup) turns one
+//! back into its memory cgroup while the id is pinned. The tree's swap
+//! accounting ([`CgroupTree::swapout_charge`](crate::memcontrol::CgroupTree::swapout_charge),
+//! [`CgroupTree::swap_uncharge`](crate::memcontrol::CgroupTree::swap_uncharge))
+//! records, charges and pins in one call, as the kernel does; the map can
+//! also be used on its own:
+//!
+//! ```
+//! use memcg::memcontrol::CgroupTree;
+//! use memcg::{SwapCgroup, SwapCgroupDesign, SwapEntry};
+//!
+//! let tree = CgroupTree::default();
+//! let a = tree.mkdir("/a")?;
+//!
+//! let owners = SwapCgroup::new(SwapCgroupDesign::default());
+//! owners.swapon(0, 1024)?; // swap type 0: slots 0..1024, all id 0
+//!
+//! // A 4-page folio of a swapped out to slots 8..12.
+//! let entry = SwapEntry::new(0, 8)?;
+//! assert_eq!(owners.record(entry, a.id(), 4)?, 0); // returns the old id
+//! let id = owners.lookup(SwapEntry::new(0, 10)?)?;
+//! assert_eq!(tree.lookup(id).map(|m| m.path()), Some("/a".to_owned()));
+//!
+//! // The slots are freed: clear returns the owner, whom to uncharge.
+//! assert_eq!(owners.clear(entry, 4)?, a.id());
+//! assert_eq!(owners.lookup(SwapEntry::new(0, 10)?)?, 0);
+//! assert!(owners.lookup(SwapEntry::new(0, 1024)?).is_err()); // past the device
+//! owners.swapoff(0)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! # Concurrency contract
 //!
 //! A folio's slot range is touched only by the folio's owner: under the

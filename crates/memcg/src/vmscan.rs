@@ -46,7 +46,7 @@
 //!
 //! # Invariants
 //!
-//! - A folio is on at most one list; its [`FolioLru`] state says which
+//! - A folio is on at most one list; its `FolioLru` state says which
 //!   (or none: not yet added, or isolated by a reclaimer). The lists'
 //!   page counts and the `inactive_anon`/`active_anon` statistics equal
 //!   the pages of the folios whose state names that list.
@@ -800,7 +800,7 @@ struct Reclaim<'a> {
 ///
 /// With `opts.kswapd` this is one kswapd run instead (`balance_pgdat`):
 /// `target` is the root and `nr_pages` the machine's high watermark;
-/// see [`Reclaim::balance_pgdat`].
+/// see `Reclaim::balance_pgdat`.
 pub fn try_to_free_mem_cgroup_pages(
     tree: &CgroupTree,
     target: &Arc<MemCgroup>,

@@ -7,6 +7,66 @@
 //! else's. Items are the user's objects, named by an [`ItemId`] (an index
 //! into the user's own table); the list_lru keeps their links.
 //!
+//! # Using it
+//!
+//! An [`ItemId`] is your index: keep your objects in your own table and
+//! name them by their position in it, below
+//! [`ListLruConfig::max_items`] (2^20 by default; links for ids are
+//! allocated as ids are first used). Each item is on at most one list at
+//! a time. Lists are per node (`nid`, below the tree's
+//! [`nr_nodes`](CgroupTree::nr_nodes)) and, in a memcg-aware list_lru
+//! (the default), per memory cgroup; removing a cgroup moves its items to
+//! its parent's list. A cache frees objects by walking a cgroup's list
+//! from the oldest item, typically from a [`Shrinker`](crate::shrinker::Shrinker)
+//! registered with [`register_shrinker`](crate::shrinker::register_shrinker)
+//! under [`ListLru::shrinker_id`], so that reclaim asks it for the memory
+//! cgroups that have items (see `examples/tenant_cache.rs`).
+//!
+//! ```
+//! use memcg::list_lru::{ListLru, ListLruConfig, Walked};
+//! use memcg::memcontrol::CgroupTree;
+//!
+//! let tree = CgroupTree::default();
+//! let tenants = tree.mkdir("/tenants")?;
+//! let a = tree.mkdir("/tenants/a")?;
+//! let b = tree.mkdir("/tenants/b")?;
+//!
+//! // The objects: item `i` is `names[i]`.
+//! let names = ["a0", "a1", "a2", "b0"];
+//! let config = ListLruConfig { max_items: names.len() as u32, ..ListLruConfig::default() };
+//! let lru = ListLru::new(&tree, config)?;
+//! for item in 0..3 {
+//!     assert!(lru.add(item, 0, &a)?); // node 0, a's list, at the tail
+//! }
+//! assert!(lru.add(3, 0, &b)?);
+//! assert!(!lru.add(3, 0, &a)?, "already on a list");
+//! assert!(lru.add(4, 0, &a).is_err(), "beyond max_items");
+//! assert_eq!((lru.count_one(0, &a)?, lru.count_node(0)?), (3, 4));
+//!
+//! // Removing tenant a moves its items to the parent's list.
+//! tree.rmdir("/tenants/a")?;
+//! assert_eq!(lru.count_one(0, &tenants)?, 3);
+//! assert_eq!(lru.count_one(0, &a)?, 0);
+//! // `del` names the cgroup the item was added to (dying or not) or the
+//! // ancestor it moved to.
+//! assert!(lru.del(1, 0, &a)?);
+//!
+//! // A walk from the oldest item: isolate what to free, rotate the rest.
+//! let mut dispose = Vec::new();
+//! let mut nr_to_walk = 16;
+//! let isolated = lru.walk_one(0, &tenants, &mut nr_to_walk, |item, guard| {
+//!     if names[item as usize] == "a2" {
+//!         return Walked::Rotate(guard); // still in use: to the tail
+//!     }
+//!     let (list, isolated) = guard.isolate_move(&mut dispose);
+//!     Walked::Removed(list, isolated)
+//! })?;
+//! assert_eq!((isolated, dispose), (1, vec![0])); // "a0" to free
+//! assert_eq!(lru.items(0, &tenants)?, vec![2]);
+//! assert_eq!(lru.items(0, &b)?, vec![3]); // b's list untouched
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! # Designs
 //!
 //! [`LruDesign::Split`] (default) is the kernel since the series "split the
@@ -117,8 +177,8 @@ use legacy::LegacyState;
 use list::{Link, ListOne, ListView, MemcgLists, NONE};
 use split::SplitState;
 
-/// The user's name for an object on a list_lru: an index below
-/// [`ListLruConfig::max_items`].
+/// The user's name for an object on a list_lru: an index into the user's
+/// own table of objects, below [`ListLruConfig::max_items`] (module docs).
 pub type ItemId = u32;
 
 /// `nr_items` of a list whose cgroup was reparented (`LONG_MIN`).
@@ -201,7 +261,8 @@ impl ListLruError {
 pub struct ListLruConfig {
     /// Keep one list per cgroup (else everything is on the root lists).
     pub memcg_aware: bool,
-    /// Item ids are `0..max_items`.
+    /// Item ids are `0..max_items` (default 2^20): the size of the
+    /// user's table the ids index.
     pub max_items: u32,
     /// Which implementation.
     pub design: LruDesign,

@@ -582,7 +582,7 @@ impl CgroupTree {
 
     /// Writes `memory.reclaim` (`memory_reclaim`): reclaims `nr_pages`
     /// from `cg`'s subtree in batches of a quarter of what is left, failing
-    /// with `EAGAIN` once [`MAX_RECLAIM_RETRIES`] batches in a row freed
+    /// with `EAGAIN` once `MAX_RECLAIM_RETRIES` (16) batches in a row freed
     /// nothing. `swappiness` (0..=200) overrides `vm.swappiness` for this
     /// reclaim.
     pub fn reclaim_proactive(

@@ -276,7 +276,7 @@ impl super::CgroupTree {
 
     /// Charges a zswap entry of `bytes` compressed to `objcg`
     /// (`obj_cgroup_charge_zswap`): as the kernel's charge from reclaim
-    /// (`PF_MEMALLOC`, [`Gfp::MemAlloc`](super::Gfp::MemAlloc)), forced
+    /// (`PF_MEMALLOC`, [`Gfp::MemAlloc`]), forced
     /// past every limit, raising `max` where one is passed; counts the
     /// bytes in `zswap` and the page in `zswapped`.
     pub fn charge_zswap(&self, objcg: &ObjCgroup, bytes: u64) {

@@ -7,6 +7,25 @@
 //! Every key the kernel prints has a variant, so `memory.stat` shows all of
 //! them; those whose mechanism the project does not have yet stay 0.
 //!
+//! # Units
+//!
+//! Each statistic is kept in its own unit, which [`MemcgStat::unit`] gives
+//! and each variant's docs state:
+//!
+//! - pages ([`StatUnit::Pages`]) for the page states: `anon`, `file`,
+//!   `kernel`, `shmem`, `zswapped`, `file_dirty`, the LRU lists, ... —
+//!   `memory.stat` prints them in bytes (× [`PAGE_SIZE`]);
+//! - bytes ([`StatUnit::Bytes`]) for `percpu`, `zswap` (compressed bytes),
+//!   `slab_reclaimable` and `slab_unreclaimable`;
+//! - counts ([`StatUnit::Count`]) for `workingset_*`, `pgdemote_*` and
+//!   `pgpromote_success`.
+//!
+//! [`MemCgroup::stat`] returns the stored value; multiply by
+//! [`StatUnit::bytes`] for bytes, as `memory.stat` does. The vm events
+//! ([`VmEvent`]: `pgscan_*`, `pswpin`, `zswpout`, ...) count pages or
+//! events, as each one's docs say, and the memory events ([`MemcgEvent`],
+//! `memory.events`) count occurrences.
+//!
 //! The counts themselves ([`Counts`]) are relaxed atomics per memory
 //! cgroup: events count locally and hierarchically on the cgroup and its
 //! ancestors below the root, statistics and vm events hierarchically at
@@ -58,12 +77,16 @@ impl MemCgroup {
         self.acct.counts.events_local[event.index()].load(Ordering::Relaxed)
     }
 
-    /// A hierarchical statistic in its own unit (pages, or bytes for zswap).
+    /// A hierarchical statistic (this cgroup and its descendants, live or
+    /// not) in its own unit, [`MemcgStat::unit`]: pages for most, bytes for
+    /// `percpu`, `zswap` and `slab_*`, a count for `workingset_*` (module
+    /// docs).
     pub fn stat(&self, stat: MemcgStat) -> i64 {
         self.acct.counts.stats.sum(stat.index()) as i64
     }
 
-    /// A hierarchical event count of `memory.stat`.
+    /// A hierarchical event count of `memory.stat` (of pages or of
+    /// events, as [`VmEvent`]'s variants say).
     pub fn vm_event(&self, event: VmEvent) -> u64 {
         self.acct.counts.vm_events.sum(event.index())
     }
@@ -169,19 +192,21 @@ impl MemcgEvent {
     }
 }
 
-/// How a state's stored value turns into what `memory.stat` prints.
+/// The unit a statistic is kept in, and so how its stored value turns into
+/// what `memory.stat` prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StatUnit {
-    /// Pages, printed as bytes.
+    /// Pages (of [`PAGE_SIZE`] bytes), printed as bytes.
     Pages,
-    /// Bytes.
+    /// Bytes, printed as is.
     Bytes,
-    /// A count, printed as is.
+    /// A count (of refaults, demotions, ...), printed as is.
     Count,
 }
 
 impl StatUnit {
-    /// The factor from the stored value to the printed one.
+    /// The factor from the stored value to the printed one: bytes per
+    /// unit ([`PAGE_SIZE`] for pages, 1 otherwise).
     pub const fn bytes(self) -> u64 {
         match self {
             StatUnit::Pages => PAGE_SIZE,
@@ -190,15 +215,35 @@ impl StatUnit {
     }
 }
 
+/// The sentence each [`MemcgStat`] variant's docs end with: its key and
+/// its unit.
+macro_rules! stat_doc {
+    (Pages, $key:literal) => {
+        concat!(
+            "`memory.stat` key `",
+            $key,
+            "`; kept in pages, printed in bytes."
+        )
+    };
+    (Bytes, $key:literal) => {
+        concat!("`memory.stat` key `", $key, "`; in bytes.")
+    };
+    (Count, $key:literal) => {
+        concat!("`memory.stat` key `", $key, "`; a count.")
+    };
+}
+
 macro_rules! memcg_stats {
     ($($(#[$doc:meta])* $variant:ident = $key:literal, $unit:ident;)*) => {
         /// Page states kept per memory cgroup (`memory_stats[]`), in
         /// `memory.stat` order, then [`MemcgStat::Swap`], which v2 does not
-        /// print (`memory.swap.current` is its interface).
+        /// print (`memory.swap.current` is its interface). Each is kept in
+        /// its own unit ([`MemcgStat::unit`]; module docs): pages for most,
+        /// bytes for some, counts for others.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub enum MemcgStat {
-            $($(#[$doc])* $variant,)*
-            /// Pages on swap (`MEMCG_SWAP`).
+            $($(#[$doc])* #[doc = ""] #[doc = stat_doc!($unit, $key)] $variant,)*
+            /// Pages on swap (`MEMCG_SWAP`); not in `memory.stat`.
             Swap,
         }
 
@@ -214,7 +259,8 @@ macro_rules! memcg_stats {
                 }
             }
 
-            /// How the stored value prints.
+            /// The unit the value is kept in (what [`MemCgroup::stat`]
+            /// returns), and so how it prints.
             pub const fn unit(self) -> StatUnit {
                 match self {
                     $(MemcgStat::$variant => StatUnit::$unit,)*

@@ -151,6 +151,15 @@ impl CgroupTree {
     /// Turns the per-thread charge stock on (the kernel's behaviour, and
     /// the default) or off (every charge and uncharge exact; what is
     /// stocked is drained at once).
+    ///
+    /// While it is on, a charge of up to [`MEMCG_CHARGE_BATCH`] (64) pages
+    /// takes 64 from the counters and keeps the rest for its thread's next
+    /// charges of the same memory cgroup, so `memory().usage()` of that
+    /// cgroup and its ancestors reads up to 64 pages more than is in use
+    /// for each thread that charged it (threads share 8 stock slots, so
+    /// 512 pages at most);
+    /// [`CgroupTree::stocked_pages`] says how many, and
+    /// [`CgroupTree::drain_all_stock`] gives them back.
     pub fn set_charge_stock(&self, on: bool) {
         self.stocks().enabled.store(on, Ordering::Relaxed);
         if !on {

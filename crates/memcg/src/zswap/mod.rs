@@ -46,6 +46,45 @@
 //! deterministic). zswap is off until enabled, as the kernel's default
 //! (`CONFIG_ZSWAP_DEFAULT_ON=n`).
 //!
+//! Units: `zswapped` ([`MemcgStat::Zswapped`]) counts pages stored,
+//! `zswap` ([`MemcgStat::ZswapBytes`]) their compressed bytes, and
+//! `memory.zswap.max` ([`MemCgroup::zswap_max`]) is kept in pages and
+//! compared with those bytes in whole pages (`obj_cgroup_may_zswap`).
+//!
+//! ```
+//! use memcg::folio::Folio;
+//! use memcg::list_lru::LruDesign;
+//! use memcg::memcontrol::{CgroupTree, MemcgStat, VmEvent};
+//! use memcg::mm_types::PAGE_BYTES;
+//! use memcg::swapops::SwapEntry;
+//! use memcg::zswap::Zswap;
+//!
+//! let tree = CgroupTree::default();
+//! let a = tree.mkdir("/a")?;
+//! let zswap = Zswap::new(&tree, LruDesign::Split);
+//! zswap.set_enabled(true); // off by default, as in the kernel
+//!
+//! // A page of a's, swapped out to slot 7 of swap type 0.
+//! let text: Vec<u8> = b"zswap keeps it compressed. ".iter().copied().cycle().take(PAGE_BYTES).collect();
+//! let folio = Folio::new(&tree, &a, 1)?;
+//! folio.bytes().copy_from_slice(&text);
+//! let slot = SwapEntry::new(0, 7)?;
+//! zswap.store(&folio, slot)?;
+//! drop(folio); // swapped out: the page itself is freed
+//! assert_eq!(a.stat(MemcgStat::Zswapped), 1); // pages
+//! let compressed = a.stat(MemcgStat::ZswapBytes); // bytes, charged to a
+//! assert!(0 < compressed && compressed < PAGE_BYTES as i64);
+//! assert_eq!(a.vm_event(VmEvent::Zswpout), 1);
+//!
+//! // Swap-in: the page comes back and leaves zswap.
+//! let mut page = vec![0; PAGE_BYTES];
+//! assert!(zswap.load_page(slot, &mut page));
+//! assert_eq!(page, text);
+//! assert_eq!((a.stat(MemcgStat::Zswapped), a.stat(MemcgStat::ZswapBytes)), (0, 0));
+//! assert!(!zswap.load_page(slot, &mut page), "loads are exclusive");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! # Writeback
 //!
 //! Every entry sits on its cgroup's list of a memcg-aware list_lru
@@ -458,7 +497,7 @@ impl Zswap {
     /// A refused store (zswap being on) queues the shrink worker while the
     /// pool is full, and drops any stale pages of those slots, so that
     /// what goes to the device is what a swap-in reads. A queued worker
-    /// then runs ([`Zswap::run_shrink_work`]).
+    /// then runs (`Zswap::run_shrink_work`).
     pub fn store(&self, folio: &Folio, entry: SwapEntry) -> Result<(), StoreReject> {
         let stored = self.try_store(folio, entry);
         if let Err(reject) = stored {
