@@ -243,6 +243,55 @@ fn a_moved_process_is_charged_for_its_reads_and_its_children_inherit() {
 }
 
 #[test]
+fn a_first_small_read_charges_the_readahead_window_and_read_ahead_kb_sets_it() {
+    alone("a_first_small_read_charges_the_readahead_window", || {
+        // `head -c 1` reads 1 byte (FOPEN_DIRECT_IO passes the request
+        // through): the kernel's initial window for a 1-page read is 4
+        // pages, 16K of `file`, as booted 6.12 and 7.3 kernels charge; with
+        // read_ahead_kb 0, the page alone.
+        let script = r#"
+            echo +memory > /sys/fs/cgroup/cgroup.subtree_control
+            mkdir /sys/fs/cgroup/job
+            head -c 1M /dev/zero > /tmp/memcg-ra-fs/f
+            sync /tmp/memcg-ra-fs/f
+            ls /sys/class/bdi
+            cat /sys/class/bdi/0:1/read_ahead_kb
+            for kb in 128 0; do
+                echo $kb > /sys/class/bdi/0:1/read_ahead_kb
+                echo 1 > /proc/sys/vm/drop_caches
+                bash -c '
+                    echo $$ > /sys/fs/cgroup/job/cgroup.procs
+                    head -c 1 /tmp/memcg-ra-fs/f > /dev/null
+                    grep "^file " /sys/fs/cgroup/job/memory.stat
+                '
+            done
+            rmdir /sys/fs/cgroup/job && echo removed
+        "#;
+        let out = memcg()
+            .args([
+                "run",
+                "--mem",
+                "256M",
+                "--fs",
+                "/tmp/memcg-ra-fs=ram:64M",
+                "--",
+                "bash",
+                "-c",
+                script,
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(
+            text(&out.stdout),
+            "0:1\n128\nfile 16384\nfile 4096\nremoved\n",
+            "stderr: {}",
+            text(&out.stderr)
+        );
+        assert!(out.status.success());
+    });
+}
+
+#[test]
 fn cgroup_kill_kills_the_real_processes_in_the_cgroup_only() {
     alone("cgroup_kill_kills_the_real_processes", || {
         let script = r#"

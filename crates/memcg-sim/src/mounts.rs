@@ -1,19 +1,24 @@
 //! Filesystems mounted in the simulated machine: the mount table, paths
 //! under a mount resolved to a superblock and a file name, reads and
 //! writes charged to a cgroup, `sync` and `drop_caches`.
+//!
+//! Each mount has its own backing device, named as the kernel names the
+//! device of a filesystem without a block device (`0:N`, the lowest minor
+//! free, as `get_anon_bdev`): its `read_ahead_kb` is
+//! `/sys/class/bdi/0:N/read_ahead_kb` ([`Sim::bdi_names`]).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use memcg::Errno;
-use memcg::fs::{FsError as VfsError, FsSource, Superblock, drop_caches};
+use memcg::fs::{FsError as VfsError, FsSource, ReadCalls, Superblock, drop_caches};
 
 use crate::{Sim, SimError, lock};
 
-/// The mount table: mount point → superblock.
+/// The mount table: mount point → superblock and its device's minor.
 #[derive(Default)]
 pub(crate) struct Mounts {
-    table: Mutex<BTreeMap<String, Arc<Superblock>>>,
+    table: Mutex<BTreeMap<String, (Arc<Superblock>, u32)>>,
 }
 
 /// Why a mount-table operation failed.
@@ -101,7 +106,10 @@ impl Sim {
         let swap = Arc::new(move || weak.upgrade().map(|i| i.swap_space()).unwrap_or_default());
         let sb = Superblock::mount(self.fs().tree(), source, self.inner.lru_design, swap)
             .map_err(vfs(dir.clone()))?;
-        table.insert(dir, sb);
+        let minor = (1..)
+            .find(|m| table.values().all(|(_, used)| used != m))
+            .expect("fewer mounts than minors");
+        table.insert(dir, (sb, minor));
         Ok(())
     }
 
@@ -110,7 +118,7 @@ impl Sim {
         let dir = normalize(dir);
         let sb = lock(&self.inner.mounts.table)
             .get(&dir)
-            .cloned()
+            .map(|(sb, _)| Arc::clone(sb))
             .ok_or_else(|| MountError::NotMounted(dir.clone()))?;
         sb.unmount().map_err(vfs(dir.clone()))?;
         lock(&self.inner.mounts.table).remove(&dir);
@@ -121,21 +129,41 @@ impl Sim {
     pub fn mounts(&self) -> Vec<(String, Arc<Superblock>)> {
         lock(&self.inner.mounts.table)
             .iter()
-            .map(|(d, sb)| (d.clone(), Arc::clone(sb)))
+            .map(|(d, (sb, _))| (d.clone(), Arc::clone(sb)))
             .collect()
+    }
+
+    /// The backing devices of the mounts, by mount point: their names in
+    /// `/sys/class/bdi` (`0:N`).
+    pub fn bdi_names(&self) -> Vec<(String, String)> {
+        lock(&self.inner.mounts.table)
+            .iter()
+            .map(|(d, (_, minor))| (d.clone(), format!("0:{minor}")))
+            .collect()
+    }
+
+    /// The superblock whose backing device is `bdi` (`0:N`).
+    pub fn bdi(&self, bdi: &str) -> Option<Arc<Superblock>> {
+        let minor: u32 = bdi.strip_prefix("0:")?.parse().ok()?;
+        lock(&self.inner.mounts.table)
+            .values()
+            .find(|(_, m)| *m == minor)
+            .map(|(sb, _)| Arc::clone(sb))
     }
 
     /// The superblock a path is under, and the rest of the path (`""` for
     /// the mount point itself).
     pub fn resolve_file(&self, path: &str) -> Option<(Arc<Superblock>, String)> {
         let path = normalize(path);
-        lock(&self.inner.mounts.table).iter().find_map(|(dir, sb)| {
-            if path == *dir {
-                return Some((Arc::clone(sb), String::new()));
-            }
-            let rest = path.strip_prefix(dir.as_str())?.strip_prefix('/')?;
-            Some((Arc::clone(sb), rest.to_owned()))
-        })
+        lock(&self.inner.mounts.table)
+            .iter()
+            .find_map(|(dir, (sb, _))| {
+                if path == *dir {
+                    return Some((Arc::clone(sb), String::new()));
+                }
+                let rest = path.strip_prefix(dir.as_str())?.strip_prefix('/')?;
+                Some((Arc::clone(sb), rest.to_owned()))
+            })
     }
 
     fn file(&self, path: &str) -> Result<(Arc<Superblock>, String), SimError> {
@@ -179,6 +207,22 @@ impl Sim {
         let memcg = self.fs().cgroup(cgroup)?.effective_memcg();
         let (sb, name) = self.file(path)?;
         sb.read_with(&memcg, &name, sink)
+            .map_err(vfs(path.to_owned()))
+    }
+
+    /// Reads the file at `path` as a task of `cgroup` would, with the
+    /// `read(2)` calls `calls` describes on one open file, handing what
+    /// they return to `sink`; returns the bytes read.
+    pub fn read_file_calls(
+        &self,
+        cgroup: &str,
+        path: &str,
+        calls: ReadCalls,
+        sink: impl FnMut(&[u8]),
+    ) -> Result<u64, SimError> {
+        let memcg = self.fs().cgroup(cgroup)?.effective_memcg();
+        let (sb, name) = self.file(path)?;
+        sb.read_calls(&memcg, &name, calls, sink)
             .map_err(vfs(path.to_owned()))
     }
 

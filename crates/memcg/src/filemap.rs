@@ -4,13 +4,19 @@
 //! # What it does
 //!
 //! An [`AddressSpace`] maps page indices of a file to cached folios, or
-//! to the [`Shadow`] an evicted folio left behind. A read of a page not
-//! in the cache allocates a folio charged to the reading task's memory
-//! cgroup (`filemap_add_folio` + `mem_cgroup_charge`), fills it from the
-//! file's [`Backing`] store, and puts it on that cgroup's file LRU: on the
-//! active list straight away if a shadow says it was evicted recently
-//! (`workingset_refault`). Every read marks the folio accessed
-//! (`folio_mark_accessed`: referenced, then active). A write fills the
+//! to the [`Shadow`] an evicted folio left behind. A read
+//! ([`AddressSpace::read`], `filemap_read`) goes through its open file's
+//! readahead state: a page not in the cache starts synchronous readahead
+//! (`readahead.rs`), which brings in a window of pages around it, and a
+//! page marked `PG_readahead` starts the next window ahead of the reader.
+//! Each page brought in is a folio charged to the reading task's memory
+//! cgroup (`filemap_add_folio` + `mem_cgroup_charge`), filled from the
+//! file's [`Backing`] store, and put on that cgroup's file LRU, inactive
+//! and not accessed, or active straight away if a shadow says it was
+//! evicted recently (`workingset_refault`). A read marks each folio it
+//! copies from accessed (`folio_mark_accessed`: referenced, then active),
+//! except the first when the read starts in the page where the previous
+//! read of the same open file ended (`pos_same_folio`). A write fills the
 //! cache the same way and marks the folio dirty (`file_dirty`);
 //! [`AddressSpace::writeback`] writes dirty folios to the backing store
 //! (`file_writeback` while in flight).
@@ -45,8 +51,9 @@ use std::collections::BTreeMap;
 
 use crate::errno::Errno;
 use crate::folio::Folio;
-use crate::memcontrol::{CgroupTree, ChargeError, MemCgroup, MemcgStat};
+use crate::memcontrol::{CgroupTree, ChargeError, Gfp, MemCgroup, MemcgStat};
 use crate::mm_types::{PAGE_BYTES, PAGE_SIZE};
+use crate::readahead::{self, FileRaState, RaMapping};
 use crate::sync::{Arc, Mutex, MutexGuard, lock};
 use crate::vmscan::{self, FolioRef, Rmap, RmapOutcome, SwapSpace};
 use crate::workingset::{self, Shadow};
@@ -210,26 +217,117 @@ impl AddressSpace {
         self.me.clone()
     }
 
-    /// Reads `buf.len()` bytes at `offset` (`filemap_read`), bringing
-    /// missing pages in charged to `memcg`. The caller stops at the end of
-    /// the file.
+    /// Reads up to `buf.len()` bytes at `offset` of a file of `i_size`
+    /// bytes through the open file whose readahead state is `ra`
+    /// (`filemap_read`); returns how many (0 at or past the end). Missing
+    /// pages, and the readahead window around them, are brought in
+    /// charged to `memcg`. Each folio read is marked accessed, except the
+    /// first when the read starts in the folio where the previous read
+    /// through `ra` ended (two `read()`s within one page mark it once). An
+    /// error after some bytes were read ends the read short.
     pub fn read(
         &self,
         memcg: &Arc<MemCgroup>,
+        ra: &mut FileRaState,
         offset: u64,
         buf: &mut [u8],
-    ) -> Result<(), FilemapError> {
+        i_size: u64,
+    ) -> Result<usize, FilemapError> {
+        let count = buf.len() as u64;
+        let mut last_pos = ra.prev_pos_raw();
         let mut done = 0;
-        while done < buf.len() {
-            let pos = offset + done as u64;
-            let (index, in_page) = (pos / PAGE_SIZE, (pos % PAGE_SIZE) as usize);
-            let len = (PAGE_BYTES - in_page).min(buf.len() - done);
-            let folio = self.get_folio(memcg, index, true, false)?;
-            folio_mark_accessed(&folio);
-            buf[done..done + len].copy_from_slice(&folio.bytes()[in_page..in_page + len]);
-            done += len;
+        let mut error = None;
+        while done < count && offset + done < i_size {
+            let pos = offset + done;
+            let batch = match self.get_pages(memcg, ra, pos, count - done, i_size) {
+                Ok(batch) => batch,
+                Err(e) => {
+                    error = Some(e);
+                    break;
+                }
+            };
+            let end_offset = i_size.min(offset + count);
+            if !pos_same_page(pos, last_pos - 1) {
+                folio_mark_accessed(&batch[0]);
+            }
+            for (i, folio) in batch.iter().enumerate() {
+                let pos = offset + done;
+                if end_offset < folio.index() * PAGE_SIZE {
+                    break;
+                }
+                if i > 0 {
+                    folio_mark_accessed(folio);
+                }
+                let in_page = (pos % PAGE_SIZE) as usize;
+                let len = ((end_offset - pos) as usize).min(PAGE_BYTES - in_page);
+                let at = done as usize;
+                buf[at..at + len].copy_from_slice(&folio.bytes()[in_page..in_page + len]);
+                done += len as u64;
+                last_pos = i64::try_from(offset + done).unwrap_or(i64::MAX);
+            }
         }
-        Ok(())
+        ra.set_prev_pos_raw(last_pos);
+        match error {
+            Some(e) if done == 0 => Err(e),
+            _ => Ok(done as usize),
+        }
+    }
+
+    /// The folios from `pos` on for a read of `count` more bytes
+    /// (`filemap_get_pages`): at least one, contiguous, up to a batch,
+    /// ending at a folio marked for readahead if they reach one. A miss
+    /// runs synchronous readahead, and if that did not bring the page in
+    /// (its charge failed), the page is read alone with a full charge
+    /// (`filemap_create_folio`); reaching a marked folio runs asynchronous
+    /// readahead.
+    fn get_pages(
+        &self,
+        memcg: &Arc<MemCgroup>,
+        ra: &mut FileRaState,
+        pos: u64,
+        count: u64,
+        i_size: u64,
+    ) -> Result<Vec<Arc<Folio>>, FilemapError> {
+        let index = pos / PAGE_SIZE;
+        let last_index = (pos + count).div_ceil(PAGE_SIZE);
+        let ractl = Ractl {
+            mapping: self,
+            memcg,
+        };
+        let mut batch = self.read_batch(index, last_index - 1);
+        if batch.is_empty() {
+            readahead::page_cache_sync_ra(&ractl, ra, index, last_index - index, i_size);
+            batch = self.read_batch(index, last_index - 1);
+        }
+        if batch.is_empty() {
+            return Ok(vec![self.get_folio(memcg, index, true, false)?]);
+        }
+        if let Some(last) = batch.last().filter(|f| f.test_readahead()) {
+            let req_count = last_index - last.index();
+            readahead::page_cache_async_ra(&ractl, ra, last, req_count, i_size);
+        }
+        Ok(batch)
+    }
+
+    /// The cached folios from `index` to at most `max`, contiguous, at most
+    /// [`READ_BATCH`], stopping after one marked for readahead
+    /// (`filemap_get_read_batch`).
+    fn read_batch(&self, index: u64, max: u64) -> Vec<Arc<Folio>> {
+        let pages = lock(&self.pages);
+        let mut batch = Vec::new();
+        for (at, slot) in pages.slots.range(index..=max) {
+            let Slot::Folio(folio) = slot else {
+                break;
+            };
+            if *at != index + batch.len() as u64 {
+                break;
+            }
+            batch.push(Arc::clone(folio));
+            if batch.len() == READ_BATCH || folio.test_readahead() {
+                break;
+            }
+        }
+        batch
     }
 
     /// Writes `data` at `offset` through the cache (`generic_perform_write`):
@@ -270,12 +368,26 @@ impl AddressSpace {
         fill: bool,
         write: bool,
     ) -> Result<Arc<Folio>, FilemapError> {
+        self.add_folio(memcg, index, fill, write, Gfp::Kernel, false)
+    }
+
+    /// [`AddressSpace::get_folio`] charging with `gfp`; a folio it adds
+    /// is marked for readahead if `ra_mark` (`folio_set_readahead`).
+    fn add_folio(
+        &self,
+        memcg: &Arc<MemCgroup>,
+        index: u64,
+        fill: bool,
+        write: bool,
+        gfp: Gfp,
+        ra_mark: bool,
+    ) -> Result<Arc<Folio>, FilemapError> {
         let shadow = match lock(&self.pages).slots.get(&index) {
             Some(Slot::Folio(folio)) => return Ok(Arc::clone(folio)),
             Some(Slot::Shadow(shadow)) if !write => Some(*shadow),
             _ => None,
         };
-        let folio = Folio::new_file(&self.tree, memcg, 1, index)?;
+        let folio = Folio::new_file_gfp(&self.tree, memcg, 1, index, gfp)?;
         let swap_free = || (self.swap)().free_pages;
         // Reading back a page of the working set is a memory stall
         // (`filemap_read_folio` on a folio `workingset_refault` marked).
@@ -303,6 +415,9 @@ impl AddressSpace {
             // Truncated meanwhile: the caller gets the bytes, the cache
             // keeps nothing.
             return Ok(folio);
+        }
+        if ra_mark {
+            folio.set_readahead();
         }
         pages.slots.insert(index, Slot::Folio(Arc::clone(&folio)));
         pages.nr_folios += 1;
@@ -481,6 +596,76 @@ impl AddressSpace {
         }
         RmapOutcome::Reclaimed {
             nr_pages: u64::from(folio.nr()),
+        }
+    }
+}
+
+/// Folios a read takes at a time (`PAGEVEC_SIZE`).
+const READ_BATCH: usize = 31;
+
+/// Whether byte positions `a` and `b` (`loff_t`, `b` may be -1 or less
+/// for "no previous read") fall in the same page (`pos_same_folio` for
+/// single-page folios).
+fn pos_same_page(a: u64, b: i64) -> bool {
+    let shift = PAGE_SIZE.trailing_zeros();
+    i64::try_from(a).is_ok_and(|a| a >> shift == b >> shift)
+}
+
+/// A mapping and the memory cgroup its readahead charges
+/// (`struct readahead_control`).
+struct Ractl<'a> {
+    mapping: &'a AddressSpace,
+    memcg: &'a Arc<MemCgroup>,
+}
+
+impl RaMapping for Ractl<'_> {
+    fn prev_miss(&self, index: u64, max_scan: u64) -> u64 {
+        let pages = lock(&self.mapping.pages);
+        let mut at = index;
+        for n in 0..max_scan {
+            if n > 0 {
+                at = at.wrapping_sub(1);
+            }
+            if !matches!(pages.slots.get(&at), Some(Slot::Folio(_))) {
+                break;
+            }
+        }
+        at
+    }
+
+    fn next_miss(&self, index: u64, max_scan: u64) -> u64 {
+        let pages = lock(&self.mapping.pages);
+        for n in 0..max_scan {
+            let at = index.wrapping_add(n);
+            if !matches!(pages.slots.get(&at), Some(Slot::Folio(_))) {
+                return at;
+            }
+            if at == 0 {
+                return 0;
+            }
+        }
+        index.wrapping_add(max_scan)
+    }
+
+    fn read_pages(&self, index: u64, nr: u64, mark: Option<u64>) {
+        // The window's folios stay held until it is all in, as the
+        // kernel's stay locked until their I/O completes: reclaim cannot
+        // take them back to make room for the rest of the window.
+        let mut window = Vec::new();
+        for i in 0..nr {
+            if lock(&self.mapping.pages).dead {
+                return;
+            }
+            let ra_mark = mark == Some(i);
+            match self
+                .mapping
+                .add_folio(self.memcg, index + i, true, false, Gfp::NoRetry, ra_mark)
+            {
+                Ok(folio) => window.push(folio),
+                // A failed charge or read ends readahead quietly; the read
+                // that needs the page tries again on its own.
+                Err(_) => return,
+            }
         }
     }
 }

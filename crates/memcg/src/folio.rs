@@ -53,6 +53,9 @@ pub struct Folio {
     memcg: ArcSlot<MemCgroup>,
     /// `PG_dirty`: written and not yet written back (page cache only).
     dirty: AtomicBool,
+    /// `PG_readahead`: reading it starts the next readahead window
+    /// (page cache only; `readahead.rs`).
+    readahead: AtomicBool,
     /// Its place on the memory cgroup's LRU lists (`vmscan.rs`).
     lru: FolioLru,
 }
@@ -97,7 +100,19 @@ impl Folio {
         nr: u32,
         index: u64,
     ) -> Result<Self, ChargeError> {
-        tree.try_charge(memcg, u64::from(nr), ChargeKind::File)?;
+        Self::new_file_gfp(tree, memcg, nr, index, Gfp::Kernel)
+    }
+
+    /// [`Folio::new_file`], charged with the effort `gfp` allows
+    /// (readahead charges with [`Gfp::NoRetry`]).
+    pub fn new_file_gfp(
+        tree: &CgroupTree,
+        memcg: &Arc<MemCgroup>,
+        nr: u32,
+        index: u64,
+        gfp: Gfp,
+    ) -> Result<Self, ChargeError> {
+        tree.try_charge_gfp(memcg, u64::from(nr), ChargeKind::File, gfp)?;
         let mut folio = Self::with_buffer(Arc::clone(memcg), nr, FolioKind::File, false);
         folio.index = index;
         Ok(folio)
@@ -124,6 +139,7 @@ impl Folio {
             charged: nr,
             memcg: ArcSlot::new(memcg),
             dirty: AtomicBool::new(false),
+            readahead: AtomicBool::new(false),
             lru: FolioLru::default(),
         }
     }
@@ -211,6 +227,29 @@ impl Folio {
             self.memcg().mod_stat(MemcgStat::FileDirty, delta);
         }
         was
+    }
+
+    /// Whether reading it starts the next readahead window
+    /// (`folio_test_readahead`).
+    pub fn test_readahead(&self) -> bool {
+        // Relaxed: a hint. Set before the folio is published under its
+        // mapping's lock (which orders it for readers of the mapping) and
+        // cleared by whichever reader triggers the window; two readers
+        // both seeing it start the same window, as in the kernel.
+        self.readahead.load(Ordering::Relaxed)
+    }
+
+    /// Marks it as the trigger of the next readahead window
+    /// (`folio_set_readahead`), before it is added to its mapping.
+    pub(crate) fn set_readahead(&self) {
+        // Relaxed: see `test_readahead`.
+        self.readahead.store(true, Ordering::Relaxed);
+    }
+
+    /// Clears the readahead mark (`folio_clear_readahead`).
+    pub(crate) fn clear_readahead(&self) {
+        // Relaxed: see `test_readahead`.
+        self.readahead.store(false, Ordering::Relaxed);
     }
 
     /// Moves the folio to `memcg` (LRU reparenting; the caller holds both

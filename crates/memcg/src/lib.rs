@@ -139,6 +139,7 @@
 //! | [`workingset`]   | mm/workingset.c                        | shadow entries, refault distances              |
 //! | [`zswap`]        | mm/zswap.c, mm/zsmalloc.c              | compressed cache before the swap devices       |
 //! | [`swap_state`]   | mm/swap_state.c, mm/page_io.c, mm/vmscan.c (split on swap-out) | swap cache, swap-out/in |
+//! | [`readahead`]    | mm/readahead.c                         | on-demand readahead: per-open-file windows     |
 //! | [`filemap`]      | mm/filemap.c, mm/truncate.c            | the page cache of a file, shadows, writeback   |
 //! | [`fs`]           | fs/dcache.c, fs/inode.c, fs/super.c, fs/drop_caches.c, drivers/block/brd.c | a filesystem: dentry/inode caches on list_lru, its shrinker, drop_caches |
 //! | [`cgroupfs`]     | mm/memcontrol.c, kernel/cgroup/cgroup.c (cftypes) | the cgroup v2 interface files |
@@ -163,6 +164,7 @@ pub mod page_alloc;
 pub mod page_counter;
 pub(crate) mod percpu;
 pub mod psi;
+pub mod readahead;
 pub mod shrinker;
 pub mod swap_cgroup;
 pub mod swap_state;

@@ -20,6 +20,7 @@ use common::{explore, small_tree};
 use memcg::filemap::{AddressSpace, Backing, BackingError};
 use memcg::memcontrol::{CgroupTree, MemCgroup, MemcgStat};
 use memcg::mm_types::PAGE_BYTES;
+use memcg::readahead::FileRaState;
 use memcg::vmscan::{self, LruList, RmapOutcome, SwapSpace};
 
 /// A file's bytes kept in memory, page by page.
@@ -57,9 +58,18 @@ fn cached_file(old: u8) -> (CgroupTree, Arc<MemCgroup>, Arc<AddressSpace>) {
     let a = t.mkdir("/a").unwrap();
     let backing = MemBacking(Mutex::new(HashMap::from([(0, vec![old; PAGE_BYTES])])));
     let mapping = AddressSpace::new(&t, Arc::new(backing), Arc::new(SwapSpace::default));
-    let mut buf = vec![0; PAGE_BYTES];
-    mapping.read(&a, 0, &mut buf).unwrap();
+    read_page(&mapping, &a);
     (t, a, mapping)
+}
+
+/// Reads the file's one page through a fresh open file (a one-page file
+/// reads no page beyond it ahead).
+fn read_page(mapping: &AddressSpace, a: &Arc<MemCgroup>) -> Vec<u8> {
+    let mut buf = vec![0; PAGE_BYTES];
+    let mut ra = FileRaState::new(32);
+    let read = mapping.read(a, &mut ra, 0, &mut buf, PAGE_BYTES as u64);
+    assert_eq!(read.unwrap(), PAGE_BYTES);
+    buf
 }
 
 /// Reclaim's pass over the inactive file list: 1 if it evicted the page.
@@ -106,8 +116,7 @@ fn a_write_racing_eviction_is_never_lost() {
         let evicted = reclaim_one(&a);
         writer.join().unwrap();
         check_balance(&a, &mapping);
-        let mut buf = vec![0; PAGE_BYTES];
-        mapping.read(&a, 0, &mut buf).unwrap();
+        let buf = read_page(&mapping, &a);
         assert!(
             buf.iter().all(|&b| b == 2),
             "the write survived the eviction"
@@ -130,8 +139,7 @@ fn a_read_racing_eviction_gets_the_bytes_and_charges_balance() {
         let reader = {
             let (a, mapping) = (Arc::clone(&a), Arc::clone(&mapping));
             thread::spawn(move || {
-                let mut buf = vec![0; PAGE_BYTES];
-                mapping.read(&a, 0, &mut buf).unwrap();
+                let buf = read_page(&mapping, &a);
                 assert!(buf.iter().all(|&b| b == 7));
             })
         };

@@ -71,10 +71,7 @@ fn cgroupfs_path(path: &str) -> Option<&str> {
 /// The fixed paths the tree is built around: the hierarchy, the kernel
 /// files and the mount points.
 fn anchors(sim: &Sim) -> Vec<String> {
-    let mut paths: Vec<String> = procfs::KERNEL_FILES
-        .iter()
-        .map(|p| (*p).to_owned())
-        .collect();
+    let mut paths = procfs::kernel_files(sim);
     paths.push(CGROUP_ROOT.to_owned());
     paths.extend(sim.mounts().into_iter().map(|(dir, _)| dir));
     paths
@@ -91,7 +88,7 @@ pub(crate) fn classify(sim: &Sim, path: &str) -> Option<Node> {
             .file_mode(cg_path)
             .map(|_| Node::CgroupFile(cg_path.to_owned()));
     }
-    if procfs::KERNEL_FILES.contains(&path) {
+    if procfs::serves(sim, path) {
         return Some(Node::Kernel(path.to_owned()));
     }
     if let Some((sb, name)) = sim.resolve_file(path) {

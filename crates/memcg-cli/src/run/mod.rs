@@ -11,7 +11,9 @@
 //!   thread. Then it serves the machine over FUSE and binds its files over
 //!   the real ones: `/sys/fs/cgroup`, `/proc/meminfo`, `/proc/swaps`,
 //!   `/proc/pressure/memory`, the `/proc/sys/vm` files, zswap's
-//!   parameters, and each `--fs` directory (made if missing);
+//!   parameters, each `--fs` directory (made if missing) and, with `--fs`,
+//!   `/sys/class/bdi` (the `--fs` filesystems' devices, whose
+//!   `read_ahead_kb` sets their readahead);
 //! - the init, pid 1 of the new pid namespace, which starts CMD in a mount
 //!   namespace of its own (the server's binds, and the pid namespace's
 //!   own `/proc` with the machine's files bound over it again);
@@ -207,9 +209,9 @@ impl Target {
     }
 }
 
-/// The bind targets: the machine's files where the host has them, and
-/// each `--fs` directory, made (with its missing parents, each told to
-/// the init) where missing.
+/// The bind targets: the machine's files where the host has them, each
+/// `--fs` directory, made (with its missing parents, each told to the
+/// init) where missing, and with `--fs` the machine's `/sys/class/bdi`.
 fn targets(spec: &MachineSpec, init: &Init, binds: &mut Binds) -> anyhow::Result<Vec<Target>> {
     let mut targets = Vec::new();
     for path in BOUND {
@@ -233,6 +235,11 @@ fn targets(spec: &MachineSpec, init: &Init, binds: &mut Binds) -> anyhow::Result
             init.created(&dir)?;
         }
         targets.push(Target::open(target)?);
+    }
+    // The --fs filesystems' devices: their read_ahead_kb sets readahead.
+    let bdi = Path::new("/sys/class/bdi");
+    if !spec.fs.is_empty() && bdi.exists() {
+        targets.push(Target::open(bdi)?);
     }
     Ok(targets)
 }

@@ -1,12 +1,14 @@
 //! The filesystem verbs of `memcg sh`: `mount`, `umount`, `write`, `read`,
 //! `rm`, `sync`, and listing a mount with `ls`. Paths under a mount are
-//! files; every other path stays a cgroup path.
+//! files; every other path stays a cgroup path. The mount table (`mount`
+//! alone) names each mount's backing device, whose readahead is
+//! `/sys/class/bdi/DEVICE/read_ahead_kb`.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 
 use memcg::cgroupfs::memparse;
-use memcg::fs::FsSource;
+use memcg::fs::{FsSource, ReadCalls};
 use memcg_sim::fill::{FileBytes, FileFill, stream};
 
 use super::{Failure, Shell};
@@ -40,11 +42,15 @@ fn failed(verb: &str, path: &str, e: &memcg_sim::SimError) -> Failure {
 pub(super) fn cmd_mount(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
     let (source, dir) = match args {
         [] => {
+            let bdis = sh.sim.bdi_names();
             let text: String = sh
                 .sim
                 .mounts()
                 .iter()
-                .map(|(dir, sb)| format!("{dir} list_lru={}\n", sb.lru_design()))
+                .zip(&bdis)
+                .map(|((dir, sb), (_, bdi))| {
+                    format!("{dir} list_lru={} bdi={bdi}\n", sb.lru_design())
+                })
                 .collect();
             return sh.print(&text);
         }
@@ -155,17 +161,42 @@ pub(super) fn verify_file(sh: &mut Shell<'_>, path: &str) -> Result<(), Failure>
     }
 }
 
-/// `read CGROUP PATH`: reads the whole file; prints its size.
+/// `read CGROUP PATH [--bs SIZE] [--count N] [--offset SIZE]`: reads the
+/// file on one open file descriptor, `N` `read(2)` calls of `SIZE` bytes
+/// from byte `--offset` on (default: the whole file in 64K calls, as
+/// `cat`); prints the bytes read.
 pub(super) fn cmd_read(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
-    let [cgroup, path] = args else {
-        return Err(sh.usage("read"));
+    let (cgroup, path, calls) = match args {
+        [cgroup, path, options @ ..] => match read_calls(options) {
+            Some(calls) => (cgroup, path, calls),
+            None => return Err(sh.usage("read")),
+        },
+        _ => return Err(sh.usage("read")),
     };
     let cgroup = sh.resolve(cgroup);
-    let size = sh
+    let read = sh
         .sim
-        .read_file_with(&cgroup, path, |_| {})
+        .read_file_calls(&cgroup, path, calls, |_| {})
         .map_err(|e| failed("read", path, &e))?;
-    sh.print(&format!("{path}: {size} bytes\n"))
+    sh.print(&format!("{path}: {read} bytes\n"))
+}
+
+/// The `read(2)` calls `--bs SIZE`, `--count N` and `--offset SIZE` ask
+/// for; `None` for anything else (or a zero `--bs`).
+fn read_calls(options: &[String]) -> Option<ReadCalls> {
+    let mut calls = ReadCalls::default();
+    for pair in options.chunks(2) {
+        let [flag, value] = pair else {
+            return None;
+        };
+        match flag.as_str() {
+            "--bs" => calls.bs = usize::try_from(memparse(value).ok()?).ok()?,
+            "--count" => calls.count = Some(value.parse().ok()?),
+            "--offset" => calls.offset = memparse(value).ok()?,
+            _ => return None,
+        }
+    }
+    (calls.bs > 0).then_some(calls)
 }
 
 /// `rm PATH...`.

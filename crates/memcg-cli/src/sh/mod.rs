@@ -146,7 +146,7 @@ const COMMANDS: &[Command] = &[
     },
     Command {
         name: "read",
-        usage: "read CGROUP PATH",
+        usage: "read CGROUP PATH [--bs SIZE] [--count N] [--offset SIZE]",
         run: files::cmd_read,
     },
     Command {

@@ -6,7 +6,8 @@
 //! `/proc/sys/vm/min_free_kbytes` and
 //! `/proc/PID/oom_score_adj` and the read-only `/proc/PID/oom_score`, and
 //! the write-only
-//! `/proc/sys/vm/drop_caches` (1, 2 or 3), read as the
+//! `/proc/sys/vm/drop_caches` (1, 2 or 3), and each mounted filesystem's
+//! `/sys/class/bdi/0:N/read_ahead_kb`, read as the
 //! kernel prints them and written with its checks (a number in range, or
 //! `EINVAL`).
 
@@ -25,6 +26,8 @@ pub(crate) enum ProcFile {
     DropCaches,
     /// A zswap module parameter.
     Zswap(ZswapParam),
+    /// `/sys/class/bdi/NAME/read_ahead_kb` of the backing device NAME.
+    ReadAheadKb(String),
     /// A file that opens for writing (as root) but refuses every write
     /// with this errno: `EIO` for a `/proc` file without a write method
     /// (`pde_write`), `EACCES` for a read-only debugfs counter
@@ -45,6 +48,7 @@ pub(crate) enum ZswapParam {
 }
 
 const ZSWAP_PARAMS: &str = "/sys/module/zswap/parameters/";
+const BDI_DIR: &str = "/sys/class/bdi/";
 const ZSWAP_DEBUG: &str = "/sys/kernel/debug/zswap/";
 
 /// Every file this module serves outside `/proc/PID/` (for listings).
@@ -71,9 +75,34 @@ pub(crate) const KERNEL_FILES: &[&str] = &[
     "/sys/kernel/debug/zswap/written_back_pages",
 ];
 
+/// The backing device `path` is the `read_ahead_kb` of, if it is one.
+fn bdi_of(path: &str) -> Option<&str> {
+    path.strip_prefix(BDI_DIR)?.strip_suffix("/read_ahead_kb")
+}
+
+/// The `read_ahead_kb` files of the mounted filesystems' devices.
+fn bdi_files(sim: &Sim) -> impl Iterator<Item = String> {
+    sim.bdi_names()
+        .into_iter()
+        .map(|(_, bdi)| format!("{BDI_DIR}{bdi}/read_ahead_kb"))
+}
+
+/// Every file this module serves now outside `/proc/PID/` (for
+/// listings): [`KERNEL_FILES`] and the mounts' devices.
+pub(crate) fn kernel_files(sim: &Sim) -> Vec<String> {
+    let fixed = KERNEL_FILES.iter().map(|p| (*p).to_owned());
+    fixed.chain(bdi_files(sim)).collect()
+}
+
+/// Whether `path` is one of [`kernel_files`].
+pub(crate) fn serves(sim: &Sim, path: &str) -> bool {
+    KERNEL_FILES.contains(&path) || bdi_of(path).is_some_and(|bdi| sim.bdi(bdi).is_some())
+}
+
 /// The permission bits of kernel file `path`, as the kernel shows them.
 pub(crate) fn mode(path: &str) -> u16 {
     match path {
+        p if bdi_of(p).is_some() => 0o644,
         "/proc/sys/vm/drop_caches" => 0o200,
         "/proc/sys/vm/min_free_kbytes" | "/proc/sys/vm/swappiness" => 0o644,
         // zswap's parameters are 0644; debugfs counters 0444.
@@ -86,7 +115,10 @@ pub(crate) fn mode(path: &str) -> u16 {
 
 /// Whether `path` is one of the files this module serves.
 pub(crate) fn is_kernel_file(path: &str) -> bool {
-    path.starts_with("/proc/") || path.starts_with(ZSWAP_PARAMS) || path.starts_with(ZSWAP_DEBUG)
+    path.starts_with("/proc/")
+        || path.starts_with(ZSWAP_PARAMS)
+        || path.starts_with(ZSWAP_DEBUG)
+        || path.starts_with(BDI_DIR)
 }
 
 fn zswap_param(name: &str) -> Option<ZswapParam> {
@@ -182,6 +214,14 @@ pub(crate) fn read(sim: &Sim, path: &str) -> Option<Result<String, Errno>> {
     if let Some(result) = read_zswap(sim, path) {
         return Some(result);
     }
+    if path.starts_with(BDI_DIR) {
+        return Some(
+            bdi_of(path)
+                .and_then(|bdi| sim.bdi(bdi))
+                .map(|sb| format!("{}\n", sb.read_ahead_kb()))
+                .ok_or(Errno::ENOENT),
+        );
+    }
     if !path.starts_with("/proc/") {
         return None;
     }
@@ -224,6 +264,12 @@ pub(crate) fn open_for_write(sim: &Sim, path: &str) -> Result<ProcFile, Errno> {
     if let Some(name) = path.strip_prefix(ZSWAP_PARAMS) {
         return zswap_param(name).map(ProcFile::Zswap).ok_or(Errno::ENOENT);
     }
+    if path.starts_with(BDI_DIR) {
+        return match bdi_of(path) {
+            Some(bdi) if sim.bdi(bdi).is_some() => Ok(ProcFile::ReadAheadKb(bdi.to_owned())),
+            _ => Err(Errno::ENOENT),
+        };
+    }
     if path.starts_with(ZSWAP_DEBUG) {
         return match read_zswap(sim, path) {
             Some(Ok(_)) => Ok(ProcFile::Refusing(Errno::EACCES)),
@@ -249,6 +295,7 @@ pub(crate) fn write(sim: &Sim, file: &ProcFile, text: &str) -> Result<(), Errno>
     match file {
         ProcFile::Zswap(param) => return write_zswap(sim, *param, text),
         ProcFile::Refusing(errno) => return Err(*errno),
+        ProcFile::ReadAheadKb(bdi) => return write_read_ahead_kb(sim, bdi, text),
         _ => {}
     }
     let value: i64 = text.trim().parse().map_err(|_| Errno::EINVAL)?;
@@ -258,7 +305,9 @@ pub(crate) fn write(sim: &Sim, file: &ProcFile, text: &str) -> Result<(), Errno>
             sim.fs().tree().set_vm_swappiness(v)
         }
         ProcFile::MinFreeKbytes => sim.fs().tree().set_vm_min_free_kbytes(value),
-        ProcFile::Zswap(_) | ProcFile::Refusing(_) => unreachable!("handled above"),
+        ProcFile::Zswap(_) | ProcFile::Refusing(_) | ProcFile::ReadAheadKb(_) => {
+            unreachable!("handled above")
+        }
         ProcFile::DropCaches => {
             let mode = u32::try_from(value).map_err(|_| Errno::EINVAL)?;
             sim.drop_caches(mode).map(drop)
@@ -269,4 +318,19 @@ pub(crate) fn write(sim: &Sim, file: &ProcFile, text: &str) -> Result<(), Errno>
             task.set_oom_score_adj(v)
         }
     }
+}
+
+/// `read_ahead_kb_store`: an unsigned decimal (`kstrtoul`: an optional
+/// `+`, one trailing newline), `ERANGE` past 64 bits; `ENODEV` once the
+/// device is gone.
+fn write_read_ahead_kb(sim: &Sim, bdi: &str, text: &str) -> Result<(), Errno> {
+    let digits = text.strip_suffix('\n').unwrap_or(text);
+    let digits = digits.strip_prefix('+').unwrap_or(digits);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(Errno::EINVAL);
+    }
+    let kb: u64 = digits.parse().map_err(|_| Errno::ERANGE)?;
+    let sb = sim.bdi(bdi).ok_or(Errno::ENODEV)?;
+    sb.set_read_ahead_kb(kb);
+    Ok(())
 }

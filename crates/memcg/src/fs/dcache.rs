@@ -9,14 +9,20 @@ use super::{
 };
 use crate::filemap::{AddressSpace, MappingHost};
 use crate::memcontrol::{MemCgroup, ObjCgroup, SlabKind};
-use crate::sync::{Arc, lock};
+use crate::readahead::FileRaState;
+use crate::sync::{Arc, Mutex, lock};
 
-/// A file open for one read or write.
+/// An open file (`struct file`).
 pub(super) struct OpenFile {
     pub(super) name: String,
     pub(super) ino: u64,
     pub(super) mapping: Arc<AddressSpace>,
     objcg: Arc<ObjCgroup>,
+    /// Its readahead state (`f_ra`): locked only to copy it in and out
+    /// around a read, so concurrent reads of one open file do not wait on
+    /// each other (the last one to finish leaves its state, as racing
+    /// readers of one `struct file` do in the kernel).
+    pub(super) ra: Mutex<FileRaState>,
 }
 
 impl Superblock {
@@ -113,6 +119,7 @@ impl Superblock {
             ino,
             mapping,
             objcg: Arc::clone(objcg),
+            ra: Mutex::new(FileRaState::new(self.ra_pages())),
         })
     }
 

@@ -17,6 +17,7 @@
 use super::dcache::OpenFile;
 use super::{FsError, Superblock};
 use crate::memcontrol::MemCgroup;
+use crate::readahead::FileRaState;
 use crate::sync::{Arc, lock};
 
 /// One open file; closed on drop.
@@ -71,20 +72,26 @@ impl File {
     }
 
     /// Reads at most `buf.len()` bytes at `offset` (`pread`), bringing
-    /// missing pages in charged to `memcg`; returns how many (0 at or past
-    /// the end).
+    /// missing pages, and the readahead window around them, in charged to
+    /// `memcg`; returns how many (0 at or past the end). Readahead follows
+    /// this open file's own reads (`f_ra`).
     pub fn read_at(
         &self,
         memcg: &Arc<MemCgroup>,
         offset: u64,
         buf: &mut [u8],
     ) -> Result<usize, FsError> {
+        let open = self.open();
         let size = self.size_bytes();
-        let len = size.saturating_sub(offset).min(buf.len() as u64) as usize;
-        if len > 0 {
-            self.open().mapping.read(memcg, offset, &mut buf[..len])?;
-        }
-        Ok(len)
+        let mut ra = *lock(&open.ra);
+        let read = open.mapping.read(memcg, &mut ra, offset, buf, size);
+        *lock(&open.ra) = ra;
+        Ok(read?)
+    }
+
+    /// Its readahead state now (`f_ra`).
+    pub fn ra_state(&self) -> FileRaState {
+        *lock(&self.open().ra)
     }
 
     /// Writes `data` at `offset` (`pwrite`) through the page cache, new

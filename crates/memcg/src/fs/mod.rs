@@ -67,10 +67,12 @@ use std::path::{Path, PathBuf};
 
 use crate::errno::Errno;
 use crate::filemap::{AddressSpace, BackingError, FilemapError};
+use crate::folio::Folio;
 use crate::list_lru::{ItemId, ListLru, ListLruConfig, LruDesign};
 use crate::memcontrol::{CgroupTree, ChargeError, MemCgroup, ObjCgroup};
+use crate::readahead;
 use crate::shrinker::{ShrinkerHandle, register_shrinker};
-use crate::sync::{Arc, Mutex, lock};
+use crate::sync::{Arc, AtomicU64, Mutex, Ordering, lock};
 use crate::vmscan::SwapSpace;
 use dcache::check_name;
 use disk::{Disk, RamDisk};
@@ -88,6 +90,30 @@ pub const FILE_BYTES: u64 = 256;
 pub const NAME_MAX: usize = 255;
 /// The most a read or write moves per step.
 pub const IO_CHUNK_BYTES: usize = 64 << 10;
+/// The `read(2)` calls of [`Superblock::read_calls`]: `count` calls (all
+/// until the end of the file if `None`) of `bs` bytes each, from byte
+/// `offset` on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadCalls {
+    /// Where the first call reads.
+    pub offset: u64,
+    /// Bytes each call asks for (at least 1).
+    pub bs: usize,
+    /// How many calls, at most.
+    pub count: Option<u64>,
+}
+
+impl Default for ReadCalls {
+    /// The whole file in [`IO_CHUNK_BYTES`] calls.
+    fn default() -> Self {
+        Self {
+            offset: 0,
+            bs: IO_CHUNK_BYTES,
+            count: None,
+        }
+    }
+}
+
 /// Objects per superblock shrinker scan (`s_shrink->batch`).
 const SB_SHRINK_BATCH: u64 = 1024;
 /// Dentries and inodes a superblock can cache at once (list_lru items).
@@ -259,6 +285,9 @@ pub struct Superblock {
     dentry_lru: ListLru,
     inode_lru: ListLru,
     shrinker: Mutex<Option<ShrinkerHandle>>,
+    /// Its device's readahead in pages (`bdi->ra_pages`, `read_ahead_kb`
+    /// / 4), taken by each file at open.
+    ra_pages: AtomicU64,
     /// Itself, for its inodes' mappings to call back ([`InodeHost`]).
     me: std::sync::Weak<Superblock>,
 }
@@ -334,6 +363,7 @@ impl Superblock {
             dentry_lru,
             inode_lru,
             shrinker: Mutex::new(None),
+            ra_pages: AtomicU64::new(readahead::ra_pages_of_kb(readahead::DEFAULT_READ_AHEAD_KB)),
             me: me.clone(),
         });
         let shrinker = Arc::new(SbShrinker(Arc::downgrade(&sb)));
@@ -344,6 +374,27 @@ impl Superblock {
     /// The list_lru design of its caches.
     pub fn lru_design(&self) -> LruDesign {
         self.dentry_lru.design()
+    }
+
+    /// Its device's `read_ahead_kb` (`/sys/class/bdi/*/read_ahead_kb`):
+    /// the most a readahead window reads, in KiB (128 by default).
+    pub fn read_ahead_kb(&self) -> u64 {
+        readahead::kb_of_ra_pages(self.ra_pages())
+    }
+
+    /// Sets `read_ahead_kb` (`read_ahead_kb_store`: rounded down to whole
+    /// pages; 0 turns readahead off). Files opened from now on use it.
+    pub fn set_read_ahead_kb(&self, read_ahead_kb: u64) {
+        // Relaxed: a setting each open reads once; no other memory depends
+        // on it.
+        self.ra_pages
+            .store(readahead::ra_pages_of_kb(read_ahead_kb), Ordering::Relaxed);
+    }
+
+    /// `bdi->ra_pages`.
+    fn ra_pages(&self) -> u64 {
+        // Relaxed: see `set_read_ahead_kb`.
+        self.ra_pages.load(Ordering::Relaxed)
     }
 
     /// Unmounts (`umount`): refused while a file is open; writes dirty
@@ -446,25 +497,42 @@ impl Superblock {
         &self,
         memcg: &Arc<MemCgroup>,
         name: &str,
+        sink: impl FnMut(&[u8]),
+    ) -> Result<u64, FsError> {
+        self.read_calls(memcg, name, ReadCalls::default(), sink)
+    }
+
+    /// Opens `name` as a task of `memcg` would and reads it with the
+    /// `read(2)` calls `calls` describes, one open file throughout (its
+    /// readahead state follows the calls), handing what each returns to
+    /// `sink`; stops at the end of the file. Returns the bytes read.
+    pub fn read_calls(
+        &self,
+        memcg: &Arc<MemCgroup>,
+        name: &str,
+        calls: ReadCalls,
         mut sink: impl FnMut(&[u8]),
     ) -> Result<u64, FsError> {
-        let file = self.open(memcg, name, false)?;
-        let size = self.size_of(name).unwrap_or(0);
-        let mut buf = vec![0; IO_CHUNK_BYTES.min(usize::try_from(size).unwrap_or(usize::MAX))];
-        let mut offset = 0;
-        let result = loop {
-            let len = (size - offset).min(buf.len() as u64) as usize;
+        let file = self.open_file(memcg, name, false)?;
+        // A buffer no larger than what the file holds from `offset`, so a
+        // huge `bs` allocates nothing past it (requests are cut to it too:
+        // the readahead window near the end of the file may be smaller
+        // than for the full request, never what it reads).
+        let held = file.size_bytes().saturating_sub(calls.offset);
+        let len = calls.bs.min(usize::try_from(held).unwrap_or(usize::MAX));
+        let mut buf = vec![0; len];
+        let mut offset = calls.offset;
+        let mut nr_calls = 0;
+        while calls.count.is_none_or(|count| nr_calls < count) {
+            let len = file.read_at(memcg, offset, &mut buf)?;
             if len == 0 {
-                break Ok(size);
-            }
-            if let Err(e) = file.mapping.read(memcg, offset, &mut buf[..len]) {
-                break Err(e.into());
+                break;
             }
             sink(&buf[..len]);
             offset += len as u64;
-        };
-        self.close(file);
-        result
+            nr_calls += 1;
+        }
+        Ok(offset - calls.offset)
     }
 
     /// Writes `data` as the whole new content of `name` (created if
@@ -599,6 +667,14 @@ impl Superblock {
             self.disk.set_size(&name, size)?;
         }
         Ok(written)
+    }
+
+    /// The folio cached at page `index` of `name`, if its inode and that
+    /// page are cached (for tests and checks).
+    pub fn folio(&self, name: &str, index: u64) -> Option<Arc<Folio>> {
+        let ns = lock(&self.ns);
+        let ino = ns.files.get(name)?.ino;
+        ns.icache.get(&ino)?.mapping.folio(index)
     }
 
     /// Drops the clean page cache of every cached inode (`drop_caches` 1,

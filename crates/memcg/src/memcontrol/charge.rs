@@ -96,6 +96,10 @@ pub enum Gfp {
     /// `max` on the cgroup whose limit it passes (`try_charge_memcg`'s
     /// `force:`), with no reclaim and no `memory.high` work.
     MemAlloc,
+    /// `__GFP_NORETRY` (readahead's `readahead_gfp_mask`): reclaims, and
+    /// retries once after draining the charge stocks, then fails quietly:
+    /// no reclaim retries and no OOM killer.
+    NoRetry,
 }
 
 /// Why a charge failed. Nothing stays charged when one is returned.
@@ -361,6 +365,9 @@ impl CgroupTree {
                 self.drain_all_stock(&over);
                 drained = true;
                 continue;
+            }
+            if gfp == Gfp::NoRetry {
+                return Err(nomem());
             }
             if reclaimed > 0 && nr_pages <= COSTLY_PAGES {
                 continue;
