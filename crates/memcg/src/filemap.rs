@@ -31,12 +31,24 @@
 //! what it dropped (`mapping_try_invalidate`); removing the file
 //! ([`AddressSpace::truncate`]) drops everything.
 //!
+//! The entries sit in radix-tree nodes (`xarray.rs`), 576-byte slab
+//! objects charged (`slab_reclaimable`) to the task whose insertion needed
+//! them, before it takes the mapping's lock (`xas_nomem`). A leaf holding
+//! only shadows goes on the machine's shadow-node list, whose shrinker
+//! frees it with its shadows (`workingset.rs`). The inode may be reclaimed
+//! only while the mapping is shrinkable (`mapping_shrinkable`: nothing
+//! cached, or a lone shadow at index 0, kept in the tree's head); the
+//! mapping tells its [`MappingHost`] whenever entries leave and it is.
+//!
 //! # Invariants
 //!
 //! - An index holds at most one folio; a folio is in at most one mapping,
 //!   at its own [`Folio::index`], and charged to one memory cgroup as a
 //!   `File` page for as long as it lives.
 //! - A truncated mapping holds nothing and takes nothing in.
+//! - Its nodes are exactly those its indices need; each holds one charge of
+//!   [`XA_NODE_BYTES`]; a leaf is on the shadow-node list exactly while it
+//!   holds only shadows.
 //!
 //! # Locking
 //!
@@ -45,18 +57,23 @@
 //! very mapping) or while copying a read's bytes. A reader copies from a
 //! folio it holds a reference to, which keeps reclaim from evicting it:
 //! reclaim evicts only a folio whose references are the mapping's and the
-//! reclaimer's own. Lock order: the mapping, then a folio's bytes.
+//! reclaimer's own. Lock order: the mapping, then a folio's bytes; the
+//! mapping, then the shadow-node list (the shadow shrinker, coming from the
+//! list, only tries the mapping's lock).
 
 use std::collections::BTreeMap;
 
 use crate::errno::Errno;
 use crate::folio::Folio;
-use crate::memcontrol::{CgroupTree, ChargeError, Gfp, MemCgroup, MemcgStat};
+use crate::list_lru::{ItemGuard, Walked};
+use crate::memcontrol::{CgroupTree, ChargeError, Gfp, MemCgroup, MemcgStat, ObjCgroup, SlabKind};
 use crate::mm_types::{PAGE_BYTES, PAGE_SIZE};
 use crate::readahead::{self, FileRaState, RaMapping};
 use crate::sync::{Arc, Mutex, MutexGuard, lock};
 use crate::vmscan::{self, FolioRef, Rmap, RmapOutcome, SwapSpace};
-use crate::workingset::{self, Shadow};
+use crate::workingset::{self, Shadow, ShadowNodes, ShadowOwner};
+pub use crate::xarray::XA_NODE_BYTES;
+use crate::xarray::{self, XaNode, XaNodes};
 
 /// Why a page-cache operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -112,12 +129,13 @@ pub trait Backing: Send + Sync {
     fn truncate(&self, size_bytes: u64) -> Result<(), BackingError>;
 }
 
-/// The inode owning a mapping, told when the mapping's last folio goes
-/// (`mapping_shrinkable` turning true: `inode_add_lru` from the page
-/// cache's deletion path), so an unused inode can go on its LRU.
+/// The inode owning a mapping, told when entries leave a mapping that is
+/// then shrinkable ([`AddressSpace::is_shrinkable`]: `inode_add_lru` from
+/// the page cache's deletion paths and the shadow-node shrinker), so an
+/// unused inode can go on its LRU.
 pub trait MappingHost: Send + Sync {
-    /// The mapping has no folios now (shadows may remain). Called with no
-    /// lock of the mapping held.
+    /// The mapping is shrinkable now: no folios, and no shadows but a lone
+    /// one at index 0. Called with no lock of the mapping held.
     fn mapping_shrinkable(&self);
 }
 
@@ -133,8 +151,23 @@ struct Pages {
     slots: BTreeMap<u64, Slot>,
     /// Folios among `slots` (`nrpages`).
     nr_folios: u64,
+    /// The radix-tree nodes holding `slots`, and their charges.
+    nodes: XaNodes,
     /// Truncated for good: takes nothing in.
     dead: bool,
+}
+
+impl Pages {
+    /// `mapping_shrinkable`: nothing cached, or only a shadow at index 0,
+    /// which the tree keeps in its head, out of the shadow shrinker's
+    /// reach (so the inode shrinker may take it).
+    fn shrinkable(&self) -> bool {
+        match self.slots.len() {
+            0 => true,
+            1 => matches!(self.slots.get(&0), Some(Slot::Shadow(_))),
+            _ => false,
+        }
+    }
 }
 
 /// The page cache of one file (`struct address_space`).
@@ -146,9 +179,12 @@ pub struct AddressSpace {
     pages: Mutex<Pages>,
     /// Itself, as reclaim's owner of its folios.
     me: std::sync::Weak<AddressSpace>,
-    /// Its inode, if it wants to hear of the last folio going (which
-    /// holds no strong reference back).
+    /// Its inode, if it wants to hear of the mapping becoming shrinkable
+    /// (which holds no strong reference back).
     host: Mutex<Option<Arc<dyn MappingHost>>>,
+    /// The machine's shadow-node list, where its leaves holding only
+    /// shadows go.
+    shadow_nodes: Arc<ShadowNodes>,
 }
 
 impl std::fmt::Debug for AddressSpace {
@@ -173,10 +209,12 @@ impl AddressSpace {
             pages: Mutex::new(Pages::default()),
             me: me.clone(),
             host: Mutex::new(None),
+            shadow_nodes: ShadowNodes::of(tree),
         })
     }
 
-    /// Tells `host` whenever the mapping's last folio goes.
+    /// Tells `host` whenever entries leave the mapping and it is then
+    /// shrinkable.
     pub fn set_host(&self, host: Arc<dyn MappingHost>) {
         *lock(&self.host) = Some(host);
     }
@@ -211,6 +249,82 @@ impl AddressSpace {
     /// Whether nothing, not even a shadow, is cached (`mapping_empty`).
     pub fn is_empty(&self) -> bool {
         lock(&self.pages).slots.is_empty()
+    }
+
+    /// Whether its inode may be reclaimed as far as the page cache goes
+    /// (`mapping_shrinkable`): nothing cached, or only a shadow at index 0.
+    /// Shadows elsewhere keep it until the shadow-node shrinker frees them.
+    pub fn is_shrinkable(&self) -> bool {
+        lock(&self.pages).shrinkable()
+    }
+
+    /// Radix-tree nodes holding its entries (`xarray.rs`).
+    pub fn nr_nodes(&self) -> usize {
+        lock(&self.pages).nodes.len()
+    }
+
+    /// Puts leaf `leaf` on the shadow-node list if it holds only shadows,
+    /// or takes it off if it no longer does (`workingset_update_node`).
+    fn update_leaf(&self, pages: &mut Pages, leaf: u64) {
+        let (mut count, mut shadows) = (0, 0);
+        for slot in pages
+            .slots
+            .range(xarray::node_range((0, leaf)))
+            .map(|(_, s)| s)
+        {
+            count += 1;
+            shadows += u32::from(matches!(slot, Slot::Shadow(_)));
+        }
+        let Some(node) = pages.nodes.leaf_mut(leaf) else {
+            return;
+        };
+        match (count > 0 && count == shadows, node.shadow_item) {
+            (true, None) => {
+                let owner: std::sync::Weak<dyn ShadowOwner> = self.me.clone();
+                node.shadow_item = self.shadow_nodes.add(&node.objcg.memcg(), owner, leaf);
+            }
+            (false, Some(item)) => {
+                self.shadow_nodes.del(item, &node.objcg.memcg());
+                node.shadow_item = None;
+            }
+            _ => {}
+        }
+    }
+
+    /// After the entries at `removed` left `pages`: frees the nodes that
+    /// emptied (off the shadow-node list) and updates the leaves left.
+    /// Returns the freed nodes' charges, for [`AddressSpace::uncharge_nodes`]
+    /// once the lock is dropped.
+    fn nodes_removed(&self, pages: &mut Pages, removed: &[u64]) -> Vec<Arc<ObjCgroup>> {
+        let p = &mut *pages;
+        let gone = p.nodes.remove(&p.slots, removed.iter().copied());
+        let freed = self.unlist(gone);
+        let leaves: std::collections::BTreeSet<u64> =
+            removed.iter().map(|&i| xarray::leaf_of(i)).collect();
+        for leaf in leaves {
+            self.update_leaf(pages, leaf);
+        }
+        freed
+    }
+
+    /// Takes freed nodes off the shadow-node list; returns their charges.
+    fn unlist(&self, gone: Vec<(xarray::NodeKey, XaNode)>) -> Vec<Arc<ObjCgroup>> {
+        gone.into_iter()
+            .map(|(_, node)| {
+                if let Some(item) = node.shadow_item {
+                    self.shadow_nodes.del(item, &node.objcg.memcg());
+                }
+                node.objcg
+            })
+            .collect()
+    }
+
+    /// Gives freed nodes' bytes back (`xa_node_free`).
+    fn uncharge_nodes(&self, charges: Vec<Arc<ObjCgroup>>) {
+        for objcg in charges {
+            self.tree
+                .uncharge_slab(&objcg, XA_NODE_BYTES, SlabKind::Reclaimable);
+        }
     }
 
     fn rmap(&self) -> std::sync::Weak<dyn Rmap> {
@@ -404,24 +518,64 @@ impl AddressSpace {
             }
         }
         let folio = Arc::new(folio);
-        let mut pages = lock(&self.pages);
-        let shadow = match pages.slots.get(&index) {
-            // Another task brought it in meanwhile: use theirs.
-            Some(Slot::Folio(theirs)) => return Ok(Arc::clone(theirs)),
-            Some(Slot::Shadow(shadow)) if !write => Some(*shadow),
-            _ => None,
+        // Nodes the insertion needs, charged beforehand to the inserting
+        // task with the lock dropped (`xas_nomem`): a charge may reclaim.
+        let mut charged = Vec::new();
+        let (mut pages, shadow) = loop {
+            let pages = lock(&self.pages);
+            let shadow = match pages.slots.get(&index) {
+                // Another task brought it in meanwhile: use theirs.
+                Some(Slot::Folio(theirs)) => {
+                    let theirs = Arc::clone(theirs);
+                    drop(pages);
+                    self.uncharge_nodes(charged);
+                    return Ok(theirs);
+                }
+                Some(Slot::Shadow(shadow)) => (!write).then_some(*shadow),
+                None => None,
+            };
+            if pages.dead {
+                // Truncated meanwhile: the caller gets the bytes, the cache
+                // keeps nothing.
+                drop(pages);
+                self.uncharge_nodes(charged);
+                return Ok(folio);
+            }
+            let needed = match pages.slots.contains_key(&index) {
+                true => 0,
+                false => pages.nodes.needed(&pages.slots, index).len(),
+            };
+            if charged.len() >= needed {
+                break (pages, shadow);
+            }
+            drop(pages);
+            let objcg = memcg.obj_cgroup();
+            while charged.len() < needed {
+                let node = XA_NODE_BYTES;
+                let kind = SlabKind::Reclaimable;
+                if let Err(e) = self.tree.charge_slab_gfp(&objcg, node, kind, gfp) {
+                    self.uncharge_nodes(charged);
+                    return Err(e.into());
+                }
+                charged.push(Arc::clone(&objcg));
+            }
         };
-        if pages.dead {
-            // Truncated meanwhile: the caller gets the bytes, the cache
-            // keeps nothing.
-            return Ok(folio);
-        }
         if ra_mark {
             folio.set_readahead();
         }
-        pages.slots.insert(index, Slot::Folio(Arc::clone(&folio)));
+        let p = &mut *pages;
+        if p.slots
+            .insert(index, Slot::Folio(Arc::clone(&folio)))
+            .is_none()
+        {
+            for leaf in p.nodes.insert(&p.slots, index, &mut charged) {
+                self.update_leaf(&mut pages, leaf);
+            }
+        }
         pages.nr_folios += 1;
+        self.update_leaf(&mut pages, xarray::leaf_of(index));
         drop(pages);
+        self.uncharge_nodes(charged);
         if let Some(shadow) = shadow {
             workingset::workingset_refault(&self.tree, &folio, &shadow, &swap_free);
         }
@@ -476,11 +630,16 @@ impl AddressSpace {
         let mut kept = Vec::new();
         let mut pages = lock(&self.pages);
         let mut nr_dropped = 0;
-        pages.slots.retain(|_, slot| match slot {
-            Slot::Shadow(_) => false,
+        let mut removed = Vec::new();
+        pages.slots.retain(|&index, slot| match slot {
+            Slot::Shadow(_) => {
+                removed.push(index);
+                false
+            }
             Slot::Folio(f) if !f.is_dirty() && Arc::strong_count(f) == 1 => {
                 nr_dropped += 1;
                 dropped.push(Arc::clone(f));
+                removed.push(index);
                 false
             }
             Slot::Folio(f) => {
@@ -489,14 +648,16 @@ impl AddressSpace {
             }
         });
         pages.nr_folios -= nr_dropped;
-        let shrinkable = pages.nr_folios == 0;
+        let freed_nodes = self.nodes_removed(&mut pages, &removed);
+        let shrinkable = pages.shrinkable();
         drop(pages);
         // Freed (and uncharged) here, outside the lock.
         drop(dropped);
+        self.uncharge_nodes(freed_nodes);
         for folio in &kept {
             vmscan::deactivate_file_folio(folio);
         }
-        if shrinkable && nr_dropped > 0 {
+        if shrinkable && !removed.is_empty() {
             self.notify_shrinkable();
         }
         nr_dropped
@@ -506,12 +667,14 @@ impl AddressSpace {
     /// now on (`truncate_inode_pages_final`, the file removed or evicted
     /// after its data was written back).
     pub fn truncate(&self) {
-        let slots = {
+        let (slots, freed_nodes) = {
             let mut pages = lock(&self.pages);
             pages.dead = true;
             pages.nr_folios = 0;
-            std::mem::take(&mut pages.slots)
+            let nodes = pages.nodes.take_all();
+            (std::mem::take(&mut pages.slots), self.unlist(nodes))
         };
+        self.uncharge_nodes(freed_nodes);
         for slot in slots.into_values() {
             if let Slot::Folio(folio) = slot {
                 folio.clear_dirty();
@@ -524,7 +687,7 @@ impl AddressSpace {
     /// page is zeroed, and the backing store is cut too.
     pub fn truncate_to(&self, size_bytes: u64) -> Result<(), FilemapError> {
         let first_gone = size_bytes.div_ceil(PAGE_SIZE);
-        let dropped: Vec<Slot> = {
+        let (dropped, freed_nodes, shrinkable) = {
             let mut pages = lock(&self.pages);
             let gone = pages.slots.split_off(&first_gone);
             let nr = gone
@@ -538,16 +701,18 @@ impl AddressSpace {
             {
                 last.bytes()[in_page..PAGE_BYTES].fill(0);
             }
-            gone.into_values().collect()
+            let removed: Vec<u64> = gone.keys().copied().collect();
+            let freed_nodes = self.nodes_removed(&mut pages, &removed);
+            (gone, freed_nodes, pages.shrinkable())
         };
-        let shrinkable = lock(&self.pages).nr_folios == 0;
-        let had_folios = dropped.iter().any(|s| matches!(s, Slot::Folio(_)));
-        for slot in dropped {
+        self.uncharge_nodes(freed_nodes);
+        let removed_any = !dropped.is_empty();
+        for slot in dropped.into_values() {
             if let Slot::Folio(folio) = slot {
                 folio.clear_dirty();
             }
         }
-        if shrinkable && had_folios {
+        if shrinkable && removed_any {
             self.notify_shrinkable();
         }
         self.backing.truncate(size_bytes)?;
@@ -589,7 +754,8 @@ impl AddressSpace {
         let shadow = workingset::workingset_eviction(&folio, target);
         pages.slots.insert(folio.index(), Slot::Shadow(shadow));
         pages.nr_folios -= 1;
-        let shrinkable = pages.nr_folios == 0;
+        self.update_leaf(&mut pages, xarray::leaf_of(folio.index()));
+        let shrinkable = pages.shrinkable();
         drop(pages);
         if shrinkable {
             self.notify_shrinkable();
@@ -708,5 +874,64 @@ impl Rmap for AddressSpace {
             return RmapOutcome::Busy(folio);
         }
         self.evict_locked(pages, folio, target)
+    }
+}
+
+impl ShadowOwner for AddressSpace {
+    fn isolate_shadow_node<'g>(
+        &self,
+        leaf: u64,
+        guard: ItemGuard<'g>,
+        freed_bytes: &mut u64,
+    ) -> Walked<'g> {
+        // Coming from the list: the mapping's lock only if free
+        // (`xa_trylock`).
+        let mut pages = match self.pages.try_lock() {
+            Ok(pages) => pages,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Walked::Skip(guard),
+        };
+        let item = guard.item();
+        let Some(node) = pages
+            .nodes
+            .leaf_mut(leaf)
+            .filter(|node| node.shadow_item == Some(item))
+        else {
+            return Walked::Skip(guard);
+        };
+        let (list, isolated) = guard.isolate();
+        drop(list);
+        node.shadow_item = None;
+        let memcg = node.objcg.memcg();
+        self.shadow_nodes.release(item);
+        // Only shadows: deleting them frees the node (`xa_delete_node`).
+        let removed: Vec<u64> = pages
+            .slots
+            .range(xarray::node_range((0, leaf)))
+            .map(|(&index, _)| index)
+            .collect();
+        for index in &removed {
+            pages.slots.remove(index);
+        }
+        let freed = self.nodes_removed(&mut pages, &removed);
+        memcg.mod_stat(MemcgStat::WorkingsetNodereclaim, 1);
+        let shrinkable = pages.shrinkable();
+        drop(pages);
+        *freed_bytes += freed.len() as u64 * XA_NODE_BYTES;
+        self.uncharge_nodes(freed);
+        if shrinkable {
+            self.notify_shrinkable();
+        }
+        Walked::RemovedRetry(isolated)
+    }
+}
+
+impl Drop for AddressSpace {
+    /// Its nodes leave the shadow-node list and give their charges back
+    /// (a mapping dropped without [`AddressSpace::truncate`]).
+    fn drop(&mut self) {
+        let nodes = lock(&self.pages).nodes.take_all();
+        let freed = self.unlist(nodes);
+        self.uncharge_nodes(freed);
     }
 }

@@ -139,6 +139,7 @@
 //! | [`workingset`]   | mm/workingset.c                        | shadow entries, refault distances              |
 //! | [`zswap`]        | mm/zswap.c, mm/zsmalloc.c              | compressed cache before the swap devices       |
 //! | [`swap_state`]   | mm/swap_state.c, mm/page_io.c, mm/vmscan.c (split on swap-out) | swap cache, swap-out/in |
+//! | `xarray`         | lib/xarray.c                           | a page cache's radix-tree nodes and their charges |
 //! | [`readahead`]    | mm/readahead.c                         | on-demand readahead: per-open-file windows     |
 //! | [`filemap`]      | mm/filemap.c, mm/truncate.c            | the page cache of a file, shadows, writeback   |
 //! | [`fs`]           | fs/dcache.c, fs/inode.c, fs/super.c, fs/drop_caches.c, drivers/block/brd.c | a filesystem: dentry/inode caches on list_lru, its shrinker, drop_caches |
@@ -174,6 +175,7 @@ pub(crate) mod sync;
 pub mod vmscan;
 pub(crate) mod weak_slab;
 pub mod workingset;
+pub(crate) mod xarray;
 pub mod zswap;
 
 pub use errno::Errno;

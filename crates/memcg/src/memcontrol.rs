@@ -1171,7 +1171,14 @@ struct TreeShared {
     reclaim_visits: AtomicU64,
     /// The simulated machine's size and its reclaim reserve (`charge.rs`).
     machine: watermark::MachineSize,
+    /// Tree-wide objects of the modules built on the tree (the page
+    /// cache's shadow-node list), by type, held weakly: each lives while
+    /// its users hold it ([`CgroupTree::tree_local`]).
+    locals: Mutex<std::collections::HashMap<std::any::TypeId, TreeLocal>>,
 }
+
+/// A tree-wide object, held weakly ([`CgroupTree::tree_local`]).
+type TreeLocal = Weak<dyn std::any::Any + Send + Sync>;
 
 impl Drop for TreeShared {
     fn drop(&mut self) {
@@ -1265,8 +1272,30 @@ impl CgroupTree {
                 reclaim_calls: AtomicU64::new(0),
                 reclaim_visits: AtomicU64::new(0),
                 machine: watermark::MachineSize::default(),
+                locals: Mutex::new(std::collections::HashMap::new()),
             }),
         }
+    }
+
+    /// The tree's one `T` while anyone holds it, else a new one from
+    /// `make` (run with no lock of the tree's cgroups held). The tree holds
+    /// it weakly, so a `T` holding the tree (a list_lru, a shrinker) makes
+    /// no cycle and goes with its last user.
+    pub(crate) fn tree_local<T: std::any::Any + Send + Sync>(
+        &self,
+        make: impl FnOnce() -> Arc<T>,
+    ) -> Arc<T> {
+        let mut locals = lock(&self.shared.locals);
+        let id = std::any::TypeId::of::<T>();
+        if let Some(alive) = locals.get(&id).and_then(Weak::upgrade)
+            && let Ok(alive) = alive.downcast::<T>()
+        {
+            return alive;
+        }
+        let made = make();
+        let erased: Arc<dyn std::any::Any + Send + Sync> = Arc::clone(&made) as _;
+        locals.insert(id, Arc::downgrade(&erased));
+        made
     }
 
     fn stocks(&self) -> &ChargeStocks {

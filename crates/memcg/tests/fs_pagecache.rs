@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use memcg::filemap::XA_NODE_BYTES;
 use memcg::fs::{DENTRY_BYTES, FsSource, INODE_BYTES, Superblock, drop_caches};
 use memcg::list_lru::LruDesign;
 use memcg::memcontrol::{CgroupTree, MemcgStat};
@@ -43,10 +44,11 @@ fn bytes_read_back_and_charges_follow_the_reader() {
     assert_eq!(a.stat(MemcgStat::FileDirty), 0);
     assert_eq!(sb.read(&b, "f").unwrap(), data, "cached pages");
     assert_eq!(b.stat(MemcgStat::File), 0, "hits charge nobody");
-    // Slab: one dentry and one inode, charged to the creator.
+    // Slab: one dentry, one inode, and the radix-tree node holding the
+    // file's pages, charged to the creator.
     assert_eq!(
         a.stat(MemcgStat::SlabReclaimable) as u64,
-        DENTRY_BYTES + INODE_BYTES
+        DENTRY_BYTES + INODE_BYTES + XA_NODE_BYTES
     );
     assert_eq!(drop_caches(&t, std::slice::from_ref(&sb), 1).0, 10);
     assert_eq!(a.stat(MemcgStat::File), 0);
@@ -85,10 +87,11 @@ fn a_removed_cgroup_with_page_cache_lingers_until_its_pages_go() {
         t.rmdir("/p/c").unwrap();
         let dying = t.root_cgroup().nr_dying_descendants();
         assert_eq!(dying, usize::from(!reparent), "reparent={reparent}");
-        // Slab went to the parent at offline either way.
+        // Slab (the dentry, the inode and the pages' radix-tree node)
+        // went to the parent at offline either way.
         assert_eq!(
             p.stat(MemcgStat::SlabReclaimable) as u64,
-            DENTRY_BYTES + INODE_BYTES
+            DENTRY_BYTES + INODE_BYTES + XA_NODE_BYTES
         );
         assert_eq!(p.stat(MemcgStat::File), 5);
         assert_eq!(sb.read(&p, "x").unwrap(), data);

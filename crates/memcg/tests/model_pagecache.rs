@@ -4,14 +4,15 @@
 //! both list_lru designs and both offline behaviours. After every step the
 //! contents read back equal the model's, and the charges add up: the
 //! machine's pages are exactly the cached file pages, the slab pages and
-//! the RAM disk's pages; the slab bytes are exactly the cached dentries and
-//! inodes. At the end, everything unmounted, nothing is charged anywhere
+//! the RAM disk's pages; the slab bytes are exactly the cached dentries,
+//! inodes and the radix-tree nodes of their page caches. At the end, everything unmounted, nothing is charged anywhere
 //! and no cgroup is left dying.
 #![cfg(not(loom))]
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use memcg::filemap::XA_NODE_BYTES;
 use memcg::fs::{DENTRY_BYTES, FsError, FsSource, INODE_BYTES, Superblock, drop_caches};
 use memcg::list_lru::LruDesign;
 use memcg::memcontrol::{CgroupTree, MemCgroup, MemcgMetadata, MemcgStat, ReclaimOptions};
@@ -152,7 +153,9 @@ impl World {
         );
         assert_eq!(
             stat(MemcgStat::SlabReclaimable),
-            counts.nr_dentries * DENTRY_BYTES + counts.nr_inodes * INODE_BYTES,
+            counts.nr_dentries * DENTRY_BYTES
+                + counts.nr_inodes * INODE_BYTES
+                + counts.nr_xa_nodes * XA_NODE_BYTES,
             "slab bytes"
         );
         assert_eq!(stat(MemcgStat::SlabUnreclaimable), 0, "no file is open");

@@ -1,5 +1,6 @@
 //! The inode cache: references (`iput`), the inode LRU (`inode_add_lru`,
-//! kept for inodes without page cache) and eviction (`evict`). See the
+//! kept for inodes whose mapping is shrinkable: no folios, and no shadows
+//! but a lone one at index 0) and eviction (`evict`). See the
 //! module docs of `fs` for the LRU rules.
 
 use super::{INODE_BYTES, Namespace, Superblock};
@@ -29,14 +30,16 @@ impl Superblock {
         self.inode_add_lru(ns, ino);
     }
 
-    /// Puts an unused inode on the LRU (`inode_add_lru`), unless it holds
-    /// page cache (`mapping_shrinkable` false on a 64-bit machine): its
-    /// mapping tells us when its last folio goes ([`InodeHost`]).
+    /// Puts an unused inode on the LRU (`inode_add_lru`), unless its
+    /// mapping is not shrinkable (`mapping_shrinkable` on a 64-bit machine:
+    /// it holds folios, or shadows other than a lone one at index 0): the
+    /// mapping tells us when that changes ([`InodeHost`]), after its last
+    /// folio or the shadow-node shrinker's last node goes.
     pub(super) fn inode_add_lru(&self, ns: &mut Namespace, ino: u64) {
         let Some(inode) = ns.icache.get_mut(&ino) else {
             return;
         };
-        if inode.count > 0 || inode.on_lru || inode.mapping.nr_folios() > 0 {
+        if inode.count > 0 || inode.on_lru || !inode.mapping.is_shrinkable() {
             return;
         }
         inode.on_lru = true;
@@ -60,8 +63,8 @@ impl Superblock {
     }
 }
 
-/// An inode as its mapping's host: told when the mapping's last folio
-/// goes, it puts the inode on the LRU if unused.
+/// An inode as its mapping's host: told when the mapping becomes
+/// shrinkable, it puts the inode on the LRU if unused.
 pub(super) struct InodeHost {
     pub(super) sb: std::sync::Weak<Superblock>,
     pub(super) ino: u64,

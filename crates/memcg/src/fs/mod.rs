@@ -22,11 +22,12 @@
 //! - a dentry in use again is taken off the list; one used since the last
 //!   scan (`DCACHE_REFERENCED`) gets another round; the rest are freed,
 //!   dropping their inode's reference (`dentry_lru_isolate`);
-//! - an inode in use is taken off the list; a referenced one gets another
-//!   round; one with cached pages has its clean pages invalidated
-//!   (`pginodesteal`) and is kept while pages remain (the kernel takes it
-//!   off the list until its pages go); the rest are evicted with their
-//!   shadows (`inode_lru_isolate`).
+//! - an inode in use is taken off the list; so is one whose mapping is not
+//!   shrinkable (`mapping_shrinkable`: it holds folios, or shadows other
+//!   than a lone one at index 0, which stay until the shadow-node shrinker
+//!   frees their nodes, `workingset.rs`): the mapping puts it back when
+//!   that changes; a referenced one gets another round; the rest are
+//!   evicted, a lone shadow at index 0 with them (`inode_lru_isolate`).
 //!
 //! [`drop_caches`] is `/proc/sys/vm/drop_caches`: 1 invalidates every
 //! file's clean page cache, 2 runs every shrinker on every memory cgroup,
@@ -315,6 +316,9 @@ pub struct SbCounts {
     pub nr_cached_pages: u64,
     /// Of those, the dirty ones.
     pub nr_dirty_pages: u64,
+    /// Radix-tree nodes holding the cached inodes' folios and shadows
+    /// (slab, [`crate::filemap::XA_NODE_BYTES`] each).
+    pub nr_xa_nodes: u64,
     /// RAM-disk pages in use (0 on a host directory).
     pub disk_pages: u64,
 }
@@ -432,6 +436,11 @@ impl Superblock {
                 + self.inode_lru.count_node(0).unwrap_or(0)) as u64,
             nr_cached_pages: ns.icache.values().map(|i| i.mapping.nr_folios()).sum(),
             nr_dirty_pages: ns.icache.values().map(|i| i.mapping.nr_dirty()).sum(),
+            nr_xa_nodes: ns
+                .icache
+                .values()
+                .map(|i| i.mapping.nr_nodes() as u64)
+                .sum(),
             disk_pages: match &*self.disk {
                 Disk::Ram(ram) => ram.used_pages(),
                 Disk::Dir(_) => 0,
@@ -672,9 +681,15 @@ impl Superblock {
     /// The folio cached at page `index` of `name`, if its inode and that
     /// page are cached (for tests and checks).
     pub fn folio(&self, name: &str, index: u64) -> Option<Arc<Folio>> {
+        self.mapping(name)?.folio(index)
+    }
+
+    /// The page cache of `name`, if its inode is cached (for tests and
+    /// checks).
+    pub fn mapping(&self, name: &str) -> Option<Arc<AddressSpace>> {
         let ns = lock(&self.ns);
         let ino = ns.files.get(name)?.ino;
-        ns.icache.get(&ino)?.mapping.folio(index)
+        Some(Arc::clone(&ns.icache.get(&ino)?.mapping))
     }
 
     /// Drops the clean page cache of every cached inode (`drop_caches` 1,

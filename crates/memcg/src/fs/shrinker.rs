@@ -42,9 +42,10 @@ impl Superblock {
     }
 
     /// `prune_icache_sb` for one memory cgroup (`inode_lru_isolate`): one
-    /// in use again or holding page cache again is taken off the list (an
-    /// `iput`, or its last folio going, puts it back), a referenced one
-    /// gets another round, the rest are evicted.
+    /// in use again or whose mapping is not shrinkable (folios, or shadow
+    /// nodes) is taken off the list (an `iput`, or its mapping becoming
+    /// shrinkable, puts it back), a referenced one gets another round, the
+    /// rest are evicted, a lone shadow at index 0 with them.
     fn prune_icache(&self, memcg: &MemCgroup, nr_to_scan: u64) -> Pruned {
         self.prune(
             &self.inode_lru,
@@ -53,7 +54,7 @@ impl Superblock {
             |ns, item| {
                 let ino = *ns.inode_of_item.get(&item)?;
                 let inode = ns.icache.get_mut(&ino)?;
-                let busy = inode.count > 0 || inode.mapping.nr_folios() > 0;
+                let busy = inode.count > 0 || !inode.mapping.is_shrinkable();
                 let verdict = lru_verdict(&mut inode.on_lru, &mut inode.referenced, busy);
                 Some((ino, verdict))
             },

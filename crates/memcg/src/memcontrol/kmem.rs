@@ -269,7 +269,19 @@ impl super::CgroupTree {
         bytes: u64,
         kind: SlabKind,
     ) -> Result<(), ChargeError> {
-        self.charge_obj(objcg, bytes, false, |memcg| {
+        self.charge_slab_gfp(objcg, bytes, kind, Gfp::Kernel)
+    }
+
+    /// [`CgroupTree::charge_slab`](super::CgroupTree::charge_slab) with the effort `gfp` allows (an
+    /// xarray node for a readahead page: [`Gfp::NoRetry`]).
+    pub fn charge_slab_gfp(
+        &self,
+        objcg: &ObjCgroup,
+        bytes: u64,
+        kind: SlabKind,
+        gfp: Gfp,
+    ) -> Result<(), ChargeError> {
+        self.charge_obj(objcg, bytes, gfp, |memcg| {
             memcg.mod_stat(kind.stat(), bytes as i64);
         })
     }
@@ -280,7 +292,7 @@ impl super::CgroupTree {
     /// past every limit, raising `max` where one is passed; counts the
     /// bytes in `zswap` and the page in `zswapped`.
     pub fn charge_zswap(&self, objcg: &ObjCgroup, bytes: u64) {
-        let charged = self.charge_obj(objcg, bytes, true, |memcg| {
+        let charged = self.charge_obj(objcg, bytes, Gfp::MemAlloc, |memcg| {
             memcg.mod_stat(MemcgStat::ZswapBytes, bytes as i64);
             memcg.mod_stat(MemcgStat::Zswapped, 1);
         });
@@ -299,7 +311,7 @@ impl super::CgroupTree {
         if bytes == 0 {
             return Ok(());
         }
-        self.charge_obj(objcg, bytes, false, |memcg| {
+        self.charge_obj(objcg, bytes, Gfp::Kernel, |memcg| {
             if let Some(stat) = stat {
                 memcg.mod_stat(stat, bytes as i64);
             }
@@ -314,14 +326,15 @@ impl super::CgroupTree {
     }
 
     /// Charges `bytes` to `objcg`'s memory cgroup through its reserve
-    /// (module docs); `force` charges past the limits; `account` counts
+    /// (module docs) with the effort `gfp` allows ([`Gfp::MemAlloc`]:
+    /// forced past the limits); `account` counts
     /// the object's statistics on the memory cgroup charged, under its
     /// account lock (so a reparent moves them with the charge).
     fn charge_obj(
         &self,
         objcg: &ObjCgroup,
         bytes: u64,
-        force: bool,
+        gfp: Gfp,
         account: impl Fn(&MemCgroup),
     ) -> Result<(), ChargeError> {
         loop {
@@ -339,7 +352,6 @@ impl super::CgroupTree {
                 std::mem::take(&mut acct.reserve_bytes)
             };
             let nr_pages = (bytes - had).div_ceil(PAGE_SIZE);
-            let gfp = if force { Gfp::MemAlloc } else { Gfp::Kernel };
             if let Err(e) = self.try_charge_gfp(&memcg, nr_pages, ChargeKind::Kmem, gfp) {
                 self.return_reserve(&memcg, had);
                 return Err(e);
