@@ -89,9 +89,15 @@ struct MachineArgs {
     /// Seed of random fills.
     #[arg(long, default_value_t = 0x5eed)]
     seed: u64,
-    /// The simulated machine's memory (K/M/G/T/P/E suffixes): every charge
-    /// and the kernel's own pages must fit [default: half of the
-    /// host's available memory].
+    /// The simulated machine's memory (K/M/G/T/P/E suffixes). It bounds
+    /// what the simulated kernel holds: every charge (tasks' pages, page
+    /// cache, slab objects, page tables, zswap's pool, each memory
+    /// cgroup's own structures) and the kernel's own pages (RAM disks,
+    /// swap tables). The host pays that and the simulator's bookkeeping:
+    /// about 7K per memory cgroup (each charges 14K, so --mem bounds
+    /// them) and 0.7K per cgroup without memory (uncharged, as the
+    /// kernel's struct cgroup) [default: half of the host's available
+    /// memory].
     #[arg(long, value_parser = parse_size)]
     mem: Option<u64>,
     /// The simulated machine's CPUs: what the kernel keeps per CPU
