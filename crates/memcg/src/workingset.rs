@@ -198,7 +198,12 @@ pub fn workingset_refault(
 
 /// Shadow nodes the machine can list at once (list_lru item ids): one per
 /// 64 pages of shadows, 4 TiB of them.
+#[cfg(not(loom))]
 const MAX_SHADOW_NODES: u32 = 1 << 24;
+/// Under loom a few: its list_lru tables are allocated whole, every entry
+/// a modelled atomic, for every execution of a model.
+#[cfg(loom)]
+const MAX_SHADOW_NODES: u32 = 64;
 
 /// A mapping whose shadow nodes are on the list: the shrinker's way back
 /// from a list item to the mapping (`container_of(node->array, ...)`).
