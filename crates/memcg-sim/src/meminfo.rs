@@ -10,10 +10,11 @@
 //! - `MemFree`: what is neither charged to a cgroup nor taken by the kernel
 //!   itself (RAM disk pages, swap tables).
 //! - `MemAvailable`: free plus page cache (there is no reclaim reserve).
-//! - `Cached`, `AnonPages`, `SwapCached`, `Zswap`, `Zswapped`,
-//!   `PageTables`, `Slab`, `SReclaimable` (and `KReclaimable`), `SUnreclaim`,
-//!   `Percpu`: the root's hierarchical statistics (slab objects charged to
-//!   cgroups, and the memory cgroups' own per-CPU and slab structures).
+//! - `Cached`, `AnonPages`, `SwapCached`, `Zswap`, `Zswapped`, `Dirty`,
+//!   `Writeback`, `PageTables`, `Slab`, `SReclaimable` (and `KReclaimable`),
+//!   `SUnreclaim`, `Percpu`: the root's hierarchical statistics (slab
+//!   objects charged to cgroups, and the memory cgroups' own per-CPU and
+//!   slab structures).
 //! - `SwapTotal`, `SwapFree`: the swap devices' usable slots.
 
 use std::fmt::Write as _;
@@ -90,6 +91,8 @@ struct Numbers {
     slab_bytes: [u64; 2],
     /// Per-CPU bytes charged (memory cgroups' statistics).
     percpu_bytes: u64,
+    dirty: u64,
+    writeback: u64,
     /// `[inactive_anon, active_anon, inactive_file, active_file]`.
     lru: [u64; 4],
     /// `MemAvailable` (`si_mem_available`).
@@ -137,6 +140,8 @@ impl Numbers {
                 stat(MemcgStat::SlabUnreclaimable),
             ],
             percpu_bytes: stat(MemcgStat::Percpu),
+            dirty: kb(stat(MemcgStat::FileDirty)),
+            writeback: kb(stat(MemcgStat::FileWriteback)),
         }
     }
 
@@ -155,6 +160,8 @@ impl Numbers {
             "SwapCached" => self.swapcached,
             "SwapTotal" => self.swap_total,
             "SwapFree" => self.swap_free,
+            "Dirty" => self.dirty,
+            "Writeback" => self.writeback,
             "Zswap" => self.zswap_bytes,
             "Zswapped" => self.zswapped,
             "AnonPages" => self.anon,

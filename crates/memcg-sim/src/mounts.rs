@@ -1,13 +1,19 @@
 //! Filesystems mounted in the simulated machine: the mount table, paths
 //! under a mount resolved to a superblock and a file name, reads and
-//! writes charged to a cgroup, `sync` and `drop_caches`.
+//! writes charged to a cgroup, `sync`, `drop_caches`, and the flushers
+//! (inline, run by the tasks that wake them and by [`Sim::run_flushers`]
+//! on the shell's clock; or, once [`Sim::start_flusher_threads`] is
+//! called, a thread per mount).
 //!
-//! Each mount has its own backing device, named as the kernel names the
-//! device of a filesystem without a block device (`0:N`, the lowest minor
-//! free, as `get_anon_bdev`): its `read_ahead_kb` is
-//! `/sys/class/bdi/0:N/read_ahead_kb` ([`Sim::bdi_names`]).
+//! Each mount's superblock has one backing device ([`Superblock::bdi`]):
+//! its flusher writes the mount's dirty pages back, and its `read_ahead_kb`
+//! sizes the mount's readahead. The device is named as the kernel names
+//! the device of a filesystem without a block device (`0:N`, the lowest
+//! minor free, as `get_anon_bdev`): `/sys/class/bdi/0:N/read_ahead_kb`
+//! ([`Sim::bdi_names`]).
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use memcg::Errno;
@@ -19,6 +25,8 @@ use crate::{Sim, SimError, lock};
 #[derive(Default)]
 pub(crate) struct Mounts {
     table: Mutex<BTreeMap<String, (Arc<Superblock>, u32)>>,
+    /// Every mount's flusher has a thread of its own.
+    flusher_threads: AtomicBool,
 }
 
 /// Why a mount-table operation failed.
@@ -106,11 +114,37 @@ impl Sim {
         let swap = Arc::new(move || weak.upgrade().map(|i| i.swap_space()).unwrap_or_default());
         let sb = Superblock::mount(self.fs().tree(), source, self.inner.lru_design, swap)
             .map_err(vfs(dir.clone()))?;
+        // Relaxed: a setting made before the machine is served.
+        if self.inner.mounts.flusher_threads.load(Ordering::Relaxed) {
+            sb.start_flusher_thread().map_err(vfs(dir.clone()))?;
+        }
         let minor = (1..)
             .find(|m| table.values().all(|(_, used)| used != m))
             .expect("fewer mounts than minors");
         table.insert(dir, (sb, minor));
         Ok(())
+    }
+
+    /// Gives every mount's flusher, now and from now on, a thread of its
+    /// own (a machine served on the real clock: the FUSE server), instead
+    /// of running inline in the tasks that wake it.
+    pub fn start_flusher_threads(&self) -> Result<(), SimError> {
+        // Relaxed: see `mount`.
+        self.inner
+            .mounts
+            .flusher_threads
+            .store(true, Ordering::Relaxed);
+        for (dir, sb) in self.mounts() {
+            sb.start_flusher_thread().map_err(vfs(dir))?;
+        }
+        Ok(())
+    }
+
+    /// Runs the flushers' periodic writeback that came due on the machine's
+    /// clock (`dirty_writeback_centisecs`, `dirty_expire_centisecs`): for a
+    /// caller that moved simulated time on, as the shell's `sleep` does.
+    pub fn run_flushers(&self) {
+        memcg::page_writeback::run_due_flushers(self.fs().tree());
     }
 
     /// Unmounts `dir` (`umount`): `EBUSY` while a file is open.
@@ -250,7 +284,8 @@ impl Sim {
         sb.unlink(&name).map_err(vfs(path.to_owned()))
     }
 
-    /// Writes every dirty page of every mount back (`sync`).
+    /// Writes every dirty page of every mount back and waits for it
+    /// (`sync(2)`: each mount's `syncfs`); returns the pages written.
     pub fn sync(&self) -> Result<u64, SimError> {
         let mut written = 0;
         for (dir, sb) in self.mounts() {

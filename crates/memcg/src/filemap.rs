@@ -16,20 +16,30 @@
 //! evicted recently (`workingset_refault`). A read marks each folio it
 //! copies from accessed (`folio_mark_accessed`: referenced, then active),
 //! except the first when the read starts in the page where the previous
-//! read of the same open file ended (`pos_same_folio`). A write fills the
-//! cache the same way and marks the folio dirty (`file_dirty`);
-//! [`AddressSpace::writeback`] writes dirty folios to the backing store
-//! (`file_writeback` while in flight).
+//! read of the same open file ended (`pos_same_folio`). A write brings in
+//! the pages it writes the same way, without readahead, and marks each
+//! folio dirty (`file_dirty`, `folio_account_dirtied`): the inode's first
+//! dirty page puts it on the dirty list of a writeback of its backing
+//! device ([`Bdi`], the memory cgroup charged for that page's), and after
+//! each page the writing task is balanced against its dirty limits
+//! (`balance_dirty_pages`, in `page_writeback.rs`). Dirty folios are
+//! written back only by the device's flusher (`writeback.rs`), a chunk at
+//! a time from where the last writeback stopped
+//! ([`AddressSpace::writeback`] for an fsync): `file_writeback` while in
+//! flight, and at the end of the write a folio reclaim had marked
+//! (`PG_reclaim`) moves to the inactive list's oldest end
+//! (`folio_end_writeback`).
 //!
 //! Reclaim reaches a folio through its LRU entry, whose [`Rmap`] is the
-//! mapping: the mapping, locked without waiting, drops the folio if
-//! nobody else holds it (`folio_ref_freeze`), leaving a shadow. A dirty
-//! folio is written back first, synchronously: the kernel instead wakes
-//! the flusher threads and reclaims the folio once written, which this
-//! compresses into one step. `drop_caches` ([`AddressSpace::invalidate`])
+//! mapping: the mapping, locked without waiting, drops the folio if it is
+//! clean and nobody else holds it (`folio_ref_freeze`), leaving a shadow.
+//! A dirty folio or one under writeback is never written or dropped by
+//! reclaim: it goes back to reclaim, which activates it for the flusher
+//! (`shrink_folio_list`). `drop_caches` ([`AddressSpace::invalidate`])
 //! drops every clean unused folio and the shadows, leaving no shadows for
 //! what it dropped (`mapping_try_invalidate`); removing the file
-//! ([`AddressSpace::truncate`]) drops everything.
+//! ([`AddressSpace::truncate`]) drops everything, once writes in flight
+//! are done (`folio_wait_writeback`).
 //!
 //! The entries sit in radix-tree nodes (`xarray.rs`), 576-byte slab
 //! objects charged (`slab_reclaimable`) to the task whose insertion needed
@@ -49,17 +59,25 @@
 //! - Its nodes are exactly those its indices need; each holds one charge of
 //!   [`XA_NODE_BYTES`]; a leaf is on the shadow-node list exactly while it
 //!   holds only shadows.
+//! - The mapping's dirty and writeback counts are the pages of its folios
+//!   so marked; while it has a dirty page it is on one writeback's dirty
+//!   list, whose dirty count includes them, and on none otherwise.
 //!
 //! # Locking
 //!
 //! One mutex per mapping (`i_pages`' xa lock), taken to look up, insert,
-//! evict and dirty; never held while charging (a charge may reclaim this
-//! very mapping) or while copying a read's bytes. A reader copies from a
-//! folio it holds a reference to, which keeps reclaim from evicting it:
-//! reclaim evicts only a folio whose references are the mapping's and the
-//! reclaimer's own. Lock order: the mapping, then a folio's bytes; the
-//! mapping, then the shadow-node list (the shadow shrinker, coming from the
-//! list, only tries the mapping's lock).
+//! evict, dirty and start or end a folio's writeback; never held while
+//! charging (a charge may reclaim this very mapping, and reclaim may run a
+//! flusher), while writing to the backing store, or while copying a read's
+//! bytes. A reader copies from a folio it holds a reference to, which keeps
+//! reclaim from evicting it: reclaim evicts only a folio whose references
+//! are the mapping's and the reclaimer's own. Truncation waits for writes
+//! in flight on the mapping's condvar. Lock order: the mapping, then a
+//! folio's bytes, then the backing device's lock (a leaf); the mapping,
+//! then the shadow-node list (the shadow shrinker, coming from the list,
+//! only tries the mapping's lock).
+
+mod writeback;
 
 use std::collections::BTreeMap;
 
@@ -69,11 +87,15 @@ use crate::list_lru::{ItemGuard, Walked};
 use crate::memcontrol::{CgroupTree, ChargeError, Gfp, MemCgroup, MemcgStat, ObjCgroup, SlabKind};
 use crate::mm_types::{PAGE_BYTES, PAGE_SIZE};
 use crate::readahead::{self, FileRaState, RaMapping};
-use crate::sync::{Arc, Mutex, MutexGuard, lock};
+use crate::sync::{Arc, Condvar, Mutex, MutexGuard, lock};
 use crate::vmscan::{self, FolioRef, Rmap, RmapOutcome, SwapSpace};
 use crate::workingset::{self, Shadow, ShadowNodes, ShadowOwner};
 pub use crate::xarray::XA_NODE_BYTES;
 use crate::xarray::{self, XaNode, XaNodes};
+pub use writeback::Bdi;
+#[cfg(not(loom))]
+pub use writeback::FlusherThread;
+use writeback::Wb;
 
 /// Why a page-cache operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -155,6 +177,17 @@ struct Pages {
     nodes: XaNodes,
     /// Truncated for good: takes nothing in.
     dead: bool,
+    /// Pages of dirty folios (`PAGECACHE_TAG_DIRTY`).
+    nr_dirty: u64,
+    /// Pages under writeback.
+    nr_writeback: u64,
+    /// While it has dirty pages: the writeback they belong to and the
+    /// inode's place on its dirty list (`inode->i_wb`, `i_io_list`).
+    dirty_on: Option<(Arc<Wb>, u64)>,
+    /// Where the next cyclic writeback starts (`writeback_index`).
+    writeback_index: u64,
+    /// A writeback's error, until a sync reports it (`mapping_set_error`).
+    error: Option<BackingError>,
 }
 
 impl Pages {
@@ -174,9 +207,14 @@ impl Pages {
 pub struct AddressSpace {
     tree: CgroupTree,
     backing: Arc<dyn Backing>,
+    /// Its backing device, whose flusher writes its dirty pages.
+    bdi: Arc<Bdi>,
     /// The swap space, for refault distances (`get_nr_swap_pages`).
     swap: Arc<dyn Fn() -> SwapSpace + Send + Sync>,
     pages: Mutex<Pages>,
+    /// Signalled under `pages` when a folio's writeback ends
+    /// (`folio_wake_bit(PG_writeback)`).
+    writeback_done: Condvar,
     /// Itself, as reclaim's owner of its folios.
     me: std::sync::Weak<AddressSpace>,
     /// Its inode, if it wants to hear of the mapping becoming shrinkable
@@ -196,17 +234,31 @@ impl std::fmt::Debug for AddressSpace {
 }
 
 impl AddressSpace {
-    /// An empty cache for a file stored in `backing`.
+    /// An empty cache for a file stored in `backing`, on a backing device
+    /// of its own.
     pub fn new(
         tree: &CgroupTree,
         backing: Arc<dyn Backing>,
         swap: Arc<dyn Fn() -> SwapSpace + Send + Sync>,
     ) -> Arc<Self> {
+        Self::with_bdi(tree, backing, swap, Bdi::new(tree))
+    }
+
+    /// An empty cache for a file stored in `backing` on the backing device
+    /// `bdi` (its filesystem's).
+    pub fn with_bdi(
+        tree: &CgroupTree,
+        backing: Arc<dyn Backing>,
+        swap: Arc<dyn Fn() -> SwapSpace + Send + Sync>,
+        bdi: Arc<Bdi>,
+    ) -> Arc<Self> {
         Arc::new_cyclic(|me| Self {
             tree: tree.clone(),
             backing,
+            bdi,
             swap,
             pages: Mutex::new(Pages::default()),
+            writeback_done: Condvar::new(),
             me: me.clone(),
             host: Mutex::new(None),
             shadow_nodes: ShadowNodes::of(tree),
@@ -231,13 +283,14 @@ impl AddressSpace {
         lock(&self.pages).nr_folios
     }
 
-    /// Dirty folios cached.
+    /// Dirty pages cached.
     pub fn nr_dirty(&self) -> u64 {
-        lock(&self.pages)
-            .slots
-            .values()
-            .filter(|slot| matches!(slot, Slot::Folio(f) if f.is_dirty()))
-            .count() as u64
+        lock(&self.pages).nr_dirty
+    }
+
+    /// Pages being written back.
+    pub fn nr_writeback(&self) -> u64 {
+        lock(&self.pages).nr_writeback
     }
 
     /// Shadow entries kept.
@@ -444,9 +497,11 @@ impl AddressSpace {
         batch
     }
 
-    /// Writes `data` at `offset` through the cache (`generic_perform_write`):
-    /// the folios are charged to `memcg` if not cached, and left dirty; a
-    /// write neither marks them accessed nor counts a refault.
+    /// Writes `data` at `offset` through the cache (`generic_perform_write`)
+    /// as a task of `memcg`: the folios are charged to `memcg` if not
+    /// cached, and left dirty; a write neither marks them accessed nor
+    /// counts a refault. After each page the task is balanced against its
+    /// dirty limits, and may sleep there (`balance_dirty_pages_ratelimited`).
     pub fn write(
         &self,
         memcg: &Arc<MemCgroup>,
@@ -462,13 +517,52 @@ impl AddressSpace {
             let folio = self.get_folio(memcg, index, len < PAGE_BYTES, true)?;
             // A buffered write does not mark the folio accessed
             // (`FGP_WRITEBEGIN` has no `FGP_ACCESSED`).
-            let pages = lock(&self.pages);
+            let mut pages = lock(&self.pages);
+            if !pages.dead && !is_cached(&pages, &folio) {
+                // Truncated away and back meanwhile: look it up again, as
+                // `write_begin` does when the locked folio lost its mapping.
+                continue;
+            }
             folio.bytes()[in_page..in_page + len].copy_from_slice(&data[done..done + len]);
-            folio.mark_dirty();
+            if !pages.dead && folio.mark_dirty() {
+                self.account_dirtied(&mut pages, &folio);
+                crate::page_writeback::account_task_dirtied(u64::from(folio.nr()));
+            }
             drop(pages);
+            drop(folio);
             done += len;
+            self.bdi.balance(memcg);
         }
         Ok(())
+    }
+
+    /// `folio_account_dirtied` under the mapping lock: `folio`, cached
+    /// here, just became dirty. The inode's first dirty page puts it on a
+    /// writeback's list: that of the memory cgroup charged for the page.
+    fn account_dirtied(&self, pages: &mut Pages, folio: &Folio) {
+        let nr = u64::from(folio.nr());
+        pages.nr_dirty += nr;
+        if pages.dirty_on.is_none() {
+            let memcg = Arc::clone(&folio.memcg());
+            pages.dirty_on = Some(self.bdi.inode_dirtied(&memcg, self.me.clone()));
+        }
+        if let Some((wb, _)) = &pages.dirty_on {
+            wb.add_reclaimable(nr as i64);
+        }
+    }
+
+    /// `nr` dirty pages stopped being dirty without being written (they
+    /// went, or their writeback started): the counts follow, and the inode
+    /// leaves its writeback's list with its last dirty page.
+    fn account_cleaned(&self, pages: &mut Pages, nr: u64) {
+        pages.nr_dirty -= nr;
+        if let Some((wb, seq)) = &pages.dirty_on {
+            wb.add_reclaimable(-(nr as i64));
+            if pages.nr_dirty == 0 {
+                self.bdi.inode_cleaned(wb, *seq);
+                pages.dirty_on = None;
+            }
+        }
     }
 
     /// The folio at `index`, brought in if missing: filled from the
@@ -583,43 +677,132 @@ impl AddressSpace {
         Ok(folio)
     }
 
-    /// Writes every dirty folio back (`filemap_write_and_wait`); returns
-    /// the pages written.
+    /// Writes every dirty folio back and waits (`filemap_write_and_wait`,
+    /// an fsync), through the backing device's flusher; returns the pages
+    /// written, or the error of this or an earlier writeback of the file.
     pub fn writeback(&self) -> Result<u64, FilemapError> {
-        let dirty: Vec<Arc<Folio>> = lock(&self.pages)
-            .slots
-            .values()
-            .filter_map(|slot| match slot {
-                Slot::Folio(f) if f.is_dirty() => Some(Arc::clone(f)),
-                _ => None,
-            })
-            .collect();
-        let mut written = 0;
-        for folio in dirty {
-            let pages = lock(&self.pages);
-            if folio.clear_dirty() {
-                self.write_folio(&folio, pages)?;
-                written += u64::from(folio.nr());
-            }
-        }
-        Ok(written)
+        Ok(self.bdi.sync(Some(self.me.clone()))?)
     }
 
-    /// Writes a folio whose dirty mark was just cleared, counting it under
-    /// writeback meanwhile; `pages` keeps the folio's index stable while
-    /// its bytes are copied out, then is released for the write.
-    fn write_folio(&self, folio: &Folio, pages: MutexGuard<'_, Pages>) -> Result<(), BackingError> {
-        let nr = i64::from(folio.nr());
-        let memcg = folio.memcg();
-        memcg.mod_stat(MemcgStat::FileWriteback, nr);
-        let bytes = folio.bytes().to_vec();
-        drop(pages);
-        let result = self.backing.write_page(folio.index(), &bytes);
-        memcg.mod_stat(MemcgStat::FileWriteback, -nr);
-        if result.is_err() {
-            folio.mark_dirty();
+    /// `do_writepages` for the flusher: writes up to `nr_to_write` pages of
+    /// dirty folios in index order, from where the last cyclic writeback
+    /// stopped and round to it (`cyclic`, `range_cyclic`) or from the
+    /// start; returns the pages written and the first error, which stops
+    /// the writeback, leaves its folio dirty and is kept for the next sync
+    /// to report.
+    fn writepages(&self, nr_to_write: u64, cyclic: bool) -> (u64, Result<(), BackingError>) {
+        let start = if cyclic {
+            lock(&self.pages).writeback_index
+        } else {
+            0
+        };
+        let (mut next, mut wrapped, mut written) = (start, false, 0);
+        while written < nr_to_write {
+            let Some((folio, wb, bytes)) =
+                self.start_writeback(&mut next, &mut wrapped, start, cyclic)
+            else {
+                break;
+            };
+            let result = self.backing.write_page(folio.index(), &bytes);
+            self.end_writeback(&folio, &wb, result.clone());
+            if let Err(e) = result {
+                return (written, Err(e));
+            }
+            written += u64::from(folio.nr());
         }
-        result
+        (written, Ok(()))
+    }
+
+    /// Takes the next dirty folio at or after `next` (and, once `wrapped`,
+    /// before `start`) and starts its writeback
+    /// (`folio_clear_dirty_for_io` + `folio_start_writeback`): returns it,
+    /// the writeback its pages are counted on meanwhile, and its bytes.
+    fn start_writeback(
+        &self,
+        next: &mut u64,
+        wrapped: &mut bool,
+        start: u64,
+        cyclic: bool,
+    ) -> Option<(Arc<Folio>, Arc<Wb>, Vec<u8>)> {
+        let mut pages = lock(&self.pages);
+        if pages.dead {
+            return None;
+        }
+        let found = loop {
+            let end = if *wrapped { start } else { u64::MAX };
+            let found = pages
+                .slots
+                .range(*next..end)
+                .find_map(|(_, slot)| match slot {
+                    Slot::Folio(f) if f.is_dirty() => Some(Arc::clone(f)),
+                    _ => None,
+                });
+            match found {
+                Some(folio) => break folio,
+                None if cyclic && !*wrapped && start > 0 => {
+                    *wrapped = true;
+                    *next = 0;
+                }
+                None => return None,
+            }
+        };
+        *next = found.index() + 1;
+        if cyclic {
+            pages.writeback_index = *next;
+        }
+        let nr = u64::from(found.nr());
+        let (wb, _) = pages.dirty_on.clone()?;
+        found.start_writeback();
+        self.account_cleaned(&mut pages, nr);
+        pages.nr_writeback += nr;
+        wb.add_writeback(nr as i64);
+        let bytes = found.bytes().to_vec();
+        Some((found, wb, bytes))
+    }
+
+    /// `folio_end_writeback`: the write of `folio` (counted on `wb`) ended
+    /// with `result`; waiters are woken. A failed write leaves the folio
+    /// dirty again and the error for the next sync; a written folio that
+    /// reclaim marked moves to the inactive list's oldest end
+    /// (`folio_rotate_reclaimable`).
+    fn end_writeback(&self, folio: &Arc<Folio>, wb: &Wb, result: Result<(), BackingError>) {
+        let nr = u64::from(folio.nr());
+        let mut pages = lock(&self.pages);
+        folio.end_writeback();
+        pages.nr_writeback -= nr;
+        wb.add_writeback(-(nr as i64));
+        if let Err(e) = result {
+            if !pages.dead && is_cached(&pages, folio) && folio.mark_dirty() {
+                self.account_dirtied(&mut pages, folio);
+            }
+            pages.error.get_or_insert(e);
+        }
+        self.writeback_done.notify_all();
+        drop(pages);
+        if folio.lru().test_clear_reclaim() {
+            vmscan::folio_rotate_reclaimable(folio);
+        }
+    }
+
+    /// Takes the error a writeback left (`file_check_and_advance_wb_err`).
+    fn take_error(&self) -> Result<(), BackingError> {
+        lock(&self.pages).error.take().map_or(Ok(()), Err)
+    }
+
+    /// Waits until no folio `pred` picks is under writeback
+    /// (`folio_wait_writeback`), the lock released meanwhile.
+    fn wait_on_writeback<'a>(
+        &'a self,
+        mut pages: MutexGuard<'a, Pages>,
+        pred: impl Fn(&Pages) -> bool,
+    ) -> MutexGuard<'a, Pages> {
+        while pages.nr_writeback > 0 && pred(&pages) {
+            pages = self
+                .writeback_done
+                .wait(pages)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+        pages
     }
 
     /// Drops every clean folio nobody holds, and every shadow
@@ -636,7 +819,7 @@ impl AddressSpace {
                 removed.push(index);
                 false
             }
-            Slot::Folio(f) if !f.is_dirty() && Arc::strong_count(f) == 1 => {
+            Slot::Folio(f) if !f.is_dirty() && !f.is_writeback() && Arc::strong_count(f) == 1 => {
                 nr_dropped += 1;
                 dropped.push(Arc::clone(f));
                 removed.push(index);
@@ -665,12 +848,15 @@ impl AddressSpace {
 
     /// Drops everything, dirty folios included, and takes nothing in from
     /// now on (`truncate_inode_pages_final`, the file removed or evicted
-    /// after its data was written back).
+    /// after its data was written back), once writes in flight are done.
     pub fn truncate(&self) {
         let (slots, freed_nodes) = {
             let mut pages = lock(&self.pages);
             pages.dead = true;
+            let mut pages = self.wait_on_writeback(pages, |_| true);
             pages.nr_folios = 0;
+            let nr_dirty = pages.nr_dirty;
+            self.account_cleaned(&mut pages, nr_dirty);
             let nodes = pages.nodes.take_all();
             (std::mem::take(&mut pages.slots), self.unlist(nodes))
         };
@@ -688,13 +874,29 @@ impl AddressSpace {
     pub fn truncate_to(&self, size_bytes: u64) -> Result<(), FilemapError> {
         let first_gone = size_bytes.div_ceil(PAGE_SIZE);
         let (dropped, freed_nodes, shrinkable) = {
-            let mut pages = lock(&self.pages);
+            // Writes in flight of the pages that go, and of a partial last
+            // page (whose old tail they carry), end first.
+            let pages = lock(&self.pages);
+            let mut pages = self.wait_on_writeback(pages, |pages| {
+                pages
+                    .slots
+                    .range(size_bytes / PAGE_SIZE..)
+                    .any(|(_, s)| matches!(s, Slot::Folio(f) if f.is_writeback()))
+            });
             let gone = pages.slots.split_off(&first_gone);
             let nr = gone
                 .values()
                 .filter(|s| matches!(s, Slot::Folio(_)))
                 .count() as u64;
             pages.nr_folios -= nr;
+            let nr_dirty: u64 = gone
+                .values()
+                .filter_map(|s| match s {
+                    Slot::Folio(f) if f.is_dirty() => Some(u64::from(f.nr())),
+                    _ => None,
+                })
+                .sum();
+            self.account_cleaned(&mut pages, nr_dirty);
             let in_page = (size_bytes % PAGE_SIZE) as usize;
             if in_page > 0
                 && let Some(Slot::Folio(last)) = pages.slots.get(&(size_bytes / PAGE_SIZE))
@@ -727,30 +929,14 @@ impl AddressSpace {
         }
     }
 
-    /// Evicts `folio` under the mapping lock: written back if dirty, then
-    /// replaced by its shadow (`__remove_mapping`).
+    /// Evicts a clean `folio` under the mapping lock: it is replaced by its
+    /// shadow (`__remove_mapping`).
     fn evict_locked<'a>(
         &'a self,
         mut pages: MutexGuard<'a, Pages>,
         folio: Arc<Folio>,
         target: &MemCgroup,
     ) -> RmapOutcome {
-        if folio.clear_dirty() {
-            if self.write_folio(&folio, pages).is_err() {
-                return RmapOutcome::Referenced(folio, FolioRef::Activate);
-            }
-            pages = lock(&self.pages);
-            // Truncated while the lock was dropped: the folio is gone with
-            // its file.
-            match pages.slots.get(&folio.index()) {
-                Some(Slot::Folio(f)) if Arc::ptr_eq(f, &folio) => {}
-                _ => return RmapOutcome::Gone,
-            }
-            // Re-dirtied, or taken, while the lock was dropped.
-            if folio.is_dirty() || Arc::strong_count(&folio) > 2 {
-                return RmapOutcome::Busy(folio);
-            }
-        }
         let shadow = workingset::workingset_eviction(&folio, target);
         pages.slots.insert(folio.index(), Slot::Shadow(shadow));
         pages.nr_folios -= 1;
@@ -764,6 +950,11 @@ impl AddressSpace {
             nr_pages: u64::from(folio.nr()),
         }
     }
+}
+
+/// Whether `folio` is the one cached at its index.
+fn is_cached(pages: &Pages, folio: &Arc<Folio>) -> bool {
+    matches!(pages.slots.get(&folio.index()), Some(Slot::Folio(f)) if Arc::ptr_eq(f, folio))
 }
 
 /// Folios a read takes at a time (`PAGEVEC_SIZE`).
@@ -860,13 +1051,21 @@ impl Rmap for AddressSpace {
         let Ok(pages) = self.pages.try_lock() else {
             return RmapOutcome::Busy(folio);
         };
-        match pages.slots.get(&folio.index()) {
-            Some(Slot::Folio(f)) if Arc::ptr_eq(f, &folio) => {}
-            _ => return RmapOutcome::Gone,
+        if !is_cached(&pages, &folio) {
+            return RmapOutcome::Gone;
+        }
+        // Under writeback: back to reclaim before its references are
+        // looked at (`shrink_folio_list`'s writeback case).
+        if folio.is_writeback() {
+            return RmapOutcome::Writeback(folio);
         }
         match references(&folio) {
             FolioRef::Reclaim | FolioRef::ReclaimClean => {}
             referenced => return RmapOutcome::Referenced(folio, referenced),
+        }
+        // Reclaim writes no file page: the flusher will.
+        if folio.is_dirty() {
+            return RmapOutcome::Dirty(folio);
         }
         // The mapping's reference and ours: anyone else (a reader copying)
         // keeps it (`folio_ref_freeze` fails).
@@ -927,10 +1126,16 @@ impl ShadowOwner for AddressSpace {
 }
 
 impl Drop for AddressSpace {
-    /// Its nodes leave the shadow-node list and give their charges back
-    /// (a mapping dropped without [`AddressSpace::truncate`]).
+    /// A mapping let go without [`AddressSpace::truncate`]: its dirty
+    /// pages leave its writeback's counts and list, and its nodes leave the
+    /// shadow-node list and give their charges back.
     fn drop(&mut self) {
-        let nodes = lock(&self.pages).nodes.take_all();
+        let nodes = {
+            let mut pages = lock(&self.pages);
+            let nr_dirty = pages.nr_dirty;
+            self.account_cleaned(&mut pages, nr_dirty);
+            pages.nodes.take_all()
+        };
         let freed = self.unlist(nodes);
         self.uncharge_nodes(freed);
     }

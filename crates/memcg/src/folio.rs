@@ -56,6 +56,8 @@ pub struct Folio {
     /// `PG_readahead`: reading it starts the next readahead window
     /// (page cache only; `readahead.rs`).
     readahead: AtomicBool,
+    /// `PG_writeback`: its bytes are on their way to the backing store.
+    writeback: AtomicBool,
     /// Its place on the memory cgroup's LRU lists (`vmscan.rs`).
     lru: FolioLru,
 }
@@ -140,6 +142,7 @@ impl Folio {
             memcg: ArcSlot::new(memcg),
             dirty: AtomicBool::new(false),
             readahead: AtomicBool::new(false),
+            writeback: AtomicBool::new(false),
             lru: FolioLru::default(),
         }
     }
@@ -202,14 +205,15 @@ impl Folio {
     }
 
     /// Marks a page-cache folio written (`folio_mark_dirty`); true if it
-    /// was clean. Counts `file_dirty`.
-    pub fn mark_dirty(&self) -> bool {
+    /// was clean. Counts `file_dirty`. Its mapping accounts the rest
+    /// (`filemap.rs`), so only it marks.
+    pub(crate) fn mark_dirty(&self) -> bool {
         !self.set_dirty(true)
     }
 
-    /// Clears the dirty mark for writeback (`folio_clear_dirty_for_io`);
-    /// true if it was dirty.
-    pub fn clear_dirty(&self) -> bool {
+    /// Clears the dirty mark of a folio leaving its mapping
+    /// (`folio_cancel_dirty`); true if it was dirty.
+    pub(crate) fn clear_dirty(&self) -> bool {
         self.set_dirty(false)
     }
 
@@ -252,12 +256,51 @@ impl Folio {
         self.readahead.store(false, Ordering::Relaxed);
     }
 
+    /// Whether it is being written back (`folio_test_writeback`).
+    pub fn is_writeback(&self) -> bool {
+        // Relaxed: set and cleared under the owning mapping's lock (and
+        // the bytes lock).
+        self.writeback.load(Ordering::Relaxed)
+    }
+
+    /// Starts writeback of a dirty folio (`folio_clear_dirty_for_io` +
+    /// `folio_start_writeback`): the dirty mark becomes the writeback mark,
+    /// `file_dirty` becomes `file_writeback`. False, changing nothing, if
+    /// it was not dirty.
+    pub(crate) fn start_writeback(&self) -> bool {
+        let _bytes = lock(&self.data);
+        // Relaxed: the bytes lock orders both marks.
+        if !self.dirty.swap(false, Ordering::Relaxed) {
+            return false;
+        }
+        self.writeback.store(true, Ordering::Relaxed);
+        let nr = i64::from(self.nr);
+        let memcg = self.memcg();
+        memcg.mod_stat(MemcgStat::FileDirty, -nr);
+        memcg.mod_stat(MemcgStat::FileWriteback, nr);
+        true
+    }
+
+    /// Ends its writeback (`folio_end_writeback`'s flag and count); true if
+    /// it was under writeback.
+    pub(crate) fn end_writeback(&self) -> bool {
+        let _bytes = lock(&self.data);
+        // Relaxed: the bytes lock orders it.
+        let was = self.writeback.swap(false, Ordering::Relaxed);
+        if was {
+            self.memcg()
+                .mod_stat(MemcgStat::FileWriteback, -i64::from(self.nr));
+        }
+        was
+    }
+
     /// Moves the folio to `memcg` (LRU reparenting; the caller holds both
-    /// LRU locks and moves the charge); returns whether it was dirty.
-    pub(crate) fn reparent_to(&self, memcg: Arc<MemCgroup>) -> bool {
+    /// LRU locks and moves the charge); returns whether it was dirty and
+    /// whether it was under writeback.
+    pub(crate) fn reparent_to(&self, memcg: Arc<MemCgroup>) -> (bool, bool) {
         let _bytes = lock(&self.data);
         drop(self.memcg.swap(Some(memcg)));
-        self.is_dirty()
+        (self.is_dirty(), self.is_writeback())
     }
 
     /// Its bytes (`nr * 4096`), locked.
@@ -277,6 +320,7 @@ impl Drop for Folio {
     fn drop(&mut self) {
         vmscan::folio_freed(self);
         self.clear_dirty();
+        self.end_writeback();
         let memcg = self.memcg();
         if self.charged > 0 {
             memcg.uncharge_pages(u64::from(self.charged), self.charge_kind());

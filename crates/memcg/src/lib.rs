@@ -141,7 +141,8 @@
 //! | [`swap_state`]   | mm/swap_state.c, mm/page_io.c, mm/vmscan.c (split on swap-out) | swap cache, swap-out/in |
 //! | `xarray`         | lib/xarray.c                           | a page cache's radix-tree nodes and their charges |
 //! | [`readahead`]    | mm/readahead.c                         | on-demand readahead: per-open-file windows     |
-//! | [`filemap`]      | mm/filemap.c, mm/truncate.c            | the page cache of a file, shadows, writeback   |
+//! | [`page_writeback`] | mm/page-writeback.c                  | `vm.dirty_*`, dirty limits of the global and memcg domains, writer throttling |
+//! | [`filemap`]      | mm/filemap.c, mm/truncate.c, fs/fs-writeback.c, mm/backing-dev.c | the page cache of a file, shadows, dirty accounting, the flushers |
 //! | [`fs`]           | fs/dcache.c, fs/inode.c, fs/super.c, fs/drop_caches.c, drivers/block/brd.c | a filesystem: dentry/inode caches on list_lru, its shrinker, drop_caches |
 //! | [`cgroupfs`]     | mm/memcontrol.c, kernel/cgroup/cgroup.c (cftypes) | the cgroup v2 interface files |
 //!
@@ -163,6 +164,7 @@ pub mod mm_types;
 pub(crate) mod named;
 pub mod page_alloc;
 pub mod page_counter;
+pub mod page_writeback;
 pub(crate) mod percpu;
 pub mod psi;
 pub mod readahead;

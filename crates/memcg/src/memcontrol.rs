@@ -1175,6 +1175,9 @@ struct TreeShared {
     /// cache's shadow-node list), by type, held weakly: each lives while
     /// its users hold it ([`CgroupTree::tree_local`]).
     locals: Mutex<std::collections::HashMap<std::any::TypeId, TreeLocal>>,
+    /// The `vm.dirty_*` sysctls and the filesystems' flushers
+    /// (`page_writeback.rs`).
+    writeback: crate::page_writeback::TreeWriteback,
 }
 
 /// A tree-wide object, held weakly ([`CgroupTree::tree_local`]).
@@ -1273,6 +1276,7 @@ impl CgroupTree {
                 reclaim_visits: AtomicU64::new(0),
                 machine: watermark::MachineSize::default(),
                 locals: Mutex::new(std::collections::HashMap::new()),
+                writeback: crate::page_writeback::TreeWriteback::default(),
             }),
         }
     }
@@ -1304,6 +1308,10 @@ impl CgroupTree {
 
     pub(crate) fn shrinkers(&self) -> &Shrinkers {
         &self.shared.shrinkers
+    }
+
+    pub(crate) fn writeback(&self) -> &crate::page_writeback::TreeWriteback {
+        &self.shared.writeback
     }
 
     /// The root memory cgroup.

@@ -33,6 +33,13 @@ pub(crate) use std::sync::atomic::{
 #[cfg(not(loom))]
 pub(crate) use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 
+// Per-thread state (a task's `current` fields): loom's resets with each
+// explored execution, std's lives with the thread.
+#[cfg(loom)]
+pub(crate) use loom::thread_local;
+#[cfg(not(loom))]
+pub(crate) use std::thread_local;
+
 /// Orders a preceding `SeqCst` read-modify-write before a following
 /// `SeqCst` load, for loom's sake. In the C++ model `SeqCst` accesses
 /// already form one total order, so the store-load pattern needs nothing

@@ -27,8 +27,17 @@
 //!   go to their owner's [`Rmap`], which try-locks the mapping (busy:
 //!   kept, bits untouched), checks references under that lock (accessed
 //!   twice → activated, once → kept for another round, not at all →
-//!   reclaimed) and unmaps and swaps out the unreferenced; the active list
-//!   is aged when the inactive one is low (`inactive_is_low`);
+//!   reclaimed) and unmaps and swaps out the unreferenced anon, or drops
+//!   the unreferenced clean page cache; the active list is aged when the
+//!   inactive one is low (`inactive_is_low`);
+//! - reclaim never writes a file page (`shrink_folio_list`, memory cgroup
+//!   and kswapd alike: our filesystems have no `->writepage`, so even
+//!   kswapd's `pageout` would activate): page cache found under writeback,
+//!   or unreferenced but dirty, is marked `PG_reclaim` and activated
+//!   (`pgactivate`); a batch whose every page was dirty and not queued for
+//!   writeback wakes every flusher (`wakeup_flusher_threads`), and the end
+//!   of a marked folio's writeback moves it to the inactive list's oldest
+//!   end (`folio_rotate_reclaimable`), where the next scan frees it;
 //! - when nothing was reclaimed: a full walk, then forced deactivation,
 //!   then ignoring `memory.low` (`memcg_low_reclaim`).
 //!
@@ -38,9 +47,8 @@
 //! memory below `memory.low` or `memory.min`.
 //!
 //! After a memory cgroup's lists, its shrinkers run (`shrinker.rs`; what
-//! they free counts as progress for the machine's reclaim only). File
-//! lists and shadow entries (refault detection) are not here yet: there is
-//! no page cache. Proactive reclaim counts in
+//! they free counts as progress for the machine's reclaim only). Shadow
+//! entries and refaults are `workingset.rs`'s. Proactive reclaim counts in
 //! `pgscan_direct`/`pgsteal_direct`, as v6.14 does (`pgscan_proactive`
 //! came in v6.15).
 //!
@@ -179,6 +187,10 @@ pub(crate) struct FolioLru {
     /// `PG_active` before the folio is on a list: set by
     /// `workingset_refault`, so `folio_add_lru` puts it on the active list.
     activate_on_add: AtomicBool,
+    /// `PG_reclaim`: reclaim met it dirty or under writeback and activated
+    /// it; the end of its writeback moves it to the inactive list's oldest
+    /// end, to be reclaimed next (`folio_rotate_reclaimable`).
+    reclaim: AtomicBool,
 }
 
 impl Default for FolioLru {
@@ -190,6 +202,7 @@ impl Default for FolioLru {
             referenced: AtomicBool::new(false),
             workingset: AtomicBool::new(false),
             activate_on_add: AtomicBool::new(false),
+            reclaim: AtomicBool::new(false),
         }
     }
 }
@@ -205,6 +218,19 @@ impl FolioLru {
     pub(crate) fn set_workingset(&self) {
         // Relaxed: a hint, as the page flag is.
         self.workingset.store(true, Ordering::Relaxed);
+    }
+
+    /// `folio_set_reclaim`.
+    pub(crate) fn set_reclaim(&self) {
+        // Relaxed: a hint, as the page flag is (a race with the end of
+        // writeback only loses one rotation).
+        self.reclaim.store(true, Ordering::Relaxed);
+    }
+
+    /// `folio_test_clear_reclaim`.
+    pub(crate) fn test_clear_reclaim(&self) -> bool {
+        // Relaxed: a hint, as the page flag is.
+        self.reclaim.swap(false, Ordering::Relaxed)
     }
 
     /// `folio_set_active` on a folio not yet on a list.
@@ -225,8 +251,10 @@ pub trait Rmap: Send + Sync {
     /// `references` what to do with it under that lock
     /// (`folio_check_references`, which reads and clears the accessed
     /// bits), and when that says reclaim, frees it: unmapped and swapped
-    /// out (anon), or dropped from the page cache (file; a dirty folio is
-    /// written back first). A large anonymous folio that finds no
+    /// out (anon), or dropped from the page cache (file). Page cache that
+    /// is dirty or under writeback is never written or freed here
+    /// ([`RmapOutcome::Dirty`], [`RmapOutcome::Writeback`]: reclaim
+    /// activates it for the flusher). A large anonymous folio that finds no
     /// contiguous swap space is split and its pages swapped one by one;
     /// pieces that stay resident are put back on the LRU by the owner
     /// ([`folio_putback_lru`], active: `activate_locked_split`).
@@ -260,6 +288,13 @@ pub enum RmapOutcome {
     Referenced(Arc<Folio>, FolioRef),
     /// No swap space: the folio is activated (`activate_locked`).
     NoSwap(Arc<Folio>),
+    /// Page cache not referenced but dirty: reclaim does not write it
+    /// (only the flusher does); it is marked for immediate reclaim and
+    /// activated.
+    Dirty(Arc<Folio>),
+    /// Page cache under writeback (looked at before its references):
+    /// marked for immediate reclaim and activated.
+    Writeback(Arc<Folio>),
     /// The folio is no longer there (freed or replaced meanwhile).
     Gone,
 }
@@ -494,6 +529,24 @@ pub(crate) fn deactivate_file_folio(folio: &Arc<Folio>) {
     }
 }
 
+/// A folio's writeback ended and reclaim had marked it for immediate
+/// reclaim (`folio_end_writeback` → `folio_rotate_reclaimable`): unless it
+/// was dirtied again meanwhile, it leaves whichever list it is on for the
+/// oldest end of the inactive file list, where reclaim looks first. A
+/// folio off the lists (isolated) is left alone.
+pub(crate) fn folio_rotate_reclaimable(folio: &Arc<Folio>) {
+    if folio.is_dirty() {
+        return;
+    }
+    let memcg = folio.memcg();
+    let lruvec = memcg.lruvec();
+    for from in [LruList::ActiveFile, LruList::InactiveFile] {
+        if lruvec.relink(&memcg, folio, from, LruList::InactiveFile, true) {
+            return;
+        }
+    }
+}
+
 /// The owner recorded in `folio`'s live entry on `entries` (searched from
 /// the newest end, where a recently read folio is).
 fn live_rmap(entries: &VecDeque<LruEntry>, folio: &Arc<Folio>) -> Option<Weak<dyn Rmap>> {
@@ -640,9 +693,9 @@ pub(crate) fn reparent_lruvec(child: &MemCgroup, parent: &Arc<MemCgroup>) -> u64
                 continue;
             };
             take_off(&folio, list);
-            let dirty = folio.reparent_to(Arc::clone(parent));
+            let (dirty, writeback) = folio.reparent_to(Arc::clone(parent));
             let nr = link(&mut to, &folio, entry.rmap, list);
-            moved.add(list, nr, dirty);
+            moved.add(list, nr, dirty, writeback);
             held.push(folio);
         }
     }
@@ -659,13 +712,17 @@ pub(crate) fn reparent_lruvec(child: &MemCgroup, parent: &Arc<MemCgroup>) -> u64
 struct Moved {
     per_list: [u64; NR_LRU_LISTS],
     dirty: u64,
+    writeback: u64,
 }
 
 impl Moved {
-    fn add(&mut self, list: LruList, nr: u64, dirty: bool) {
+    fn add(&mut self, list: LruList, nr: u64, dirty: bool, writeback: bool) {
         self.per_list[list as usize] += nr;
         if dirty {
             self.dirty += nr;
+        }
+        if writeback {
+            self.writeback += nr;
         }
     }
 
@@ -687,6 +744,9 @@ impl Moved {
         let dirty = self.dirty as i64;
         child.mod_stat(MemcgStat::FileDirty, -dirty);
         parent.mod_stat(MemcgStat::FileDirty, dirty);
+        let writeback = self.writeback as i64;
+        child.mod_stat(MemcgStat::FileWriteback, -writeback);
+        parent.mod_stat(MemcgStat::FileWriteback, writeback);
     }
 }
 
@@ -1163,10 +1223,13 @@ impl Reclaim<'_> {
         if isolated.is_empty() {
             return 0;
         }
-        let mut nr_reclaimed = 0;
+        let nr_taken: u64 = isolated.iter().map(|(f, _)| u64::from(f.nr())).sum();
+        let (mut nr_reclaimed, mut nr_unqueued_dirty) = (0, 0);
         let (mut keep, mut activate) = (Vec::new(), Vec::new());
         for (folio, rmap) in isolated {
-            match shrink_folio(folio, rmap, self.shadow_target()) {
+            let (verdict, unqueued_dirty) = shrink_folio(folio, rmap, self.shadow_target());
+            nr_unqueued_dirty += unqueued_dirty;
+            match verdict {
                 Verdict::Reclaimed(nr) => nr_reclaimed += nr,
                 Verdict::Keep(f, r) => keep.push((f, r)),
                 Verdict::Activate(f, r) => activate.push((f, r)),
@@ -1180,12 +1243,15 @@ impl Reclaim<'_> {
         lruvec.putback(memcg, activate, active);
         memcg.count_vm_event(pgsteal, nr_reclaimed);
         // Anon: every page swapped is I/O; the rest scanned were rotated.
-        // File: clean pages cost nothing to drop, only rotations count
-        // (the writeback of dirty ones is the flusher's here, not I/O
-        // reclaim waits on).
+        // File: reclaim writes none (`nr_pageout` 0), only rotations count.
         let nr_rotated = nr_scanned.saturating_sub(nr_reclaimed);
         let nr_io = if list.is_file() { 0 } else { nr_reclaimed };
         lru_note_cost(memcg, list.is_file(), nr_io, nr_rotated);
+        // Everything taken was dirty and not queued for writeback: the
+        // flushers are behind (or asleep); wake them all.
+        if nr_unqueued_dirty == nr_taken {
+            crate::page_writeback::wakeup_flusher_threads(self.tree);
+        }
         nr_reclaimed
     }
 
@@ -1250,21 +1316,42 @@ enum Verdict {
 }
 
 /// One isolated folio through `shrink_folio_list`: by its references it
-/// is activated, kept, or reclaimed through its owner.
-fn shrink_folio(folio: Arc<Folio>, rmap: Weak<dyn Rmap>, target: &MemCgroup) -> Verdict {
+/// is activated, kept, or reclaimed through its owner; page cache found
+/// dirty or under writeback is marked for immediate reclaim and activated
+/// (reclaim never writes file pages: the flusher does, and the end of its
+/// writeback rotates the folio back). Also returns the pages found dirty
+/// and not queued for writeback (`nr_unqueued_dirty`).
+fn shrink_folio(folio: Arc<Folio>, rmap: Weak<dyn Rmap>, target: &MemCgroup) -> (Verdict, u64) {
     let Some(owner) = rmap.upgrade() else {
         // Its owner is gone: the folio is being freed with it.
-        return Verdict::Gone;
+        return (Verdict::Gone, 0);
+    };
+    let unqueued_dirty = |folio: &Folio| {
+        let dirty = folio.is_file() && folio.is_dirty() && !folio.is_writeback();
+        if dirty { u64::from(folio.nr()) } else { 0 }
     };
     match owner.reclaim(folio, target, &mut folio_check_references) {
-        RmapOutcome::Reclaimed { nr_pages } => Verdict::Reclaimed(nr_pages),
-        RmapOutcome::Busy(folio) | RmapOutcome::Referenced(folio, FolioRef::Keep) => {
-            Verdict::Keep(folio, rmap)
+        RmapOutcome::Reclaimed { nr_pages } => (Verdict::Reclaimed(nr_pages), 0),
+        RmapOutcome::Busy(folio) => (Verdict::Keep(folio, rmap), 0),
+        RmapOutcome::Referenced(folio, FolioRef::Keep) => {
+            let dirty = unqueued_dirty(&folio);
+            (Verdict::Keep(folio, rmap), dirty)
         }
-        RmapOutcome::NoSwap(folio) | RmapOutcome::Referenced(folio, _) => {
-            Verdict::Activate(folio, rmap)
+        RmapOutcome::Referenced(folio, _) => {
+            let dirty = unqueued_dirty(&folio);
+            (Verdict::Activate(folio, rmap), dirty)
         }
-        RmapOutcome::Gone => Verdict::Gone,
+        RmapOutcome::NoSwap(folio) => (Verdict::Activate(folio, rmap), 0),
+        RmapOutcome::Dirty(folio) => {
+            folio.lru().set_reclaim();
+            let dirty = u64::from(folio.nr());
+            (Verdict::Activate(folio, rmap), dirty)
+        }
+        RmapOutcome::Writeback(folio) => {
+            folio.lru().set_reclaim();
+            (Verdict::Activate(folio, rmap), 0)
+        }
+        RmapOutcome::Gone => (Verdict::Gone, 0),
     }
 }
 

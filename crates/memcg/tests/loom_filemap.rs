@@ -3,7 +3,8 @@
 //! just looked up. A lookup takes a reference under the mapping lock and
 //! copies outside it; eviction, under the mapping lock, takes the folio
 //! only if the mapping's reference and the reclaimer's are the only ones
-//! (`folio_ref_freeze`). So a write is never made into a folio that has
+//! (`folio_ref_freeze`), and only if it is clean (a dirty one goes back to
+//! reclaim for the flusher). So a write is never made into a folio that has
 //! already left the cache (and lost), a read always gets the file's bytes,
 //! and the charges equal the cached pages in every interleaving.
 #![cfg(loom)]
@@ -83,9 +84,11 @@ fn reclaim_one(a: &MemCgroup) -> u64 {
         match owner.reclaim(folio, a, &mut vmscan::folio_check_references) {
             RmapOutcome::Reclaimed { nr_pages } => evicted += nr_pages,
             // Kept: back on the list, as shrink_inactive_list does.
-            RmapOutcome::Busy(f) | RmapOutcome::Referenced(f, _) | RmapOutcome::NoSwap(f) => {
-                vmscan::folio_putback_lru(&f, rmap, false)
-            }
+            RmapOutcome::Busy(f)
+            | RmapOutcome::Referenced(f, _)
+            | RmapOutcome::NoSwap(f)
+            | RmapOutcome::Dirty(f)
+            | RmapOutcome::Writeback(f) => vmscan::folio_putback_lru(&f, rmap, false),
             RmapOutcome::Gone => {}
         }
     }

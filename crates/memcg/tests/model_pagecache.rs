@@ -1,22 +1,29 @@
 //! Model-based test of the page cache and filesystem against a reference
 //! (a map of file contents): random writes, reads, removals, syncs,
-//! `drop_caches`, reclaim and rmdirs of the cgroups doing the I/O, for
-//! both list_lru designs and both offline behaviours. After every step the
-//! contents read back equal the model's, and the charges add up: the
-//! machine's pages are exactly the cached file pages, the slab pages and
-//! the RAM disk's pages; the slab bytes are exactly the cached dentries,
-//! inodes and the radix-tree nodes of their page caches. At the end, everything unmounted, nothing is charged anywhere
+//! `drop_caches`, reclaim, rmdirs of the cgroups doing the I/O, time
+//! passing on the virtual clock (the flusher's periodic writeback) and new
+//! dirty limits (throttling and background writeback), for both list_lru
+//! designs and both offline behaviours. After every step the contents read
+//! back equal the model's, and the charges add up: the machine's pages are
+//! exactly the cached file pages, the slab pages and the RAM disk's pages;
+//! the slab bytes are exactly the cached dentries, inodes and the
+//! radix-tree nodes of their page caches; the dirty pages are exactly those
+//! the backing device's writebacks count, none in flight. At the end,
+//! everything unmounted, nothing is charged anywhere, no writeback is left
 //! and no cgroup is left dying.
 #![cfg(not(loom))]
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
+use memcg::clock::VirtualClock;
 use memcg::filemap::XA_NODE_BYTES;
 use memcg::fs::{DENTRY_BYTES, FsError, FsSource, INODE_BYTES, Superblock, drop_caches};
 use memcg::list_lru::LruDesign;
 use memcg::memcontrol::{CgroupTree, MemCgroup, MemcgMetadata, MemcgStat, ReclaimOptions};
 use memcg::mm_types::PAGE_BYTES;
+use memcg::page_writeback::run_due_flushers;
 use memcg::vmscan::{SwapSpace, try_to_free_mem_cgroup_pages};
 use proptest::prelude::*;
 
@@ -47,6 +54,14 @@ enum Op {
     Rmdir {
         cg: usize,
     },
+    /// Time passes on the virtual clock; the flusher runs what came due.
+    Sleep {
+        secs: u64,
+    },
+    /// `vm.dirty_bytes` and `vm.dirty_background_bytes`, in pages.
+    DirtyLimits {
+        pages: u64,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -61,6 +76,8 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (1u32..=3).prop_map(Op::DropCaches),
         2 => (prop::option::of(cg.clone()), 1u64..64).prop_map(|(cg, nr)| Op::Reclaim { cg, nr }),
         1 => cg.prop_map(|cg| Op::Rmdir { cg }),
+        1 => (1u64..40).prop_map(|secs| Op::Sleep { secs }),
+        1 => (2u64..32).prop_map(|pages| Op::DirtyLimits { pages }),
     ]
 }
 
@@ -74,6 +91,7 @@ fn contents(len: usize, byte: u8) -> Vec<u8> {
 
 struct World {
     tree: CgroupTree,
+    clock: Arc<VirtualClock>,
     sb: Arc<Superblock>,
     model: HashMap<u8, Vec<u8>>,
 }
@@ -137,6 +155,18 @@ impl World {
             Op::Rmdir { cg } => {
                 let _ = self.tree.rmdir(&format!("/c{cg}"));
             }
+            Op::Sleep { secs } => {
+                self.clock.advance(Duration::from_secs(secs));
+                run_due_flushers(&self.tree);
+            }
+            Op::DirtyLimits { pages } => {
+                self.tree
+                    .set_dirty_bytes(pages * 2 * PAGE_BYTES as u64)
+                    .unwrap();
+                self.tree
+                    .set_dirty_background_bytes(pages * PAGE_BYTES as u64)
+                    .unwrap();
+            }
         }
     }
 
@@ -150,6 +180,21 @@ impl World {
             stat(MemcgStat::FileDirty),
             counts.nr_dirty_pages,
             "dirty pages"
+        );
+        assert_eq!(
+            stat(MemcgStat::FileWriteback),
+            0,
+            "nothing in flight at rest"
+        );
+        assert_eq!(
+            self.sb.bdi().nr_dirty_pages(),
+            counts.nr_dirty_pages,
+            "the writebacks count every dirty page"
+        );
+        assert_eq!(
+            self.sb.bdi().nr_dirty_inodes() == 0,
+            counts.nr_dirty_pages == 0,
+            "an inode with dirty pages is on a dirty list"
         );
         assert_eq!(
             stat(MemcgStat::SlabReclaimable),
@@ -175,6 +220,8 @@ fn run(ops: &[Op], design: LruDesign, reparent: bool) {
     tree.set_memcg_metadata(MemcgMetadata::NONE);
     tree.set_reparent_lru_folios(reparent);
     tree.set_machine_pages(1 << 16);
+    let clock = Arc::new(VirtualClock::default());
+    tree.set_clock(clock.clone());
     let sb = Superblock::mount(
         &tree,
         FsSource::Ram {
@@ -186,6 +233,7 @@ fn run(ops: &[Op], design: LruDesign, reparent: bool) {
     .unwrap();
     let mut world = World {
         tree,
+        clock,
         sb,
         model: HashMap::new(),
     };
@@ -198,6 +246,7 @@ fn run(ops: &[Op], design: LruDesign, reparent: bool) {
         assert!(got == *want, "file {file} differs at the end");
     }
     world.sb.unmount().unwrap();
+    assert_eq!(world.sb.bdi().nr_writebacks(), 0, "no writeback left");
     let World { tree, sb, .. } = world;
     drop(sb);
     for cg in 0..CGROUPS {

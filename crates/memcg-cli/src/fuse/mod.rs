@@ -99,6 +99,9 @@ pub(crate) fn build_machine(spec: &MachineSpec) -> anyhow::Result<Arc<Sim>> {
         first_pid: PID_MAX_LIMIT,
         ..spec.config
     });
+    // Served on the real clock: each filesystem's flusher is a thread.
+    sim.start_flusher_threads()
+        .context("starting the flusher threads")?;
     for (i, fs) in spec.fs.iter().enumerate() {
         if spec.fs[..i].iter().any(|other| other.dir == fs.dir) {
             bail!("--fs {}: given twice", fs.dir);
@@ -373,11 +376,6 @@ fn one_malloc_arena() {
     }
 }
 
-/// Rounds of [`PRUNE_EVERY`] between writebacks of every dirty page (the
-/// flusher: the kernel wakes it every 5 s, `dirty_writeback_centisecs`,
-/// and writes what has been dirty for 30 s; here everything dirty goes).
-const WRITEBACK_EVERY_ROUNDS: u32 = 10;
-
 /// Serves `sim` at `dir` (`memcg mount`) until the returned guard is
 /// dropped: refused where something is mounted already.
 pub(crate) fn mount(sim: Arc<Sim>, dir: &Path) -> anyhow::Result<Mounted> {
@@ -422,10 +420,9 @@ pub(crate) fn serve_at(sim: Arc<Sim>, dir: &Path) -> anyhow::Result<Mounted> {
     let stop_pruner = Arc::new(AtomicBool::new(false));
     let pruner = {
         let stop = Arc::clone(&stop_pruner);
-        let sim = Arc::clone(&sim);
         std::thread::Builder::new()
-            .name("memcg-flush".into())
-            .spawn(move || background(&sim, &host, &pollers, &stop))?
+            .name("memcg-prune".into())
+            .spawn(move || background(&host, &pollers, &stop))?
     };
     let mounted = Mounted {
         dir: Some(dir.to_owned()),
@@ -443,18 +440,11 @@ pub(crate) fn serve_at(sim: Arc<Sim>, dir: &Path) -> anyhow::Result<Mounted> {
 }
 
 /// The machine's housekeeping while mounted: drops exited host
-/// processes, and writes dirty pages back as the flusher would.
-fn background(sim: &Sim, host: &HostProcs, pollers: &fs::Pollers, stop: &AtomicBool) {
+/// processes (writeback is the filesystems' flusher threads').
+fn background(host: &HostProcs, pollers: &fs::Pollers, stop: &AtomicBool) {
     let checks_per_round = (PRUNE_EVERY.as_millis() / POLL_CHECK_EVERY.as_millis()).max(1);
-    let mut round = 0u32;
     while !stop.load(Ordering::Relaxed) {
         host.prune();
-        round += 1;
-        if round.is_multiple_of(WRITEBACK_EVERY_ROUNDS)
-            && let Err(e) = sim.sync()
-        {
-            eprintln!("memcg: writeback failed: {e}");
-        }
         for _ in 0..checks_per_round {
             if stop.load(Ordering::Relaxed) {
                 return;

@@ -69,6 +69,12 @@ const BOUND: &[&str] = &[
     "/proc/sys/vm/drop_caches",
     "/proc/sys/vm/swappiness",
     "/proc/sys/vm/min_free_kbytes",
+    "/proc/sys/vm/dirty_ratio",
+    "/proc/sys/vm/dirty_background_ratio",
+    "/proc/sys/vm/dirty_bytes",
+    "/proc/sys/vm/dirty_background_bytes",
+    "/proc/sys/vm/dirty_expire_centisecs",
+    "/proc/sys/vm/dirty_writeback_centisecs",
     "/sys/module/zswap/parameters",
 ];
 

@@ -3,13 +3,15 @@
 //! counters (`/sys/kernel/debug/zswap/*`), and the `/proc` files
 //! `/proc/swaps`, `/proc/meminfo`,
 //! `/proc/pressure/memory`, `/proc/sys/vm/swappiness`,
-//! `/proc/sys/vm/min_free_kbytes` and
+//! `/proc/sys/vm/min_free_kbytes`, the `/proc/sys/vm/dirty_*` writeback
+//! settings and
 //! `/proc/PID/oom_score_adj` and the read-only `/proc/PID/oom_score`, and
 //! the write-only
 //! `/proc/sys/vm/drop_caches` (1, 2 or 3), and each mounted filesystem's
 //! `/sys/class/bdi/0:N/read_ahead_kb`, read as the
 //! kernel prints them and written with its checks (a number in range, or
-//! `EINVAL`).
+//! `EINVAL`; the `dirty_*` ones parsed as `proc_dointvec` and
+//! `proc_doulongvec_minmax` parse).
 
 use memcg::Errno;
 use memcg_sim::Sim;
@@ -22,6 +24,8 @@ pub(crate) enum ProcFile {
     MinFreeKbytes,
     /// `/proc/PID/oom_score_adj` (-1000..=1000).
     OomScoreAdj(u32),
+    /// A `/proc/sys/vm/dirty_*` setting.
+    Dirty(DirtySysctl),
     /// `/proc/sys/vm/drop_caches` (1..=3; mode 0200: reads get `EACCES`).
     DropCaches,
     /// A zswap module parameter.
@@ -35,6 +39,103 @@ pub(crate) enum ProcFile {
     /// `/proc/pressure/memory` (PSI triggers are not simulated), `EINVAL`
     /// for `/proc/PID/oom_score` (a pid file with no write method).
     Refusing(Errno),
+}
+
+/// The `vm.dirty_*` sysctls (mm/page-writeback.c's table).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum DirtySysctl {
+    BackgroundRatio,
+    BackgroundBytes,
+    Ratio,
+    Bytes,
+    WritebackCentisecs,
+    ExpireCentisecs,
+}
+
+impl DirtySysctl {
+    fn of(path: &str) -> Option<Self> {
+        Some(match path.strip_prefix("/proc/sys/vm/")? {
+            "dirty_background_ratio" => Self::BackgroundRatio,
+            "dirty_background_bytes" => Self::BackgroundBytes,
+            "dirty_ratio" => Self::Ratio,
+            "dirty_bytes" => Self::Bytes,
+            "dirty_writeback_centisecs" => Self::WritebackCentisecs,
+            "dirty_expire_centisecs" => Self::ExpireCentisecs,
+            _ => return None,
+        })
+    }
+
+    fn read(self, sim: &Sim) -> String {
+        let s = sim.fs().tree().dirty_settings();
+        match self {
+            Self::BackgroundRatio => format!("{}\n", s.dirty_background_ratio),
+            Self::BackgroundBytes => format!("{}\n", s.dirty_background_bytes),
+            Self::Ratio => format!("{}\n", s.dirty_ratio),
+            Self::Bytes => format!("{}\n", s.dirty_bytes),
+            Self::WritebackCentisecs => format!("{}\n", s.dirty_writeback_centisecs),
+            Self::ExpireCentisecs => format!("{}\n", s.dirty_expire_centisecs),
+        }
+    }
+
+    /// Parses `text` as the setting's handler does and sets it: the ratios
+    /// and centiseconds are ints (`proc_dointvec`), the byte counts
+    /// unsigned longs (`proc_doulongvec_minmax`: a `-` is `EINVAL`).
+    fn write(self, sim: &Sim, text: &str) -> Result<(), Errno> {
+        let tree = sim.fs().tree();
+        let (negative, magnitude) = proc_get_long(text)?;
+        let int = || {
+            let value = i64::try_from(magnitude).map_err(|_| Errno::EINVAL)?;
+            Ok(if negative { -value } else { value })
+        };
+        let ulong = || {
+            if negative {
+                Err(Errno::EINVAL)
+            } else {
+                Ok(magnitude)
+            }
+        };
+        match self {
+            Self::BackgroundRatio => tree.set_dirty_background_ratio(int()?),
+            Self::BackgroundBytes => tree.set_dirty_background_bytes(ulong()?),
+            Self::Ratio => tree.set_dirty_ratio(int()?),
+            Self::Bytes => tree.set_dirty_bytes(ulong()?),
+            Self::WritebackCentisecs => tree.set_dirty_writeback_centisecs(int()?),
+            Self::ExpireCentisecs => tree.set_dirty_expire_centisecs(int()?),
+        }
+    }
+}
+
+/// `proc_get_long` for a write: blanks skipped, an optional `-`, a number
+/// in base 0 (`0x` hex, a leading `0` octal), then a blank or the end
+/// (what follows is ignored, as the kernel takes only the first value of
+/// a one-value setting); anything else, or an overflow, is `EINVAL`.
+/// Returns whether it was negative, and its magnitude.
+fn proc_get_long(text: &str) -> Result<(bool, u64), Errno> {
+    let text = text.trim_start_matches([' ', '\t', '\n', '\x0b', '\x0c', '\r']);
+    let (negative, digits) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    if !digits.starts_with(|c: char| c.is_ascii_digit()) {
+        return Err(Errno::EINVAL);
+    }
+    let (radix, body) = match digits
+        .strip_prefix("0x")
+        .or_else(|| digits.strip_prefix("0X"))
+    {
+        Some(hex) if hex.starts_with(|c: char| c.is_ascii_hexdigit()) => (16, hex),
+        _ if digits.starts_with('0') => (8, digits),
+        _ => (10, digits),
+    };
+    let len = body
+        .find(|c: char| !c.is_digit(radix))
+        .unwrap_or(body.len());
+    let (number, rest) = body.split_at(len);
+    if !(rest.is_empty() || rest.starts_with([' ', '\t', '\n'])) {
+        return Err(Errno::EINVAL);
+    }
+    let magnitude = u64::from_str_radix(number, radix).map_err(|_| Errno::EINVAL)?;
+    Ok((negative, magnitude))
 }
 
 /// zswap's writable module parameters.
@@ -56,6 +157,12 @@ pub(crate) const KERNEL_FILES: &[&str] = &[
     "/proc/meminfo",
     "/proc/swaps",
     "/proc/pressure/memory",
+    "/proc/sys/vm/dirty_background_bytes",
+    "/proc/sys/vm/dirty_background_ratio",
+    "/proc/sys/vm/dirty_bytes",
+    "/proc/sys/vm/dirty_expire_centisecs",
+    "/proc/sys/vm/dirty_ratio",
+    "/proc/sys/vm/dirty_writeback_centisecs",
     "/proc/sys/vm/drop_caches",
     "/proc/sys/vm/min_free_kbytes",
     "/proc/sys/vm/swappiness",
@@ -105,6 +212,7 @@ pub(crate) fn mode(path: &str) -> u16 {
         p if bdi_of(p).is_some() => 0o644,
         "/proc/sys/vm/drop_caches" => 0o200,
         "/proc/sys/vm/min_free_kbytes" | "/proc/sys/vm/swappiness" => 0o644,
+        p if DirtySysctl::of(p).is_some() => 0o644,
         // zswap's parameters are 0644; debugfs counters 0444.
         p if p.starts_with(ZSWAP_PARAMS) => 0o644,
         // The kernel's pressure file is 0666 (writing registers a trigger);
@@ -225,6 +333,9 @@ pub(crate) fn read(sim: &Sim, path: &str) -> Option<Result<String, Errno>> {
     if !path.starts_with("/proc/") {
         return None;
     }
+    if let Some(setting) = DirtySysctl::of(path) {
+        return Some(Ok(setting.read(sim)));
+    }
     Some(match path {
         "/proc/swaps" => Ok(sim.proc_swaps()),
         "/proc/meminfo" => Ok(sim.proc_meminfo()),
@@ -261,6 +372,9 @@ pub(crate) fn open_for_write(sim: &Sim, path: &str) -> Result<ProcFile, Errno> {
     if path == "/proc/sys/vm/min_free_kbytes" {
         return Ok(ProcFile::MinFreeKbytes);
     }
+    if let Some(setting) = DirtySysctl::of(path) {
+        return Ok(ProcFile::Dirty(setting));
+    }
     if let Some(name) = path.strip_prefix(ZSWAP_PARAMS) {
         return zswap_param(name).map(ProcFile::Zswap).ok_or(Errno::ENOENT);
     }
@@ -296,6 +410,7 @@ pub(crate) fn write(sim: &Sim, file: &ProcFile, text: &str) -> Result<(), Errno>
         ProcFile::Zswap(param) => return write_zswap(sim, *param, text),
         ProcFile::Refusing(errno) => return Err(*errno),
         ProcFile::ReadAheadKb(bdi) => return write_read_ahead_kb(sim, bdi, text),
+        ProcFile::Dirty(setting) => return setting.write(sim, text),
         _ => {}
     }
     let value: i64 = text.trim().parse().map_err(|_| Errno::EINVAL)?;
@@ -305,7 +420,10 @@ pub(crate) fn write(sim: &Sim, file: &ProcFile, text: &str) -> Result<(), Errno>
             sim.fs().tree().set_vm_swappiness(v)
         }
         ProcFile::MinFreeKbytes => sim.fs().tree().set_vm_min_free_kbytes(value),
-        ProcFile::Zswap(_) | ProcFile::Refusing(_) | ProcFile::ReadAheadKb(_) => {
+        ProcFile::Zswap(_)
+        | ProcFile::Refusing(_)
+        | ProcFile::ReadAheadKb(_)
+        | ProcFile::Dirty(_) => {
             unreachable!("handled above")
         }
         ProcFile::DropCaches => {

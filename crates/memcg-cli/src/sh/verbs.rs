@@ -389,6 +389,8 @@ pub(super) fn cmd_sleep(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failu
     match seconds.parse::<f64>() {
         Ok(s) if (0.0..1e9).contains(&s) => {
             sh.clock.advance(std::time::Duration::from_secs_f64(s));
+            // The flushers' periodic writeback that came due meanwhile.
+            sh.sim.run_flushers();
             Ok(())
         }
         _ => Err(Failure {

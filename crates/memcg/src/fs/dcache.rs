@@ -148,7 +148,12 @@ impl Superblock {
             let backing = self.disk.backing(meta.ino, name)?;
             let item = ns.inode_items.alloc()?;
             ns.inode_of_item.insert(item, meta.ino);
-            let mapping = AddressSpace::new(&self.tree, backing, Arc::clone(&self.swap));
+            let mapping = AddressSpace::with_bdi(
+                &self.tree,
+                backing,
+                Arc::clone(&self.swap),
+                Arc::clone(&self.bdi),
+            );
             let host: Arc<dyn MappingHost> = Arc::new(InodeHost {
                 sb: self.me.clone(),
                 ino: meta.ino,

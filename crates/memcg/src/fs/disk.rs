@@ -144,23 +144,42 @@ impl Backing for RamFile {
         Ok(())
     }
 
+    /// A page first written is charged and allocated with the disk's lock
+    /// dropped: the charge may reclaim, and reclaim may run a flusher
+    /// writing to this very disk.
     fn write_page(&self, index: u64, buf: &[u8]) -> Result<(), BackingError> {
         let ram = self.ram();
-        let mut pages = lock(&ram.pages);
-        if let Some(page) = pages.get_mut(&(self.ino, index)) {
-            page[..PAGE_BYTES].copy_from_slice(buf);
-            return Ok(());
-        }
-        if pages.len() as u64 >= ram.size_pages {
-            return Err(BackingError::NoSpace);
+        let key = (self.ino, index);
+        {
+            let mut pages = lock(&ram.pages);
+            if let Some(page) = pages.get_mut(&key) {
+                page[..PAGE_BYTES].copy_from_slice(buf);
+                return Ok(());
+            }
+            if pages.len() as u64 >= ram.size_pages {
+                return Err(BackingError::NoSpace);
+            }
         }
         ram.tree
             .charge_kernel(1)
             .map_err(|_| BackingError::Io(std::io::ErrorKind::OutOfMemory))?;
         let mut page = ram.tree.alloc_pages(1, false);
         page[..PAGE_BYTES].copy_from_slice(buf);
-        pages.insert((self.ino, index), page);
-        Ok(())
+        let mut pages = lock(&ram.pages);
+        // Written or filled up meanwhile (another file's writeback): the
+        // new page goes back.
+        let result = if let Some(existing) = pages.get_mut(&key) {
+            existing[..PAGE_BYTES].copy_from_slice(buf);
+            Ok(())
+        } else if pages.len() as u64 >= ram.size_pages {
+            Err(BackingError::NoSpace)
+        } else {
+            pages.insert(key, page);
+            return Ok(());
+        };
+        drop(pages);
+        ram.release(vec![page]);
+        result
     }
 
     fn truncate(&self, size_bytes: u64) -> Result<(), BackingError> {

@@ -6,7 +6,11 @@
 //!
 //! A [`Superblock`] is one mounted filesystem: a flat directory of files
 //! whose bytes live on a RAM disk or in a host directory (`disk.rs`), read
-//! and written through each file's page cache ([`AddressSpace`]). Looking
+//! and written through each file's page cache ([`AddressSpace`]), whose
+//! dirty pages its backing device's flusher writes back ([`Bdi`]: inline,
+//! or on a thread of its own, [`Superblock::start_flusher_thread`]), and
+//! whose readahead size (`read_ahead_kb`) the device keeps too;
+//! [`Superblock::sync`] is `syncfs(2)`. Looking
 //! a file up creates, if they are not cached, its dentry and its inode:
 //! slab objects charged to the object cgroup of the memory cgroup that
 //! looks it up (`slab_reclaimable`), and an open file charges a `struct
@@ -34,7 +38,8 @@
 //! dying ones included, until little is freed (`drop_slab`), 3 both.
 //!
 //! One file per part: this one is the superblock and its file API (mount,
-//! read, write, unlink, sync, drop_caches); `dcache.rs` looking files up
+//! read, write, unlink, sync, the flusher's thread, drop_caches);
+//! `dcache.rs` looking files up
 //! and letting go of dentries; `inode.rs` inode references, the inode LRU
 //! and eviction; `shrinker.rs` the superblock shrinker and its prune
 //! walks; `disk.rs` the RAM disk and the host directory.
@@ -67,13 +72,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use crate::errno::Errno;
-use crate::filemap::{AddressSpace, BackingError, FilemapError};
+#[cfg(not(loom))]
+use crate::filemap::FlusherThread;
+use crate::filemap::{AddressSpace, BackingError, Bdi, FilemapError};
 use crate::folio::Folio;
 use crate::list_lru::{ItemId, ListLru, ListLruConfig, LruDesign};
 use crate::memcontrol::{CgroupTree, ChargeError, MemCgroup, ObjCgroup};
-use crate::readahead;
 use crate::shrinker::{ShrinkerHandle, register_shrinker};
-use crate::sync::{Arc, AtomicU64, Mutex, Ordering, lock};
+use crate::sync::{Arc, Mutex, lock};
 use crate::vmscan::SwapSpace;
 use dcache::check_name;
 use disk::{Disk, RamDisk};
@@ -276,6 +282,12 @@ struct Namespace {
 pub struct Superblock {
     tree: CgroupTree,
     disk: Arc<Disk>,
+    /// Its backing device: the flusher of its files' dirty pages, and
+    /// their readahead size.
+    bdi: Arc<Bdi>,
+    /// The flusher's own thread, if it has one.
+    #[cfg(not(loom))]
+    flusher: Mutex<Option<FlusherThread>>,
     swap: Arc<dyn Fn() -> SwapSpace + Send + Sync>,
     ns: Mutex<Namespace>,
     /// Serialises the writes that change a file's size (a whole-file
@@ -286,9 +298,6 @@ pub struct Superblock {
     dentry_lru: ListLru,
     inode_lru: ListLru,
     shrinker: Mutex<Option<ShrinkerHandle>>,
-    /// Its device's readahead in pages (`bdi->ra_pages`, `read_ahead_kb`
-    /// / 4), taken by each file at open.
-    ra_pages: AtomicU64,
     /// Itself, for its inodes' mappings to call back ([`InodeHost`]).
     me: std::sync::Weak<Superblock>,
 }
@@ -361,13 +370,15 @@ impl Superblock {
         let sb = Arc::new_cyclic(|me| Self {
             tree: tree.clone(),
             disk: Arc::new(disk),
+            bdi: Bdi::new(tree),
+            #[cfg(not(loom))]
+            flusher: Mutex::new(None),
             swap,
             ns: Mutex::new(ns),
             resize: Mutex::new(()),
             dentry_lru,
             inode_lru,
             shrinker: Mutex::new(None),
-            ra_pages: AtomicU64::new(readahead::ra_pages_of_kb(readahead::DEFAULT_READ_AHEAD_KB)),
             me: me.clone(),
         });
         let shrinker = Arc::new(SbShrinker(Arc::downgrade(&sb)));
@@ -383,27 +394,24 @@ impl Superblock {
     /// Its device's `read_ahead_kb` (`/sys/class/bdi/*/read_ahead_kb`):
     /// the most a readahead window reads, in KiB (128 by default).
     pub fn read_ahead_kb(&self) -> u64 {
-        readahead::kb_of_ra_pages(self.ra_pages())
+        self.bdi.read_ahead_kb()
     }
 
     /// Sets `read_ahead_kb` (`read_ahead_kb_store`: rounded down to whole
     /// pages; 0 turns readahead off). Files opened from now on use it.
     pub fn set_read_ahead_kb(&self, read_ahead_kb: u64) {
-        // Relaxed: a setting each open reads once; no other memory depends
-        // on it.
-        self.ra_pages
-            .store(readahead::ra_pages_of_kb(read_ahead_kb), Ordering::Relaxed);
+        self.bdi.set_read_ahead_kb(read_ahead_kb);
     }
 
     /// `bdi->ra_pages`.
     fn ra_pages(&self) -> u64 {
-        // Relaxed: see `set_read_ahead_kb`.
-        self.ra_pages.load(Ordering::Relaxed)
+        self.bdi.ra_pages()
     }
 
     /// Unmounts (`umount`): refused while a file is open; writes dirty
-    /// pages back, frees every dentry, inode and cached page, and stops
-    /// the shrinker. The disk goes with the last reference.
+    /// pages back, stops the flusher's thread, frees every dentry, inode
+    /// and cached page, and stops the shrinker. The disk goes with the last
+    /// reference.
     pub fn unmount(&self) -> Result<(), FsError> {
         self.sync()?;
         let mut ns = lock(&self.ns);
@@ -412,6 +420,8 @@ impl Superblock {
                 nr_open: ns.nr_open,
             });
         }
+        #[cfg(not(loom))]
+        lock(&self.flusher).take();
         let names: Vec<String> = ns.dcache.keys().cloned().collect();
         for name in names {
             self.kill_dentry(&mut ns, &name);
@@ -658,21 +668,20 @@ impl Superblock {
         Ok(())
     }
 
-    /// Writes every dirty page back (`sync`); returns the pages written.
+    /// Writes every dirty page back and waits for it (`syncfs(2)`, and
+    /// this filesystem's part of `sync(2)`: `sync_inodes_sb` through its
+    /// flusher); returns the pages written, or the first error of this
+    /// writeback or of an earlier one not yet reported.
     pub fn sync(&self) -> Result<u64, FsError> {
-        let inodes: Vec<(String, Arc<AddressSpace>, u64)> = {
+        let written = self.bdi.sync(None)?;
+        let sizes: Vec<(String, u64)> = {
             let ns = lock(&self.ns);
             ns.icache
                 .values()
-                .filter_map(|i| {
-                    let size = ns.files.get(&i.name)?.size_bytes;
-                    Some((i.name.clone(), Arc::clone(&i.mapping), size))
-                })
+                .filter_map(|i| Some((i.name.clone(), ns.files.get(&i.name)?.size_bytes)))
                 .collect()
         };
-        let mut written = 0;
-        for (name, mapping, size) in inodes {
-            written += mapping.writeback()?;
+        for (name, size) in sizes {
             self.disk.set_size(&name, size)?;
         }
         Ok(written)
@@ -690,6 +699,27 @@ impl Superblock {
         let ns = lock(&self.ns);
         let ino = ns.files.get(name)?.ino;
         Some(Arc::clone(&ns.icache.get(&ino)?.mapping))
+    }
+
+    /// Its backing device (its flusher and writebacks).
+    pub fn bdi(&self) -> &Arc<Bdi> {
+        &self.bdi
+    }
+
+    /// Runs its flusher on a thread of its own until unmounted or dropped
+    /// (a server on the real clock); without one the flusher runs inline
+    /// (see [`Bdi`]). Starting it twice keeps the first.
+    #[cfg(not(loom))]
+    pub fn start_flusher_thread(&self) -> Result<(), FsError> {
+        let mut flusher = lock(&self.flusher);
+        if flusher.is_none() {
+            let thread = self
+                .bdi
+                .spawn_thread()
+                .map_err(|e| BackingError::Io(e.kind()))?;
+            *flusher = Some(thread);
+        }
+        Ok(())
     }
 
     /// Drops the clean page cache of every cached inode (`drop_caches` 1,
