@@ -235,6 +235,21 @@ impl CgroupTree {
         cg.uncharge_pages(nr_pages, kind);
     }
 
+    /// Uncharges `nr_pages` of `kind` from `cg` into this thread's charge
+    /// stock (`refill_stock`): the pages leave `cg`'s own count and `kind`'s
+    /// statistic but stay charged, stocked for its next charges here, until
+    /// drained. The root, or a tree without a stock, uncharges them at once.
+    pub(super) fn uncharge_to_stock(&self, cg: &Arc<MemCgroup>, nr_pages: u64, kind: ChargeKind) {
+        let stocks = self.stocks();
+        if !stocks.enabled() || cg.is_root() {
+            cg.uncharge_pages(nr_pages, kind);
+            return;
+        }
+        let nr_pages = cg.unpin_pages(nr_pages);
+        cg.account(kind, -(nr_pages as i64));
+        stocks.refill(cg, nr_pages);
+    }
+
     /// Takes `nr_pages` of the machine for the kernel itself (a RAM disk's
     /// pages, swap tables): they belong to no cgroup.
     pub fn charge_kernel(&self, nr_pages: u64) -> Result<(), ChargeError> {

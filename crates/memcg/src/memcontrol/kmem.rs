@@ -11,6 +11,12 @@
 //! from the reserve, or charges whole pages and keeps the rest; an
 //! uncharge gives bytes back and whole pages go back to the counter. The
 //! objects' sizes count in `slab_reclaimable` / `slab_unreclaimable`.
+//! Whole pages a freed slab object or zswap entry gives up go to the
+//! charge stock of the freeing thread (`stock.rs`), as v6.14's
+//! `obj_cgroup_uncharge_pages` refills the per-CPU stock: `memory.current`
+//! keeps them until that stock is used or drained. (A memory cgroup's own
+//! metadata and page tables, freed where no tree is at hand, go straight
+//! back to the counters.)
 //!
 //! A page-table page is kernel memory charged whole, not by the byte
 //! (`__memcg_kmem_charge_page` for a `GFP_PGTABLE_USER` allocation): a
@@ -87,27 +93,33 @@ impl ObjCgroup {
             .expect("an object cgroup points at a live memory cgroup")
     }
 
+    /// Gives `bytes` back to the reserve of its memory cgroup; returns that
+    /// memory cgroup and the whole pages the reserve gave up, still
+    /// charged, for the caller to uncharge.
+    fn release_bytes(&self, bytes: u64) -> (Arc<MemCgroup>, u64) {
+        loop {
+            let memcg = self.memcg();
+            let mut acct = lock(&memcg.kmem.acct);
+            if acct.reparented {
+                continue;
+            }
+            acct.reserve_bytes += bytes;
+            let nr_pages = acct.reserve_bytes / PAGE_SIZE;
+            acct.reserve_bytes %= PAGE_SIZE;
+            acct.charged_pages -= nr_pages;
+            drop(acct);
+            return (memcg, nr_pages);
+        }
+    }
+
     /// Gives `bytes` back to the reserve of its memory cgroup and whole
     /// pages back to that one's counter; returns that memory cgroup.
     fn uncharge_bytes(&self, bytes: u64) -> Arc<MemCgroup> {
-        loop {
-            let memcg = self.memcg();
-            let nr_pages = {
-                let mut acct = lock(&memcg.kmem.acct);
-                if acct.reparented {
-                    continue;
-                }
-                acct.reserve_bytes += bytes;
-                let nr_pages = acct.reserve_bytes / PAGE_SIZE;
-                acct.reserve_bytes %= PAGE_SIZE;
-                acct.charged_pages -= nr_pages;
-                nr_pages
-            };
-            if nr_pages > 0 {
-                memcg.uncharge_pages(nr_pages, ChargeKind::Kmem);
-            }
-            return memcg;
+        let (memcg, nr_pages) = self.release_bytes(bytes);
+        if nr_pages > 0 {
+            memcg.uncharge_pages(nr_pages, ChargeKind::Kmem);
         }
+        memcg
     }
 
     /// Uncharges `bytes` charged with
@@ -320,7 +332,7 @@ impl super::CgroupTree {
 
     /// Uncharges a freed zswap entry (`obj_cgroup_uncharge_zswap`).
     pub fn uncharge_zswap(&self, objcg: &ObjCgroup, bytes: u64) {
-        let memcg = objcg.uncharge_bytes(bytes);
+        let memcg = self.uncharge_obj(objcg, bytes);
         memcg.mod_stat(MemcgStat::ZswapBytes, -(bytes as i64));
         memcg.mod_stat(MemcgStat::Zswapped, -1);
     }
@@ -424,8 +436,22 @@ impl super::CgroupTree {
 
     /// Uncharges a freed slab object of `bytes` (`obj_cgroup_uncharge`).
     pub fn uncharge_slab(&self, objcg: &ObjCgroup, bytes: u64, kind: SlabKind) {
-        let memcg = objcg.uncharge_bytes(bytes);
+        let memcg = self.uncharge_obj(objcg, bytes);
         memcg.mod_stat(kind.stat(), -(bytes as i64));
+    }
+
+    /// `obj_cgroup_uncharge`: `bytes` go back to `objcg`'s reserve, and
+    /// the whole pages that frees into this thread's charge stock, as
+    /// v6.14's `obj_cgroup_uncharge_pages` does (`refill_stock`): they stay
+    /// charged (in `memory.current`, no longer in `kernel`) until a charge
+    /// of the memory cgroup here takes them or a drain gives them back.
+    /// Returns the memory cgroup.
+    fn uncharge_obj(&self, objcg: &ObjCgroup, bytes: u64) -> Arc<MemCgroup> {
+        let (memcg, nr_pages) = objcg.release_bytes(bytes);
+        if nr_pages > 0 {
+            self.uncharge_to_stock(&memcg, nr_pages, ChargeKind::Kmem);
+        }
+        memcg
     }
 
     /// `memcg_reparent_objcgs`: `child` goes offline; its object cgroups

@@ -6,9 +6,11 @@
 //!
 //! - `consume`: a charge of at most 64 pages is taken from this slot's
 //!   stock when it holds that memory cgroup and enough pages.
-//! - `refill`: the surplus of a batch goes into the stock; a stock holding
-//!   another memory cgroup is drained first (its pages uncharged), and one
-//!   above 64 pages is drained whole.
+//! - `refill`: the surplus of a batch goes into the stock, and so do the
+//!   whole pages freed slab objects and zswap entries give back
+//!   (`obj_cgroup_uncharge_pages`, `kmem.rs`); a stock holding another
+//!   memory cgroup is drained first (its pages uncharged), and one above
+//!   64 pages is drained whole.
 //! - `drain_all`: every stock holding a memory cgroup of a subtree gives its
 //!   pages back (a charge over a limit does it once before retrying; so do
 //!   `memory.max`/`memory.high` writes and taking a cgroup offline). The
@@ -229,6 +231,36 @@ mod tests {
         t.uncharge(&b, 2, ChargeKind::Anon);
         t.set_charge_stock(false);
         assert_eq!((a.memory().usage(), b.memory().usage()), (0, 0));
+    }
+
+    #[test]
+    fn freed_kernel_pages_go_to_the_stock_not_the_counter() {
+        // v6.14's obj_cgroup_uncharge_pages refills the per-CPU stock: a
+        // freed slab object's whole pages stay in memory.current (out of
+        // `kernel`) until the stock is used or drained.
+        use crate::memcontrol::{MemcgStat, SlabKind};
+        use crate::mm_types::PAGE_SIZE;
+        let t = test_tree(1, 64);
+        t.set_charge_stock(true);
+        let a = t.mkdir("/a").unwrap();
+        let objcg = a.obj_cgroup();
+        t.charge_slab(&objcg, 3 * PAGE_SIZE, SlabKind::Reclaimable)
+            .unwrap();
+        assert_eq!(a.memory().usage(), MEMCG_CHARGE_BATCH);
+        assert_eq!(t.stocked_pages(&a), MEMCG_CHARGE_BATCH - 3);
+        assert_eq!(a.stat(MemcgStat::Kernel), 3);
+        t.uncharge_slab(&objcg, 3 * PAGE_SIZE, SlabKind::Reclaimable);
+        assert_eq!(a.memory().usage(), MEMCG_CHARGE_BATCH, "stocked");
+        assert_eq!(t.stocked_pages(&a), MEMCG_CHARGE_BATCH);
+        assert_eq!(a.stat(MemcgStat::Kernel), 0);
+        assert_eq!(a.stat(MemcgStat::SlabReclaimable), 0);
+        // The next charges of `a` here take them.
+        t.try_charge(&a, 4, ChargeKind::Anon).unwrap();
+        assert_eq!(a.memory().usage(), MEMCG_CHARGE_BATCH);
+        t.uncharge(&a, 4, ChargeKind::Anon);
+        t.drain_all_stock(&a);
+        assert_eq!(a.memory().usage(), 0);
+        assert_eq!(t.root().memory().usage(), 0);
     }
 
     #[test]
