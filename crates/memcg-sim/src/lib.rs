@@ -65,6 +65,15 @@ use pgtable::Level;
 /// `HPAGE_PMD_NR`: the pages of a PMD-mapped THP.
 const HPAGE_PMD_NR: u32 = 512;
 
+/// How a new mapping's faults reach the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Faults {
+    /// The task touches each page: every fault is a kernel entry of its own.
+    Touched,
+    /// One system call faults them all (`mlock`, `MAP_POPULATE`).
+    OneCall,
+}
+
 /// How to build a [`Sim`].
 #[derive(Debug, Clone, Copy)]
 pub struct SimConfig {
@@ -828,6 +837,36 @@ impl Sim {
         folio_pages: u32,
         fill: Fill,
     ) -> Result<u32, SimError> {
+        self.alloc_faulting(cgroup, name, size_bytes, folio_pages, fill, Faults::Touched)
+    }
+
+    /// [`Sim::alloc`] with every fault in one system call, as `mlock` or
+    /// `mmap(MAP_POPULATE)` populate a mapping (`populate_vma_page_range`):
+    /// the `memory.high` work of its charges waits for that call's return
+    /// to user space, unless more than a charge batch goes over high
+    /// before it (then a charge does it at once: see
+    /// [`memcg::memcontrol::KernelEntry`]). `mlock`'s pages would also be
+    /// unevictable; that is not modelled.
+    pub fn alloc_populate(
+        &self,
+        cgroup: &str,
+        name: &str,
+        size_bytes: u64,
+        folio_pages: u32,
+        fill: Fill,
+    ) -> Result<u32, SimError> {
+        self.alloc_faulting(cgroup, name, size_bytes, folio_pages, fill, Faults::OneCall)
+    }
+
+    fn alloc_faulting(
+        &self,
+        cgroup: &str,
+        name: &str,
+        size_bytes: u64,
+        folio_pages: u32,
+        fill: Fill,
+        faults: Faults,
+    ) -> Result<u32, SimError> {
         let folio_bytes = u64::from(folio_pages) * PAGE_BYTES as u64;
         // Anonymous mTHP orders are 2..=9 (THP_ORDERS_ALL_ANON has no
         // order 1), besides single pages.
@@ -880,7 +919,7 @@ impl Sim {
         // kill flag is set before the kill takes the blocks, under the
         // lock that adding one takes: one of the two sees the other.)
         let populated = self
-            .populate(&mapping, size_bytes, folio_pages)
+            .populate(&mapping, size_bytes, folio_pages, faults)
             .and_then(|()| match task.is_killed() {
                 true => Err(SimError::Killed { pid: task.pid() }),
                 false => Ok(()),
@@ -896,9 +935,18 @@ impl Sim {
     }
 
     /// Faults in every folio of a new mapping, filling its pages.
-    fn populate(&self, m: &Mapping, size_bytes: u64, folio_pages: u32) -> Result<(), SimError> {
+    fn populate(
+        &self,
+        m: &Mapping,
+        size_bytes: u64,
+        folio_pages: u32,
+        faults: Faults,
+    ) -> Result<(), SimError> {
         let running = self.inner.begin_op(&m.task)?;
         let _current = CurrentTask::enter(self.inner.fs.tree(), &m.task);
+        // Dropped before `_current`: the return to user space is the
+        // task's own.
+        let _call = (faults == Faults::OneCall).then(|| self.inner.fs.tree().kernel_entry());
         let mut memcg = m.task.memcg();
         for first_page in (0..size_bytes / PAGE_BYTES as u64).step_by(folio_pages as usize) {
             if running.freeze_point()? {

@@ -127,6 +127,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 mod charge;
+mod entry;
 mod freezer;
 mod hooks;
 mod kmem;
@@ -139,6 +140,7 @@ mod watermark;
 
 use charge::Accounting;
 pub use charge::{ChargeError, ChargeKind, Gfp};
+pub use entry::KernelEntry;
 use freezer::FreezerState;
 use hooks::Hooks;
 pub use hooks::{MemcgReclaim, OomHandler, OomOutcome, ReclaimOptions, TaskHooks};

@@ -16,8 +16,9 @@
 //! ask the [`OomHandler`](super::OomHandler) hook for a victim; if one was killed, raise
 //! `oom_kill` where it lived and start over; else fail with ENOMEM. A
 //! successful charge that leaves any level above `memory.high` raises
-//! `high` there and asks reclaim to bring it back (the kernel does this on
-//! the way back to user space).
+//! `high` there and asks reclaim to bring it back, on the way back to user
+//! space or, past a batch of pages over high in one system call, at once
+//! (`entry.rs`).
 //!
 //! Swap accounting lives in `swap.rs`, events and statistics in
 //! `stat.rs`, the reclaim and OOM hooks in `hooks.rs`.
@@ -319,12 +320,9 @@ impl CgroupTree {
                     if batch > nr_pages {
                         stocks.refill(cg, batch - nr_pages);
                     }
-                    // Reclaim's own charge does no memory.high work
-                    // (`PF_MEMALLOC`: the kernel leaves it to the task's
-                    // return to user space).
-                    if gfp != Gfp::MemAlloc {
-                        self.handle_over_high(cg, batch);
-                    }
+                    // memory.high's work: now, or on the way back to
+                    // user space (`entry.rs`).
+                    self.charged_over_high(cg, batch, gfp);
                     // A charge that may not reclaim is made under locks
                     // reclaim takes: it leaves kswapd to the next one.
                     if gfp == Gfp::Kernel {
@@ -488,9 +486,9 @@ impl CgroupTree {
         group
     }
 
-    /// After a charge of `nr_pages` (`try_charge_memcg`'s `done_restock`,
-    /// then `mem_cgroup_handle_over_high` on the way back to user space,
-    /// which for a simulated fault is right away): if any level is above
+    /// `mem_cgroup_handle_over_high` for `nr_pages` charged over high,
+    /// on the way back to user space or inside a system call that charged
+    /// more than a batch over high (`entry.rs`): if any level is above
     /// its `memory.high` or `memory.swap.high`, reclaim every level above
     /// `memory.high` (`reclaim_high`, raising `high` there), then throttle:
     /// the penalty grows with the square of the worst overage
@@ -498,7 +496,7 @@ impl CgroupTree {
     /// fruitless retries remain) reclaim again instead; else sleep the
     /// penalty, at most 2 s, on the tree's clock. Levels over
     /// `memory.swap.high` raise swap `high` each time they are weighed.
-    fn handle_over_high(&self, charged: &Arc<MemCgroup>, nr_pages: u64) {
+    pub(super) fn handle_over_high(&self, charged: &Arc<MemCgroup>, nr_pages: u64) {
         let over_high = std::iter::once(charged)
             .chain(charged.ancestors())
             .any(|c| c.memory().usage() > c.memory().high() || c.swap().usage() > c.swap().high());
