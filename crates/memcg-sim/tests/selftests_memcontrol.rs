@@ -1,8 +1,9 @@
 //! Linux v6.14's memory cgroup selftests
 //! (tools/testing/selftests/cgroup/test_memcontrol.c) that need anonymous
 //! memory, swap and page cache, run against the simulator through the
-//! cgroup v2 files. The selftests' temporary files (`get_temp_fd`) are on
-//! a RAM disk mounted at `/tmp`.
+//! cgroup v2 files. The selftests' temporary files (`get_temp_fd`: an
+//! unnamed file in the working directory, which a disk filesystem holds)
+//! are on a RAM disk mounted at `/tmp`.
 //!
 //! How the selftests' machinery maps onto [`Sim`]:
 //!
@@ -12,6 +13,14 @@
 //!   takes makes `cg_run` return non-zero, here `Err(SimError::Killed)`.
 //! - `cg_run_nowait(cgroup, alloc_anon_noexit, size)` (a process that
 //!   allocates and stays alive) is [`Sim::alloc`] with the mapping kept.
+//! - `alloc_pagecache(fd, size)` is the same `ftruncate` and `read`s of a
+//!   page each, from the descriptor's shared position, run as `cgroup`
+//!   (`cgroup_util::alloc_pagecache`); page cache stays charged whether or
+//!   not the process that read it lives on, so the `_noexit` variants are
+//!   the same call. Closing the last descriptor of the unnamed file
+//!   removes it and its page cache.
+//! - `alloc_anon_mlock` (one `mlock` system call faulting 200M in) is
+//!   [`Sim::alloc_populate`], on a thread of its own.
 //! - `cg_read_long`, `cg_read_key_long`, `cg_read_strcmp`, `cg_write`,
 //!   `values_close` and `reclaim_until` are ported with their C semantics
 //!   (`atol`, `strstr`, `-errno`), so the assertions read as the kernel's.
@@ -19,118 +28,264 @@
 //!   waits (`cg_test_proc_killed`'s polling, the `sleep(1)` loops) collapse
 //!   into a single check.
 //!
-//! Sizes are the kernel's megabytes divided by [`SCALE`] (every size in a
-//! test, limits included, so the ratios the assertions weigh stay the
-//! same) to keep each test under a second or two in a debug build. The
-//! assertions hold at the kernel's own sizes too (`SCALE` 1; the
-//! protection tests then take ~10 s each in debug), and at `SCALE` 4.
-//!
 //! The selftests' anonymous memory is `malloc`ed and touched one byte per
 //! page, so its pages are zero; here it is [`Fill::Pattern`], so every page
 //! really goes to the swap device rather than being recorded as a zero
 //! page.
+//!
+//! # Sizes
+//!
+//! Each port runs at a scale: every size in it (limits included) is the
+//! kernel's divided by that, so the ratios the assertions weigh stay the
+//! same, and the assertions and tolerances are the kernel's at any scale.
+//! `MEMCG_SELFTEST_SCALE=N` runs every port at `N` instead of its default
+//! (`MEMCG_SELFTEST_SCALE=1 cargo test -p memcg-sim --test
+//! selftests_memcontrol`: all at the kernel's sizes, about 25 s of CPU in a
+//! debug build). The defaults keep the binary to a few seconds of CPU in a
+//! debug build: the simulator's pages are real host memory, written and
+//! swapped byte for byte, so a port costs in proportion to its size.
+//!
+//! | v6.14 test | default scale | why | debug CPU at 1:1 (at the default) |
+//! |---|---|---|---|
+//! | test_memcg_subtree_control | — | needs no memory: `memcg/tests/selftests_memcontrol.rs` | — |
+//! | test_memcg_current_peak | 1:1 | | 0.7 s |
+//! | test_memcg_min | 1:4 | 150M of page cache and 318M of anonymous memory through reclaim | 6 s (1.1 s) |
+//! | test_memcg_low | 1:4 | as test_memcg_min | 6 s (1.5 s) |
+//! | test_memcg_high | 1:1 | | 1.0 s |
+//! | test_memcg_high_sync | 1:1 | | 0.1 s |
+//! | test_memcg_max | 1:1 | | 0.8 s |
+//! | test_memcg_reclaim | 1:1 | | 3.0 s |
+//! | test_memcg_oom_events | 1:1 | | 0.3 s |
+//! | test_memcg_swap_max_peak | 1:4 | 150M of anonymous memory, 50M of it through swap | 5.7 s (1.3 s) |
+//! | test_memcg_sock | not ported | socket memory (`sock` in memory.stat) is not modelled | — |
+//! | test_memcg_oom_group_leaf_events | 1:1 | | 0.5 s |
+//! | test_memcg_oom_group_parent_events | 1:1 | | 1.1 s |
+//! | test_memcg_oom_group_score_events | 1:1 | | 0.7 s |
+//!
+//! (CPU seconds: user time of each test alone,
+//! `target/debug/deps/selftests_memcontrol-* --exact NAME`, on the 2-vCPU
+//! development VM while other builds ran.)
 #![cfg(not(loom))]
 
 mod cgroup_util;
 
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
 use cgroup_util::*;
+
 use memcg::Errno;
+use memcg::clock::{Clock, VirtualClock};
 use memcg_sim::mm::OOM_SCORE_ADJ_MIN;
-use memcg_sim::{Sim, SimError};
+use memcg_sim::{Fill, Sim, SimError};
 
 /// Port of `test_memcg_max` (test_memcontrol.c, v6.14): `memory.max`
-/// limits the memory a cgroup can consume.
+/// limits the memory a cgroup can consume, anonymous memory (OOM-killed
+/// without swap) or page cache (reclaimed down to the limit).
 ///
-/// The kernel's second step, `cg_run(memcg, alloc_pagecache_max_30M)`,
-/// writes 50M of page cache and expects `memory.current` ~= 30M, the rest
-/// reclaimed; the page cache also stays charged after that process exits,
-/// which is what makes the final `memory.current` non-zero. There is no
-/// page cache here, so the substitute is 50M of anonymous memory in a
-/// process that stays alive, reclaimable because `memory.swap.max` is
-/// lifted for that step (page cache needs no swap to be reclaimed;
-/// anonymous memory does).
+/// After `alloc_pagecache_max_30M` closes its unnamed file, the file and
+/// its page cache are gone; what keeps the final `memory.current` above 0
+/// is what keeps the kernel's there: the pages its freed radix-tree nodes,
+/// inode and dentry gave back to the charge stock, charged until drained
+/// (`obj_cgroup_uncharge_pages`).
 #[test]
 fn test_memcg_max() {
+    let mb = Scale::or_env(1);
     let sim = sim();
     let memcg = cg_name("", "memcg_test");
     cg_create(&sim, &memcg);
 
     assert!(cg_read_strcmp(&sim, &memcg, "memory.max", "max\n"));
     assert_eq!(cg_write(&sim, &memcg, "memory.swap.max", "0"), 0);
-    assert_eq!(cg_write(&sim, &memcg, "memory.max", &MB(30).to_string()), 0);
+    assert_eq!(
+        cg_write(&sim, &memcg, "memory.max", &mb.MB(30).to_string()),
+        0
+    );
 
     // Should be killed by OOM killer
-    let rc = cg_run_alloc_anon(&sim, &memcg, MB(100));
+    let rc = cg_run_alloc_anon(&sim, &memcg, mb.MB(100));
     assert!(matches!(rc, Err(SimError::Killed { .. })), "{rc:?}");
 
-    // alloc_pagecache_max_30M, with anonymous memory on swap (see above).
-    assert_eq!(cg_write(&sim, &memcg, "memory.swap.max", "max"), 0);
-    let high = cg_read_long(&sim, &memcg, "memory.high");
-    let max = cg_read_long(&sim, &memcg, "memory.max");
-    assert!(high == MB(30) || max == MB(30), "high {high} max {max}");
-    let (_pid, _kept) = cg_run_nowait_alloc_anon_noexit(&sim, &memcg, MB(50)).unwrap();
-    let current = cg_read_long(&sim, &memcg, "memory.current");
-    assert!(values_close(current, MB(30), 5), "current {current}");
+    assert!(alloc_pagecache_max_30m(&sim, &memcg, mb));
 
     let current = cg_read_long(&sim, &memcg, "memory.current");
-    assert!(!(current > MB(30) || current == 0), "current {current}");
+    assert!(!(current > mb.MB(30) || current == 0), "current {current}");
 
     let max = cg_read_key_long(&sim, &memcg, "memory.events", "max ");
     assert!(max > 0, "max events {max}");
 }
 
 /// Port of `test_memcg_high` (test_memcontrol.c, v6.14): `memory.high`
-/// holds memory back without failing allocations. The kernel's two page
-/// cache steps (`alloc_pagecache_50M_check` must fail to keep 50M resident,
-/// `alloc_pagecache_max_30M` must end close to 30M) run with anonymous
-/// memory that `memory.high` reclaim may swap out, once `memory.swap.max`
-/// is lifted. The throttle sleeps on a simulated clock here.
+/// limits the memory a cgroup can consume, anonymous memory (throttled,
+/// never failed) or page cache (reclaimed back to it). The throttle
+/// sleeps on a simulated clock here, so it costs no wall time.
 #[test]
 fn test_memcg_high() {
+    let mb = Scale::or_env(1);
     let sim = sim();
-    sim.fs()
-        .tree()
-        .set_clock(std::sync::Arc::new(memcg::clock::VirtualClock::default()));
+    sim.fs().tree().set_clock(Arc::new(VirtualClock::default()));
     let memcg = cg_name("", "memcg_test");
     cg_create(&sim, &memcg);
 
     assert!(cg_read_strcmp(&sim, &memcg, "memory.high", "max\n"));
     assert_eq!(cg_write(&sim, &memcg, "memory.swap.max", "0"), 0);
     assert_eq!(
-        cg_write(&sim, &memcg, "memory.high", &MB(30).to_string()),
+        cg_write(&sim, &memcg, "memory.high", &mb.MB(30).to_string()),
         0
     );
 
-    // Over high with nothing reclaimable: throttled, never failed.
-    cg_run_alloc_anon(&sim, &memcg, MB(31)).unwrap();
+    cg_run_alloc_anon(&sim, &memcg, mb.MB(31)).unwrap();
 
-    // alloc_pagecache_50M_check must fail: 50M never stays resident.
-    assert_eq!(cg_write(&sim, &memcg, "memory.swap.max", "max"), 0);
-    let (_pid, name) = cg_run_nowait_alloc_anon_noexit(&sim, &memcg, MB(50)).unwrap();
-    let current = cg_read_long(&sim, &memcg, "memory.current");
-    assert!(current < MB(50), "current {current}");
-    sim.free(&name).unwrap();
+    assert!(
+        !alloc_pagecache_50m_check(&sim, &memcg, mb),
+        "50M of page cache stayed resident over memory.high"
+    );
 
-    // alloc_pagecache_max_30M: high is 30M, and 50M ends close to it.
-    let high = cg_read_long(&sim, &memcg, "memory.high");
-    let max = cg_read_long(&sim, &memcg, "memory.max");
-    assert!(high == MB(30) || max == MB(30), "high {high} max {max}");
-    let (_pid, _kept) = cg_run_nowait_alloc_anon_noexit(&sim, &memcg, MB(50)).unwrap();
-    let current = cg_read_long(&sim, &memcg, "memory.current");
-    assert!(values_close(current, MB(30), 5), "current {current}");
+    assert!(alloc_pagecache_max_30m(&sim, &memcg, mb));
 
     let high = cg_read_key_long(&sim, &memcg, "memory.events", "high ");
     assert!(high > 0, "high events {high}");
 }
 
-/// Port of `test_memcg_reclaim` (test_memcontrol.c, v6.14):
-/// `memory.reclaim` reclaims the amount asked for.
+/// The tree's clock in `test_memcg_high_sync`: simulated time, where the
+/// child's first throttle sleep (`schedule_timeout_killable` in
+/// `mem_cgroup_handle_over_high`) lasts until the parent has looked and
+/// lets it go: the parent runs while the child sleeps.
+#[derive(Default)]
+struct ThrottleGate {
+    time: VirtualClock,
+    state: Mutex<GateState>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct GateState {
+    /// The child is asleep in its throttle.
+    throttled: bool,
+    /// Its allocation returned (or failed).
+    child_done: bool,
+    /// The parent let it go: no sleep stops it any more.
+    released: bool,
+}
+
+impl ThrottleGate {
+    fn update(&self, f: impl FnOnce(&mut GateState)) {
+        f(&mut self.state.lock().unwrap());
+        self.changed.notify_all();
+    }
+
+    /// `cg_wait_for(fd)` on `memory.events`: here, until the child sleeps
+    /// in its throttle or its allocation is over (see
+    /// `test_memcg_high_sync`).
+    fn wait_for_child(&self) {
+        let state = self.state.lock().unwrap();
+        drop(
+            self.changed
+                .wait_while(state, |s| !s.throttled && !s.child_done)
+                .unwrap(),
+        );
+    }
+}
+
+impl Clock for ThrottleGate {
+    fn now(&self) -> Duration {
+        self.time.now()
+    }
+
+    fn sleep(&self, duration: Duration) {
+        self.time.advance(duration);
+        let mut state = self.state.lock().unwrap();
+        state.throttled = true;
+        self.changed.notify_all();
+        while !state.released {
+            state = self.changed.wait(state).unwrap();
+        }
+        state.throttled = false;
+    }
+}
+
+/// Port of `test_memcg_high_sync` (test_memcontrol.c, v6.14): `memory.high`
+/// throttles a big allocation made in one system call
+/// (`alloc_anon_mlock`: 200M `mmap`ed and `mlock`ed), which meets
+/// `memory.high` before it returns (`try_charge_memcg`'s synchronous
+/// path once more than a batch of pages is over high): `high` events
+/// rise, and the allocation never reaches `memory.max`, so `max` events
+/// do not.
 ///
-/// The kernel's cgroup holds 50M of page cache (`alloc_pagecache_50M_noexit`)
-/// and, with swap on, 50M of anonymous memory; here both are anonymous
-/// memory in processes that stay alive, reclaimable to swap.
+/// The child runs on a thread of its own: [`Sim::alloc_populate`] faults
+/// the whole mapping in one system call, as `mlock` does (its pages are
+/// not made unevictable, which makes no difference here: with
+/// `memory.swap.max` 0 nothing anonymous can be reclaimed anyway). The
+/// kernel's parent waits for `memory.events` to change (`cg_wait_for`)
+/// and reads it while the child is throttled; here the parent waits until
+/// the child sleeps in its throttle, or its allocation is over (without
+/// the synchronous path it would run on to `memory.max` and be OOM-killed
+/// there, never throttled). The sleep is on simulated time, and lasts
+/// until the parent has looked and killed the child (`cg_destroy`).
+#[test]
+fn test_memcg_high_sync() {
+    let mb = Scale::or_env(1);
+    let sim = sim();
+    let gate = Arc::new(ThrottleGate::default());
+    sim.fs()
+        .tree()
+        .set_clock(Arc::clone(&gate) as Arc<dyn Clock>);
+    let memcg = cg_name("", "memcg_test");
+    cg_create(&sim, &memcg);
+
+    let pre_high = cg_read_key_long(&sim, &memcg, "memory.events", "high ");
+    let pre_max = cg_read_key_long(&sim, &memcg, "memory.events", "max ");
+    assert!(pre_high >= 0 && pre_max >= 0, "{pre_high} {pre_max}");
+
+    assert_eq!(cg_write(&sim, &memcg, "memory.swap.max", "0"), 0);
+    assert_eq!(
+        cg_write(&sim, &memcg, "memory.high", &mb.MB(30).to_string()),
+        0
+    );
+    assert_eq!(
+        cg_write(&sim, &memcg, "memory.max", &mb.MB(140).to_string()),
+        0
+    );
+
+    std::thread::scope(|s| {
+        // cg_run_nowait(memcg, alloc_anon_mlock, MB(200))
+        let child = s.spawn(|| {
+            let name = proc_name(&memcg, "alloc_anon_mlock");
+            let rc = sim.alloc_populate(&memcg, &name, mb.MB(200) as u64, 1, Fill::Zero);
+            if rc.is_ok() {
+                // munmap, exit
+                sim.free(&name).unwrap();
+            }
+            gate.update(|g| g.child_done = true);
+            rc
+        });
+
+        gate.wait_for_child();
+
+        let post_high = cg_read_key_long(&sim, &memcg, "memory.events", "high ");
+        let post_max = cg_read_key_long(&sim, &memcg, "memory.events", "max ");
+
+        // cg_destroy: cg_killall, then the child may go on (to its death).
+        for pid in cg_read_pids(&sim, &memcg) {
+            sim.kill(pid).unwrap();
+        }
+        gate.update(|g| g.released = true);
+        let rc = child.join().unwrap();
+
+        assert!(post_high >= 0 && post_max >= 0, "{post_high} {post_max}");
+        assert!(
+            !(pre_high == post_high || pre_max != post_max),
+            "high {pre_high} -> {post_high}, max {pre_max} -> {post_max}, child {rc:?}"
+        );
+    });
+}
+
+/// Port of `test_memcg_reclaim` (test_memcontrol.c, v6.14):
+/// `memory.reclaim` reclaims the amount asked for, from page cache and,
+/// with swap, from anonymous memory.
 #[test]
 fn test_memcg_reclaim() {
+    let mb = Scale::or_env(1);
     let sim = sim();
     let memcg = cg_name("", "memcg_test");
     cg_create(&sim, &memcg);
@@ -138,14 +293,20 @@ fn test_memcg_reclaim() {
     let current = cg_read_long(&sim, &memcg, "memory.current");
     assert_eq!(current, 0);
 
-    // alloc_pagecache_50M_noexit, as anonymous memory.
-    let _file = cg_run_nowait_alloc_anon_noexit(&sim, &memcg, MB(50)).unwrap();
+    let mut fd = get_temp_fd(&sim);
+
+    // cg_run_nowait(memcg, alloc_pagecache_50M_noexit, fd): its page cache
+    // stays whether or not the process lives on.
+    alloc_pagecache(&sim, &memcg, &mut fd, mb.MB(50)).unwrap();
 
     // If swap is enabled, try to reclaim from both anon and file, else try
     // to reclaim from file only.
-    assert!(is_swap_enabled(&sim), "the anonymous stand-in needs swap");
-    let _anon = cg_run_nowait_alloc_anon_noexit(&sim, &memcg, MB(50)).unwrap();
-    let expected_usage = MB(100);
+    let (_anon, expected_usage) = if is_swap_enabled(&sim) {
+        let anon = cg_run_nowait_alloc_anon_noexit(&sim, &memcg, mb.MB(50)).unwrap();
+        (Some(anon), mb.MB(100))
+    } else {
+        (None, mb.MB(50))
+    };
 
     // Wait until current usage reaches the expected usage (or we run out of
     // retries).
@@ -164,13 +325,13 @@ fn test_memcg_reclaim() {
 
     // Reclaim until current reaches 30M, this makes sure we hit both anon
     // and file if swap is enabled.
-    assert!(reclaim_until(&sim, &memcg, MB(30)));
+    assert!(reclaim_until(&sim, &memcg, mb.MB(30)));
 }
 
 /// `alloc_anon_50M_check_swap` (test_memcontrol.c, v6.14), run while the
 /// 50M are held: memory is at the limit, the rest on swap.
-fn alloc_anon_50m_check_swap(sim: &Sim, cgroup: &str, mem_max: i64) -> bool {
-    let size = MB(50);
+fn alloc_anon_50m_check_swap(sim: &Sim, cgroup: &str, mem_max: i64, mb: Scale) -> bool {
+    let size = mb.MB(50);
     let mem_current = cg_read_long(sim, cgroup, "memory.current");
     if mem_current == 0 || !values_close(mem_current, mem_max, 3) {
         eprintln!("memory.current {mem_current}, memory.max {mem_max}");
@@ -193,6 +354,7 @@ fn alloc_anon_50m_check_swap(sim: &Sim, cgroup: &str, mem_max: i64) -> bool {
 /// non-empty write resets, so the string alone is written here.
 #[test]
 fn test_memcg_swap_max_peak() {
+    let mb = Scale::or_env(4);
     let sim = sim();
     // any non-empty string resets
     let reset_string = "foobarbaz";
@@ -221,13 +383,16 @@ fn test_memcg_swap_max_peak() {
     assert!(cg_read_strcmp(&sim, &memcg, "memory.max", "max\n"));
     assert!(cg_read_strcmp(&sim, &memcg, "memory.swap.max", "max\n"));
     assert_eq!(
-        cg_write(&sim, &memcg, "memory.swap.max", &MB(30).to_string()),
+        cg_write(&sim, &memcg, "memory.swap.max", &mb.MB(30).to_string()),
         0
     );
-    assert_eq!(cg_write(&sim, &memcg, "memory.max", &MB(30).to_string()), 0);
+    assert_eq!(
+        cg_write(&sim, &memcg, "memory.max", &mb.MB(30).to_string()),
+        0
+    );
 
     // Should be killed by OOM killer
-    let rc = cg_run_alloc_anon(&sim, &memcg, MB(100));
+    let rc = cg_run_alloc_anon(&sim, &memcg, mb.MB(100));
     assert!(matches!(rc, Err(SimError::Killed { .. })), "{rc:?}");
 
     assert_eq!(cg_read_key_long(&sim, &memcg, "memory.events", "oom "), 1);
@@ -237,13 +402,13 @@ fn test_memcg_swap_max_peak() {
     );
 
     let peak = cg_read_long(&sim, &memcg, "memory.peak");
-    assert!(peak >= MB(29), "memory.peak {peak}");
+    assert!(peak >= mb.MB(29), "memory.peak {peak}");
     let peak = cg_read_long(&sim, &memcg, "memory.swap.peak");
-    assert!(peak >= MB(29), "memory.swap.peak {peak}");
+    assert!(peak >= mb.MB(29), "memory.swap.peak {peak}");
     let peak = cg_read_long_fd(&mem_peak_fd);
-    assert!(peak >= MB(29), "memory.peak fd {peak}");
+    assert!(peak >= mb.MB(29), "memory.peak fd {peak}");
     let peak = cg_read_long_fd(&swap_peak_fd);
-    assert!(peak >= MB(29), "memory.swap.peak fd {peak}");
+    assert!(peak >= mb.MB(29), "memory.swap.peak fd {peak}");
 
     // open, reset and close the peak swap on another FD to make sure
     // multiple extant fds don't corrupt the linked-list
@@ -255,18 +420,18 @@ fn test_memcg_swap_max_peak() {
     assert!(write_fd(&mut mem_peak_fd, reset_string));
 
     let peak = cg_read_long_fd(&swap_peak_fd);
-    assert!(peak <= MB(10), "memory.swap.peak fd {peak}");
+    assert!(peak <= mb.MB(10), "memory.swap.peak fd {peak}");
 
     // The cgroup is now empty, but there may be a page or two associated
     // with the open FD accounted to it.
     let peak = cg_read_long_fd(&mem_peak_fd);
-    assert!(peak <= MB(1), "memory.peak fd {peak}");
+    assert!(peak <= mb.MB(1), "memory.peak fd {peak}");
 
-    assert!(cg_read_long(&sim, &memcg, "memory.peak") >= MB(29));
-    assert!(cg_read_long(&sim, &memcg, "memory.swap.peak") >= MB(29));
+    assert!(cg_read_long(&sim, &memcg, "memory.peak") >= mb.MB(29));
+    assert!(cg_read_long(&sim, &memcg, "memory.swap.peak") >= mb.MB(29));
 
-    let checked = cg_run_alloc(&sim, &memcg, MB(50), |cg| {
-        alloc_anon_50m_check_swap(&sim, cg, MB(30))
+    let checked = cg_run_alloc(&sim, &memcg, mb.MB(50), |cg| {
+        alloc_anon_50m_check_swap(&sim, cg, mb.MB(30), mb)
     });
     assert!(matches!(checked, Ok(true)), "{checked:?}");
 
@@ -274,13 +439,13 @@ fn test_memcg_swap_max_peak() {
     assert!(max > 0, "max events {max}");
 
     let peak = cg_read_long(&sim, &memcg, "memory.peak");
-    assert!(peak >= MB(29), "memory.peak {peak}");
+    assert!(peak >= mb.MB(29), "memory.peak {peak}");
     let peak = cg_read_long(&sim, &memcg, "memory.swap.peak");
-    assert!(peak >= MB(29), "memory.swap.peak {peak}");
+    assert!(peak >= mb.MB(29), "memory.swap.peak {peak}");
     let peak = cg_read_long_fd(&mem_peak_fd);
-    assert!(peak >= MB(29), "memory.peak fd {peak}");
+    assert!(peak >= mb.MB(29), "memory.peak fd {peak}");
     let peak = cg_read_long_fd(&swap_peak_fd);
-    assert!(peak >= MB(19), "memory.swap.peak fd {peak}");
+    assert!(peak >= mb.MB(19), "memory.swap.peak fd {peak}");
 
     // close(): the descriptors leave the watcher lists.
     drop(mem_peak_fd);
@@ -292,14 +457,18 @@ fn test_memcg_swap_max_peak() {
 /// `oom_kill` event.
 #[test]
 fn test_memcg_oom_events() {
+    let mb = Scale::or_env(1);
     let sim = sim();
     let memcg = cg_name("", "memcg_test");
     cg_create(&sim, &memcg);
 
-    assert_eq!(cg_write(&sim, &memcg, "memory.max", &MB(30).to_string()), 0);
+    assert_eq!(
+        cg_write(&sim, &memcg, "memory.max", &mb.MB(30).to_string()),
+        0
+    );
     assert_eq!(cg_write(&sim, &memcg, "memory.swap.max", "0"), 0);
 
-    let rc = cg_run_alloc_anon(&sim, &memcg, MB(100));
+    let rc = cg_run_alloc_anon(&sim, &memcg, mb.MB(100));
     assert!(matches!(rc, Err(SimError::Killed { .. })), "{rc:?}");
 
     assert!(cg_read_strcmp(&sim, &memcg, "cgroup.procs", ""));
@@ -316,6 +485,7 @@ fn test_memcg_oom_events() {
 /// `memory_localevents`).
 #[test]
 fn test_memcg_oom_group_leaf_events() {
+    let mb = Scale::or_env(1);
     let sim = sim();
     let parent = cg_name("", "memcg_test_0");
     let child = cg_name("", "memcg_test_0/memcg_test_1");
@@ -326,14 +496,17 @@ fn test_memcg_oom_group_leaf_events() {
         cg_write(&sim, &parent, "cgroup.subtree_control", "+memory"),
         0
     );
-    assert_eq!(cg_write(&sim, &child, "memory.max", &MB(50).to_string()), 0);
+    assert_eq!(
+        cg_write(&sim, &child, "memory.max", &mb.MB(50).to_string()),
+        0
+    );
     assert_eq!(cg_write(&sim, &child, "memory.swap.max", "0"), 0);
     assert_eq!(cg_write(&sim, &child, "memory.oom.group", "1"), 0);
 
     // The kernel ignores this one's result: the parent has the memory
     // controller in its subtree_control, so the forked process cannot join
     // it (no internal processes) and exits without allocating.
-    let in_parent = cg_run_nowait_alloc_anon_noexit(&sim, &parent, MB(60));
+    let in_parent = cg_run_nowait_alloc_anon_noexit(&sim, &parent, mb.MB(60));
     assert!(
         matches!(
             in_parent,
@@ -344,9 +517,9 @@ fn test_memcg_oom_group_leaf_events() {
         ),
         "{in_parent:?}"
     );
-    let _a = cg_run_nowait_alloc_anon_noexit(&sim, &child, MB(1)).unwrap();
-    let _b = cg_run_nowait_alloc_anon_noexit(&sim, &child, MB(1)).unwrap();
-    let rc = cg_run_alloc_anon(&sim, &child, MB(100));
+    let _a = cg_run_nowait_alloc_anon_noexit(&sim, &child, mb.MB(1)).unwrap();
+    let _b = cg_run_nowait_alloc_anon_noexit(&sim, &child, mb.MB(1)).unwrap();
+    let rc = cg_run_alloc_anon(&sim, &child, mb.MB(100));
     assert!(rc.is_err(), "{rc:?}");
 
     assert!(cg_test_proc_killed(&sim, &child));
@@ -371,6 +544,7 @@ fn test_memcg_oom_group_leaf_events() {
 /// parent and the child.
 #[test]
 fn test_memcg_oom_group_parent_events() {
+    let mb = Scale::or_env(1);
     let sim = sim();
     let parent = cg_name("", "memcg_test_0");
     let child = cg_name("", "memcg_test_0/memcg_test_1");
@@ -378,17 +552,17 @@ fn test_memcg_oom_group_parent_events() {
     cg_create(&sim, &child);
 
     assert_eq!(
-        cg_write(&sim, &parent, "memory.max", &MB(80).to_string()),
+        cg_write(&sim, &parent, "memory.max", &mb.MB(80).to_string()),
         0
     );
     assert_eq!(cg_write(&sim, &parent, "memory.swap.max", "0"), 0);
     assert_eq!(cg_write(&sim, &parent, "memory.oom.group", "1"), 0);
 
-    let _p = cg_run_nowait_alloc_anon_noexit(&sim, &parent, MB(60)).unwrap();
-    let _a = cg_run_nowait_alloc_anon_noexit(&sim, &child, MB(1)).unwrap();
-    let _b = cg_run_nowait_alloc_anon_noexit(&sim, &child, MB(1)).unwrap();
+    let _p = cg_run_nowait_alloc_anon_noexit(&sim, &parent, mb.MB(60)).unwrap();
+    let _a = cg_run_nowait_alloc_anon_noexit(&sim, &child, mb.MB(1)).unwrap();
+    let _b = cg_run_nowait_alloc_anon_noexit(&sim, &child, mb.MB(1)).unwrap();
 
-    let rc = cg_run_alloc_anon(&sim, &child, MB(100));
+    let rc = cg_run_alloc_anon(&sim, &child, mb.MB(100));
     assert!(rc.is_err(), "{rc:?}");
 
     assert!(cg_test_proc_killed(&sim, &child));
@@ -405,23 +579,27 @@ fn test_memcg_oom_group_parent_events() {
 /// which still has its mm: it dies asynchronously).
 #[test]
 fn test_memcg_oom_group_score_events() {
+    let mb = Scale::or_env(1);
     let sim = sim();
     let memcg = cg_name("", "memcg_test_0");
     cg_create(&sim, &memcg);
 
-    assert_eq!(cg_write(&sim, &memcg, "memory.max", &MB(50).to_string()), 0);
+    assert_eq!(
+        cg_write(&sim, &memcg, "memory.max", &mb.MB(50).to_string()),
+        0
+    );
     assert_eq!(cg_write(&sim, &memcg, "memory.swap.max", "0"), 0);
     assert_eq!(cg_write(&sim, &memcg, "memory.oom.group", "1"), 0);
 
-    let (safe_pid, _safe) = cg_run_nowait_alloc_anon_noexit(&sim, &memcg, MB(1)).unwrap();
+    let (safe_pid, _safe) = cg_run_nowait_alloc_anon_noexit(&sim, &memcg, mb.MB(1)).unwrap();
     // set_oom_adj_score(safe_pid, OOM_SCORE_ADJ_MIN)
     sim.task(safe_pid)
         .unwrap()
         .set_oom_score_adj(OOM_SCORE_ADJ_MIN)
         .unwrap();
 
-    let _other = cg_run_nowait_alloc_anon_noexit(&sim, &memcg, MB(1)).unwrap();
-    let rc = cg_run_alloc_anon(&sim, &memcg, MB(100));
+    let _other = cg_run_nowait_alloc_anon_noexit(&sim, &memcg, mb.MB(1)).unwrap();
+    let rc = cg_run_alloc_anon(&sim, &memcg, mb.MB(100));
     assert!(rc.is_err(), "{rc:?}");
 
     assert_eq!(
@@ -448,13 +626,14 @@ fn test_memcg_oom_group_score_events() {
 /// ```
 ///
 /// (or `memory.low`); the 50M are page cache of one shared file that each
-/// leaf grows by 50M and reads whole (`alloc_pagecache_50M_noexit`), so
-/// each leaf brings in its own 50M. Then A/G allocates 148M of anonymous
+/// leaf grows by 50M and reads on from the descriptor's shared position
+/// (`alloc_pagecache_50M_noexit`), so each leaf brings in its own 50M. Then A/G allocates 148M of anonymous
 /// memory, which cannot swap (A's `memory.swap.max` 0): the page cache is
 /// what gives way. Expected after it: A/B ~= 50M, A/B/C ~= 29M, A/B/D ~=
 /// 21M, A/B/E ~= 0, A/B/F = 0.
-fn test_memcg_protection(min: bool) {
+fn test_memcg_protection(min: bool, mb: Scale) {
     let sim = sim();
+    let mut fd = get_temp_fd(&sim);
     let attribute = if min { "memory.min" } else { "memory.low" };
 
     let parent = [
@@ -469,7 +648,7 @@ fn test_memcg_protection(min: bool) {
         0
     );
     assert_eq!(
-        cg_write(&sim, &parent[0], "memory.max", &MB(200).to_string()),
+        cg_write(&sim, &parent[0], "memory.max", &mb.MB(200).to_string()),
         0
     );
     assert_eq!(cg_write(&sim, &parent[0], "memory.swap.max", "0"), 0);
@@ -480,7 +659,6 @@ fn test_memcg_protection(min: bool) {
     );
     cg_create(&sim, &parent[2]);
 
-    let fd = get_temp_fd(&sim);
     let children: Vec<String> = (0..4)
         .map(|i| cg_name_indexed(&parent[1], "child_memcg", i))
         .collect();
@@ -490,50 +668,54 @@ fn test_memcg_protection(min: bool) {
             continue;
         }
         // cg_run_nowait(children[i], alloc_pagecache_50M_noexit, fd)
-        alloc_pagecache(&sim, child, &fd, MB(50)).unwrap();
+        alloc_pagecache(&sim, child, &mut fd, mb.MB(50)).unwrap();
     }
 
     assert_eq!(
-        cg_write(&sim, &parent[1], attribute, &MB(50).to_string()),
+        cg_write(&sim, &parent[1], attribute, &mb.MB(50).to_string()),
         0
     );
     assert_eq!(
-        cg_write(&sim, &children[0], attribute, &MB(75).to_string()),
+        cg_write(&sim, &children[0], attribute, &mb.MB(75).to_string()),
         0
     );
     assert_eq!(
-        cg_write(&sim, &children[1], attribute, &MB(25).to_string()),
+        cg_write(&sim, &children[1], attribute, &mb.MB(25).to_string()),
         0
     );
     assert_eq!(cg_write(&sim, &children[2], attribute, "0"), 0);
     assert_eq!(
-        cg_write(&sim, &children[3], attribute, &MB(500).to_string()),
+        cg_write(&sim, &children[3], attribute, &mb.MB(500).to_string()),
         0
     );
 
     let mut attempts = 0;
-    while !values_close(cg_read_long(&sim, &parent[1], "memory.current"), MB(150), 3) {
+    while !values_close(
+        cg_read_long(&sim, &parent[1], "memory.current"),
+        mb.MB(150),
+        3,
+    ) {
         if attempts > 5 {
             break;
         }
         attempts += 1;
     }
 
-    let rc = cg_run_alloc_anon(&sim, &parent[2], MB(148));
+    let rc = cg_run_alloc_anon(&sim, &parent[2], mb.MB(148));
     assert!(rc.is_ok(), "{rc:?}");
 
     let current = cg_read_long(&sim, &parent[1], "memory.current");
-    assert!(values_close(current, MB(50), 3), "A/B {current}");
+    assert!(values_close(current, mb.MB(50), 3), "A/B {current}");
 
     let c: Vec<i64> = children
         .iter()
         .map(|child| cg_read_long(&sim, child, "memory.current"))
         .collect();
-    assert!(values_close(c[0], MB(29), 10), "A/B/C {c:?}");
-    assert!(values_close(c[1], MB(21), 10), "A/B/D {c:?}");
+    assert!(values_close(c[0], mb.MB(29), 10), "A/B/C {c:?}");
+    assert!(values_close(c[1], mb.MB(21), 10), "A/B/D {c:?}");
     assert_eq!(c[3], 0, "A/B/F {c:?}");
 
-    let rc = cg_run_alloc_anon(&sim, &parent[2], MB(170));
+    let rc = cg_run_alloc_anon(&sim, &parent[2], mb.MB(170));
     if min {
         assert!(rc.is_err(), "memory.min must make the allocation fail");
     } else {
@@ -543,11 +725,11 @@ fn test_memcg_protection(min: bool) {
         );
     }
 
-    let expected = if min { MB(50) } else { MB(30) };
+    let expected = if min { mb.MB(50) } else { mb.MB(30) };
     let current = cg_read_long(&sim, &parent[1], "memory.current");
     assert!(values_close(current, expected, 3), "A/B {current}");
 
-    assert!(reclaim_until(&sim, &children[0], MB(10)));
+    assert!(reclaim_until(&sim, &children[0], mb.MB(10)));
 
     if min {
         return;
@@ -574,8 +756,8 @@ fn test_memcg_protection(min: bool) {
 
 /// `alloc_anon_50M_check` (test_memcontrol.c): 50M of anonymous memory;
 /// `memory.current` at least that and close to it, `anon` close to it.
-fn alloc_anon_50m_check(sim: &Sim, cgroup: &str) -> bool {
-    let size = MB(50);
+fn alloc_anon_50m_check(sim: &Sim, cgroup: &str, mb: Scale) -> bool {
+    let size = mb.MB(50);
     cg_run_alloc(sim, cgroup, size, |cgroup| {
         let current = cg_read_long(sim, cgroup, "memory.current");
         if current < size || !values_close(size, current, 3) {
@@ -589,20 +771,48 @@ fn alloc_anon_50m_check(sim: &Sim, cgroup: &str) -> bool {
 
 /// `alloc_pagecache_50M_check` (test_memcontrol.c): 50M of page cache of
 /// a new file; `memory.current` at least that, `file` close to it.
-fn alloc_pagecache_50m_check(sim: &Sim, cgroup: &str) -> bool {
-    let size = MB(50);
-    let fd = get_temp_fd(sim);
-    if alloc_pagecache(sim, cgroup, &fd, size).is_err() {
+fn alloc_pagecache_50m_check(sim: &Sim, cgroup: &str, mb: Scale) -> bool {
+    let size = mb.MB(50);
+    let mut fd = get_temp_fd(sim);
+    if alloc_pagecache(sim, cgroup, &mut fd, size).is_err() {
         return false;
     }
     let current = cg_read_long(sim, cgroup, "memory.current");
     if current < size {
+        eprintln!("alloc_pagecache_50M_check: memory.current {current} < {size}");
         return false;
     }
     let file = cg_read_key_long(sim, cgroup, "memory.stat", "file ");
-    // close(fd): the file was a temporary one.
-    sim.remove_file(&fd).unwrap();
-    file >= 0 && values_close(file, current, 10)
+    if file < 0 || !values_close(file, current, 10) {
+        eprintln!("alloc_pagecache_50M_check: file {file}, memory.current {current}");
+        return false;
+    }
+    true
+    // close(fd): `fd` drops here.
+}
+
+/// `alloc_pagecache_max_30M` (test_memcontrol.c): with `memory.high` or
+/// `memory.max` at 30M, 50M of page cache of a new file leave
+/// `memory.current` close to 30M.
+fn alloc_pagecache_max_30m(sim: &Sim, cgroup: &str, mb: Scale) -> bool {
+    let size = mb.MB(50);
+    let high = cg_read_long(sim, cgroup, "memory.high");
+    let max = cg_read_long(sim, cgroup, "memory.max");
+    if high != mb.MB(30) && max != mb.MB(30) {
+        eprintln!("alloc_pagecache_max_30M: memory.high {high}, memory.max {max}");
+        return false;
+    }
+    let mut fd = get_temp_fd(sim);
+    if alloc_pagecache(sim, cgroup, &mut fd, size).is_err() {
+        return false;
+    }
+    let current = cg_read_long(sim, cgroup, "memory.current");
+    if !values_close(current, mb.MB(30), 5) {
+        eprintln!("alloc_pagecache_max_30M: memory.current {current}");
+        return false;
+    }
+    true
+    // close(fd): `fd` drops here.
 }
 
 /// Port of `test_memcg_current_peak` (test_memcontrol.c, v6.14):
@@ -610,14 +820,15 @@ fn alloc_pagecache_50m_check(sim: &Sim, cgroup: &str) -> bool {
 /// page cache, and `memory.peak` with its per-descriptor resets.
 #[test]
 fn test_memcg_current_peak() {
+    let mb = Scale::or_env(1);
     let sim = sim();
     let memcg = cg_name("", "memcg_test");
     cg_create(&sim, &memcg);
     assert_eq!(cg_read_long(&sim, &memcg, "memory.current"), 0);
     assert_eq!(cg_read_long(&sim, &memcg, "memory.peak"), 0);
 
-    assert!(alloc_anon_50m_check(&sim, &memcg));
-    assert!(cg_read_long(&sim, &memcg, "memory.peak") >= MB(50));
+    assert!(alloc_anon_50m_check(&sim, &memcg, mb));
+    assert!(cg_read_long(&sim, &memcg, "memory.peak") >= mb.MB(50));
 
     let mut peak_fd = cg_open(&sim, &memcg, "memory.peak");
     let mut peak_fd2 = cg_open(&sim, &memcg, "memory.peak");
@@ -628,19 +839,19 @@ fn test_memcg_current_peak() {
     assert!(write_fd(&mut peak_fd2, reset_string));
     assert!(write_fd(&mut peak_fd3, reset_string));
     // A completely independent read is not affected by the fd-local resets.
-    assert!(cg_read_long(&sim, &memcg, "memory.peak") >= MB(50));
+    assert!(cg_read_long(&sim, &memcg, "memory.peak") >= mb.MB(50));
     drop(peak_fd2);
 
     let mut peak_fd4 = cg_open(&sim, &memcg, "memory.peak");
     assert!(write_fd(&mut peak_fd4, reset_string));
     let peak = cg_read_long_fd(&peak_fd);
-    assert!((0..=MB(30)).contains(&peak), "{peak}");
+    assert!((0..=mb.MB(30)).contains(&peak), "{peak}");
 
-    assert!(alloc_pagecache_50m_check(&sim, &memcg));
-    assert!(cg_read_long(&sim, &memcg, "memory.peak") >= MB(50));
+    assert!(alloc_pagecache_50m_check(&sim, &memcg, mb));
+    assert!(cg_read_long(&sim, &memcg, "memory.peak") >= mb.MB(50));
     // Everything is back to normal.
-    assert!(cg_read_long_fd(&peak_fd) >= MB(50));
-    assert!(cg_read_long_fd(&peak_fd4) >= MB(50));
+    assert!(cg_read_long_fd(&peak_fd) >= mb.MB(50));
+    assert!(cg_read_long_fd(&peak_fd4) >= mb.MB(50));
     drop(peak_fd3);
     drop(peak_fd4);
 }
@@ -649,7 +860,7 @@ fn test_memcg_current_peak() {
 /// protects even when the allocation must fail.
 #[test]
 fn test_memcg_min() {
-    test_memcg_protection(true);
+    test_memcg_protection(true, Scale::or_env(4));
 }
 
 /// Port of `test_memcg_low` (test_memcontrol.c, v6.14): `memory.low`
@@ -657,5 +868,5 @@ fn test_memcg_min() {
 /// fail an allocation.
 #[test]
 fn test_memcg_low() {
-    test_memcg_protection(false);
+    test_memcg_protection(false, Scale::or_env(4));
 }

@@ -1,8 +1,6 @@
 //! Linux v6.14's zswap selftests (tools/testing/selftests/cgroup/
-//! test_zswap.c), run against the simulator
-//! through the cgroup v2 files, with zswap enabled as the selftest's
-//! `main` requires. Sizes are scaled as in `selftests_memcontrol.rs`
-//! (`cgroup_util`).
+//! test_zswap.c), run against the simulator through the cgroup v2 files,
+//! with zswap enabled as the selftest's `main` requires.
 //!
 //! The selftests' processes write one byte every 4095 bytes
 //! (`allocate_bytes`): here a mapping filled [`Fill::Sparse`] (one
@@ -10,10 +8,29 @@
 //! page either. `allocate_and_read_bytes` reads every page back: here
 //! [`Sim::touch`] and [`Sim::verify`].
 //!
-//! `test_no_kmem_bypass` needs kswapd woken by `min_free_kbytes`; the
-//! simulator has no kswapd and no watermarks, so the port reaches the same
-//! state through direct global reclaim at the machine's size (see the
-//! test).
+//! # Sizes
+//!
+//! As in `selftests_memcontrol.rs` (`cgroup_util::Scale`): each port runs
+//! at a default scale, every size divided by it, and
+//! `MEMCG_SELFTEST_SCALE=N` runs the scalable ones at `N` (1: the
+//! kernel's sizes: about 30 s of CPU in a debug build for the others, and
+//! `test_no_kmem_bypass` on a 1 GiB machine, 47 s and 645 MB of host
+//! memory). The scaled ones compress and decompress every page in a
+//! debug build.
+//!
+//! | v6.14 test | default scale | why | debug CPU at 1:1 (at the default) |
+//! |---|---|---|---|
+//! | test_zswap_usage | 1:1 | | 0.4 s |
+//! | test_swapin_nozswap | 1:4 | 32M swapped out and back | 6.7 s (1.7 s) |
+//! | test_zswapin | 1:4 | 32M through zswap and back | 8.5 s (1.5 s) |
+//! | test_zswap_writeback_enabled | 1:1 | | 2.2 s |
+//! | test_zswap_writeback_disabled | 1:4 | 16 fruitless reclaim passes over every page | 9.0 s (3.1 s) |
+//! | test_no_kmem_bypass | 1:16 | its sizes are fractions of the machine (the kernel's: at most 5e9 bytes); 1 GiB here at 1:1, 64M by default, 55% of it held and pushed to zswap | 47 s, 645 MB resident (2.7 s) |
+//! | test_no_invasive_cgroup_shrink | 1:1 always | scaled down, its allocation ends before a store over `memory.zswap.max` writes back (see the test) | 1.9 s |
+//!
+//! (CPU seconds: user time of each test alone,
+//! `target/debug/deps/selftests_zswap-* --exact NAME`, on the 2-vCPU
+//! development VM while other builds ran.)
 #![cfg(not(loom))]
 
 mod cgroup_util;
@@ -55,16 +72,17 @@ fn allocate_and_read_bytes(sim: &Sim, cgroup: &str, size: i64) -> Result<(), Sim
 /// zswap.
 #[test]
 fn test_zswap_usage() {
+    let mb = Scale::or_env(1);
     let sim = zswap_sim();
     let test_group = cg_name("", "no_shrink_test");
     cg_create(&sim, &test_group);
     assert_eq!(
-        cg_write(&sim, &test_group, "memory.max", &MB(1).to_string()),
+        cg_write(&sim, &test_group, "memory.max", &mb.MB(1).to_string()),
         0
     );
     let zswpout_before = get_zswpout(&sim, &test_group);
     assert!(zswpout_before >= 0);
-    allocate_bytes(&sim, &test_group, MB(4)).unwrap();
+    allocate_bytes(&sim, &test_group, mb.MB(4)).unwrap();
     let zswpout_after = get_zswpout(&sim, &test_group);
     assert!(
         zswpout_after > zswpout_before,
@@ -76,18 +94,19 @@ fn test_zswap_usage() {
 /// but none goes to zswap.
 #[test]
 fn test_swapin_nozswap() {
+    let mb = Scale::or_env(4);
     let sim = zswap_sim();
     let test_group = cg_name("", "no_zswap_test");
     cg_create(&sim, &test_group);
     assert_eq!(
-        cg_write(&sim, &test_group, "memory.max", &MB(8).to_string()),
+        cg_write(&sim, &test_group, "memory.max", &mb.MB(8).to_string()),
         0
     );
     assert_eq!(cg_write(&sim, &test_group, "memory.zswap.max", "0"), 0);
-    allocate_and_read_bytes(&sim, &test_group, MB(32)).unwrap();
+    allocate_and_read_bytes(&sim, &test_group, mb.MB(32)).unwrap();
     let swap_peak = cg_read_long(&sim, &test_group, "memory.swap.peak");
     assert!(
-        swap_peak >= MB(24),
+        swap_peak >= mb.MB(24),
         "at least 24MB of memory should be swapped out: {swap_peak}"
     );
     assert_eq!(
@@ -100,18 +119,19 @@ fn test_swapin_nozswap() {
 /// Port of `test_zswapin`: pages pushed to zswap come back from it.
 #[test]
 fn test_zswapin() {
+    let mb = Scale::or_env(4);
     let sim = zswap_sim();
     let test_group = cg_name("", "zswapin_test");
     cg_create(&sim, &test_group);
     assert_eq!(
-        cg_write(&sim, &test_group, "memory.max", &MB(8).to_string()),
+        cg_write(&sim, &test_group, "memory.max", &mb.MB(8).to_string()),
         0
     );
     assert_eq!(cg_write(&sim, &test_group, "memory.zswap.max", "max"), 0);
-    allocate_and_read_bytes(&sim, &test_group, MB(32)).unwrap();
+    allocate_and_read_bytes(&sim, &test_group, mb.MB(32)).unwrap();
     let zswpin = cg_read_key_long(&sim, &test_group, "memory.stat", "zswpin ");
     assert!(
-        zswpin >= MB(24) / 4096,
+        zswpin >= mb.MB(24) / 4096,
         "at least 24MB should be brought back from zswap: {zswpin} pages"
     );
 }
@@ -120,8 +140,8 @@ fn test_zswapin() {
 /// into zswap, read back, then `memory.zswap.max` set to half of what
 /// they took and a second reclaim: with writeback it must succeed (zswap
 /// writes entries back to make room), without it fail with `-EAGAIN`.
-fn attempt_writeback(sim: &Sim, cgroup: &str, wb_enabled: bool) -> bool {
-    let memsize = MB(4);
+fn attempt_writeback(sim: &Sim, cgroup: &str, wb_enabled: bool, mb: Scale) -> bool {
+    let memsize = mb.MB(4);
     let name = proc_name(cgroup, "attempt_writeback");
     sim.alloc(cgroup, &name, memsize as u64, 1, Fill::Half)
         .unwrap();
@@ -155,9 +175,9 @@ fn attempt_writeback(sim: &Sim, cgroup: &str, wb_enabled: bool) -> bool {
 
 /// `test_zswap_writeback_one`: no writeback before, some after exactly
 /// when writeback is enabled.
-fn test_zswap_writeback_one(sim: &Sim, cgroup: &str, wb: bool) {
+fn test_zswap_writeback_one(sim: &Sim, cgroup: &str, wb: bool, mb: Scale) {
     assert_eq!(cg_read_key_long(sim, cgroup, "memory.stat", "zswpwb "), 0);
-    assert!(attempt_writeback(sim, cgroup, wb), "{cgroup}: wb {wb}");
+    assert!(attempt_writeback(sim, cgroup, wb, mb), "{cgroup}: wb {wb}");
     let zswpwb_after = cg_read_key_long(sim, cgroup, "memory.stat", "zswpwb ");
     assert_eq!(
         wb,
@@ -168,7 +188,7 @@ fn test_zswap_writeback_one(sim: &Sim, cgroup: &str, wb: bool) {
 
 /// Port of `test_zswap_writeback`: the group's `memory.zswap.writeback`
 /// rules, and a child's 1 cannot override its parent's 0.
-fn test_zswap_writeback(wb: bool) {
+fn test_zswap_writeback(wb: bool, mb: Scale) {
     let sim = zswap_sim();
     assert!(cg_read_strcmp(&sim, "", "memory.zswap.writeback", "1\n"));
     let test_group = cg_name("", "zswap_writeback_test");
@@ -178,7 +198,7 @@ fn test_zswap_writeback(wb: bool) {
         cg_write(&sim, &test_group, "memory.zswap.writeback", wb_value),
         0
     );
-    test_zswap_writeback_one(&sim, &test_group, wb);
+    test_zswap_writeback_one(&sim, &test_group, wb, mb);
     assert_eq!(cg_write(&sim, &test_group, "memory.zswap.max", "max"), 0);
     assert_eq!(
         cg_write(&sim, &test_group, "cgroup.subtree_control", "+memory"),
@@ -187,19 +207,19 @@ fn test_zswap_writeback(wb: bool) {
     let child = cg_name(&test_group, "zswap_writeback_test_child");
     cg_create(&sim, &child);
     assert_eq!(cg_write(&sim, &child, "memory.zswap.writeback", "1"), 0);
-    test_zswap_writeback_one(&sim, &child, wb);
+    test_zswap_writeback_one(&sim, &child, wb, mb);
 }
 
 /// Port of `test_zswap_writeback_enabled`.
 #[test]
 fn test_zswap_writeback_enabled() {
-    test_zswap_writeback(true);
+    test_zswap_writeback(true, Scale::or_env(1));
 }
 
 /// Port of `test_zswap_writeback_disabled`.
 #[test]
 fn test_zswap_writeback_disabled() {
-    test_zswap_writeback(false);
+    test_zswap_writeback(false, Scale::or_env(4));
 }
 
 /// `MB(x)` unscaled: the kernel's own size.
@@ -253,22 +273,31 @@ fn test_no_invasive_cgroup_shrink() {
     sim.free(&control).unwrap();
 }
 
-/// Port of `test_no_kmem_bypass`: pages that reclaim run for someone
-/// else pushes to zswap are charged to the cgroup that owns them (commit
-/// cd08d80ecdac, "mm: correctly charge compressed memory to its memcg").
+/// Port of `test_no_kmem_bypass`: pages that kswapd pushes to zswap are
+/// charged to the cgroup that owns them (commit cd08d80ecdac, "mm:
+/// correctly charge compressed memory to its memcg").
 ///
-/// As the selftest: on a machine of at most 5e9 bytes (64M here), a low
-/// `min_free_kbytes` while a child in the test cgroup touches
-/// `totalram - high + 5%` and pauses; then `min_free_kbytes` raised to
-/// `totalram / 2000` (half the machine), and the test process (in the
-/// root) allocates and frees `totalram / 20` up to 20 times. The
-/// simulator has no kswapd: falling below the min watermark runs direct
-/// global reclaim in the allocating task, which is still reclaim on
-/// behalf of someone else. Pass once zswap holds more than `totalram / 5`
-/// bytes of pages, at most a quarter of them not charged to the cgroup.
+/// As the selftest: on a machine of at most 5e9 bytes, `min_free_kbytes`
+/// low while a child in the test cgroup touches `totalram - high + 5%`
+/// (55% of the machine: `min_free_kb_high * 1000` is half of it) and
+/// pauses; then `min_free_kbytes` raised to `totalram / 2000` KiB (half
+/// the machine), so less than the low watermark is free, and the test
+/// process (in the root) touches and frees `totalram / 20` up to 20
+/// times. Each of those allocations wakes kswapd (the allocator's slow
+/// path), which reclaims towards the high watermark and pushes the
+/// child's pages to zswap; below the min watermark the allocation also
+/// reclaims directly, as the kernel's does. Pass once zswap holds more
+/// than `totalram / 5` bytes of pages, at most a quarter of them not
+/// charged to the cgroup (the selftest's own check). The port also checks
+/// that kswapd did reclaim from the cgroup (`pgsteal_kswapd`), so that it
+/// keeps testing the kernel's path. The selftest's `usleep(100000)`
+/// after each allocation gives kswapd its time; here kswapd runs inline
+/// in the allocating task, before its allocation returns
+/// (`watermark.rs`).
 #[test]
 fn test_no_kmem_bypass() {
-    let totalram: i64 = 64 << 20;
+    let machine = Scale::or_env(16);
+    let totalram: i64 = machine.MB(1024);
     assert!(totalram <= 5_000_000_000);
     let sim = Sim::new(SimConfig {
         seed: 0x5e1f_7e57,
@@ -301,6 +330,7 @@ fn test_no_kmem_bypass() {
     )
     .unwrap();
 
+    // Try to wake up kswapd and let it push child memory to zswap.
     tree.set_vm_min_free_kbytes(min_free_kb_high).unwrap();
     let mut passed = None;
     for i in 0..20 {
@@ -319,6 +349,7 @@ fn test_no_kmem_bypass() {
         }
         sim.free(&trigger).unwrap();
         let stored_pages = sim.swap().zswap().debug_counts().stored_pages;
+        // If memory was pushed to zswap, verify it belongs to memcg.
         if stored_pages > stored_pages_threshold {
             let zswapped = cg_read_key_long(&sim, &test_group, "memory.stat", "zswapped ");
             let delta = (stored_pages * 4096) as i64 - zswapped;
@@ -332,5 +363,7 @@ fn test_no_kmem_bypass() {
         Some(true),
         "zswap never held {stored_pages_threshold} pages, or held others' pages"
     );
+    let by_kswapd = cg_read_key_long(&sim, &test_group, "memory.stat", "pgsteal_kswapd ");
+    assert!(by_kswapd > 0, "kswapd reclaimed nothing from the cgroup");
     sim.free(&child).unwrap();
 }

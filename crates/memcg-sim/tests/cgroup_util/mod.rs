@@ -1,21 +1,49 @@
 //! Ports of tools/testing/selftests/cgroup/cgroup_util.c (v6.14) and the
 //! helpers the cgroup selftests share, over the simulator: each test
 //! crate includes this module and uses a part of it, hence `dead_code`.
+//!
+//! Sizes: each port runs at a [`Scale`], the kernel's sizes divided by it
+//! (1: the kernel's own). A test names its default (see the table in its
+//! test file's module docs); `MEMCG_SELFTEST_SCALE=N` runs every port that
+//! takes a scale at `N` instead (`MEMCG_SELFTEST_SCALE=1`: all at the
+//! kernel's sizes).
 #![allow(dead_code)]
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use memcg::Errno;
 use memcg::cgroupfs::{Access, OpenFile};
+use memcg::fs::ReadCalls;
+use memcg::mm_types::PAGE_BYTES;
 use memcg_sim::{Fill, Sim, SimConfig, SimError, meminfo};
 
-/// The kernel's sizes are divided by this (see the module docs).
-pub const SCALE: i64 = 8;
+/// The environment variable that overrides every port's default scale.
+pub const SCALE_VAR: &str = "MEMCG_SELFTEST_SCALE";
 
-/// `MB(x)` of cgroup_util.h, scaled down by [`SCALE`].
-#[allow(non_snake_case)]
-pub fn MB(x: i64) -> i64 {
-    (x << 20) / SCALE
+/// The divisor of a port's sizes (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scale(i64);
+
+impl Scale {
+    /// The port's own default, or `MEMCG_SELFTEST_SCALE` when it is set
+    /// (a positive integer; anything else is a mistake worth a panic).
+    pub fn or_env(default: i64) -> Self {
+        let divisor = match std::env::var(SCALE_VAR) {
+            Ok(v) => v
+                .parse()
+                .ok()
+                .filter(|&n: &i64| n > 0)
+                .unwrap_or_else(|| panic!("{SCALE_VAR}={v:?}: not a positive integer")),
+            Err(_) => default,
+        };
+        Self(divisor)
+    }
+
+    /// `MB(x)` of cgroup_util.h, divided by the scale.
+    #[allow(non_snake_case)]
+    pub fn MB(self, x: i64) -> i64 {
+        (x << 20) / self.0
+    }
 }
 
 /// `values_close` (tools/testing/selftests/cgroup/cgroup_util.h, v6.14):
@@ -50,25 +78,57 @@ pub fn sim() -> Sim {
     sim
 }
 
+/// `get_temp_fd`'s file (test_memcontrol.c: `open(".", O_TMPFILE |
+/// O_RDWR | O_EXCL)`): an unnamed file on the RAM disk at `/tmp`, and the
+/// open file's position, which every process given the descriptor shares.
+/// Dropping it is the last `close(fd)`: the file goes, and its page cache
+/// with it.
+pub struct TempFd<'a> {
+    sim: &'a Sim,
+    path: String,
+    pos: u64,
+}
+
+impl Drop for TempFd<'_> {
+    fn drop(&mut self) {
+        // An O_TMPFILE file has no name to outlive its last descriptor.
+        self.sim.remove_file(&self.path).unwrap();
+    }
+}
+
 /// `get_temp_fd` (test_memcontrol.c): a new, empty file.
-pub fn get_temp_fd(sim: &Sim) -> String {
+pub fn get_temp_fd(sim: &Sim) -> TempFd<'_> {
     let path = proc_name("/tmp/memcg_test", "tmpfile").replace(':', "_");
     let path = format!(
         "/tmp/{}",
         path.trim_start_matches("/tmp/").replace('/', "_")
     );
     sim.write_file("/", &path, &[]).unwrap();
-    path
+    TempFd { sim, path, pos: 0 }
 }
 
-/// `alloc_pagecache(fd, size)` (cgroup_util.c) run in `cgroup`: grows the
-/// file by `size` with `ftruncate` and reads it all, so every page not yet
-/// cached is brought in and charged to `cgroup`.
-pub fn alloc_pagecache(sim: &Sim, cgroup: &str, file: &str, size: i64) -> Result<(), SimError> {
-    let (sb, name) = sim.resolve_file(file).expect("a file under /tmp");
+/// `alloc_pagecache(fd, size)` (cgroup_util.c) run in `cgroup`: `fstat`,
+/// `ftruncate` the file `size` bytes longer (a hole), then as many
+/// `read(fd, buf, PAGE_SIZE)` calls from the descriptor's position as the
+/// new size has pages, so every page not yet cached that they reach is
+/// brought in and charged to `cgroup` (the reads past the end return 0).
+pub fn alloc_pagecache(
+    sim: &Sim,
+    cgroup: &str,
+    fd: &mut TempFd,
+    size: i64,
+) -> Result<(), SimError> {
+    let (sb, name) = sim.resolve_file(&fd.path).expect("a file under /tmp");
     let st_size = sb.size_of(&name).unwrap_or(0);
-    sim.extend_file(cgroup, file, st_size + size as u64)?;
-    sim.read_file(cgroup, file).map(drop)
+    let size = st_size + size as u64;
+    sim.extend_file(cgroup, &fd.path, size)?;
+    let calls = ReadCalls {
+        offset: fd.pos,
+        bs: PAGE_BYTES,
+        count: Some(size.div_ceil(PAGE_BYTES as u64)),
+    };
+    fd.pos += sim.read_file_calls(cgroup, &fd.path, calls, |_| {})?;
+    Ok(())
 }
 
 /// `has_localevents`: the `memory_localevents` mount option.
@@ -142,6 +202,16 @@ pub fn cg_read_strcmp(sim: &Sim, cgroup: &str, file: &str, expected: &str) -> bo
     sim.fs()
         .read(&control(cgroup, file))
         .is_ok_and(|text| text == expected)
+}
+
+/// The pids `cgroup.procs` lists.
+pub fn cg_read_pids(sim: &Sim, cgroup: &str) -> Vec<u32> {
+    sim.fs()
+        .read(&control(cgroup, "cgroup.procs"))
+        .unwrap()
+        .lines()
+        .map(|pid| pid.parse().unwrap())
+        .collect()
 }
 
 /// `cg_write`: 0, or `-errno` of the failed write.
