@@ -407,6 +407,36 @@ fn poll_on_memory_events_wakes_on_an_event_and_not_before() {
     });
 }
 
+#[test]
+fn page_cache_reclaim_stalls_a_real_process_and_wakes_a_psi_trigger() {
+    // Before: `memory.pressure` stayed at total=0 for page-cache reclaim
+    // by real processes (qa M2), and writing a trigger was EOPNOTSUPP.
+    alone("psi_trigger", || {
+        let out = memcg()
+            .args([
+                "run",
+                "--mem",
+                "512M",
+                "--charge-stock",
+                "off",
+                "--fs",
+                "/tmp/memcg-psi-fs=ram:256M",
+                "--",
+            ])
+            .arg("python3")
+            .arg(dir().join("fuse/psi_trigger.py"))
+            .output()
+            .unwrap();
+        assert_eq!(
+            text(&out.stdout),
+            "trigger: ok\nsecond trigger: EBUSY\nquiet poll: []\nwoken: True\n\
+             stalled: True True\nunprivileged: EINVAL ok\n",
+            "stderr: {}",
+            text(&out.stderr)
+        );
+    });
+}
+
 /// Seed 002's `do_test()` as published, with 10000 readers made `$N`;
 /// `prepare()` is the seed's too, less the device set-up `--fs` replaces.
 fn do_test(reparent: &str) -> (String, String) {

@@ -74,9 +74,13 @@ pub enum LedgerError {
 
 impl Sim {
     /// Charges `pages` of `what` to the memory cgroup that accounts
-    /// `cgroup` (its own, or its nearest ancestor's): all or nothing.
+    /// `cgroup` (its own, or its nearest ancestor's): all or nothing. The
+    /// charge is made as a short-lived task of `cgroup` (its reclaim
+    /// stalls there), unless a task runs on this thread.
     pub fn charge(&self, cgroup: &str, pages: u64, what: ChargeTarget) -> Result<(), SimError> {
-        let memcg = self.fs().cgroup(cgroup)?.effective_memcg();
+        let cg = self.fs().cgroup(cgroup)?;
+        let _current = self.run_in(&cg);
+        let memcg = cg.effective_memcg();
         let held = match what {
             ChargeTarget::Memory(kind) => {
                 self.fs().tree().try_charge(&memcg, pages, kind)?;

@@ -30,12 +30,13 @@
 //! Locking: a task's freezer state has its own mutex, taken before the
 //! tree's freezer lock (reports go to the tree with it held, so that the
 //! task's cgroup, which only a move under it changes, is the one reported)
-//! and never while holding the simulator's task list.
+//! and before the task's pressure state (a waiting operation stops running
+//! with it held, so that it is seen frozen only once it is asleep), and
+//! never while holding the simulator's task list.
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use memcg::memcontrol::Cgroup;
-use memcg::psi::PsiDelta;
 
 use crate::mm::Task;
 use crate::{Inner, SimError, lock};
@@ -157,8 +158,9 @@ impl Inner {
     pub(crate) fn move_task(&self, task: &Task, dst: &Arc<Cgroup>) {
         let mut state = lock(&task.freezer.state);
         let src = task.cgroup();
-        let ((), freezing) = self.fs.tree().task_moves(&src, dst, state.frozen, || {
-            *lock(&task.cgroup) = Arc::clone(dst);
+        let tree = self.fs.tree();
+        let ((), freezing) = tree.task_moves(&src, dst, state.frozen, || {
+            task.move_to(tree, dst);
         });
         let changed = state.trap != freezing;
         self.set_trap(task, &mut state, freezing);
@@ -223,20 +225,17 @@ impl Running<'_> {
         let mut state = lock(&task.freezer.state);
         let waits = state.trap && !task.is_killed() && inner.frozen_ops() == FrozenOps::Wait;
         if waits {
+            // Asleep in the freezer: not running (pressure accounting),
+            // before it can be seen frozen.
+            let sleeping =
+                crate::oom_kill::current_task().and_then(|t| inner.fs.tree().psi_sleep(&t));
             state.parked += 1;
             inner.settle(task, &mut state);
-            let stalled = crate::oom_kill::current_cgroup();
-            let tree = inner.fs.tree();
-            if let Some(cg) = &stalled {
-                tree.psi_change(cg, STOPPING);
-            }
             while state.trap && !task.is_killed() {
                 state = wait(&task.freezer.thawed, state);
             }
             state.parked -= 1;
-            if let Some(cg) = &stalled {
-                tree.psi_change(cg, RUNNING);
-            }
+            drop(sleeping);
         }
         if task.is_killed() {
             return Err(SimError::Killed { pid: task.pid });
@@ -254,20 +253,6 @@ impl Drop for Running<'_> {
         self.inner.settle(self.task, &mut state);
     }
 }
-
-/// A task starting to run, for pressure accounting.
-const RUNNING: PsiDelta = PsiDelta {
-    running: 1,
-    memstall: 0,
-    memstall_running: 0,
-};
-
-/// A running task stopping.
-const STOPPING: PsiDelta = PsiDelta {
-    running: -1,
-    memstall: 0,
-    memstall_running: 0,
-};
 
 fn wait<'a>(cv: &Condvar, guard: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
     cv.wait(guard).unwrap_or_else(|p| p.into_inner())

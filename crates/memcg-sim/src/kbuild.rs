@@ -549,7 +549,11 @@ impl Task {
             )
             .map(drop)
         })?;
+        // The file steps run as the task the first step made (its
+        // reads and writes stall, if they reclaim, on its CPU).
+        let as_task = || sim.task_of(&self.name).ok().map(|t| sim.run_as(&t));
         step(&|| {
+            let _current = as_task();
             sim.read_file(&config.cgroup, &config.source_path(self.source))?;
             for &h in &self.headers {
                 sim.read_file(&config.cgroup, &config.header_path(h))?;
@@ -558,6 +562,7 @@ impl Task {
         })?;
         step(&|| sim.touch(&self.name).map(drop))?;
         step(&|| {
+            let _current = as_task();
             let object = file_contents(
                 FileFill::Page(Fill::Text),
                 self.heap_bytes,

@@ -52,6 +52,7 @@ use memcg::memcontrol::{
     VmEvent,
 };
 use memcg::mm_types::PAGE_BYTES;
+use memcg::psi::PsiTask;
 use memcg::swap_cgroup::Design;
 use memcg::swap_state::{SwapInError, SwapOutError, SwapSystem, SwapoffError};
 use memcg::swapfile::SwapError;
@@ -59,7 +60,8 @@ use memcg::swapops::SwapEntry;
 use memcg::vmscan::{self, SwapSpace};
 use mm::{Block, Extent, Mapping, State};
 pub use mm::{Residency, Task};
-use oom_kill::{CurrentTask, OomKiller};
+pub use oom_kill::CurrentTask;
+use oom_kill::OomKiller;
 use pgtable::Level;
 
 /// `HPAGE_PMD_NR`: the pages of a PMD-mapped THP.
@@ -306,6 +308,8 @@ struct Inner {
     refuse_frozen_ops: AtomicBool,
     mappings: Mutex<BTreeMap<String, Arc<Mapping>>>,
     next_pid: AtomicU32,
+    /// Hands CPUs to tasks that are nobody's ([`Sim::run_in`]).
+    transient_cpu: AtomicUsize,
     /// The number of the next RAM disk (`/dev/ramN`).
     next_ram: Mutex<u32>,
     /// Direct charges (`charges.rs`).
@@ -427,8 +431,8 @@ impl TaskHooks for Hooks {
         }
     }
 
-    fn current_cgroup(&self) -> Option<Arc<Cgroup>> {
-        oom_kill::current_cgroup()
+    fn current_task(&self) -> Option<Arc<PsiTask>> {
+        oom_kill::current_task()
     }
 }
 
@@ -639,6 +643,7 @@ impl Sim {
             refuse_frozen_ops: AtomicBool::new(false),
             mappings: Mutex::new(BTreeMap::new()),
             next_pid: AtomicU32::new(config.first_pid),
+            transient_cpu: AtomicUsize::new(0),
             next_ram: Mutex::new(0),
             ledger: Mutex::new(charges::Ledger::default()),
             killed_mappings: Mutex::new(Vec::new()),
@@ -891,6 +896,7 @@ impl Sim {
             self.inner.next_pid.fetch_add(1, Ordering::Relaxed),
             Arc::clone(&cg),
             false,
+            self.nr_cpus(),
         ));
         self.inner
             .fs
@@ -1070,6 +1076,30 @@ impl Sim {
         Ok(Arc::clone(&self.mapping(name)?.task))
     }
 
+    /// Runs the calling thread as `task` until the guard drops: the
+    /// kernel's `current` for what the thread does meanwhile (charges,
+    /// reclaim, the OOM killer's choices), and a task running in its
+    /// cgroup's pressure, on its CPU (a FUSE request of a host process,
+    /// say).
+    pub fn run_as(&self, task: &Arc<Task>) -> CurrentTask {
+        CurrentTask::enter(self.inner.fs.tree(), task)
+    }
+
+    /// Runs the calling thread as a short-lived task of `cg` that nobody
+    /// lists (a file read or write made "as a task of a cgroup"), unless
+    /// it runs as a task already. Such tasks take the CPUs in turn.
+    pub(crate) fn run_in(&self, cg: &Arc<Cgroup>) -> CurrentTask {
+        // Relaxed: a counter that only spreads tasks over CPUs.
+        let n = self.inner.transient_cpu.fetch_add(1, Ordering::Relaxed);
+        let cpu = n % self.nr_cpus().max(1) as usize;
+        CurrentTask::enter_cgroup(self.inner.fs.tree(), cg, cpu)
+    }
+
+    /// The simulated machine's CPUs.
+    pub fn nr_cpus(&self) -> u32 {
+        self.inner.fs.tree().nr_cpus()
+    }
+
     /// Adds a task with pid `pid` in `cgroup` that the simulator did not
     /// start (a host process, as the FUSE server sees them): it has no
     /// mappings; its file reads and writes are charged through its cgroup.
@@ -1080,7 +1110,7 @@ impl Sim {
             return Ok(task);
         }
         let cg = self.inner.fs.cgroup(cgroup)?;
-        let task = Arc::new(Task::new(pid, Arc::clone(&cg), true));
+        let task = Arc::new(Task::new(pid, Arc::clone(&cg), true, self.nr_cpus()));
         self.inner
             .fs
             .tree()

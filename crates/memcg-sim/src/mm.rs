@@ -31,8 +31,9 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError, Weak};
 
 use memcg::folio::Folio;
-use memcg::memcontrol::{Cgroup, MemCgroup};
+use memcg::memcontrol::{Cgroup, CgroupTree, MemCgroup};
 use memcg::mm_types::PAGE_BYTES;
+use memcg::psi::PsiTask;
 use memcg::swapops::SwapEntry;
 use memcg::vmscan::{self, FolioRef, Rmap, RmapOutcome};
 
@@ -47,12 +48,19 @@ pub const OOM_SCORE_ADJ_MIN: i32 = -1000;
 /// `OOM_SCORE_ADJ_MAX`.
 pub const OOM_SCORE_ADJ_MAX: i32 = 1000;
 
-/// A simulated task: a pid in a cgroup, with its memory counters.
+/// A simulated task: a pid in a cgroup, with its memory counters. It runs
+/// on simulated CPU `pid % nr_cpus` (consecutive pids, as the simulator
+/// hands out, take the CPUs in turn; a host process's pid decides its).
 #[derive(Debug)]
 pub struct Task {
     pub(crate) pid: u32,
     pub(crate) cgroup: Mutex<Arc<Cgroup>>,
     pub(crate) mm: Arc<Mm>,
+    cpu: usize,
+    /// Its threads running now (an operation each, see
+    /// `oom_kill::CurrentTask`), for pressure accounting: a move takes
+    /// their state along.
+    pub(crate) threads: Mutex<Vec<Weak<PsiTask>>>,
     /// `/proc/PID/oom_score_adj`.
     oom_score_adj: AtomicI32,
     /// Killed (by the OOM killer or `cgroup.kill`): gone from its cgroup,
@@ -70,11 +78,13 @@ pub struct Task {
 
 impl Task {
     /// A task `pid` in `cgroup`; `adopted`: it stands for a host process.
-    pub(crate) fn new(pid: u32, cgroup: Arc<Cgroup>, adopted: bool) -> Self {
+    pub(crate) fn new(pid: u32, cgroup: Arc<Cgroup>, adopted: bool, nr_cpus: u32) -> Self {
         Self {
             pid,
             cgroup: Mutex::new(cgroup),
             mm: Arc::new(Mm::default()),
+            cpu: (pid % nr_cpus.max(1)) as usize,
+            threads: Mutex::new(Vec::new()),
             oom_score_adj: AtomicI32::new(0),
             killed: AtomicBool::new(false),
             adopted,
@@ -86,6 +96,24 @@ impl Task {
     /// Its pid.
     pub fn pid(&self) -> u32 {
         self.pid
+    }
+
+    /// The simulated CPU it runs on.
+    pub fn cpu(&self) -> usize {
+        self.cpu
+    }
+
+    /// Moves it to `cg` (a `cgroup.procs` write): its charges stay, the
+    /// pressure state of its running threads moves along
+    /// (`cgroup_move_task`).
+    pub(crate) fn move_to(&self, tree: &CgroupTree, cg: &Arc<Cgroup>) {
+        let mut cgroup = lock(&self.cgroup);
+        *cgroup = Arc::clone(cg);
+        let mut threads = lock(&self.threads);
+        threads.retain(|t| t.strong_count() > 0);
+        for t in threads.iter().filter_map(Weak::upgrade) {
+            tree.psi_move(&t, cg);
+        }
     }
 
     /// The cgroup it is in.

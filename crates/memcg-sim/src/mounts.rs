@@ -11,6 +11,11 @@
 //! the device of a filesystem without a block device (`0:N`, the lowest
 //! minor free, as `get_anon_bdev`): `/sys/class/bdi/0:N/read_ahead_kb`
 //! ([`Sim::bdi_names`]).
+//!
+//! A read or write "as a task of a cgroup" runs as the task running on
+//! the calling thread if there is one ([`Sim::run_as`]), else as a
+//! short-lived task of that cgroup that nobody lists, the way a shell's
+//! `cat` would: it runs, and stalls on reclaim, in the cgroup's pressure.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -210,7 +215,9 @@ impl Sim {
     /// Writes `data` as the whole content of the file at `path`, as a task
     /// of `cgroup` would: page cache and slab are charged there.
     pub fn write_file(&self, cgroup: &str, path: &str, data: &[u8]) -> Result<(), SimError> {
-        let memcg = self.fs().cgroup(cgroup)?.effective_memcg();
+        let cg = self.fs().cgroup(cgroup)?;
+        let _current = self.run_in(&cg);
+        let memcg = cg.effective_memcg();
         let (sb, name) = self.file(path)?;
         sb.write(&memcg, &name, data).map_err(vfs(path.to_owned()))
     }
@@ -224,7 +231,9 @@ impl Sim {
         size_bytes: u64,
         produce: impl FnMut(&mut [u8]),
     ) -> Result<(), SimError> {
-        let memcg = self.fs().cgroup(cgroup)?.effective_memcg();
+        let cg = self.fs().cgroup(cgroup)?;
+        let _current = self.run_in(&cg);
+        let memcg = cg.effective_memcg();
         let (sb, name) = self.file(path)?;
         sb.write_with(&memcg, &name, size_bytes, produce)
             .map_err(vfs(path.to_owned()))
@@ -238,7 +247,9 @@ impl Sim {
         path: &str,
         sink: impl FnMut(&[u8]),
     ) -> Result<u64, SimError> {
-        let memcg = self.fs().cgroup(cgroup)?.effective_memcg();
+        let cg = self.fs().cgroup(cgroup)?;
+        let _current = self.run_in(&cg);
+        let memcg = cg.effective_memcg();
         let (sb, name) = self.file(path)?;
         sb.read_with(&memcg, &name, sink)
             .map_err(vfs(path.to_owned()))
@@ -254,7 +265,9 @@ impl Sim {
         calls: ReadCalls,
         sink: impl FnMut(&[u8]),
     ) -> Result<u64, SimError> {
-        let memcg = self.fs().cgroup(cgroup)?.effective_memcg();
+        let cg = self.fs().cgroup(cgroup)?;
+        let _current = self.run_in(&cg);
+        let memcg = cg.effective_memcg();
         let (sb, name) = self.file(path)?;
         sb.read_calls(&memcg, &name, calls, sink)
             .map_err(vfs(path.to_owned()))
@@ -262,7 +275,9 @@ impl Sim {
 
     /// Reads the whole file at `path` as a task of `cgroup` would.
     pub fn read_file(&self, cgroup: &str, path: &str) -> Result<Vec<u8>, SimError> {
-        let memcg = self.fs().cgroup(cgroup)?.effective_memcg();
+        let cg = self.fs().cgroup(cgroup)?;
+        let _current = self.run_in(&cg);
+        let memcg = cg.effective_memcg();
         let (sb, name) = self.file(path)?;
         sb.read(&memcg, &name).map_err(vfs(path.to_owned()))
     }

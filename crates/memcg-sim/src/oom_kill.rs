@@ -20,65 +20,113 @@
 //!   it again), as in the kernel.
 //!
 //! The task charging on a thread is the one an operation announced with
-//! [`CurrentTask::enter`] (the kernel's `current`).
+//! [`CurrentTask`] (the kernel's `current`); it also counts as running in
+//! its cgroup's pressure meanwhile.
 
 use std::cell::RefCell;
 use std::sync::{Arc, Weak};
 
 use memcg::memcontrol::{Cgroup, CgroupTree, MemCgroup, OomHandler, OomOutcome};
-use memcg::psi::PsiDelta;
+use memcg::psi::{PsiRunning, PsiTask};
 
 use crate::mm::{OOM_SCORE_ADJ_MIN, Task};
 use crate::{Inner, lock};
 
+/// What runs on this thread (`current`): a task (or, for an operation
+/// made "as a task of a cgroup" with no task behind it, none), and its
+/// pressure state.
+struct Current {
+    task: Option<Arc<Task>>,
+    psi: Arc<PsiTask>,
+}
+
 thread_local! {
-    /// The task whose operation runs on this thread (`current`), and the
-    /// cgroup it ran in when the operation started.
-    static CURRENT: RefCell<Option<(Arc<Task>, Arc<Cgroup>)>> = const { RefCell::new(None) };
+    /// The operation running on this thread, innermost last.
+    static CURRENT: RefCell<Vec<Current>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Announces the task an operation runs as, for as long as it lives: the
-/// task counts as running in its cgroup's pressure (`psi`) meanwhile.
-pub(crate) struct CurrentTask<'a> {
-    tree: &'a CgroupTree,
-    cgroup: Arc<Cgroup>,
-    previous: Option<(Arc<Task>, Arc<Cgroup>)>,
+/// task is `current` (the OOM killer's "is the charging task dying?",
+/// where its memory stalls count) and runs in its cgroup's pressure, on
+/// its CPU, meanwhile. An operation nested in one of the same task on the
+/// same thread is the same thread of it: it changes nothing.
+pub struct CurrentTask {
+    _running: Option<PsiRunning>,
+    pushed: bool,
 }
 
-impl<'a> CurrentTask<'a> {
-    pub(crate) fn enter(tree: &'a CgroupTree, task: &Arc<Task>) -> Self {
-        let cgroup = task.cgroup();
-        tree.psi_change(&cgroup, RUNNING);
-        let previous = CURRENT.with(|c| c.replace(Some((Arc::clone(task), Arc::clone(&cgroup)))));
+impl CurrentTask {
+    /// `task` runs on this thread.
+    pub(crate) fn enter(tree: &CgroupTree, task: &Arc<Task>) -> Self {
+        let nested = CURRENT.with(|c| {
+            c.borrow()
+                .last()
+                .and_then(|cur| cur.task.as_ref())
+                .is_some_and(|t| Arc::ptr_eq(t, task))
+        });
+        if nested {
+            return Self {
+                _running: None,
+                pushed: false,
+            };
+        }
+        // The cgroup stays put while the thread joins the task's threads,
+        // so a move either sees it or was made before it read the cgroup.
+        let cgroup = lock(&task.cgroup);
+        let psi = PsiTask::new(Arc::clone(&cgroup), task.cpu());
+        let running = tree.psi_run(&psi);
+        {
+            let mut threads = lock(&task.threads);
+            threads.retain(|t| t.strong_count() > 0);
+            threads.push(Arc::downgrade(&psi));
+        }
+        drop(cgroup);
+        Self::push(
+            Current {
+                task: Some(Arc::clone(task)),
+                psi,
+            },
+            running,
+        )
+    }
+
+    /// An operation runs on this thread as a short-lived task of `cgroup`
+    /// on `cpu` that is nobody the simulator lists (a shell command such
+    /// as `memcg sh`'s `read`, the way a `cat` would run). Within an
+    /// operation of a task, the operation is that task's: nothing changes.
+    pub(crate) fn enter_cgroup(tree: &CgroupTree, cgroup: &Arc<Cgroup>, cpu: usize) -> Self {
+        if CURRENT.with(|c| !c.borrow().is_empty()) {
+            return Self {
+                _running: None,
+                pushed: false,
+            };
+        }
+        let psi = PsiTask::new(Arc::clone(cgroup), cpu);
+        let running = tree.psi_run(&psi);
+        Self::push(Current { task: None, psi }, running)
+    }
+
+    fn push(current: Current, running: Option<PsiRunning>) -> Self {
+        CURRENT.with(|c| c.borrow_mut().push(current));
         Self {
-            tree,
-            cgroup,
-            previous,
+            _running: running,
+            pushed: true,
         }
     }
 }
 
-impl Drop for CurrentTask<'_> {
+impl Drop for CurrentTask {
     fn drop(&mut self) {
-        CURRENT.with(|c| *c.borrow_mut() = self.previous.take());
-        let stop = PsiDelta {
-            running: -1,
-            ..PsiDelta::default()
-        };
-        self.tree.psi_change(&self.cgroup, stop);
+        if self.pushed {
+            CURRENT.with(|c| c.borrow_mut().pop());
+        }
+        // `_running` drops after: the task stops running.
     }
 }
 
-/// A task starting to run.
-const RUNNING: PsiDelta = PsiDelta {
-    running: 1,
-    memstall: 0,
-    memstall_running: 0,
-};
-
-/// The cgroup of the task running on this thread, if any.
-pub(crate) fn current_cgroup() -> Option<Arc<Cgroup>> {
-    CURRENT.with(|c| c.borrow().as_ref().map(|(_, cg)| Arc::clone(cg)))
+/// The pressure state of what runs on this thread, if anything.
+pub(crate) fn current_task() -> Option<Arc<PsiTask>> {
+    CURRENT.with(|c| c.borrow().last().map(|cur| Arc::clone(&cur.psi)))
 }
 
 /// The OOM hook a simulator installs on its tree.
@@ -125,7 +173,12 @@ impl OomHandler for OomKiller {
     }
 
     fn current_is_dying(&self) -> bool {
-        CURRENT.with(|c| c.borrow().as_ref().is_some_and(|(t, _)| t.is_killed()))
+        CURRENT.with(|c| {
+            c.borrow()
+                .last()
+                .and_then(|cur| cur.task.as_ref())
+                .is_some_and(|t| t.is_killed())
+        })
     }
 }
 

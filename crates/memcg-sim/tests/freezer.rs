@@ -1,8 +1,8 @@
 //! The cgroup freezer with simulated tasks (`cgroup.freeze`, `frozen` in
 //! `cgroup.events`, v6.14 kernel/cgroup/freezer.c): tasks stop at their
 //! next freeze point, `frozen` waits for every one of them, moves freeze
-//! and thaw, and a frozen cgroup can still be killed. Also
-//! `cgroup.threads`.
+//! and thaw, a frozen cgroup can still be killed, and a frozen task
+//! neither runs nor stalls in pressure accounting. Also `cgroup.threads`.
 
 #[path = "../../memcg/tests/common/mod.rs"]
 mod common;
@@ -15,7 +15,9 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use memcg::Errno;
-use memcg::memcontrol::{MemCgroup, MemcgReclaim, ReclaimOptions};
+use memcg::clock::{ReclaimCost, VirtualClock};
+use memcg::fs::FsSource;
+use memcg::memcontrol::{MemCgroup, MemcgReclaim, ReclaimOptions, VmEvent};
 use memcg::vmscan;
 use memcg_sim::{Fill, FrozenOps, Sim, SimConfig, SimError};
 
@@ -445,4 +447,78 @@ fn freezes_moves_and_kills_under_load_lose_nothing() {
     }
     sim.fs().write("/w/cgroup.freeze", "0").unwrap();
     assert_eq!(events(&sim, "/w/0"), "populated 0\nfrozen 0\n");
+}
+
+/// `total=` of both lines of a pressure file, µs.
+fn pressure_totals(sim: &Sim, cg: &str) -> (u64, u64) {
+    let text = sim.fs().read(&format!("{cg}/memory.pressure")).unwrap();
+    let total = |line: &str| -> u64 {
+        line.rsplit("total=")
+            .next()
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let mut lines = text.lines();
+    (total(lines.next().unwrap()), total(lines.next().unwrap()))
+}
+
+/// A task stopped in the freezer in the middle of an operation neither
+/// runs nor stalls in pressure accounting: while it waits, a write that
+/// reclaims in another cgroup stalls the whole machine for exactly what
+/// its reclaim costs, as if the frozen task were not there (counted as
+/// running, it would halve that stall, or hide `full` on a shared CPU).
+#[test]
+fn a_task_asleep_in_the_freezer_neither_runs_nor_stalls() {
+    let sim = sim(&["/a", "/f"]);
+    let clock = Arc::new(VirtualClock::with_reclaim_cost(ReclaimCost::MEASURED));
+    sim.fs().tree().set_clock(clock);
+    let dir = tempfile::tempdir().unwrap();
+    sim.mount("/mnt", FsSource::Dir(dir.path().to_path_buf()))
+        .unwrap();
+    sim.swapon_ram(64 << 20, None).unwrap();
+    sim.fs().write("/f/memory.max", "4M").unwrap();
+    sim.fs()
+        .tree()
+        .set_reclaimer(Arc::new(FreezeOnFirstReclaim {
+            sim: Arc::downgrade(&sim),
+            cgroup: "/f",
+            fired: AtomicBool::new(false),
+        }));
+    let worker = {
+        let sim = Arc::clone(&sim);
+        std::thread::spawn(move || sim.alloc("/f", "m", 8 << 20, 1, Fill::Random))
+    };
+    wait_frozen(&sim, "/f", true);
+    assert!(
+        !worker.is_finished(),
+        "frozen in the middle of its allocation"
+    );
+    let frozen_stall = pressure_totals(&sim, "/f");
+    let before = pressure_totals(&sim, "");
+
+    sim.fs().write("/a/memory.max", "1M").unwrap();
+    sim.write_file_with("/a", "/mnt/file", 8 << 20, |b| b.fill(7))
+        .unwrap();
+    let scanned = sim
+        .fs()
+        .memcg("/a")
+        .unwrap()
+        .vm_event(VmEvent::PgscanDirect);
+    assert!(scanned > 1500, "{scanned} pages scanned");
+    let stall = scanned * 1500 / 1000;
+    assert_eq!(pressure_totals(&sim, "/a"), (stall, stall));
+    let after = pressure_totals(&sim, "");
+    assert_eq!((after.0 - before.0, after.1 - before.1), (stall, stall));
+    assert_eq!(
+        pressure_totals(&sim, "/f"),
+        frozen_stall,
+        "not stalled while frozen"
+    );
+
+    sim.fs().write("/f/cgroup.freeze", "0").unwrap();
+    worker.join().unwrap().unwrap();
+    sim.free("m").unwrap();
+    sim.remove_file("/mnt/file").unwrap();
 }

@@ -13,8 +13,9 @@
 //!
 //! Every cgroup has `cgroup.controllers`, `cgroup.subtree_control`,
 //! `cgroup.procs`, `cgroup.threads`, `cgroup.stat`,
-//! `cgroup.max.descendants` and `cgroup.max.depth`; every one but the root
-//! has `cgroup.events`, `cgroup.freeze`, `cgroup.kill` and `cgroup.type`
+//! `cgroup.max.descendants`, `cgroup.max.depth`, `cgroup.pressure` and,
+//! while that reads 1, `memory.pressure`; every one but the root has
+//! `cgroup.events`, `cgroup.freeze`, `cgroup.kill` and `cgroup.type`
 //! (`CFTYPE_NOT_ON_ROOT`).
 //!
 //! `cgroup.freeze` freezes the subtree's tasks (see the freezer in
@@ -59,6 +60,13 @@
 //! write (of anything) resets the peak *that descriptor* shows to the
 //! current usage, leaving every other reader's view alone.
 //!
+//! `memory.pressure` takes one poll trigger per open file
+//! (`some|full THRESHOLD_US WINDOW_US`, see [`crate::psi`]), destroyed at
+//! release; [`OpenFile::pressure_poll`] is its `poll(2)`. Writing 0 to
+//! `cgroup.pressure` hides the file and releases its open files: their
+//! triggers go, reads fail with `ENODEV` while it is hidden, writes and
+//! polls (`POLLERR | POLLPRI`) for good, as after a removal.
+//!
 //! # Errors
 //!
 //! As the kernel returns them: at open, `ENOENT` for a missing cgroup or
@@ -81,6 +89,7 @@ use crate::memcontrol::{
 };
 use crate::mm_types::PAGE_SIZE;
 use crate::page_counter::{PAGE_COUNTER_MAX, PageCounter};
+use crate::psi::{PressurePoll, TriggerError, TriggerSlot};
 use crate::sync::{Arc, lock};
 
 /// Controllers the kernel knows but this hierarchy does not provide:
@@ -315,6 +324,9 @@ enum Handler {
     },
     /// A `*.peak` file, with per-open state.
     Peak(PeakOf),
+    /// `memory.pressure`: reads the cgroup's pressure, takes a poll
+    /// trigger per open file.
+    Pressure,
 }
 
 /// Which cgroups have a file.
@@ -328,6 +340,9 @@ enum Scope {
     Memory,
     /// Non-root cgroups with a memory cgroup.
     MemoryNotOnRoot,
+    /// Every cgroup whose pressure accounting is on (`CFTYPE_PRESSURE`:
+    /// `cgroup.pressure` 0 hides the file).
+    Pressure,
 }
 
 /// One interface file.
@@ -344,6 +359,7 @@ impl FileSpec {
             Scope::NotOnRoot => !cg.is_root(),
             Scope::Memory => cg.memcg().is_some(),
             Scope::MemoryNotOnRoot => cg.memcg().is_some() && !cg.is_root(),
+            Scope::Pressure => cg.psi().enabled(),
         }
     }
 
@@ -351,7 +367,7 @@ impl FileSpec {
         match self.handler {
             Handler::Core { read, .. } => read.is_some(),
             Handler::Memory { read, .. } => read.is_some(),
-            Handler::Peak(_) => true,
+            Handler::Peak(_) | Handler::Pressure => true,
         }
     }
 
@@ -359,7 +375,7 @@ impl FileSpec {
         match self.handler {
             Handler::Core { write, .. } => write.is_some(),
             Handler::Memory { write, .. } => write.is_some(),
-            Handler::Peak(_) => true,
+            Handler::Peak(_) | Handler::Pressure => true,
         }
     }
 }
@@ -417,12 +433,16 @@ const FILES: &[FileSpec] = &[
         Some(write_threads),
     ),
     core("cgroup.stat", Scope::All, read_cgroup_stat, None),
-    // Read-only here: the kernel's file also takes poll triggers.
+    FileSpec {
+        name: "memory.pressure",
+        scope: Scope::Pressure,
+        handler: Handler::Pressure,
+    },
     core(
-        "memory.pressure",
+        "cgroup.pressure",
         Scope::All,
-        |fs, cg| fs.tree.memory_pressure(cg),
-        None,
+        |_, cg| line(u8::from(cg.psi().enabled())),
+        Some(write_cgroup_pressure),
     ),
     FileSpec {
         name: "cgroup.kill",
@@ -828,6 +848,24 @@ fn read_cgroup_stat(_: &CgroupFs, cg: &Arc<Cgroup>) -> String {
     )
 }
 
+/// `cgroup.pressure` (`cgroup_pressure_write`): `0` switches the
+/// cgroup's pressure accounting off (hiding `memory.pressure`, whose
+/// triggers go), `1` on; another number is `ERANGE`.
+fn write_cgroup_pressure(fs: &CgroupFs, cg: &Arc<Cgroup>, value: &str) -> Result<(), WriteError> {
+    let on = match kstrtoint(value)? {
+        0 => false,
+        1 => true,
+        v => {
+            return Err(WriteError::new(
+                Errno::ERANGE,
+                format!("{v}: only 0 (off) or 1 (on)"),
+            ));
+        }
+    };
+    fs.tree.set_psi_enabled(cg, on);
+    Ok(())
+}
+
 fn write_cgroup_type(_: &CgroupFs, _: &Arc<Cgroup>, value: &str) -> Result<(), WriteError> {
     match strstrip(value) {
         "threaded" => Err(WriteError::new(
@@ -984,12 +1022,54 @@ pub struct OpenFile {
     access: Access,
     /// A `*.peak` descriptor's own peak, once it was written.
     peak: Option<Arc<PeakWatcher>>,
+    /// A pressure file's trigger, once written.
+    trigger: TriggerSlot,
+    /// The opener may make real-time triggers (`CAP_SYS_RESOURCE`).
+    privileged: bool,
+    /// A pressure file: its cgroup's switch-off count when opened (a
+    /// switch-off since released the file).
+    pressure_epoch: u64,
 }
 
 impl OpenFile {
     /// The path it was opened at.
     pub fn path(&self) -> &str {
         &self.path
+    }
+
+    /// Whether the opener may make real-time triggers on a pressure file
+    /// (`CAP_SYS_RESOURCE` in the opener's credentials; on by default, as
+    /// this API acts as root): without it a trigger's window must be a
+    /// multiple of 2 s.
+    pub fn set_privileged(&mut self, privileged: bool) {
+        self.privileged = privileged;
+    }
+
+    /// `poll(2)` on a pressure file (`psi_trigger_poll`): `None` for any
+    /// other file. `consume` takes a fired trigger's event in, as a poll
+    /// does; without it the event is only looked at. A file released
+    /// (its cgroup removed, or its accounting switched off) reports
+    /// `POLLERR | POLLPRI`, as kernfs does.
+    pub fn pressure_poll(&self, consume: bool) -> Option<PressurePoll> {
+        let Handler::Pressure = self.spec.handler else {
+            return None;
+        };
+        let Target::Cgroup(cg) = &self.target else {
+            return None;
+        };
+        if self.pressure_gone(cg) {
+            return Some(PressurePoll {
+                pri: true,
+                err: true,
+            });
+        }
+        Some(self.trigger.poll(&self.fs.tree, consume))
+    }
+
+    /// Whether a pressure file was released: its cgroup removed, or its
+    /// accounting switched off since it was opened (kernfs drained it).
+    fn pressure_gone(&self, cg: &Cgroup) -> bool {
+        cg.is_removed() || cg.psi().switch_offs() != self.pressure_epoch
     }
 
     /// Reads the whole file.
@@ -1002,6 +1082,17 @@ impl OpenFile {
             ));
         }
         match (&self.target, self.spec.handler) {
+            (Target::Cgroup(cg), Handler::Pressure) => {
+                // kernfs: no read while the file is hidden or removed.
+                if cg.is_removed() || !cg.psi().enabled() {
+                    return Err(FsError::new(
+                        Errno::ENODEV,
+                        &self.path,
+                        "the pressure file is gone (cgroup removed or cgroup.pressure 0)",
+                    ));
+                }
+                Ok(self.fs.tree.memory_pressure(cg))
+            }
             (
                 Target::Cgroup(cg),
                 Handler::Core {
@@ -1071,12 +1162,16 @@ impl OpenFile {
                 self.peak_write(&m, which);
                 Ok(())
             }
-            // The kernel's pressure files take PSI triggers, which are
-            // not simulated: say so rather than pretend one was set.
-            _ if self.spec.name.ends_with(".pressure") => Err(WriteError::new(
-                Errno::EOPNOTSUPP,
-                "PSI triggers are not simulated".to_owned(),
-            )),
+            (Target::Cgroup(cg), Handler::Pressure) => {
+                let cg = Arc::clone(cg);
+                let result = if self.pressure_gone(&cg) {
+                    Err(TriggerError::Gone)
+                } else {
+                    self.trigger
+                        .write(&self.fs.tree, &cg, value, self.privileged)
+                };
+                result.map_err(|e| WriteError::new(e.errno(), e.to_string()))
+            }
             // `cgroup_file_write` with no write method.
             _ => Err(WriteError::new(
                 Errno::EINVAL,
@@ -1266,8 +1361,9 @@ impl CgroupFs {
             // `memcg sh` runs): the cgroup kernfs root has no
             // KERNFS_ROOT_EXTRA_OPEN_PERM_CHECK, so opening a read-only
             // file for writing succeeds and the write fails (EINVAL).
+            let pressure_epoch = cg.psi().switch_offs();
             let target = match spec.handler {
-                Handler::Core { .. } => Target::Cgroup(cg),
+                Handler::Core { .. } | Handler::Pressure => Target::Cgroup(cg),
                 // A concurrent `-memory` may have taken it since.
                 Handler::Memory { .. } | Handler::Peak(_) => match cg.memcg() {
                     Some(m) => Target::Memcg(m),
@@ -1287,6 +1383,9 @@ impl CgroupFs {
                 path: path.to_owned(),
                 access,
                 peak: None,
+                trigger: TriggerSlot::default(),
+                privileged: true,
+                pressure_epoch,
             });
         }
         if self.tree.find_cgroup(path).is_ok() {
@@ -1322,13 +1421,11 @@ impl CgroupFs {
 
     /// The permission bits of the interface file at `path` as cgroupfs
     /// shows them (`cgroup_file_mode`: 0444 if it reads, plus 0200 if it
-    /// writes; a pressure file writes, taking triggers), or `None` if no
-    /// such file is there.
+    /// writes), or `None` if no such file is there.
     pub fn file_mode(&self, path: &str) -> Option<u16> {
         let (_, spec) = self.split_file(path)?;
         let reads = if spec.readable() { 0o444 } else { 0 };
-        let writes = spec.writable() || spec.name.ends_with(".pressure");
-        Some(reads | if writes { 0o200 } else { 0 })
+        Some(reads | if spec.writable() { 0o200 } else { 0 })
     }
 
     /// Reads an interface file through a fresh open (as `cat` does).
@@ -1735,13 +1832,6 @@ mod tests {
         assert_eq!(fs.file_mode("/a/cgroup.kill"), Some(0o200));
         assert_eq!(fs.file_mode("/a/memory.pressure"), Some(0o644));
         assert_eq!(
-            fs.write("/a/memory.pressure", "some 150000 1000000")
-                .unwrap_err()
-                .errno,
-            Errno::EOPNOTSUPP,
-            "PSI triggers are not simulated"
-        );
-        assert_eq!(
             fs.write("/a/memory.nope", "0").unwrap_err().errno,
             Errno::EACCES,
             "cgroupfs creates no file"
@@ -1866,6 +1956,78 @@ mod tests {
             Errno::EINVAL
         );
         fs.tree().uncharge(&a, 1, ChargeKind::Anon);
+    }
+
+    #[test]
+    fn pressure_files_take_one_trigger_each_and_go_with_cgroup_pressure_0() {
+        let fs = exact_fs();
+        fs.mkdir("/a").unwrap();
+        assert_eq!(fs.read("/a/cgroup.pressure").unwrap(), "1\n");
+        assert_eq!(fs.read("/cgroup.pressure").unwrap(), "1\n");
+        let mut f = fs.open("/a/memory.pressure", Access::ReadWrite).unwrap();
+        assert_eq!(
+            f.pressure_poll(true),
+            Some(PressurePoll {
+                pri: true,
+                err: true
+            }),
+            "no trigger yet"
+        );
+        f.write("some 150000 1000000\n").unwrap();
+        assert_eq!(f.write("some 1 2").unwrap_err().errno, Errno::EBUSY);
+        assert_eq!(f.pressure_poll(true), Some(PressurePoll::default()));
+        let mut g = fs.open("/a/memory.pressure", Access::Write).unwrap();
+        g.set_privileged(false);
+        assert_eq!(
+            g.write("some 150000 1000000").unwrap_err().errno,
+            Errno::EINVAL,
+            "unprivileged: the window must be a multiple of 2 s"
+        );
+        g.write("some 150000 2000000").unwrap();
+        assert_eq!(
+            fs.open("/a/cgroup.procs", Access::Read)
+                .unwrap()
+                .pressure_poll(true),
+            None
+        );
+        // Off: the file is hidden, open files are released.
+        assert_eq!(
+            fs.write("/a/cgroup.pressure", "2").unwrap_err().errno,
+            Errno::ERANGE
+        );
+        assert_eq!(
+            fs.write("/a/cgroup.pressure", "no").unwrap_err().errno,
+            Errno::EINVAL
+        );
+        fs.write("/a/cgroup.pressure", "0").unwrap();
+        assert_eq!(fs.read("/a/cgroup.pressure").unwrap(), "0\n");
+        assert!(
+            !fs.ls("/a")
+                .unwrap()
+                .iter()
+                .any(|e| e.name == "memory.pressure")
+        );
+        assert_eq!(
+            fs.read("/a/memory.pressure").unwrap_err().errno,
+            Errno::ENOENT
+        );
+        assert_eq!(f.read().unwrap_err().errno, Errno::ENODEV);
+        assert_eq!(
+            f.pressure_poll(true),
+            Some(PressurePoll {
+                pri: true,
+                err: true
+            })
+        );
+        fs.write("/a/cgroup.pressure", "1").unwrap();
+        assert!(f.read().is_ok(), "kernfs reads a re-shown file again");
+        assert_eq!(f.write("some 1 1000000").unwrap_err().errno, Errno::ENODEV);
+        assert!(fs.read("/a/memory.pressure").is_ok());
+        // A removed cgroup's open pressure file is gone.
+        let h = fs.open("/a/memory.pressure", Access::Read).unwrap();
+        drop((f, g));
+        fs.rmdir("/a").unwrap();
+        assert_eq!(h.read().unwrap_err().errno, Errno::ENODEV);
     }
 
     #[test]

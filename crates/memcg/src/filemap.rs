@@ -81,6 +81,7 @@ mod writeback;
 
 use std::collections::BTreeMap;
 
+use crate::clock::Work;
 use crate::errno::Errno;
 use crate::folio::Folio;
 use crate::list_lru::{ItemGuard, Walked};
@@ -598,7 +599,10 @@ impl AddressSpace {
         let folio = Folio::new_file_gfp(&self.tree, memcg, 1, index, gfp)?;
         let swap_free = || (self.swap)().free_pages;
         // Reading back a page of the working set is a memory stall
-        // (`filemap_read_folio` on a folio `workingset_refault` marked).
+        // (`filemap_read_folio` on a folio `workingset_refault` marked;
+        // readahead's `read_pages` stalls over the I/O of a batch holding
+        // one: here over each such page's read, the only reads that take
+        // modelled time on a virtual clock).
         let stalls = shadow.is_some_and(|s| {
             s.workingset() && workingset::workingset_test_recent(&self.tree, &s, true, &swap_free)
         });
@@ -606,6 +610,9 @@ impl AddressSpace {
             let mut bytes = folio.bytes();
             if fill {
                 let _stall = stalls.then(|| self.tree.memstall(false)).flatten();
+                if stalls {
+                    self.tree.clock().work(Work::RefaultRead(1));
+                }
                 self.backing.read_page(index, &mut bytes)?;
             } else {
                 bytes.fill(0);

@@ -56,6 +56,7 @@ use std::fmt;
 use rustc_hash::FxHashMap;
 use std::path::Path;
 
+use crate::clock::Work;
 use crate::errno::Errno;
 use crate::folio::Folio;
 use crate::list_lru::LruDesign;
@@ -858,11 +859,11 @@ impl SwapSystem {
         }
         let mut from_device = 0;
         if !all_zero {
-            let _stall = folio
-                .lru()
-                .workingset()
-                .then(|| self.tree.memstall(false))
-                .flatten();
+            let workingset = folio.lru().workingset();
+            let _stall = workingset.then(|| self.tree.memstall(false)).flatten();
+            if workingset {
+                self.tree.clock().work(Work::RefaultRead(u64::from(nr)));
+            }
             let mut bytes = folio.bytes();
             // The device's pages first (`pswpin`), then zswap's
             // (`zswap_load`, exclusive, counting `zswpin`): a device error

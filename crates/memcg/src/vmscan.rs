@@ -74,6 +74,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Weak;
 
+use crate::clock::Work;
 use crate::folio::Folio;
 use crate::memcontrol::{CgroupTree, MemCgroup, MemcgEvent, MemcgStat, ReclaimOptions, VmEvent};
 use crate::shrinker::shrink_slab;
@@ -1247,6 +1248,12 @@ impl Reclaim<'_> {
         let nr_rotated = nr_scanned.saturating_sub(nr_reclaimed);
         let nr_io = if list.is_file() { 0 } else { nr_reclaimed };
         lru_note_cost(memcg, list.is_file(), nr_io, nr_rotated);
+        // What this took, on a clock that models it (clock.rs).
+        let clock = self.tree.clock();
+        clock.work(Work::Scanned(nr_scanned));
+        if nr_io > 0 {
+            clock.work(Work::Written(nr_io));
+        }
         // Everything taken was dirty and not queued for writeback: the
         // flushers are behind (or asleep); wake them all.
         if nr_unqueued_dirty == nr_taken {

@@ -31,7 +31,8 @@ use fuser::{
 };
 use memcg::Errno;
 use memcg::cgroupfs::{Access, OpenFile};
-use memcg_sim::Sim;
+use memcg::psi::PressurePoll;
+use memcg_sim::{CurrentTask, Sim};
 
 use super::host::HostProcs;
 use super::pidns::{self, PidNs};
@@ -97,9 +98,35 @@ fn notifies(path: &str) -> bool {
     .any(|f| path.ends_with(f))
 }
 
+/// What `poll(2)` on a pressure file (`memory.pressure`,
+/// `/proc/pressure/memory`) reports, if `handle` is one (`consume` takes
+/// a fired trigger's event in).
+fn pressure_poll(sim: &Sim, handle: &Handle, consume: bool) -> Option<PressurePoll> {
+    match handle {
+        Handle::Cgroup { file, .. } => file.pressure_poll(consume),
+        Handle::Kernel { path, writer, .. } if path == "/proc/pressure/memory" => {
+            // Opened read-only: no trigger (`POLLERR | POLLPRI`).
+            Some(
+                writer
+                    .as_ref()
+                    .and_then(|w| w.pressure_poll(sim, consume))
+                    .unwrap_or(PressurePoll {
+                        pri: true,
+                        err: true,
+                    }),
+            )
+        }
+        _ => None,
+    }
+}
+
 /// Whether an event came to `handle`'s file since it was opened or last
-/// read (`kernfs_generic_poll`'s `of->event != on->event`).
-fn event_pending(handle: &Handle) -> bool {
+/// read (`kernfs_generic_poll`'s `of->event != on->event`), or its
+/// pressure trigger fired (looked at, not taken in).
+fn event_pending(sim: &Sim, handle: &Handle) -> bool {
+    if let Some(p) = pressure_poll(sim, handle, false) {
+        return p.pri;
+    }
     match handle {
         Handle::Cgroup {
             file,
@@ -121,13 +148,13 @@ type Poller = (Arc<Mutex<Handle>>, PollNotifier);
 
 impl Pollers {
     /// Wakes the pollers whose files had an event.
-    pub(crate) fn check(&self) {
+    pub(crate) fn check(&self, sim: &Sim) {
         let waiting: Vec<(u64, Arc<Mutex<Handle>>)> = lock(&self.0)
             .iter()
             .map(|(&fh, (h, _))| (fh, Arc::clone(h)))
             .collect();
         for (fh, handle) in waiting {
-            if event_pending(&lock(&handle))
+            if event_pending(sim, &lock(&handle))
                 && let Some((_, notifier)) = lock(&self.0).remove(&fh)
             {
                 // A poller gone meanwhile is no error.
@@ -246,6 +273,16 @@ impl SimFs {
         FileHandle(fh)
     }
 
+    /// Runs the request as the task of the process making it (the
+    /// kernel's `current` in a system call): it runs in its cgroup's
+    /// pressure, on its CPU, while served, and stalls there while its
+    /// charges reclaim. Nothing for the kernel's own requests and the
+    /// server's.
+    fn as_requester(&self, req: &Request) -> Option<CurrentTask> {
+        let task = self.host.task_of_thread(req.pid())?;
+        Some(self.sim.run_as(&task))
+    }
+
     fn handle(&self, fh: FileHandle) -> Result<Arc<Mutex<Handle>>, Errno> {
         lock(&self.handles).get(&fh.0).cloned().ok_or(Errno::EBADF)
     }
@@ -265,7 +302,12 @@ impl SimFs {
         };
         match node {
             Node::CgroupFile(cg_path) => {
-                let file = self.sim.fs().open(cg_path, access).map_err(|e| e.errno)?;
+                let mut file = self.sim.fs().open(cg_path, access).map_err(|e| e.errno)?;
+                // Real-time pressure triggers need CAP_SYS_RESOURCE, which
+                // root has (the opener's credentials count).
+                if req.uid() != 0 {
+                    file.set_privileged(false);
+                }
                 let seen = match access {
                     Access::Write => None,
                     _ if notifies(cg_path) => file.read().ok(),
@@ -278,10 +320,15 @@ impl SimFs {
                 })
             }
             Node::Kernel(path) => {
-                let writer = match access {
+                let mut writer = match access {
                     Access::Read => None,
                     _ => Some(procfs::open_for_write(&self.sim, path)?),
                 };
+                if req.uid() != 0
+                    && let Some(w) = &mut writer
+                {
+                    w.drop_privileges();
+                }
                 if access != Access::Write && path == "/proc/sys/vm/drop_caches" {
                     return Err(Errno::EACCES);
                 }
@@ -711,7 +758,7 @@ impl Filesystem for SimFs {
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         // The opener becomes a task (where fork put it), so that it lists
         // in its cgroup's `cgroup.procs` as it would on a real machine.
-        let _ = self.host.task_of_thread(req.pid());
+        let _current = self.as_requester(req);
         let result = self
             .node(ino)
             .and_then(|(path, node)| self.open_node(req, &path, &node, flags));
@@ -731,6 +778,7 @@ impl Filesystem for SimFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
+        let _current = self.as_requester(req);
         let result = self.child(parent, name).and_then(|(path, _)| {
             // Files are made in `--fs` mounts only: cgroupfs, procfs and
             // sysfs create none (`O_CREAT` there is EACCES).
@@ -768,6 +816,7 @@ impl Filesystem for SimFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        let _current = self.as_requester(req);
         let result = self
             .handle(fh)
             .and_then(|h| self.read_handle(&mut lock(&h), req, offset, size));
@@ -789,6 +838,7 @@ impl Filesystem for SimFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        let _current = self.as_requester(req);
         let result = self
             .handle(fh)
             .and_then(|h| self.write_handle(&mut lock(&h), req, offset, data));
@@ -865,13 +915,33 @@ impl Filesystem for SimFs {
             Err(e) => return reply.error(fuse_errno(e)),
         };
         // kernfs: always readable and writable; an event since the last
-        // read adds POLLERR and POLLPRI.
+        // read adds POLLERR and POLLPRI. A pressure file
+        // (`psi_trigger_poll`): POLLPRI once per fired trigger, taken in
+        // by this poll; POLLERR | POLLPRI without a trigger.
         let mut revents = PollEvents::POLLIN
             | PollEvents::POLLRDNORM
             | PollEvents::POLLOUT
             | PollEvents::POLLWRNORM;
-        if event_pending(&lock(&handle)) {
-            revents |= PollEvents::POLLERR | PollEvents::POLLPRI;
+        let pending = {
+            let guard = lock(&handle);
+            match pressure_poll(&self.sim, &guard, true) {
+                Some(p) => {
+                    if p.err {
+                        revents |= PollEvents::POLLERR;
+                    }
+                    p.pri
+                }
+                None => {
+                    let pending = event_pending(&self.sim, &guard);
+                    if pending {
+                        revents |= PollEvents::POLLERR;
+                    }
+                    pending
+                }
+            }
+        };
+        if pending {
+            revents |= PollEvents::POLLPRI;
         } else if flags.contains(PollFlags::FUSE_POLL_SCHEDULE_NOTIFY) {
             lock(&self.pollers.0).insert(fh.0, (handle, ph));
         }

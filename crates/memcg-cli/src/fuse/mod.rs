@@ -420,9 +420,10 @@ pub(crate) fn serve_at(sim: Arc<Sim>, dir: &Path) -> anyhow::Result<Mounted> {
     let stop_pruner = Arc::new(AtomicBool::new(false));
     let pruner = {
         let stop = Arc::clone(&stop_pruner);
+        let sim = Arc::clone(&sim);
         std::thread::Builder::new()
             .name("memcg-prune".into())
-            .spawn(move || background(&host, &pollers, &stop))?
+            .spawn(move || background(&sim, &host, &pollers, &stop))?
     };
     let mounted = Mounted {
         dir: Some(dir.to_owned()),
@@ -440,8 +441,9 @@ pub(crate) fn serve_at(sim: Arc<Sim>, dir: &Path) -> anyhow::Result<Mounted> {
 }
 
 /// The machine's housekeeping while mounted: drops exited host
-/// processes (writeback is the filesystems' flusher threads').
-fn background(host: &HostProcs, pollers: &fs::Pollers, stop: &AtomicBool) {
+/// processes and fires the pressure triggers whose windows ended
+/// (writeback is the filesystems' flusher threads').
+fn background(sim: &Sim, host: &HostProcs, pollers: &fs::Pollers, stop: &AtomicBool) {
     let checks_per_round = (PRUNE_EVERY.as_millis() / POLL_CHECK_EVERY.as_millis()).max(1);
     while !stop.load(Ordering::Relaxed) {
         host.prune();
@@ -449,7 +451,7 @@ fn background(host: &HostProcs, pollers: &fs::Pollers, stop: &AtomicBool) {
             if stop.load(Ordering::Relaxed) {
                 return;
             }
-            pollers.check();
+            pollers.check(sim);
             std::thread::sleep(POLL_CHECK_EVERY);
         }
     }

@@ -29,7 +29,7 @@ use std::sync::Arc;
 use grep::cmd_grep;
 use memcg::Errno;
 use memcg::cgroupfs::{Access, OpenFile};
-use memcg::clock::VirtualClock;
+use memcg::clock::{ReclaimCost, VirtualClock};
 use memcg_sim::{FrozenOps, Sim, SimConfig};
 use parse::{DEV_NULL, Join, List, ParseError, Simple};
 pub use verbs::verbs_help;
@@ -263,16 +263,29 @@ pub struct Shell<'a> {
 }
 
 impl<'a> Shell<'a> {
-    /// A shell over a fresh hierarchy, printing to `out` and `err`.
+    /// A shell over a fresh hierarchy, printing to `out` and `err`, with
+    /// reclaim costing [`ReclaimCost::MEASURED`].
+    #[cfg(test)]
     pub fn new(config: SimConfig, out: &'a mut dyn Write, err: &'a mut dyn Write) -> Self {
+        Self::with_reclaim_cost(config, ReclaimCost::MEASURED, out, err)
+    }
+
+    /// A shell whose reclaim work costs `cost` of simulated time.
+    pub fn with_reclaim_cost(
+        config: SimConfig,
+        cost: ReclaimCost,
+        out: &'a mut dyn Write,
+        err: &'a mut dyn Write,
+    ) -> Self {
         let sim = Sim::new(config);
         // One thread runs every task here: an operation of a frozen task
         // fails (saying it would wait) instead of waiting for a thaw that
         // could never come.
         sim.set_frozen_ops(FrozenOps::Refuse);
-        // Scripts run on simulated time: a throttled task's sleep and the
-        // `sleep` verb advance it at once, so runs are instant and repeat.
-        let clock = Arc::new(VirtualClock::default());
+        // Scripts run on simulated time: a throttled task's sleep, the
+        // `sleep` verb and reclaim's modelled cost (memcg::clock) advance
+        // it at once, so runs are instant and repeat.
+        let clock = Arc::new(VirtualClock::with_reclaim_cost(cost));
         sim.fs().tree().set_clock(clock.clone());
         Self {
             sim,
@@ -613,10 +626,14 @@ enum Flow {
 }
 
 /// Runs `memcg sh [FILE]`; returns the exit status.
-pub fn main(file: Option<&std::path::Path>, config: SimConfig) -> anyhow::Result<i32> {
+pub fn main(
+    file: Option<&std::path::Path>,
+    config: SimConfig,
+    cost: ReclaimCost,
+) -> anyhow::Result<i32> {
     let mut out = std::io::stdout().lock();
     let mut err = std::io::stderr();
-    let mut shell = Shell::new(config, &mut out, &mut err);
+    let mut shell = Shell::with_reclaim_cost(config, cost, &mut out, &mut err);
     let status = match file.filter(|p| *p != std::path::Path::new("-")) {
         Some(path) => match std::fs::read(path) {
             Ok(bytes) => shell.run_script(&String::from_utf8_lossy(&bytes)),

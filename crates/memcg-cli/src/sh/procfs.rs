@@ -11,9 +11,13 @@
 //! `/sys/class/bdi/0:N/read_ahead_kb`, read as the
 //! kernel prints them and written with its checks (a number in range, or
 //! `EINVAL`; the `dirty_*` ones parsed as `proc_dointvec` and
-//! `proc_doulongvec_minmax` parse).
+//! `proc_doulongvec_minmax` parse). A write to `/proc/pressure/memory`
+//! makes a poll trigger for that open file (`psi_write`, see `memcg::psi`).
+
+use std::sync::Mutex;
 
 use memcg::Errno;
+use memcg::psi::{PressurePoll, TriggerSlot};
 use memcg_sim::Sim;
 
 /// A writable `/proc` file, opened.
@@ -32,12 +36,18 @@ pub(crate) enum ProcFile {
     Zswap(ZswapParam),
     /// `/sys/class/bdi/NAME/read_ahead_kb` of the backing device NAME.
     ReadAheadKb(String),
+    /// `/proc/pressure/memory`: a poll trigger of the machine's pressure,
+    /// one per open file.
+    Pressure {
+        slot: Mutex<TriggerSlot>,
+        /// The opener has `CAP_SYS_RESOURCE` (real-time triggers).
+        privileged: bool,
+    },
     /// A file that opens for writing (as root) but refuses every write
     /// with this errno: `EIO` for a `/proc` file without a write method
     /// (`pde_write`), `EACCES` for a read-only debugfs counter
-    /// (`simple_attr_write` without a setter), `EOPNOTSUPP` for
-    /// `/proc/pressure/memory` (PSI triggers are not simulated), `EINVAL`
-    /// for `/proc/PID/oom_score` (a pid file with no write method).
+    /// (`simple_attr_write` without a setter), `EINVAL` for
+    /// `/proc/PID/oom_score` (a pid file with no write method).
     Refusing(Errno),
 }
 
@@ -138,6 +148,27 @@ fn proc_get_long(text: &str) -> Result<(bool, u64), Errno> {
     Ok((negative, magnitude))
 }
 
+impl ProcFile {
+    /// The opener lacks `CAP_SYS_RESOURCE`: its pressure triggers need
+    /// windows of a multiple of 2 s.
+    pub(crate) fn drop_privileges(&mut self) {
+        if let ProcFile::Pressure { privileged, .. } = self {
+            *privileged = false;
+        }
+    }
+
+    /// `poll(2)` on `/proc/pressure/memory` opened for writing
+    /// (`psi_fop_poll`); `None` for another file. `consume` takes the
+    /// event in.
+    pub(crate) fn pressure_poll(&self, sim: &Sim, consume: bool) -> Option<PressurePoll> {
+        let ProcFile::Pressure { slot, .. } = self else {
+            return None;
+        };
+        let slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+        Some(slot.poll(sim.fs().tree(), consume))
+    }
+}
+
 /// zswap's writable module parameters.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum ZswapParam {
@@ -215,8 +246,8 @@ pub(crate) fn mode(path: &str) -> u16 {
         p if DirtySysctl::of(p).is_some() => 0o644,
         // zswap's parameters are 0644; debugfs counters 0444.
         p if p.starts_with(ZSWAP_PARAMS) => 0o644,
-        // The kernel's pressure file is 0666 (writing registers a trigger);
-        // triggers are not simulated, so it is read-only here.
+        // Anyone may write a trigger (`proc_create(.., 0666, ..)`).
+        "/proc/pressure/memory" => 0o666,
         _ => 0o444,
     }
 }
@@ -391,7 +422,10 @@ pub(crate) fn open_for_write(sim: &Sim, path: &str) -> Result<ProcFile, Errno> {
         };
     }
     if path == "/proc/pressure/memory" {
-        return Ok(ProcFile::Refusing(Errno::EOPNOTSUPP));
+        return Ok(ProcFile::Pressure {
+            slot: Mutex::new(TriggerSlot::default()),
+            privileged: true,
+        });
     }
     match pid_file(path) {
         Some((pid, "oom_score_adj")) if sim.task(pid).is_some() => Ok(ProcFile::OomScoreAdj(pid)),
@@ -411,6 +445,9 @@ pub(crate) fn write(sim: &Sim, file: &ProcFile, text: &str) -> Result<(), Errno>
         ProcFile::Refusing(errno) => return Err(*errno),
         ProcFile::ReadAheadKb(bdi) => return write_read_ahead_kb(sim, bdi, text),
         ProcFile::Dirty(setting) => return setting.write(sim, text),
+        ProcFile::Pressure { slot, privileged } => {
+            return write_pressure(sim, slot, *privileged, text);
+        }
         _ => {}
     }
     let value: i64 = text.trim().parse().map_err(|_| Errno::EINVAL)?;
@@ -423,7 +460,8 @@ pub(crate) fn write(sim: &Sim, file: &ProcFile, text: &str) -> Result<(), Errno>
         ProcFile::Zswap(_)
         | ProcFile::Refusing(_)
         | ProcFile::ReadAheadKb(_)
-        | ProcFile::Dirty(_) => {
+        | ProcFile::Dirty(_)
+        | ProcFile::Pressure { .. } => {
             unreachable!("handled above")
         }
         ProcFile::DropCaches => {
@@ -451,4 +489,26 @@ fn write_read_ahead_kb(sim: &Sim, bdi: &str, text: &str) -> Result<(), Errno> {
     let sb = sim.bdi(bdi).ok_or(Errno::ENODEV)?;
     sb.set_read_ahead_kb(kb);
     Ok(())
+}
+
+/// `psi_write`: an empty write is `EINVAL`; at most 32 bytes are looked
+/// at, the last of them dropped (the kernel puts its NUL there, so an
+/// `echo -n` loses its last digit), then the trigger is made on the
+/// machine's pressure.
+fn write_pressure(
+    sim: &Sim,
+    slot: &Mutex<TriggerSlot>,
+    privileged: bool,
+    text: &str,
+) -> Result<(), Errno> {
+    if text.is_empty() {
+        return Err(Errno::EINVAL);
+    }
+    let bytes = &text.as_bytes()[..text.len().min(32) - 1];
+    let text = String::from_utf8_lossy(bytes);
+    let tree = sim.fs().tree();
+    let root = tree.root().cgroup();
+    let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+    slot.write(tree, root, &text, privileged)
+        .map_err(|e| e.errno())
 }

@@ -17,7 +17,7 @@
 use super::{Cgroup, CgroupTree, MemCgroup};
 use crate::clock::{Clock, RealClock};
 use crate::errno::Errno;
-use crate::psi::PsiDelta;
+use crate::psi::{Memstall, PsiRunning, PsiTask};
 use crate::sync::{Arc, lock};
 
 /// How a reclaim may work (the `reclaim_options` and proactive
@@ -130,10 +130,14 @@ pub trait TaskHooks: Send + Sync {
     fn kill(&self, cg: &Arc<Cgroup>) {
         let _ = cg;
     }
-    /// The cgroup of the task running on this thread (`current`), if a
-    /// task runs here: where its memory stalls count.
-    fn current_cgroup(&self) -> Option<Arc<Cgroup>> {
+    /// The task running on this thread (`current`), if a task runs here:
+    /// where its memory stalls count, on its CPU.
+    fn current_task(&self) -> Option<Arc<PsiTask>> {
         None
+    }
+    /// The cgroup of the task running on this thread, if a task runs here.
+    fn current_cgroup(&self) -> Option<Arc<Cgroup>> {
+        self.current_task().map(|t| t.cgroup())
     }
     /// The thread ids of the tasks in exactly `cg` (`cgroup.threads`):
     /// by default one thread per task, its pid.
@@ -168,23 +172,11 @@ impl TaskHooks for NoTasks {
     }
 }
 
-/// A memory stall in progress; see [`CgroupTree::memstall`].
-pub(crate) struct Memstall<'a> {
-    tree: &'a CgroupTree,
-    cgroup: Arc<Cgroup>,
-    delta: PsiDelta,
-}
-
-impl Drop for Memstall<'_> {
-    fn drop(&mut self) {
-        let d = self.delta;
-        let undo = PsiDelta {
-            running: -d.running,
-            memstall: -d.memstall,
-            memstall_running: -d.memstall_running,
-        };
-        self.tree.psi_change(&self.cgroup, undo);
-    }
+/// kswapd at work: it runs, stalled on memory, in the root cgroup; see
+/// [`CgroupTree::kswapd_stall`].
+pub(super) struct KswapdStall {
+    _stall: Option<Memstall>,
+    _running: Option<PsiRunning>,
 }
 
 impl CgroupTree {
@@ -244,15 +236,6 @@ impl CgroupTree {
         self.task_hooks().kill(cg);
     }
 
-    /// Applies a task state change to the pressure of `cg` and every
-    /// ancestor (`psi_task_change`), at the clock's time.
-    pub fn psi_change(&self, cg: &Cgroup, delta: PsiDelta) {
-        let now = self.clock().now();
-        for c in cg.self_and_ancestors() {
-            c.psi().change(now, delta);
-        }
-    }
-
     /// `memory.pressure` of `cg` (of the whole machine for the root:
     /// `/proc/pressure/memory`).
     pub fn memory_pressure(&self, cg: &Cgroup) -> String {
@@ -261,24 +244,101 @@ impl CgroupTree {
 
     /// Marks the task running on this thread as stalled on memory until
     /// the guard drops (`psi_memstall_enter`/`_leave`); `running`: it keeps
-    /// running meanwhile (reclaim), or sleeps (a throttle). Nothing when no
-    /// task runs here.
-    pub(crate) fn memstall(&self, running: bool) -> Option<Memstall<'_>> {
-        let cgroup = self.task_hooks().current_cgroup()?;
-        let delta = PsiDelta {
-            running: if running { 0 } else { -1 },
-            memstall: 1,
-            memstall_running: i32::from(running),
-        };
-        self.psi_change(&cgroup, delta);
-        Some(Memstall {
-            tree: self,
-            cgroup,
-            delta,
-        })
+    /// running meanwhile (reclaim), or sleeps (a throttle, a read). Nothing
+    /// when no task runs here, or it is stalled already.
+    pub(crate) fn memstall(&self, running: bool) -> Option<Memstall> {
+        let task = self.task_hooks().current_task()?;
+        self.memstall_of(&task, running)
+    }
+
+    /// kswapd wakes and balances (`balance_pgdat` in a memory stall): a
+    /// task of the root cgroup, running and stalled until the guard
+    /// drops. It runs on the CPU after the waker's (the scheduler puts a
+    /// woken kthread on an idle CPU where there is one), or CPU 0.
+    pub(super) fn kswapd_stall(&self) -> KswapdStall {
+        let nr_cpus = self.nr_cpus() as usize;
+        let cpu = self
+            .task_hooks()
+            .current_task()
+            .map_or(0, |t| (t.cpu() + 1) % nr_cpus);
+        let kswapd = PsiTask::new(Arc::clone(self.root().cgroup()), cpu);
+        let running = self.psi_run(&kswapd);
+        KswapdStall {
+            _stall: self.memstall_of(&kswapd, true),
+            _running: running,
+        }
     }
 
     pub(super) fn task_hooks(&self) -> Arc<dyn TaskHooks> {
         Arc::clone(&lock(&self.shared.hooks).tasks)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::clock::VirtualClock;
+    use crate::memcontrol::TreeConfig;
+
+    /// One task, running on every thread.
+    struct OneTask(Arc<PsiTask>);
+
+    impl TaskHooks for OneTask {
+        fn procs(&self, _: &Cgroup) -> Vec<u32> {
+            Vec::new()
+        }
+
+        fn attach(&self, _: u32, _: &Arc<Cgroup>) -> Result<(), Errno> {
+            Err(Errno::ESRCH)
+        }
+
+        fn current_task(&self) -> Option<Arc<PsiTask>> {
+            Some(Arc::clone(&self.0))
+        }
+    }
+
+    #[test]
+    fn a_stall_counts_where_the_task_is_and_moves_with_it() {
+        let tree = CgroupTree::new(TreeConfig::default());
+        let clock = Arc::new(VirtualClock::default());
+        tree.set_clock(clock.clone());
+        let (a, b) = (tree.create("/a").unwrap(), tree.create("/b").unwrap());
+        let task = PsiTask::new(Arc::clone(&a), 1);
+        let running = tree.psi_run(&task).expect("not running yet");
+        assert!(tree.psi_run(&task).is_none(), "running already");
+        tree.set_task_hooks(Arc::new(OneTask(Arc::clone(&task))));
+        let stall = tree.memstall(true).expect("a task runs here");
+        assert!(tree.memstall(false).is_none(), "nested stalls count once");
+        clock.advance(Duration::from_millis(100));
+        tree.psi_move(&task, &b);
+        assert!(Arc::ptr_eq(&task.cgroup(), &b));
+        clock.advance(Duration::from_millis(100));
+        drop(stall);
+        clock.advance(Duration::from_millis(100));
+        drop(running);
+        let now = clock.now();
+        assert_eq!(a.psi().total_us(now), (100_000, 100_000));
+        assert_eq!(b.psi().total_us(now), (100_000, 100_000));
+        assert_eq!(tree.root().cgroup().psi().total_us(now), (200_000, 200_000));
+    }
+
+    #[test]
+    fn a_sleeping_stall_stops_the_task_running() {
+        // One task sleeps in a stall on CPU 0 while another runs on CPU
+        // 1: half the machine's potential is lost (some = full = 50 %).
+        let tree = CgroupTree::new(TreeConfig::default());
+        let clock = Arc::new(VirtualClock::default());
+        tree.set_clock(clock.clone());
+        let a = tree.create("/a").unwrap();
+        let sleeper = PsiTask::new(Arc::clone(&a), 0);
+        let worker = PsiTask::new(Arc::clone(&a), 1);
+        let _r1 = tree.psi_run(&sleeper);
+        let _r2 = tree.psi_run(&worker);
+        let stall = tree.memstall_of(&sleeper, false);
+        clock.advance(Duration::from_secs(1));
+        drop(stall);
+        assert_eq!(a.psi().total_us(clock.now()), (500_000, 500_000));
     }
 }

@@ -25,6 +25,9 @@
 //! done (one at a time: a task that finds kswapd running goes on, as a
 //! wakeup of a running kswapd does nothing). That keeps seeded runs
 //! deterministic; the allocating task pays kswapd's time, not a stall.
+//! kswapd itself counts as a task of the root cgroup stalled on memory
+//! while it balances (`balance_pgdat`'s `psi_memstall_enter`), on the CPU
+//! after the waker's, so its time shows in `/proc/pressure/memory`.
 //!
 //! Settings are plain atomics read with `Relaxed` loads: like the
 //! kernel's watermark reads, a charge racing a change may use the old
@@ -212,7 +215,11 @@ impl CgroupTree {
         {
             return;
         }
-        self.kswapd();
+        {
+            // kswapd's time in the root's pressure (`balance_pgdat`).
+            let _kswapd = self.kswapd_stall();
+            self.kswapd();
+        }
         // Release: pairs with the Acquire above.
         machine.kswapd_running.store(false, Ordering::Release);
     }
