@@ -36,7 +36,7 @@ use crate::workload::ReadersArgs;
 /// `memcg reproduce` flags.
 #[derive(Debug, clap::Args)]
 pub struct ReproduceArgs {
-    /// Smaller scale: about 64 s on a 2-vCPU VM (AMD EPYC), the build
+    /// Smaller scale: about 110 s on a 2-vCPU VM (AMD EPYC), the build
     /// excluded.
     #[arg(long)]
     pub quick: bool,
