@@ -32,6 +32,14 @@
 //! files: on the root only `memory.stat`, `memory.numa_stat`,
 //! `memory.reclaim` and `memory.zswap.writeback`, as in the kernel.
 //!
+//! Beyond its handler, the table says of each file what front ends would
+//! otherwise guess from its name ([`FileProps`], [`OpenFile::props`]):
+//! whether the kernel notifies its pollers (`cgroup_file_notify`: the
+//! events files), and what it has to do with the cgroup's tasks
+//! ([`Tasks`]: lists or takes task ids, shows whether tasks live, acts on
+//! all of them). `memory.pressure`'s poll triggers are its handler's
+//! ([`OpenFile::pressure_poll`]).
+//!
 //! # Values
 //!
 //! Limits are written as bytes with an optional `K`/`M`/`G`/`T`/`P`/`E`
@@ -345,11 +353,55 @@ enum Scope {
     Pressure,
 }
 
+/// What a file has to do with its cgroup's tasks, beyond its handler:
+/// what a front end whose tasks stand for host processes (the FUSE
+/// server) settles before serving it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tasks {
+    /// Nothing.
+    None,
+    /// Reads show whether tasks live in the subtree (`cgroup.events`'
+    /// `populated`).
+    ShowsLive,
+    /// Lists task ids, as the reader's pid namespace numbers them, and
+    /// takes one written, as the writer's numbers it (0: the writer).
+    /// `threadgroup` (`__cgroup_procs_write`'s): the id names its whole
+    /// process (`cgroup.procs`), else the thread (`cgroup.threads`).
+    Ids {
+        /// The id moves the thread's whole process.
+        threadgroup: bool,
+    },
+    /// A write acts on every task in the cgroup now, forks included
+    /// (`cgroup.kill`, `cgroup.freeze`).
+    WritesAll,
+}
+
+/// What the kernel's file table says of a file beyond how it reads and
+/// writes, for front ends to act on instead of matching names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileProps {
+    /// The kernel wakes pollers when it changes (`cgroup_file_notify`: the
+    /// cftypes with a `file_offset`, the events files); `poll(2)` reports
+    /// `POLLERR | POLLPRI` after a change not yet read.
+    pub notify: bool,
+    /// What it has to do with the cgroup's tasks.
+    pub tasks: Tasks,
+}
+
+impl FileProps {
+    /// A file with neither notification nor tasks.
+    const PLAIN: Self = Self {
+        notify: false,
+        tasks: Tasks::None,
+    };
+}
+
 /// One interface file.
 struct FileSpec {
     name: &'static str,
     scope: Scope,
     handler: Handler,
+    props: FileProps,
 }
 
 impl FileSpec {
@@ -397,6 +449,7 @@ const fn core(
             read: Some(read),
             write,
         },
+        props: FileProps::PLAIN,
     }
 }
 
@@ -408,6 +461,26 @@ const fn mem(name: &'static str, scope: Scope, read: MemRead, write: Option<MemW
             read: Some(read),
             write,
         },
+        props: FileProps::PLAIN,
+    }
+}
+
+/// `spec` with `props`.
+const fn with(props: FileProps, spec: FileSpec) -> FileSpec {
+    FileSpec { props, ..spec }
+}
+
+/// The props of an events file (`cgroup_file_notify`).
+const NOTIFY: FileProps = FileProps {
+    notify: true,
+    tasks: Tasks::None,
+};
+
+/// The props of a file on the cgroup's tasks.
+const fn tasks(tasks: Tasks) -> FileProps {
+    FileProps {
+        notify: false,
+        tasks,
     }
 }
 
@@ -425,18 +498,25 @@ const FILES: &[FileSpec] = &[
         |_, cg| line(if cg.subtree_memory() { "memory" } else { "" }),
         Some(write_subtree_control),
     ),
-    core("cgroup.procs", Scope::All, read_procs, Some(write_procs)),
-    core(
-        "cgroup.threads",
-        Scope::All,
-        |fs, cg| ids_text(&fs.tree.threads(cg)),
-        Some(write_threads),
+    with(
+        tasks(Tasks::Ids { threadgroup: true }),
+        core("cgroup.procs", Scope::All, read_procs, Some(write_procs)),
+    ),
+    with(
+        tasks(Tasks::Ids { threadgroup: false }),
+        core(
+            "cgroup.threads",
+            Scope::All,
+            |fs, cg| ids_text(&fs.tree.threads(cg)),
+            Some(write_threads),
+        ),
     ),
     core("cgroup.stat", Scope::All, read_cgroup_stat, None),
     FileSpec {
         name: "memory.pressure",
         scope: Scope::Pressure,
         handler: Handler::Pressure,
+        props: FileProps::PLAIN,
     },
     core(
         "cgroup.pressure",
@@ -451,24 +531,34 @@ const FILES: &[FileSpec] = &[
             read: None,
             write: Some(write_kill),
         },
+        props: tasks(Tasks::WritesAll),
     },
-    core(
-        "cgroup.events",
-        Scope::NotOnRoot,
-        |fs, cg| {
-            format!(
-                "populated {}\nfrozen {}\n",
-                u8::from(fs.tree.populated(cg)),
-                u8::from(cg.is_frozen())
-            )
+    with(
+        FileProps {
+            notify: true,
+            tasks: Tasks::ShowsLive,
         },
-        None,
+        core(
+            "cgroup.events",
+            Scope::NotOnRoot,
+            |fs, cg| {
+                format!(
+                    "populated {}\nfrozen {}\n",
+                    u8::from(fs.tree.populated(cg)),
+                    u8::from(cg.is_frozen())
+                )
+            },
+            None,
+        ),
     ),
-    core(
-        "cgroup.freeze",
-        Scope::NotOnRoot,
-        |_, cg| line(u8::from(cg.freeze_requested())),
-        Some(write_freeze),
+    with(
+        tasks(Tasks::WritesAll),
+        core(
+            "cgroup.freeze",
+            Scope::NotOnRoot,
+            |_, cg| line(u8::from(cg.freeze_requested())),
+            Some(write_freeze),
+        ),
     ),
     core(
         "cgroup.type",
@@ -498,6 +588,7 @@ const FILES: &[FileSpec] = &[
         name: "memory.peak",
         scope: Scope::MemoryNotOnRoot,
         handler: Handler::Peak(PeakOf::Memory),
+        props: FileProps::PLAIN,
     },
     mem(
         "memory.min",
@@ -527,17 +618,23 @@ const FILES: &[FileSpec] = &[
             })
         }),
     ),
-    mem(
-        "memory.events",
-        Scope::MemoryNotOnRoot,
-        |_, m| events_text(m, EventsFile::Memory),
-        None,
+    with(
+        NOTIFY,
+        mem(
+            "memory.events",
+            Scope::MemoryNotOnRoot,
+            |_, m| events_text(m, EventsFile::Memory),
+            None,
+        ),
     ),
-    mem(
-        "memory.events.local",
-        Scope::MemoryNotOnRoot,
-        |_, m| events_text(m, EventsFile::MemoryLocal),
-        None,
+    with(
+        NOTIFY,
+        mem(
+            "memory.events.local",
+            Scope::MemoryNotOnRoot,
+            |_, m| events_text(m, EventsFile::MemoryLocal),
+            None,
+        ),
     ),
     mem("memory.stat", Scope::Memory, |_, m| stat_text(m), None),
     mem(
@@ -559,6 +656,7 @@ const FILES: &[FileSpec] = &[
             read: None,
             write: Some(write_reclaim),
         },
+        props: FileProps::PLAIN,
     },
     mem(
         "memory.swap.current",
@@ -586,12 +684,16 @@ const FILES: &[FileSpec] = &[
         name: "memory.swap.peak",
         scope: Scope::MemoryNotOnRoot,
         handler: Handler::Peak(PeakOf::Swap),
+        props: FileProps::PLAIN,
     },
-    mem(
-        "memory.swap.events",
-        Scope::MemoryNotOnRoot,
-        |_, m| events_text(m, EventsFile::Swap),
-        None,
+    with(
+        NOTIFY,
+        mem(
+            "memory.swap.events",
+            Scope::MemoryNotOnRoot,
+            |_, m| events_text(m, EventsFile::Swap),
+            None,
+        ),
     ),
     mem(
         "memory.zswap.current",
@@ -1035,6 +1137,13 @@ impl OpenFile {
     /// The path it was opened at.
     pub fn path(&self) -> &str {
         &self.path
+    }
+
+    /// What the file table says of the file beyond reading and writing
+    /// (whether the kernel notifies pollers, what it has to do with
+    /// tasks).
+    pub fn props(&self) -> FileProps {
+        self.spec.props
     }
 
     /// Whether the opener may make real-time triggers on a pressure file
@@ -1508,6 +1617,52 @@ mod tests {
         assert_eq!(parse_pages("15E"), Ok(PAGE_COUNTER_MAX), "clamped");
         assert_eq!(format_pages(PAGE_COUNTER_MAX), "max");
         assert_eq!(format_pages(3), "12288");
+    }
+
+    /// The table's props name the files the kernel notifies and those on
+    /// the cgroup's tasks, and an open file carries its file's.
+    #[test]
+    fn props_name_the_notified_and_task_files() {
+        let named = |pred: fn(&FileProps) -> bool| -> Vec<&str> {
+            FILES
+                .iter()
+                .filter(|f| pred(&f.props))
+                .map(|f| f.name)
+                .collect()
+        };
+        assert_eq!(
+            named(|p| p.notify),
+            [
+                "cgroup.events",
+                "memory.events",
+                "memory.events.local",
+                "memory.swap.events"
+            ]
+        );
+        assert_eq!(
+            named(|p| p.tasks != Tasks::None),
+            [
+                "cgroup.procs",
+                "cgroup.threads",
+                "cgroup.kill",
+                "cgroup.events",
+                "cgroup.freeze"
+            ]
+        );
+        let fs = CgroupFs::default();
+        fs.mkdir("/a").unwrap();
+        let props = |path: &str| fs.open(path, Access::Read).unwrap().props();
+        assert_eq!(
+            props("/cgroup.procs").tasks,
+            Tasks::Ids { threadgroup: true }
+        );
+        assert_eq!(
+            props("/a/cgroup.threads").tasks,
+            Tasks::Ids { threadgroup: false }
+        );
+        assert_eq!(props("/a/cgroup.kill").tasks, Tasks::WritesAll);
+        assert!(props("/a/cgroup.events").notify);
+        assert_eq!(props("/memory.stat"), FileProps::PLAIN);
     }
 
     #[test]

@@ -8,6 +8,11 @@
 //!   rendering. Each `write(2)` is one write to the file, and its errno
 //!   goes back to the writer (`echo: write error: Device or resource
 //!   busy`).
+//! - What an interface file needs beyond reading and writing comes from
+//!   the library's file table (`OpenFile::props`), never from its name:
+//!   whether `poll(2)` waits for the kernel's notification, whether the
+//!   exited host processes are pruned before it is served, and whether it
+//!   lists or takes pids (in the caller's pid namespace).
 //! - Files of `--fs` mounts are read and written through the simulator's
 //!   page cache, charged to the memory cgroup of the process making the
 //!   request ([`HostProcs`]).
@@ -30,7 +35,7 @@ use fuser::{
     ReplyWrite, Request, WriteFlags,
 };
 use memcg::Errno;
-use memcg::cgroupfs::{Access, OpenFile};
+use memcg::cgroupfs::{Access, OpenFile, Tasks};
 use memcg::psi::PressurePoll;
 use memcg_sim::{CurrentTask, Sim};
 
@@ -83,19 +88,6 @@ enum Handle {
     File(memcg::fs::File),
     /// A directory's entries as they were at `opendir`.
     Dir(Vec<(u64, FileType, String)>),
-}
-
-/// Whether the kernel notifies pollers of the interface file at `path`
-/// (`cgroup_file_notify`: the events files).
-fn notifies(path: &str) -> bool {
-    [
-        "/memory.events",
-        "/memory.events.local",
-        "/memory.swap.events",
-        "/cgroup.events",
-    ]
-    .iter()
-    .any(|f| path.ends_with(f))
 }
 
 /// What `poll(2)` on a pressure file (`memory.pressure`,
@@ -310,7 +302,7 @@ impl SimFs {
                 }
                 let seen = match access {
                     Access::Write => None,
-                    _ if notifies(cg_path) => file.read().ok(),
+                    _ if file.props().notify => file.read().ok(),
                     _ => None,
                 };
                 Ok(Handle::Cgroup {
@@ -368,19 +360,6 @@ impl SimFs {
         Ok(bytes[start..end].to_vec())
     }
 
-    /// Files whose contents depend on which host processes live: the
-    /// dead ones are dropped before they are read.
-    fn depends_on_tasks(path: &str) -> bool {
-        ["cgroup.procs", "cgroup.events", "cgroup.threads"]
-            .iter()
-            .any(|f| path.ends_with(f))
-    }
-
-    /// Files that list pids (as the reader's pid namespace numbers them).
-    fn lists_pids(path: &str) -> bool {
-        path.ends_with("/cgroup.procs") || path.ends_with("/cgroup.threads")
-    }
-
     fn read_handle(
         &self,
         handle: &mut Handle,
@@ -394,7 +373,10 @@ impl SimFs {
                 rendered,
                 seen,
             } => Self::rendered_slice(rendered, offset, size, || {
-                if offset == 0 && Self::depends_on_tasks(file.path()) {
+                // Contents that show which host processes live: the dead
+                // ones are dropped first.
+                let tasks = file.props().tasks;
+                if offset == 0 && tasks != Tasks::None {
                     self.host.prune();
                 }
                 let text = file.read().map_err(|e| e.errno)?;
@@ -402,8 +384,8 @@ impl SimFs {
                     // Reading takes the event in (`of->event` catches up).
                     *seen = Some(text.clone());
                 }
-                Ok(match PidNs::of(req.pid()) {
-                    Some(ns) if Self::lists_pids(file.path()) => pidns::pids_as_seen(&ns, &text),
+                Ok(match (PidNs::of(req.pid()), tasks) {
+                    (Some(ns), Tasks::Ids { .. }) => pidns::pids_as_seen(&ns, &text),
                     _ => text,
                 })
             }),
@@ -447,20 +429,21 @@ impl SimFs {
                 // what follows a NUL is never looked at, UTF-8 or not.
                 let value = data.split(|&b| b == 0).next().unwrap_or_default();
                 let text = std::str::from_utf8(value).map_err(|_| Errno::EINVAL)?;
-                if file.path().ends_with("/cgroup.procs") {
-                    let pid = self.procs_pid(req, text)?;
-                    file.write(&pid.to_string()).map_err(|e| e.errno)?;
-                } else if file.path().ends_with("/cgroup.threads") {
-                    let pid = self.threads_pid(req, text)?;
-                    file.write(&pid.to_string()).map_err(|e| e.errno)?;
-                } else if file.path().ends_with("/cgroup.kill")
-                    || file.path().ends_with("/cgroup.freeze")
-                {
-                    // Every process in the cgroup now, forks included.
-                    self.host.prune();
-                    file.write(text).map_err(|e| e.errno)?;
-                } else {
-                    file.write(text).map_err(|e| e.errno)?;
+                match file.props().tasks {
+                    Tasks::Ids { threadgroup: true } => {
+                        let pid = self.procs_pid(req, text)?;
+                        file.write(&pid.to_string()).map_err(|e| e.errno)?;
+                    }
+                    Tasks::Ids { threadgroup: false } => {
+                        let pid = self.threads_pid(req, text)?;
+                        file.write(&pid.to_string()).map_err(|e| e.errno)?;
+                    }
+                    Tasks::WritesAll => {
+                        // Every process in the cgroup now, forks included.
+                        self.host.prune();
+                        file.write(text).map_err(|e| e.errno)?;
+                    }
+                    Tasks::None | Tasks::ShowsLive => file.write(text).map_err(|e| e.errno)?,
                 }
             }
             Handle::Kernel { writer, .. } => {
