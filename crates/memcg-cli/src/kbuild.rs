@@ -214,10 +214,7 @@ pub fn run(args: &KbuildArgs) -> anyhow::Result<()> {
         results,
     };
     print(&report);
-    if let Some(path) = &args.json {
-        report::write_json(path, &report)?;
-        println!("wrote {}", path.display());
-    }
+    report::save_json(args.json.as_deref(), &report)?;
     Ok(())
 }
 

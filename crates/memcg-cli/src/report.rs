@@ -384,10 +384,7 @@ impl ReportFiles {
         report: &impl Serialize,
         chart: impl FnOnce() -> Chart<'a>,
     ) -> anyhow::Result<()> {
-        if let Some(path) = &self.json {
-            write_json(path, report)?;
-            println!("wrote {}", path.display());
-        }
+        save_json(self.json.as_deref(), report)?;
         if let Some(path) = &self.svg {
             write_svg(path, &chart())?;
             println!("wrote {}", path.display());
@@ -414,6 +411,16 @@ pub fn check_writable(paths: impl IntoIterator<Item = impl AsRef<Path>>) -> anyh
         if !existed {
             let _ = std::fs::remove_file(path);
         }
+    }
+    Ok(())
+}
+
+/// Writes `value` as JSON to `path` where one is asked for (`--json`),
+/// saying so on stdout: the tail every report shares.
+pub fn save_json(path: Option<&Path>, value: &impl Serialize) -> anyhow::Result<()> {
+    if let Some(path) = path {
+        write_json(path, value)?;
+        println!("wrote {}", path.display());
     }
     Ok(())
 }

@@ -189,10 +189,7 @@ pub(crate) fn readers(args: &ReadersArgs) -> anyhow::Result<()> {
         results,
     };
     print_report(&report);
-    if let Some(path) = &args.json {
-        report::write_json(path, &report)?;
-        println!("wrote {}", path.display());
-    }
+    report::save_json(args.json.as_deref(), &report)?;
     if let Some(path) = &args.svg {
         report::write_svg(path, &chart(&report))?;
         println!("wrote {}", path.display());

@@ -12,7 +12,9 @@
 //! (repetitions outermost, the designs of a configuration interleaved) and
 //! settles each design's rounds of work so that a timed phase lasts
 //! `--min-phase-ms`; [`timing`] times a phase and the CPU share its threads
-//! got.
+//! got. The benches that run tasks on `memcg-sim` (swap, reclaim, zswap)
+//! share [`tasks`]: machine sizing, set-up threads, the hardware limits
+//! measured alongside, rates. No bench file imports from another.
 
 pub mod charge;
 pub mod fuse;
@@ -22,6 +24,7 @@ pub mod reclaim;
 mod schedule;
 pub mod swap;
 pub mod swap_cgroup;
+mod tasks;
 pub(crate) mod timing;
 pub mod zswap;
 

@@ -29,7 +29,9 @@ use memcg::vmscan::LruList;
 use memcg_sim::{Fill, Sim, SimConfig};
 use serde::Serialize;
 
-use super::swap::{Limit, gib_per_s, in_parallel, measure_limit, parse_size, rate_stdev};
+use super::tasks::{
+    DEVICE_SLACK_BYTES, Limit, gib_per_s, in_parallel, measure_limit, parse_size, rate_stdev,
+};
 use super::timing::Phased;
 use super::{Benchmark, CommonArgs, Interleaved, Runs, Sample, Timed, run_plan, timed_threads};
 use crate::report::{self, Chart, Panel, PhaseFacts, Progress, ReportHead, Series, Stats};
@@ -77,10 +79,6 @@ impl ReclaimArgs {
 pub fn run(args: &ReclaimArgs) -> anyhow::Result<()> {
     run_plan(&Plan::of(args)?, &args.common.files)
 }
-
-/// Swap space beyond the working set, per thread and once more: partly
-/// used clusters (2 MiB each) and the header page.
-const DEVICE_SLACK_BYTES: u64 = 4 << 20;
 
 /// What one timed phase did.
 #[derive(Debug, Clone, Copy, Default)]

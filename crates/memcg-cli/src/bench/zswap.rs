@@ -37,7 +37,7 @@ use memcg_sim::fill::{fill_page, stream};
 use memcg_sim::{Fill, Sim, SimConfig};
 use serde::Serialize;
 
-use super::swap::{check_size, gib_per_s, machine_bytes_for, parse_size, rate_stdev};
+use super::tasks::{check_size, gib_per_s, machine_bytes_for, parse_size, rate_stdev};
 use super::{Benchmark, CommonArgs, Interleaved, Runs, Sample, Timed, run_plan, timed_threads};
 use crate::report::{self, Chart, Panel, PhaseFacts, Progress, ReportHead, Series, Stats};
 
