@@ -1,6 +1,12 @@
-//! The `memcg` command: benchmarks that compare the kernel's memory-cgroup
-//! designs with ours (and, as the simulator grows, a cgroup v2 shell and the
-//! seeds' reproductions).
+//! The `memcg` command, the front ends of the simulated machine: `sh` (a
+//! cgroup v2 shell over a fresh machine), `mount` and `run` (the machine
+//! served over FUSE to real programs), `workload` (kbuild, usemem and seed
+//! 002's readers on their own), `bench` (each of our designs measured
+//! against the ones it replaces, in one run) and `reproduce` (every seed
+//! experiment for every design, with a verdict against the seeds' figures).
+//!
+//! Each subcommand parses its flags here and runs in its own module; none
+//! keeps state between runs.
 
 mod bench;
 mod fuse;

@@ -156,17 +156,18 @@ fn ci_installs_a_c_compiler_and_python3_where_missing() {
     assert!(tools < ci.find("cargo ").unwrap(), "before the first cargo");
 }
 
-/// `--help` and the README say exactly what `--mem` bounds (qa C1): the
-/// simulated kernel's charges and own pages, and the host bookkeeping per
-/// cgroup beyond them.
+/// `--help` and the docs of `memcg sh` (docs/sh.md, "The simulated
+/// machine", moved there from the README) say exactly what `--mem` bounds
+/// (qa C1): the simulated kernel's charges and own pages, and the host
+/// bookkeeping per cgroup beyond them.
 #[test]
-fn the_help_and_readme_say_what_mem_bounds() {
+fn the_help_and_sh_docs_say_what_mem_bounds() {
     let out = Command::new(assert_cmd::cargo::cargo_bin!("memcg"))
         .args(["sh", "--help"])
         .output()
         .unwrap();
     let help = String::from_utf8(out.stdout).unwrap();
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(repo().join("docs/sh.md")).unwrap();
     let flat = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
     let (help, readme) = (flat(&help), flat(&readme));
     for needle in [
@@ -177,6 +178,6 @@ fn the_help_and_readme_say_what_mem_bounds() {
         "per cgroup without",
     ] {
         assert!(help.contains(needle), "sh --help lacks {needle:?}: {help}");
-        assert!(readme.contains(needle), "README lacks {needle:?}");
+        assert!(readme.contains(needle), "docs/sh.md lacks {needle:?}");
     }
 }
