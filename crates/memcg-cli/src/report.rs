@@ -589,38 +589,14 @@ where
     DB::ErrorType: 'static,
 {
     let categories = &chart.x_categories;
-    let (x_min, x_max) = if categories.is_empty() {
-        x_range(panel)
-    } else {
-        (0.0, categories.len().saturating_sub(1) as f64)
-    };
-    let pad = if categories.is_empty() {
-        ((x_max - x_min) * 0.05).max(0.25)
-    } else {
-        0.5
-    };
-    let x_axis = x_min - pad..x_max + pad;
+    let (x_min, x_max, x_axis) = x_axis(panel, categories);
     let mut ctx = ChartBuilder::on(area)
         .caption(&panel.title, ("sans-serif", 18))
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(56)
         .build_cartesian_2d(x_axis.clone(), 0.0..y_top(panel))?;
-    // X values are counts or category indices: label whole numbers only.
-    let label = |x: &f64| {
-        if (x - x.round()).abs() > 1e-9 {
-            String::new()
-        } else if categories.is_empty() {
-            format!("{x:.0}")
-        } else {
-            let i = x.round();
-            (i >= 0.0)
-                .then(|| categories.get(i as usize))
-                .flatten()
-                .cloned()
-                .unwrap_or_default()
-        }
-    };
+    let label = |x: &f64| x_tick_label(*x, categories);
     ctx.configure_mesh()
         .x_desc(chart.x_label)
         .y_desc(panel.y_label.as_deref().unwrap_or(chart.y_label))
@@ -654,6 +630,39 @@ where
         .border_style(BLACK)
         .draw()?;
     Ok(())
+}
+
+/// A panel's x extent (its points', or the categories' indices) and the
+/// drawn axis: that extent padded.
+fn x_axis(panel: &Panel, categories: &[String]) -> (f64, f64, std::ops::Range<f64>) {
+    let (x_min, x_max) = if categories.is_empty() {
+        x_range(panel)
+    } else {
+        (0.0, categories.len().saturating_sub(1) as f64)
+    };
+    let pad = if categories.is_empty() {
+        ((x_max - x_min) * 0.05).max(0.25)
+    } else {
+        0.5
+    };
+    (x_min, x_max, x_min - pad..x_max + pad)
+}
+
+/// The label of tick `x`. X values are counts or category indices: label
+/// whole numbers only.
+fn x_tick_label(x: f64, categories: &[String]) -> String {
+    if (x - x.round()).abs() > 1e-9 {
+        String::new()
+    } else if categories.is_empty() {
+        format!("{x:.0}")
+    } else {
+        let i = x.round();
+        (i >= 0.0)
+            .then(|| categories.get(i as usize))
+            .flatten()
+            .cloned()
+            .unwrap_or_default()
+    }
 }
 
 /// The smallest and largest x of a panel's points (0 and 1 when it has

@@ -328,6 +328,14 @@ fn markdown(report: &ReproduceReport, out: &Path) -> anyhow::Result<String> {
 }
 
 fn kbuild_markdown(report: &ReproduceReport) -> String {
+    let mut md = kbuild_seed_figures(report.jobs);
+    md.push_str(&kbuild_run_table(report));
+    md.push_str(&kbuild_inside_table(report));
+    md
+}
+
+/// The section's opening: the set-up, and the seeds' published figures.
+fn kbuild_seed_figures(jobs: usize) -> String {
     let mut md = format!(
         "## Kernel build in a memcg (seeds 000/003)\n\n{} jobs (the seed: 96), 16 MiB of \
          memory.max per job with 4K folios, 21 MiB with 64K (the seed: 1.5G and 2G), RAM \
@@ -335,7 +343,7 @@ fn kbuild_markdown(report: &ReproduceReport) -> String {
          The seeds' published figures (`make -j96` on 96 CPUs; before: the device lock, \
          `locked`; after: `packed`):\n\n\
          | seed | build | before | after | after/before |\n|---|---|---|---|---|\n",
-        report.jobs
+        jobs
     );
     for (seed, build, figure) in [
         (
@@ -362,7 +370,12 @@ fn kbuild_markdown(report: &ReproduceReport) -> String {
             figure.ratio()
         ));
     }
-    md.push_str(
+    md
+}
+
+/// This run's builds beside the seeds' ratios, and the verdicts.
+fn kbuild_run_table(report: &ReproduceReport) -> String {
+    let mut md = String::from(
         "\nThis run (**measured**, medians over the repetitions):\n\n\
          | folio | swap_cgroup | wall s | CPU s | CPU vs locked | wall vs locked | seed: sys after/before | seed: real after/before |\n\
          |---|---|---|---|---|---|---|---|\n",
@@ -392,14 +405,19 @@ fn kbuild_markdown(report: &ReproduceReport) -> String {
             md.push_str(&format!("{folio_kib}K folios: {verdict}\n\n"));
         }
     }
-    md.push_str(&format!(
+    md
+}
+
+/// What swap_cgroup's calls cost inside those builds (sampled timing).
+fn kbuild_inside_table(report: &ReproduceReport) -> String {
+    let mut md = format!(
         "Inside those builds (**measured**: one swap_cgroup call in {SAMPLE_EVERY} per \
          thread timed, clock overhead subtracted; medians over repetitions). `calls` \
          counts every record, clear and lookup; the critical section is the time a call \
          holds the device lock (`locked`) or a cluster lock (`cluster`).\n\n\
          | folio | swap_cgroup | calls per build | calls per job-second | ns per call | lock wait ns | critical section ns | share of CPU |\n\
          |---|---|---|---|---|---|---|---|\n"
-    ));
+    );
     for r in &report.kbuild {
         md.push_str(&format!(
             "| {}K | {} | {} | {:.0} | {:.1} | {:.1} | {:.1} | {:.3}% |\n",
@@ -506,7 +524,15 @@ fn swap_markdown(swap: &Value) -> String {
         ));
     }
     md.push('\n');
-    for (experiment, _, seed) in experiments {
+    md.push_str(&swap_verdicts(&experiments, &results));
+    md
+}
+
+/// Seed 000's verdict per experiment, from `packed`'s and `locked`'s rows
+/// of `results`.
+fn swap_verdicts(experiments: &[(&str, &str, seeds::Published)], results: &[&Value]) -> String {
+    let mut md = String::new();
+    for &(experiment, _, seed) in experiments {
         let row = |design: &str| {
             let r = results
                 .iter()
@@ -625,6 +651,15 @@ fn readers_markdown(readers: &Value) -> String {
         ));
     }
     md.push('\n');
+    md.push_str(&readers_verdicts(&rows, after_later / before_later));
+    md
+}
+
+/// Seed 002's verdicts: the later-run slowdown of the seed's designs, and
+/// the patch's (`legacy` → `split`) against the seed's own ratio
+/// `seed_split_over_legacy` of later runs.
+fn readers_verdicts(rows: &[ReadersRow], seed_split_over_legacy: f64) -> String {
+    let mut md = String::new();
     for row in rows.iter().filter(|r| r.is_the_seeds()) {
         if let Some(f) = &row.facts {
             md.push_str(&format!(
@@ -643,7 +678,7 @@ fn readers_markdown(readers: &Value) -> String {
     if let (Some(legacy), Some(split)) = (later("legacy"), later("split")) {
         let ratio = Stats::of(split).median / Stats::of(legacy).median;
         let noise = seeds::ratio_noise(split, legacy);
-        let verdict = seeds::not_worse(after_later / before_later, ratio, noise, "`split`");
+        let verdict = seeds::not_worse(seed_split_over_legacy, ratio, noise, "`split`");
         md.push_str(&format!(
             "The patch (list_lru `legacy` → `split`, folios pinned as in v6.14), later runs: \
              {verdict}\n\n"

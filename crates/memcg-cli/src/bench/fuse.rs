@@ -180,9 +180,18 @@ impl Bench {
 
     /// `ops` operations of `op` by `way` on thread `t`'s cgroup and file.
     fn run(&self, op: Op, way: Way, t: usize, ops: u64) -> anyhow::Result<()> {
+        match way {
+            Way::Mount => self.run_on_mount(op, t, ops),
+            Way::InProcess => self.run_in_process(op, t, ops),
+            Way::Kernel => self.run_on_kernel(op, t, ops),
+        }
+    }
+
+    /// `op` through the FUSE mount: system calls on its files.
+    fn run_on_mount(&self, op: Op, t: usize, ops: u64) -> anyhow::Result<()> {
         let cg = format!("/t{t}");
-        match (op, way) {
-            (Op::CatCurrent, Way::Mount) => {
+        match op {
+            Op::CatCurrent => {
                 let path = self.on_mount(&format!("/sys/fs/cgroup{cg}/memory.current"));
                 let mut buf = Vec::with_capacity(64);
                 for _ in 0..ops {
@@ -191,24 +200,43 @@ impl Bench {
                     ensure!(!buf.is_empty(), "memory.current read empty");
                 }
             }
-            (Op::CatCurrent, Way::InProcess) => {
+            Op::PollCurrent => {
+                let path = self.on_mount(&format!("/sys/fs/cgroup{cg}/memory.current"));
+                poll_loop(ops, &std::fs::File::open(path)?)?;
+            }
+            Op::EchoHigh => {
+                let path = self.on_mount(&format!("/sys/fs/cgroup{cg}/memory.high"));
+                for i in 0..ops {
+                    let mut f = std::fs::OpenOptions::new().write(true).open(&path)?;
+                    f.write_all(high_value(i).as_bytes())?;
+                }
+            }
+            Op::MkdirRmdir => {
+                let path = self.on_mount(&format!("/sys/fs/cgroup{cg}-d"));
+                for _ in 0..ops {
+                    std::fs::create_dir(&path)?;
+                    std::fs::remove_dir(&path)?;
+                }
+            }
+            Op::Read128k => {
+                let file = std::fs::File::open(self.on_mount(&format!("/data/f{t}")))?;
+                read_loop(ops, |buf, at| Ok(file.read_at(buf, at)?))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `op` as the library's call in this process.
+    fn run_in_process(&self, op: Op, t: usize, ops: u64) -> anyhow::Result<()> {
+        let cg = format!("/t{t}");
+        match op {
+            Op::CatCurrent => {
                 let path = format!("{cg}/memory.current");
                 for _ in 0..ops {
                     ensure!(!self.sim.fs().read(&path)?.is_empty());
                 }
             }
-            (Op::CatCurrent, Way::Kernel) => {
-                let mut buf = Vec::with_capacity(64);
-                for _ in 0..ops {
-                    buf.clear();
-                    std::fs::File::open("/proc/sys/vm/swappiness")?.read_to_end(&mut buf)?;
-                }
-            }
-            (Op::PollCurrent, Way::Mount) => {
-                let path = self.on_mount(&format!("/sys/fs/cgroup{cg}/memory.current"));
-                poll_loop(ops, &std::fs::File::open(path)?)?;
-            }
-            (Op::PollCurrent, Way::InProcess) => {
+            Op::PollCurrent => {
                 let file = self.sim.fs().open(
                     &format!("{cg}/memory.current"),
                     memcg::cgroupfs::Access::Read,
@@ -217,41 +245,20 @@ impl Bench {
                     ensure!(!file.read()?.is_empty());
                 }
             }
-            (Op::PollCurrent, Way::Kernel) => {
-                poll_loop(ops, &std::fs::File::open("/proc/sys/vm/swappiness")?)?;
-            }
-            (Op::EchoHigh, Way::Mount) => {
-                let path = self.on_mount(&format!("/sys/fs/cgroup{cg}/memory.high"));
-                for i in 0..ops {
-                    let mut f = std::fs::OpenOptions::new().write(true).open(&path)?;
-                    f.write_all(high_value(i).as_bytes())?;
-                }
-            }
-            (Op::EchoHigh, Way::InProcess) => {
+            Op::EchoHigh => {
                 let path = format!("{cg}/memory.high");
                 for i in 0..ops {
                     self.sim.fs().write(&path, &high_value(i))?;
                 }
             }
-            (Op::MkdirRmdir, Way::Mount) => {
-                let path = self.on_mount(&format!("/sys/fs/cgroup{cg}-d"));
-                for _ in 0..ops {
-                    std::fs::create_dir(&path)?;
-                    std::fs::remove_dir(&path)?;
-                }
-            }
-            (Op::MkdirRmdir, Way::InProcess) => {
+            Op::MkdirRmdir => {
                 let path = format!("{cg}-d");
                 for _ in 0..ops {
                     self.sim.fs().mkdir(&path)?;
                     self.sim.fs().rmdir(&path)?;
                 }
             }
-            (Op::Read128k, Way::Mount) => {
-                let file = std::fs::File::open(self.on_mount(&format!("/data/f{t}")))?;
-                read_loop(ops, |buf, at| Ok(file.read_at(buf, at)?))?;
-            }
-            (Op::Read128k, Way::InProcess) => {
+            Op::Read128k => {
                 let (sb, name) = self
                     .sim
                     .resolve_file(&format!("/data/f{t}"))
@@ -260,11 +267,28 @@ impl Bench {
                 let file = sb.open_file(&memcg, &name, false)?;
                 read_loop(ops, |buf, at| Ok(file.read_at(&memcg, at, buf)?))?;
             }
-            (Op::Read128k, Way::Kernel) => {
+        }
+        Ok(())
+    }
+
+    /// `op` on the host kernel's own file where one exists.
+    fn run_on_kernel(&self, op: Op, t: usize, ops: u64) -> anyhow::Result<()> {
+        match op {
+            Op::CatCurrent => {
+                let mut buf = Vec::with_capacity(64);
+                for _ in 0..ops {
+                    buf.clear();
+                    std::fs::File::open("/proc/sys/vm/swappiness")?.read_to_end(&mut buf)?;
+                }
+            }
+            Op::PollCurrent => {
+                poll_loop(ops, &std::fs::File::open("/proc/sys/vm/swappiness")?)?;
+            }
+            Op::Read128k => {
                 let file = std::fs::File::open(self.shm.path().join(format!("f{t}")))?;
                 read_loop(ops, |buf, at| Ok(file.read_at(buf, at)?))?;
             }
-            (op, way) => bail!("{} has no {} way", op.name(), way.name()),
+            op => bail!("{} has no {} way", op.name(), Way::Kernel.name()),
         }
         Ok(())
     }

@@ -186,34 +186,13 @@ fn run(channel: &UnixStream, cmd: Vec<OsString>) -> i32 {
         libc::sigprocmask(libc::SIG_BLOCK, &signals, std::ptr::null_mut());
     }
     let mut created = Vec::new();
-    let fuse_dev = loop {
-        match ToInit::receive(channel) {
-            Ok(Some(ToInit::Created(dir))) => created.push(dir),
-            Ok(Some(ToInit::Go { fuse_dev })) => break fuse_dev,
-            Ok(Some(ToInit::Signal(_))) => {}
-            // The server failed or died before the machine was up.
-            Ok(None) | Err(_) => {
-                remove_created(&created);
-                return 1;
-            }
-        }
+    let Some(fuse_dev) = wait_for_go(channel, &mut created) else {
+        // The server failed or died before the machine was up.
+        remove_created(&created);
+        return 1;
     };
-    let listener = match enter_own_namespaces(fuse_dev) {
-        Ok(()) => seccomp::install_sync_filter(),
-        Err(e) => {
-            eprintln!("memcg run: {e:#}");
-            return 1;
-        }
-    };
-    let listener = match listener {
-        Ok(fd) => Some(fd),
-        Err(e) => {
-            eprintln!(
-                "memcg run: warning: sync(2) and syncfs(2) will not reach the simulated \
-                 filesystems (seccomp user notification: {e})"
-            );
-            None
-        }
+    let Some(listener) = enter_machine(fuse_dev) else {
+        return 1;
     };
     let ready = ToServer::Ready {
         listener: listener.as_ref().map(AsRawFd::as_raw_fd),
@@ -222,8 +201,68 @@ fn run(channel: &UnixStream, cmd: Vec<OsString>) -> i32 {
         remove_created(&created);
         return 1;
     }
+    let cmd_pid = match spawn_cmd(&cmd) {
+        Ok(pid) => pid,
+        Err(status) => return status,
+    };
+    // SAFETY: this process leaves its group for one of its own; CMD,
+    // forked already, stays in the server's.
+    unsafe {
+        libc::setpgid(0, 0);
+    }
+    let status = supervise(channel, cmd_pid, &signals);
+    if status.is_none() {
+        kill_everything();
+        remove_created(&created);
+    }
+    // The listener stays open until now: the server took its copy.
+    drop(listener);
+    status.unwrap_or(128 + libc::SIGKILL)
+}
+
+/// Reads the server's messages until it says go (returning the FUSE
+/// device to expect), recording the `--fs` directories it created;
+/// `None` when the server failed or died first.
+fn wait_for_go(channel: &UnixStream, created: &mut Vec<PathBuf>) -> Option<u64> {
+    loop {
+        match ToInit::receive(channel) {
+            Ok(Some(ToInit::Created(dir))) => created.push(dir),
+            Ok(Some(ToInit::Go { fuse_dev })) => return Some(fuse_dev),
+            Ok(Some(ToInit::Signal(_))) => {}
+            Ok(None) | Err(_) => return None,
+        }
+    }
+}
+
+/// Enters the machine's namespaces and installs the sync(2)/syncfs(2)
+/// filter: `Some` with its listener (`None` inside where the filter could
+/// not be installed, with a warning), or `None` when the namespaces could
+/// not be entered (said on stderr).
+fn enter_machine(fuse_dev: u64) -> Option<Option<OwnedFd>> {
+    let listener = match enter_own_namespaces(fuse_dev) {
+        Ok(()) => seccomp::install_sync_filter(),
+        Err(e) => {
+            eprintln!("memcg run: {e:#}");
+            return None;
+        }
+    };
+    Some(match listener {
+        Ok(fd) => Some(fd),
+        Err(e) => {
+            eprintln!(
+                "memcg run: warning: sync(2) and syncfs(2) will not reach the simulated \
+                 filesystems (seccomp user notification: {e})"
+            );
+            None
+        }
+    })
+}
+
+/// Starts CMD with no signal blocked; its pid, or the status to exit
+/// with when it cannot start (1 for no CMD, 127 not found, 126 else).
+fn spawn_cmd(cmd: &[OsString]) -> Result<libc::pid_t, i32> {
     let Some((program, args)) = cmd.split_first() else {
-        return 1;
+        return Err(1);
     };
     let mut command = std::process::Command::new(program);
     command.args(args);
@@ -244,29 +283,16 @@ fn run(channel: &UnixStream, cmd: Vec<OsString>) -> i32 {
             });
         }
     }
-    let cmd_pid = match command.spawn() {
-        Ok(child) => child.id() as libc::pid_t,
+    match command.spawn() {
+        Ok(child) => Ok(child.id() as libc::pid_t),
         Err(e) => {
             eprintln!("memcg run: {}: {e}", Path::new(program).display());
-            return match e.kind() {
+            Err(match e.kind() {
                 io::ErrorKind::NotFound => 127,
                 _ => 126,
-            };
+            })
         }
-    };
-    // SAFETY: this process leaves its group for one of its own; CMD,
-    // forked already, stays in the server's.
-    unsafe {
-        libc::setpgid(0, 0);
     }
-    let status = supervise(channel, cmd_pid, &signals);
-    if status.is_none() {
-        kill_everything();
-        remove_created(&created);
-    }
-    // The listener stays open until now: the server took its copy.
-    drop(listener);
-    status.unwrap_or(128 + libc::SIGKILL)
 }
 
 /// Reaps every child, forwards the server's signals to CMD, until CMD

@@ -146,44 +146,14 @@ impl Options {
                 break;
             }
             if let Some(long) = arg.strip_prefix("--") {
-                let (name, value) = match long.split_once('=') {
-                    Some((n, v)) => (n, Some(v.to_owned())),
-                    None => (long, None),
-                };
-                if name == "regexp" {
-                    let pattern = value
-                        .or_else(|| args.next().cloned())
-                        .ok_or(UsageError::MissingArgument('e'))?;
-                    o.add_patterns(&pattern);
-                    explicit_pattern = true;
-                    continue;
-                }
-                match FLAGS.iter().find(|(_, n)| *n == name) {
-                    Some(&(c, _)) if value.is_none() => o.flag(c)?,
-                    _ => return Err(UsageError::UnrecognizedOption(arg.clone())),
-                }
+                explicit_pattern |= o.long_option(arg, long, &mut args)?;
                 continue;
             }
             let Some(cluster) = arg.strip_prefix('-').filter(|c| !c.is_empty()) else {
                 operands.push(arg.clone());
                 continue;
             };
-            for (i, c) in cluster.char_indices() {
-                if c == 'e' {
-                    let rest = &cluster[i + 1..];
-                    let pattern = if rest.is_empty() {
-                        args.next()
-                            .cloned()
-                            .ok_or(UsageError::MissingArgument('e'))?
-                    } else {
-                        rest.to_owned()
-                    };
-                    o.add_patterns(&pattern);
-                    explicit_pattern = true;
-                    break;
-                }
-                o.flag(c)?;
-            }
+            explicit_pattern |= o.short_options(cluster, &mut args)?;
         }
         let mut operands = operands.into_iter();
         if !explicit_pattern {
@@ -195,6 +165,57 @@ impl Options {
             return Err(UsageError::Operands);
         }
         Ok(o)
+    }
+
+    /// One long option `arg` (`--` and `long`), taking its argument from
+    /// `args` where it needs one; true when it gave a pattern.
+    fn long_option(
+        &mut self,
+        arg: &str,
+        long: &str,
+        args: &mut std::slice::Iter<'_, String>,
+    ) -> Result<bool, UsageError> {
+        let (name, value) = match long.split_once('=') {
+            Some((n, v)) => (n, Some(v.to_owned())),
+            None => (long, None),
+        };
+        if name == "regexp" {
+            let pattern = value
+                .or_else(|| args.next().cloned())
+                .ok_or(UsageError::MissingArgument('e'))?;
+            self.add_patterns(&pattern);
+            return Ok(true);
+        }
+        match FLAGS.iter().find(|(_, n)| *n == name) {
+            Some(&(c, _)) if value.is_none() => self.flag(c)?,
+            _ => return Err(UsageError::UnrecognizedOption(arg.to_owned())),
+        }
+        Ok(false)
+    }
+
+    /// A cluster of short options (`-ivn`, `-epattern`, `-e pattern`);
+    /// true when it gave a pattern.
+    fn short_options(
+        &mut self,
+        cluster: &str,
+        args: &mut std::slice::Iter<'_, String>,
+    ) -> Result<bool, UsageError> {
+        for (i, c) in cluster.char_indices() {
+            if c == 'e' {
+                let rest = &cluster[i + 1..];
+                let pattern = if rest.is_empty() {
+                    args.next()
+                        .cloned()
+                        .ok_or(UsageError::MissingArgument('e'))?
+                } else {
+                    rest.to_owned()
+                };
+                self.add_patterns(&pattern);
+                return Ok(true);
+            }
+            self.flag(c)?;
+        }
+        Ok(false)
     }
 
     fn flag(&mut self, c: char) -> Result<(), UsageError> {
@@ -434,28 +455,10 @@ pub(super) fn cmd_grep(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failur
         } else {
             String::new()
         };
-        let mut count = 0usize;
-        for (n, line) in text.lines().enumerate() {
-            if matcher.is_match(line) == options.invert {
-                continue;
-            }
-            count += 1;
-            if options.quiet {
-                // grep -q stops at the first selected line, status 0.
-                return Ok(());
-            }
-            if options.files_with_matches {
-                break;
-            }
-            if !options.count {
-                let number = if options.line_number {
-                    format!("{}:", n + 1)
-                } else {
-                    String::new()
-                };
-                sh.print(&format!("{prefix}{number}{line}\n"))?;
-            }
-        }
+        let Some(count) = select_lines(sh, &options, &matcher, &prefix, &text)? else {
+            // grep -q stops at the first selected line, status 0.
+            return Ok(());
+        };
         selected_any |= count > 0;
         if options.files_with_matches {
             if count > 0 {
@@ -472,6 +475,40 @@ pub(super) fn cmd_grep(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failur
     } else {
         1
     })
+}
+
+/// Prints the lines of `text` that `matcher` selects (each after
+/// `prefix`, unless `-c`, `-l` or `-q` print less); returns how many it
+/// selected (for `-l`, 1 at the first), or `None` for `-q` at the first.
+fn select_lines(
+    sh: &mut Shell<'_>,
+    options: &Options,
+    matcher: &Regex,
+    prefix: &str,
+    text: &str,
+) -> Result<Option<usize>, Failure> {
+    let mut count = 0usize;
+    for (n, line) in text.lines().enumerate() {
+        if matcher.is_match(line) == options.invert {
+            continue;
+        }
+        count += 1;
+        if options.quiet {
+            return Ok(None);
+        }
+        if options.files_with_matches {
+            break;
+        }
+        if !options.count {
+            let number = if options.line_number {
+                format!("{}:", n + 1)
+            } else {
+                String::new()
+            };
+            sh.print(&format!("{prefix}{number}{line}\n"))?;
+        }
+    }
+    Ok(Some(count))
 }
 
 #[cfg(test)]
