@@ -782,36 +782,15 @@ fn balance_dirty_pages(tree: &CgroupTree, wb: &dyn ThrottledWb, pages_dirtied: u
         let max_pause = wb_max_pause(sdtc.wb_dirty);
         let (min_pause, nr_dirtied_pause) = wb_min_pause(max_pause, task_ratelimit);
         let mut t = task();
-        // Over the limit (a zero rate): the longest pause.
-        let pause = match (HZ * pages_dirtied).checked_div(task_ratelimit) {
-            None => max_pause,
-            Some(period) => {
-                let mut pause = period as i64;
-                if let Some(when) = t.paused_when {
-                    pause -= now as i64 - when as i64;
-                }
-                if pause < min_pause as i64 {
-                    // Not worth a sleep: carry the debt into the task's
-                    // virtual time (or forgive it after a second of thinking).
-                    if pause < -(HZ as i64) {
-                        t.paused_when = Some(now);
-                        t.nr_dirtied = 0;
-                    } else if period > 0 {
-                        t.paused_when = Some(t.paused_when.unwrap_or(now) + period);
-                        t.nr_dirtied = 0;
-                    } else if t.nr_dirtied_pause <= pages_dirtied {
-                        t.nr_dirtied_pause += pages_dirtied;
-                    }
-                    set_task(t);
-                    return;
-                }
-                let mut pause = pause as u64;
-                if pause > max_pause {
-                    now += (pause - max_pause).min(max_pause);
-                    pause = max_pause;
-                }
-                pause
-            }
+        let Some(pause) = throttle_pause(
+            &mut t,
+            &mut now,
+            pages_dirtied,
+            task_ratelimit,
+            (min_pause, max_pause),
+        ) else {
+            set_task(t);
+            return;
         };
         wb.pause(Duration::from_millis(pause * 1000 / HZ));
         t.paused_when = Some(now + pause);
@@ -826,6 +805,48 @@ fn balance_dirty_pages(tree: &CgroupTree, wb: &dyn ThrottledWb, pages_dirtied: u
             return;
         }
     }
+}
+
+/// The pause, in jiffies, for a task that dirtied `pages_dirtied` at
+/// `task_ratelimit` (pages per second) since it last paused, between
+/// `min_pause` and `max_pause` (`pauses`); `None` when it is not worth a
+/// sleep, the debt carried into `t`'s virtual time instead. A pause cut to
+/// `max_pause` moves `now` on by what was cut (at most `max_pause`).
+fn throttle_pause(
+    t: &mut TaskDirty,
+    now: &mut u64,
+    pages_dirtied: u64,
+    task_ratelimit: u64,
+    (min_pause, max_pause): (u64, u64),
+) -> Option<u64> {
+    // Over the limit (a zero rate): the longest pause.
+    let Some(period) = (HZ * pages_dirtied).checked_div(task_ratelimit) else {
+        return Some(max_pause);
+    };
+    let mut pause = period as i64;
+    if let Some(when) = t.paused_when {
+        pause -= *now as i64 - when as i64;
+    }
+    if pause < min_pause as i64 {
+        // Not worth a sleep: carry the debt into the task's
+        // virtual time (or forgive it after a second of thinking).
+        if pause < -(HZ as i64) {
+            t.paused_when = Some(*now);
+            t.nr_dirtied = 0;
+        } else if period > 0 {
+            t.paused_when = Some(t.paused_when.unwrap_or(*now) + period);
+            t.nr_dirtied = 0;
+        } else if t.nr_dirtied_pause <= pages_dirtied {
+            t.nr_dirtied_pause += pages_dirtied;
+        }
+        return None;
+    }
+    let mut pause = pause as u64;
+    if pause > max_pause {
+        *now += (pause - max_pause).min(max_pause);
+        pause = max_pause;
+    }
+    Some(pause)
 }
 
 #[cfg(all(test, not(loom)))]
