@@ -1048,6 +1048,7 @@ fn write_reclaim(fs: &CgroupFs, m: &Arc<MemCgroup>, value: &str) -> Result<(), W
             })?;
         swappiness = Some(value as u32);
     }
+    debug_assert!(swappiness.is_none_or(|v| v <= 200));
     fs.tree
         .reclaim_proactive(m, bytes / PAGE_SIZE, swappiness)
         .map_err(|errno| {
@@ -1183,6 +1184,18 @@ impl OpenFile {
 
     /// Reads the whole file.
     pub fn read(&self) -> Result<String, FsError> {
+        let text = self.read_text()?;
+        // Every cgroup file's text is whole lines (seq_file shows).
+        debug_assert!(
+            text.is_empty() || text.ends_with('\n'),
+            "{}: {text:?} does not end a line",
+            self.path
+        );
+        Ok(text)
+    }
+
+    /// The text [`OpenFile::read`] returns, from the file's handler.
+    fn read_text(&self) -> Result<String, FsError> {
         if !self.access.reads() {
             return Err(FsError::new(
                 Errno::EBADF,
@@ -1256,6 +1269,7 @@ impl OpenFile {
             ));
         }
         let value = value.split('\0').next().unwrap_or_default();
+        debug_assert!(!value.contains('\0') && value.len() <= MAX_WRITE_BYTES);
         let result = match (&self.target, self.spec.handler) {
             (Target::Cgroup(cg), Handler::Core { write: Some(w), .. }) => {
                 self.check_live(cg)?;
@@ -1333,6 +1347,10 @@ impl OpenFile {
     /// it, and it becomes this descriptor's value.
     fn peak_write(&mut self, m: &MemCgroup, which: PeakOf) {
         let mut watchers = lock(m.peak_watchers(which == PeakOf::Swap));
+        // A written descriptor is on its counter's list exactly once.
+        debug_assert!(self.peak.as_ref().is_none_or(|mine| {
+            watchers.iter().filter(|w| Arc::ptr_eq(w, mine)).count() == 1
+        }));
         let usage = which.counter(m).reset_local_watermark();
         for w in watchers.iter() {
             if usage > w.value() {
@@ -1345,6 +1363,9 @@ impl OpenFile {
             w
         });
         mine.set(usage);
+        // No written descriptor shows less than the peak restarted here.
+        debug_assert!(watchers.iter().all(|w| w.value() >= usage));
+        debug_assert_eq!(mine.value(), usage);
     }
 }
 
@@ -1355,7 +1376,11 @@ impl Drop for OpenFile {
         else {
             return;
         };
-        lock(m.peak_watchers(which == PeakOf::Swap)).retain(|w| !Arc::ptr_eq(w, mine));
+        let mut watchers = lock(m.peak_watchers(which == PeakOf::Swap));
+        let before = watchers.len();
+        watchers.retain(|w| !Arc::ptr_eq(w, mine));
+        // It was listed once (peak_write), and now is not.
+        debug_assert_eq!(watchers.len() + 1, before);
     }
 }
 
@@ -1470,6 +1495,7 @@ impl CgroupFs {
             // `memcg sh` runs): the cgroup kernfs root has no
             // KERNFS_ROOT_EXTRA_OPEN_PERM_CHECK, so opening a read-only
             // file for writing succeeds and the write fails (EINVAL).
+            debug_assert!(spec.visible_in(&cg));
             let pressure_epoch = cg.psi().switch_offs();
             let target = match spec.handler {
                 Handler::Core { .. } | Handler::Pressure => Target::Cgroup(cg),
