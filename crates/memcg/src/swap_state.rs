@@ -341,6 +341,8 @@ impl SwapSystem {
             Err(WritebackError::Gone)
         };
         device.uncache(slot, 1).expect("the claim holds the slot");
+        // Written back: zswap holds the page no more; failed: it does again.
+        debug_assert!(result.is_err() || !self.zswap.contains(slot));
         drop(shard);
         result
     }
@@ -501,6 +503,7 @@ impl SwapSystem {
                 .expect("slot just allocated");
             entries.push(entry);
         }
+        debug_assert_eq!(entries.len() as u64, nr_pages);
         let runs: Vec<(SwapEntry, u32)> = entries.iter().map(|&e| (e, 1)).collect();
         if let Err(e) = self
             .tree
@@ -570,6 +573,7 @@ impl SwapSystem {
         shadow_target: Option<&MemCgroup>,
     ) -> Result<SwapEntry, SwapOutError> {
         let nr = folio.nr();
+        debug_assert!(nr.is_power_of_two(), "a folio is 2^order pages");
         let (entry, device) = self.alloc_charged(&folio.memcg(), nr)?;
         self.cache
             .shard(entry)
@@ -660,6 +664,8 @@ impl SwapSystem {
             });
             first_page += nr;
         }
+        // The pieces are the folio's pages, each once, in order.
+        debug_assert_eq!(out.iter().map(|p| p.nr).sum::<u32>(), first_page);
         out
     }
 
@@ -730,6 +736,7 @@ impl SwapSystem {
         faulting: &Arc<MemCgroup>,
         gfp: Gfp,
     ) -> Result<(Arc<Folio>, bool), SwapInError> {
+        debug_assert!(nr.is_power_of_two(), "a folio is 2^order pages");
         // `get_swap_device`: once per fault.
         let device = self.swapfiles.device(entry)?;
         let (claim, slot) = {
@@ -807,6 +814,8 @@ impl SwapSystem {
             return Ok(Written::Zero);
         }
         if self.zswap.store(folio, entry).is_ok() {
+            // The slot's claim keeps what was stored until it is written.
+            debug_assert!(self.zswap.contains(entry));
             return Ok(Written::Zswap);
         }
         if self.zswap.enabled() && !folio.memcg().zswap_writeback_enabled() {
@@ -900,6 +909,7 @@ impl SwapSystem {
             // Read from the device, not zswap: protect zswap's entries.
             Zswap::folio_swapin(&charged);
         }
+        debug_assert_eq!(folio.nr(), nr);
         Ok(Arc::new(folio))
     }
 
@@ -931,6 +941,7 @@ impl SwapSystem {
         // the shard lock we hold; nobody else can take a reference.
         debug_assert!(matches!(device.count(entry), Ok(1)));
         let cached = shard.remove(&entry);
+        debug_assert!(!shard.contains_key(&entry));
         self.uncharge_freed(entry, nr);
         if let Some(Ok(folio)) = cached.map(|slot| slot.wait()) {
             folio
@@ -949,6 +960,13 @@ impl SwapSystem {
         self.tree
             .swap_uncharge(&self.swap_cgroup, entry, nr)
             .expect("a live entry has a swap_cgroup map");
+        // Nothing of the slots is left to find: no zswap page, no owner
+        // record (the slots' last reference holds them meanwhile).
+        debug_assert!((0..u64::from(nr))
+            .all(|i| entry.add(i).is_ok_and(|e| !self.zswap.contains(e))));
+        debug_assert!(
+            !self.swap_cgroup.is_enabled() || matches!(self.swap_cgroup.lookup(entry), Ok(0))
+        );
     }
 
     /// Drops a mapping's reference to the folio at `entry` without faulting
@@ -1038,9 +1056,6 @@ impl SwapSystem {
     }
 }
 
-/// Writes the folio's pages to `device`, or only marks them in the zero
-/// bitmap when the folio is zero as a whole (`swap_writepage`); returns
-/// which.
 /// Where a swapped-out folio's pages went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Written {
