@@ -153,7 +153,7 @@ pub(crate) struct Accounting {
 
 impl Accounting {
     pub(crate) fn new(parent: Option<&Accounting>) -> Self {
-        Self {
+        let acct = Self {
             memory: Arc::new(PageCounter::new(
                 parent.map(|p| Arc::clone(&p.memory)),
                 true,
@@ -161,7 +161,11 @@ impl Accounting {
             swap: Arc::new(PageCounter::new(parent.map(|p| Arc::clone(&p.swap)), false)),
             zswap_max: AtomicU64::new(PAGE_COUNTER_MAX),
             counts: Counts::default(),
-        }
+        };
+        // A new cgroup starts with nothing charged and no limit.
+        debug_assert!(acct.memory.usage() == 0 && acct.swap.usage() == 0);
+        debug_assert_eq!(acct.memory.max(), PAGE_COUNTER_MAX);
+        acct
     }
 }
 
@@ -170,7 +174,10 @@ impl MemCgroup {
     /// [`CgroupTree::uncharge`] does; a folio needs no tree for it). More
     /// than was charged here is clamped (see [`CgroupTree::uncharge`]).
     pub(crate) fn uncharge_pages(&self, nr_pages: u64, kind: ChargeKind) {
+        let asked = nr_pages;
         let nr_pages = self.unpin_pages(nr_pages);
+        // An over-uncharge is clamped to what this cgroup holds, never raised.
+        debug_assert!(nr_pages <= asked);
         self.memory().uncharge(nr_pages);
         self.account(kind, -(nr_pages as i64));
     }
@@ -246,7 +253,9 @@ impl CgroupTree {
             cg.uncharge_pages(nr_pages, kind);
             return;
         }
+        let asked = nr_pages;
         let nr_pages = cg.unpin_pages(nr_pages);
+        debug_assert!(nr_pages <= asked);
         cg.account(kind, -(nr_pages as i64));
         stocks.refill(cg, nr_pages);
     }
@@ -312,12 +321,18 @@ impl CgroupTree {
             nr_pages
         };
         loop {
+            // The loop's bounds: it ends (each retry spends one of these).
+            debug_assert!(batch >= nr_pages && (batch == nr_pages || stocking));
+            debug_assert!(retries <= MAX_RECLAIM_RETRIES);
+            debug_assert!(fruitless_oom_passes <= MAX_FRUITLESS_OOM_PASSES);
             if stocking && stocks.consume(cg, nr_pages) {
                 return Ok(());
             }
             let over = match cg.memory().try_charge(batch) {
                 Ok(()) => {
                     if batch > nr_pages {
+                        // Less than a batch is left over for the stock.
+                        debug_assert!(batch - nr_pages < MEMCG_CHARGE_BATCH);
                         stocks.refill(cg, batch - nr_pages);
                     }
                     // memory.high's work: now, or on the way back to
@@ -341,6 +356,7 @@ impl CgroupTree {
             // page allocator's business (global reclaim, then the global
             // OOM killer), with no memory cgroup events.
             let global = over.is_root();
+            debug_assert!(std::ptr::eq(&**cg, &*over) || cg.ancestors().any(|a| Arc::ptr_eq(a, &over)));
             let nomem = || {
                 if global {
                     ChargeError::MachineOutOfMemory {
@@ -527,6 +543,7 @@ impl CgroupTree {
             let penalty = (calculate_high_delay(nr_pages, mem_find_max_overage(cg))
                 + calculate_high_delay(nr_pages, swap_find_max_overage(cg)))
             .min(MEMCG_MAX_HIGH_DELAY_JIFFIES);
+            debug_assert!(retries <= MAX_RECLAIM_RETRIES);
             if penalty <= HZ / 100 {
                 return;
             }
@@ -621,6 +638,7 @@ impl CgroupTree {
         let mut reclaimed_total = 0;
         while reclaimed_total < nr_pages {
             let batch = (nr_pages - reclaimed_total) / 4;
+            debug_assert!(batch < nr_pages - reclaimed_total || batch == 0);
             let reclaimed = self.reclaim_memcg(cg, batch, opts);
             if reclaimed == 0 {
                 if retries == 0 {
@@ -630,6 +648,7 @@ impl CgroupTree {
             }
             reclaimed_total += reclaimed;
         }
+        debug_assert!(reclaimed_total >= nr_pages);
         Ok(())
     }
 
@@ -712,7 +731,10 @@ fn calculate_overage(usage: u64, high: u64) -> u64 {
         return 0;
     }
     let over = u128::from(usage - high) << 20;
-    u64::try_from(over / u128::from(high.max(1))).unwrap_or(u64::MAX)
+    let overage = u64::try_from(over / u128::from(high.max(1))).unwrap_or(u64::MAX);
+    // Over by at least 1/2^20 of high, or by any page when high is 0.
+    debug_assert!(overage > 0 || (high > 0 && (usage - high) << 20 < high));
+    overage
 }
 
 /// The kernel's own pages come out of the machine: the root's counter,
@@ -736,11 +758,13 @@ pub(super) fn owner_of_counter(
     counter: &PageCounter,
     which: fn(&MemCgroup) -> &PageCounter,
 ) -> Arc<MemCgroup> {
-    std::iter::once(cg)
+    let owner = std::iter::once(cg)
         .chain(cg.ancestors())
         .find(|c| std::ptr::eq(which(c), counter))
         .cloned()
-        .expect("the refusing counter is on the cgroup's chain")
+        .expect("the refusing counter is on the cgroup's chain");
+    debug_assert!(std::ptr::eq(which(&owner), counter));
+    owner
 }
 
 impl fmt::Debug for Accounting {
