@@ -1348,9 +1348,11 @@ impl OpenFile {
     fn peak_write(&mut self, m: &MemCgroup, which: PeakOf) {
         let mut watchers = lock(m.peak_watchers(which == PeakOf::Swap));
         // A written descriptor is on its counter's list exactly once.
-        debug_assert!(self.peak.as_ref().is_none_or(|mine| {
-            watchers.iter().filter(|w| Arc::ptr_eq(w, mine)).count() == 1
-        }));
+        debug_assert!(
+            self.peak.as_ref().is_none_or(|mine| {
+                watchers.iter().filter(|w| Arc::ptr_eq(w, mine)).count() == 1
+            })
+        );
         let usage = which.counter(m).reset_local_watermark();
         for w in watchers.iter() {
             if usage > w.value() {

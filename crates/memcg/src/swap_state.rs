@@ -962,8 +962,9 @@ impl SwapSystem {
             .expect("a live entry has a swap_cgroup map");
         // Nothing of the slots is left to find: no zswap page, no owner
         // record (the slots' last reference holds them meanwhile).
-        debug_assert!((0..u64::from(nr))
-            .all(|i| entry.add(i).is_ok_and(|e| !self.zswap.contains(e))));
+        debug_assert!(
+            (0..u64::from(nr)).all(|i| entry.add(i).is_ok_and(|e| !self.zswap.contains(e)))
+        );
         debug_assert!(
             !self.swap_cgroup.is_enabled() || matches!(self.swap_cgroup.lookup(entry), Ok(0))
         );

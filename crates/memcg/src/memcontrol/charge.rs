@@ -356,7 +356,9 @@ impl CgroupTree {
             // page allocator's business (global reclaim, then the global
             // OOM killer), with no memory cgroup events.
             let global = over.is_root();
-            debug_assert!(std::ptr::eq(&**cg, &*over) || cg.ancestors().any(|a| Arc::ptr_eq(a, &over)));
+            debug_assert!(
+                std::ptr::eq(&**cg, &*over) || cg.ancestors().any(|a| Arc::ptr_eq(a, &over))
+            );
             let nomem = || {
                 if global {
                     ChargeError::MachineOutOfMemory {
