@@ -36,7 +36,7 @@
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use memcg::memcontrol::Cgroup;
+use memcg::cgroup::Cgroup;
 
 use crate::mm::Task;
 use crate::{Inner, SimError, lock};

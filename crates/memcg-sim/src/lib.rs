@@ -45,11 +45,11 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 pub use fill::Fill;
 use memcg::Errno;
+use memcg::cgroup::{Cgroup, TaskHooks};
 use memcg::cgroupfs::{CgroupFs, FsError};
 use memcg::folio::Folio;
 use memcg::memcontrol::{
-    Cgroup, ChargeError, Gfp, MemCgroup, MemcgReclaim, ReclaimOptions, TaskHooks, TreeConfig,
-    VmEvent,
+    ChargeError, Gfp, MemCgroup, MemcgReclaim, ReclaimOptions, TreeConfig, VmEvent,
 };
 use memcg::mm_types::PAGE_BYTES;
 use memcg::psi::PsiTask;

@@ -30,8 +30,9 @@
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError, Weak};
 
+use memcg::cgroup::Cgroup;
 use memcg::folio::Folio;
-use memcg::memcontrol::{Cgroup, CgroupTree, MemCgroup};
+use memcg::memcontrol::{CgroupTree, MemCgroup};
 use memcg::mm_types::PAGE_BYTES;
 use memcg::psi::PsiTask;
 use memcg::swapops::SwapEntry;

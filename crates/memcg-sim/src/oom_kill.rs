@@ -26,7 +26,8 @@
 use std::cell::RefCell;
 use std::sync::{Arc, Weak};
 
-use memcg::memcontrol::{Cgroup, CgroupTree, MemCgroup, OomHandler, OomOutcome};
+use memcg::cgroup::Cgroup;
+use memcg::memcontrol::{CgroupTree, MemCgroup, OomHandler, OomOutcome};
 use memcg::psi::{PsiRunning, PsiTask};
 
 use crate::mm::{OOM_SCORE_ADJ_MIN, Task};

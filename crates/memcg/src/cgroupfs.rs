@@ -90,10 +90,10 @@
 use std::fmt;
 use std::fmt::Write as _;
 
+use crate::cgroup::{CGROUP_LIMIT_MAX, Cgroup, CgroupError, MemoryController};
 use crate::errno::Errno;
 use crate::memcontrol::{
-    CGROUP_LIMIT_MAX, Cgroup, CgroupError, CgroupTree, MemCgroup, MemcgEvent, MemcgStat,
-    MemoryController, PeakWatcher, TreeConfig, VmEvent,
+    CgroupTree, MemCgroup, MemcgEvent, MemcgStat, PeakWatcher, TreeConfig, VmEvent,
 };
 use crate::mm_types::PAGE_SIZE;
 use crate::page_counter::{PAGE_COUNTER_MAX, PageCounter};

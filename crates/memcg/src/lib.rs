@@ -68,11 +68,11 @@
 //!   (creates missing ancestors) and [`mkdir_in`](memcontrol::CgroupTree::mkdir_in)
 //!   (a child of a memory cgroup you hold, by name) return the new
 //!   [`MemCgroup`](memcontrol::MemCgroup), which is what you charge: use
-//!   these. [`create`](memcontrol::CgroupTree::create) and
-//!   [`create_all`](memcontrol::CgroupTree::create_all) return the
-//!   [`Cgroup`](memcontrol::Cgroup) (the directory) and also create
+//!   these. [`create`](cgroup::CgroupRoot::create) and
+//!   [`create_all`](cgroup::CgroupRoot::create_all) return the
+//!   [`Cgroup`](cgroup::Cgroup) (the directory) and also create
 //!   cgroups without the memory controller, for trees built with
-//!   [`MemoryController::SubtreeControl`](memcontrol::MemoryController::SubtreeControl)
+//!   [`MemoryController::SubtreeControl`](cgroup::MemoryController::SubtreeControl)
 //!   (as on a cgroup v2 mount). Paths are absolute.
 //! - **Every cgroup has a memory cgroup** with
 //!   [`TreeConfig::default()`](memcontrol::TreeConfig) (`MemoryController::Everywhere`).
@@ -102,7 +102,7 @@
 //!   [`ListLruConfig::max_items`](list_lru::ListLruConfig::max_items)
 //!   (2^20 by default); the list_lru keeps only the links.
 //! - **Errors are typed** and each maps to the kernel's errno
-//!   (`errno()`): [`CgroupError`](memcontrol::CgroupError),
+//!   (`errno()`): [`CgroupError`](cgroup::CgroupError),
 //!   [`ChargeError`](memcontrol::ChargeError),
 //!   [`ListLruError`](list_lru::ListLruError), [`SwapCgroupError`].
 //! - The tree, its cgroups, list_lrus, swap_cgroup maps and zswap are
@@ -130,7 +130,8 @@
 //! | [`page_counter`] | mm/page_counter.c (+ the old res_counter) | hierarchical counters, limits, protection   |
 //! | [`swap_cgroup`]  | mm/swap_cgroup.c                       | swap slot → owning cgroup id (five designs)    |
 //! | [`swapfile`]     | mm/swapfile.c, drivers/block/brd.c     | swap devices, clusters, slot counts, backends  |
-//! | [`memcontrol`]   | mm/memcontrol.c, kernel/cgroup/cgroup.c | cgroups, memory cgroups, charges, swap accounting, events, hooks |
+//! | [`cgroup`]       | kernel/cgroup/cgroup.c, kernel/cgroup/freezer.c | the cgroup hierarchy: mkdir/rmdir, subtree_control, limits, tasks, freezer |
+//! | [`memcontrol`]   | mm/memcontrol.c                        | memory cgroups, charges, swap accounting, events, hooks |
 //! | [`folio`]        | include/linux/mm_types.h (`struct folio`) | pages of real bytes that carry their charge |
 //! | [`list_lru`]     | mm/list_lru.c                          | per-cgroup per-node LRUs (split, legacy)       |
 //! | [`psi`]          | kernel/sched/psi.c                     | memory pressure stall information              |
@@ -150,6 +151,7 @@
 //! swaps for loom's model-checked types; the loom models live in
 //! `tests/loom_*.rs`.
 
+pub mod cgroup;
 pub mod cgroupfs;
 pub mod clock;
 pub mod errno;

@@ -1,19 +1,22 @@
-//! Cgroups and memory cgroups: the tree, ids, lifecycle and references
-//! (mm/memcontrol.c, with the parts of kernel/cgroup/cgroup.c they rely on).
+//! Memory cgroups: the tree, ids, lifecycle and references
+//! (mm/memcontrol.c).
 //!
 //! # Cgroups and their memory cgroups
 //!
-//! A [`Cgroup`] is a directory of the hierarchy: a name, children, tasks,
-//! `cgroup.subtree_control`. A [`MemCgroup`] is the memory controller's
+//! A [`Cgroup`] is a directory of the hierarchy, kept by the cgroup core
+//! ([`crate::cgroup`]). A [`MemCgroup`] is the memory controller's
 //! state for one cgroup (the kernel's memcg css): an id, counters, events,
 //! list_lru lists. A cgroup has one while the memory controller is on for
-//! it, as the tree's [`MemoryController`] mode says: in every cgroup
-//! (`Everywhere`, the library default, for hierarchies of tenants), or, as
-//! on a cgroup v2 mount, in the children of cgroups with `memory` in their
-//! `cgroup.subtree_control` (`SubtreeControl`). A cgroup without one charges
-//! its tasks' memory to its nearest ancestor's ([`Cgroup::effective_memcg`]).
-//! Only memory cgroups take ids, so the 65535-id limit applies to them
-//! alone.
+//! it, as the tree's [`MemoryController`] mode says. A cgroup without one
+//! charges its tasks' memory to its nearest ancestor's
+//! ([`Cgroup::effective_memcg`]). Only memory cgroups take ids, so the
+//! 65535-id limit applies to them alone.
+//!
+//! A [`CgroupTree`] is a hierarchy with the memory controller: it holds the
+//! cgroup core's [`CgroupRoot`] and derefs to it for the cgroup operations
+//! (mkdir, rmdir, `cgroup.subtree_control`, tasks), and is the memory
+//! controller the core calls when a memory cgroup goes online or offline
+//! (the core's `CgroupSubsys`).
 //!
 //! # Using it
 //!
@@ -21,8 +24,8 @@
 //! exist), [`CgroupTree::mkdir_p`] (missing ancestors too) or
 //! [`CgroupTree::mkdir_in`] (a named child of a memory cgroup you hold):
 //! each returns the new [`MemCgroup`], which is what charges, limits,
-//! events and statistics are on. [`CgroupTree::create`] and
-//! [`CgroupTree::create_all`] are their counterparts for a tree in
+//! events and statistics are on. [`CgroupRoot::create`] and
+//! [`CgroupRoot::create_all`] are their counterparts for a tree in
 //! [`MemoryController::SubtreeControl`] mode, where a cgroup may have no
 //! memory cgroup: they return the [`Cgroup`].
 //!
@@ -106,29 +109,24 @@
 //! - Ids are `1..=max_ids` (65535 by default, `MEM_CGROUP_ID_MAX`); the root
 //!   has id 1 and is never offlined. An id resolves ([`CgroupTree::lookup`])
 //!   exactly while its pin count is non-zero.
-//! - A removed cgroup has no live children and never gains any; a dying
-//!   memory cgroup never comes back online (`+memory` makes a new one).
+//! - A dying memory cgroup never comes back online (`+memory` makes a new
+//!   one).
 //! - A memory cgroup's parent is its cgroup's parent's memory cgroup (the
 //!   controller is enabled top-down).
 //!
 //! # Locking
 //!
-//! `cgroup_mutex` serialises mkdir, rmdir and `cgroup.subtree_control`
-//! writes (tree shape, ids, offline work). Each cgroup's children map and
-//! memory cgroup slot have their own mutexes so that readers (path lookup,
-//! iteration, charging) never wait for offline work. The id table is read
-//! lock-free. The registry of memcg-aware list_lrus has its own mutex
-//! (`list_lrus_mutex`), always taken inside `cgroup_mutex` when both are.
-//! The freezer's counts (and `nr_descendants`, which it compares with
-//! them) change under the freezer lock (`freezer.rs`), taken inside
-//! `cgroup_mutex`.
+//! The cgroup core's `cgroup_mutex` serialises mkdir, rmdir and
+//! `cgroup.subtree_control` writes, so memory cgroups go online and
+//! offline (ids, offline work) under it ([`crate::cgroup`]'s locking). The
+//! id table is read lock-free. The registry of memcg-aware list_lrus has
+//! its own mutex (`list_lrus_mutex`), always taken inside `cgroup_mutex`
+//! when both are.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 mod charge;
 mod entry;
-mod freezer;
 mod hooks;
 mod kmem;
 mod metadata;
@@ -141,9 +139,8 @@ mod watermark;
 use charge::Accounting;
 pub use charge::{ChargeError, ChargeKind, Gfp};
 pub use entry::KernelEntry;
-use freezer::FreezerState;
 use hooks::Hooks;
-pub use hooks::{MemcgReclaim, OomHandler, OomOutcome, ReclaimOptions, TaskHooks};
+pub use hooks::{MemcgReclaim, OomHandler, OomOutcome, ReclaimOptions};
 pub use kmem::{ObjCgroup, PageTableCharge, SlabKind};
 pub use metadata::MemcgMetadata;
 use metadata::MetadataCharge;
@@ -152,10 +149,10 @@ use stock::ChargeStocks;
 pub use stock::MEMCG_CHARGE_BATCH;
 pub use watermark::Watermarks;
 
+use crate::cgroup::{Cgroup, CgroupError, CgroupRoot, CgroupSubsys, MemoryController};
 use crate::errno::Errno;
 use crate::idr::{IdAllocator, IdTable};
 use crate::page_alloc::PageAllocator;
-use crate::psi::PsiGroup;
 use crate::shrinker::{ShrinkerInfo, Shrinkers};
 use crate::sync::{Arc, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering, lock};
 use crate::vmscan::Lruvec;
@@ -171,132 +168,6 @@ pub const MEM_CGROUP_ID_MAX: u32 = 65535;
 /// Shrinker ids a tree can hand out (the kernel grows its bitmaps; a fixed
 /// bound keeps the per-cgroup bitmaps flat).
 pub const MAX_SHRINKERS: usize = 256;
-
-/// Longest cgroup name (`NAME_MAX`).
-pub const NAME_MAX: usize = 255;
-
-/// `cgroup.max.descendants` and `cgroup.max.depth` when unlimited
-/// (`INT_MAX`, shown as `max`).
-pub const CGROUP_LIMIT_MAX: u32 = i32::MAX as u32;
-
-/// Why a cgroup operation was refused. Nothing changed when one is returned.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CgroupError {
-    /// The path names no cgroup (or its parent is being removed).
-    #[error("{path}: no such cgroup")]
-    NotFound {
-        /// The path asked for.
-        path: String,
-    },
-    /// A cgroup of that name already exists there.
-    #[error("{path}: cgroup exists")]
-    Exists {
-        /// The path asked for.
-        path: String,
-    },
-    /// The request conflicts with the cgroup's state.
-    #[error("{path}: {reason}")]
-    Busy {
-        /// The path asked for.
-        path: String,
-        /// Why it cannot be done.
-        reason: &'static str,
-    },
-    /// Every memory cgroup id is in use (`xa_alloc`: EBUSY).
-    #[error("no free memory cgroup id (all {max} in use)")]
-    NoIds {
-        /// The number of ids the tree has.
-        max: u32,
-    },
-    /// Every shrinker id is in use.
-    #[error("no free shrinker id (all {MAX_SHRINKERS} in use)")]
-    NoShrinkerIds,
-    /// A name that cannot be a directory name.
-    #[error("{name:?} is not a valid cgroup name")]
-    InvalidName {
-        /// The name asked for.
-        name: String,
-    },
-    /// A path that does not start at the root (`/`): the hierarchy has no
-    /// working directory to resolve it against.
-    #[error("{path:?}: not an absolute path")]
-    RelativePath {
-        /// The path given.
-        path: String,
-    },
-    /// A name longer than [`NAME_MAX`].
-    #[error("cgroup name is {len} bytes long, more than {NAME_MAX}")]
-    NameTooLong {
-        /// Its length in bytes.
-        len: usize,
-    },
-    /// The memory controller is not on for that cgroup (it has no memory
-    /// cgroup; enable it in the parent's `cgroup.subtree_control`).
-    #[error("{path}: the memory controller is not enabled there")]
-    NoMemoryController {
-        /// The cgroup's path.
-        path: String,
-    },
-    /// `cgroup.max.descendants` or `cgroup.max.depth` of an ancestor does
-    /// not allow another cgroup there.
-    #[error("{path}: {ancestor}'s cgroup.max.{limit} allows no more cgroups there")]
-    HierarchyLimit {
-        /// The path asked for.
-        path: String,
-        /// The ancestor whose limit refused.
-        ancestor: String,
-        /// `descendants` or `depth`.
-        limit: &'static str,
-    },
-    /// The tree's [`MemoryController`] mode does not allow the change.
-    #[error("the memory controller is on in every cgroup of this tree")]
-    FixedController,
-    /// The parent could not take the new memory cgroup's own metadata
-    /// (see [`CgroupTree::set_memcg_metadata`]).
-    #[error("{path}: no memory for the memory cgroup's metadata")]
-    NoMemory {
-        /// The path asked for.
-        path: String,
-    },
-    /// The root cgroup has no such file (`CFTYPE_NOT_ON_ROOT`).
-    #[error("the root cgroup has no {file}")]
-    NotOnRoot {
-        /// The interface file.
-        file: &'static str,
-    },
-}
-
-impl CgroupError {
-    /// The errno the kernel returns for the same request.
-    pub fn errno(&self) -> Errno {
-        match self {
-            CgroupError::NotFound { .. }
-            | CgroupError::NoMemoryController { .. }
-            | CgroupError::NotOnRoot { .. } => Errno::ENOENT,
-            CgroupError::Exists { .. } => Errno::EEXIST,
-            CgroupError::Busy { .. } | CgroupError::NoIds { .. } => Errno::EBUSY,
-            CgroupError::NoShrinkerIds => Errno::ENOSPC,
-            CgroupError::InvalidName { .. }
-            | CgroupError::RelativePath { .. }
-            | CgroupError::FixedController => Errno::EINVAL,
-            CgroupError::NameTooLong { .. } => Errno::ENAMETOOLONG,
-            CgroupError::HierarchyLimit { .. } => Errno::EAGAIN,
-            CgroupError::NoMemory { .. } => Errno::ENOMEM,
-        }
-    }
-}
-
-/// Which cgroups have a memory cgroup.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum MemoryController {
-    /// Every cgroup: a hierarchy used as a library (tenants, pools), where
-    /// `cgroup.subtree_control` plays no part.
-    #[default]
-    Everywhere,
-    /// The children of cgroups with `memory` in `cgroup.subtree_control`,
-    /// as on a cgroup v2 mount (which starts with it nowhere).
-    SubtreeControl,
-}
 
 /// How to build a [`CgroupTree`].
 #[derive(Debug, Clone, Copy)]
@@ -370,198 +241,11 @@ impl IdSpace {
     }
 }
 
-/// One directory of the hierarchy. Shared as `Arc<Cgroup>`; see the module
-/// docs.
-pub struct Cgroup {
-    serial: u64,
-    name: String,
-    level: u32,
-    parent: Option<Arc<Cgroup>>,
-    children: Mutex<BTreeMap<String, Arc<Cgroup>>>,
-    /// Removed by rmdir (a dying cgroup until released).
-    removed: AtomicBool,
-    /// `memory` in `cgroup.subtree_control`.
-    subtree_memory: AtomicBool,
-    /// The memory cgroup, while the controller is on here.
-    memcg: Mutex<Option<Arc<MemCgroup>>>,
-    mode: MemoryController,
-    /// Live descendants (`nr_descendants`).
-    nr_descendants: AtomicUsize,
-    /// Removed descendants not yet released (`nr_dying_descendants`).
-    nr_dying_descendants: AtomicUsize,
-    /// Offline memory cgroups not yet released, here and below
-    /// (`nr_dying_subsys_memory`).
-    nr_dying_memcgs: AtomicUsize,
-    /// `cgroup.max.descendants`.
-    max_descendants: AtomicU32,
-    /// `cgroup.max.depth`.
-    max_depth: AtomicU32,
-    /// Memory pressure of its tasks and its descendants' (`psi.rs`).
-    psi: PsiGroup,
-    /// `cgroup.freeze` and the frozen state (`freezer.rs`).
-    freezer: Mutex<FreezerState>,
-}
-
+/// The memory controller's side of a cgroup.
 impl Cgroup {
-    fn new(serial: u64, name: &str, parent: Option<&Arc<Cgroup>>, mode: MemoryController) -> Self {
-        Self {
-            serial,
-            name: name.to_owned(),
-            level: parent.map_or(0, |p| p.level + 1),
-            parent: parent.cloned(),
-            children: Mutex::new(BTreeMap::new()),
-            removed: AtomicBool::new(false),
-            subtree_memory: AtomicBool::new(false),
-            memcg: Mutex::new(None),
-            mode,
-            nr_descendants: AtomicUsize::new(0),
-            nr_dying_descendants: AtomicUsize::new(0),
-            nr_dying_memcgs: AtomicUsize::new(0),
-            max_descendants: AtomicU32::new(CGROUP_LIMIT_MAX),
-            max_depth: AtomicU32::new(CGROUP_LIMIT_MAX),
-            psi: PsiGroup::default(),
-            freezer: Mutex::new(FreezerState::default()),
-        }
-    }
-
-    /// Its memory pressure state (its tasks' and its descendants').
-    pub fn psi(&self) -> &PsiGroup {
-        &self.psi
-    }
-
-    /// A number unique to this cgroup for the tree's life.
-    pub fn serial(&self) -> u64 {
-        self.serial
-    }
-
-    /// The directory name ("" for the root).
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// Depth below the root (the root is 0).
-    pub fn level(&self) -> u32 {
-        self.level
-    }
-
-    /// The parent (`None` for the root).
-    pub fn parent(&self) -> Option<&Arc<Cgroup>> {
-        self.parent.as_ref()
-    }
-
-    /// Whether this is the root cgroup.
-    pub fn is_root(&self) -> bool {
-        self.parent.is_none()
-    }
-
-    /// Whether rmdir removed it (it may live on as a dying cgroup).
-    pub fn is_removed(&self) -> bool {
-        // Acquire: pairs with the Release store in `remove_locked`.
-        self.removed.load(Ordering::Acquire)
-    }
-
-    /// The path from the root ("/" for the root, else "/a/b").
-    pub fn path(&self) -> String {
-        let mut names = Vec::new();
-        let mut at = Some(self);
-        while let Some(cg) = at {
-            if !cg.is_root() {
-                names.push(cg.name.as_str());
-            }
-            at = cg.parent.as_deref();
-        }
-        names.reverse();
-        format!("/{}", names.join("/"))
-    }
-
-    /// The live child called `name`, if any.
-    pub fn child(&self, name: &str) -> Option<Arc<Cgroup>> {
-        lock(&self.children).get(name).cloned()
-    }
-
-    /// The live children, in creation order (a snapshot).
-    pub fn children(&self) -> Vec<Arc<Cgroup>> {
-        let mut kids: Vec<_> = lock(&self.children).values().cloned().collect();
-        kids.sort_by_key(|c| c.serial);
-        kids
-    }
-
-    /// The parent, grandparent, ... up to the root.
-    pub fn ancestors(&self) -> impl Iterator<Item = &Arc<Cgroup>> {
-        std::iter::successors(self.parent.as_ref(), |p| p.parent.as_ref())
-    }
-
-    /// This cgroup, then its parent, up to the root.
-    pub fn self_and_ancestors(&self) -> impl Iterator<Item = &Cgroup> {
-        std::iter::once(self).chain(self.ancestors().map(|a| &**a))
-    }
-
-    /// This cgroup and every live descendant, parents before children
-    /// (`css_for_each_descendant_pre`). Each step snapshots one children
-    /// list, so concurrent mkdir/rmdir never break the walk: cgroups created
-    /// meanwhile may or may not be visited, removed ones may still be.
-    pub fn descendants_pre(self: &Arc<Self>) -> DescendantsPre {
-        DescendantsPre {
-            stack: vec![Arc::clone(self)],
-        }
-    }
-
-    /// Live descendants (`nr_descendants` of `cgroup.stat`).
-    pub fn nr_descendants(&self) -> usize {
-        self.nr_descendants.load(Ordering::Relaxed)
-    }
-
-    /// Counts a new live descendant (`cgroup_create`).
-    fn add_descendant(&self) {
-        self.nr_descendants.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// A live descendant was removed: it is dying until released
-    /// (`cgroup_destroy_locked`).
-    fn remove_descendant(&self) {
-        self.nr_descendants.fetch_sub(1, Ordering::Relaxed);
-        self.nr_dying_descendants.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Removed descendants not yet released (`nr_dying_descendants`).
-    pub fn nr_dying_descendants(&self) -> usize {
-        self.nr_dying_descendants.load(Ordering::Relaxed)
-    }
-
-    /// Online memory cgroups here and below (`nr_subsys_memory`): 0 when
-    /// this cgroup has none.
-    pub fn nr_subsys_memory(self: &Arc<Self>) -> usize {
-        if self.memcg().is_none() {
-            return 0;
-        }
-        self.descendants_pre()
-            .filter(|c| c.memcg().is_some())
-            .count()
-    }
-
-    /// Offline memory cgroups not yet released, of this cgroup and below
-    /// (`nr_dying_subsys_memory`).
-    pub fn nr_dying_subsys_memory(&self) -> usize {
-        self.nr_dying_memcgs.load(Ordering::Relaxed)
-    }
-
-    /// Whether this cgroup's `cgroup.subtree_control` has `memory`.
-    pub fn subtree_memory(&self) -> bool {
-        // Acquire: pairs with the Release in `set_subtree_memory`.
-        self.subtree_memory.load(Ordering::Acquire)
-    }
-
-    /// Whether the memory controller is on for this cgroup (it is listed in
-    /// `cgroup.controllers`): always for the root and in an `Everywhere`
-    /// tree, else when the parent has `+memory` in its subtree control.
-    pub fn memory_enabled(&self) -> bool {
-        self.mode == MemoryController::Everywhere
-            || self.parent.as_ref().is_none_or(|p| p.subtree_memory())
-    }
-
     /// The memory cgroup, while the controller is on here.
     pub fn memcg(&self) -> Option<Arc<MemCgroup>> {
-        lock(&self.memcg).clone()
+        self.css()
     }
 
     /// The memory cgroup that accounts this cgroup's tasks: its own, else
@@ -572,69 +256,8 @@ impl Cgroup {
             if let Some(m) = at.memcg() {
                 return m;
             }
-            at = at
-                .parent
-                .as_deref()
-                .expect("the root always has a memory cgroup");
+            at = at.parent().expect("the root always has a memory cgroup");
         }
-    }
-
-    /// `cgroup.max.descendants` (`CGROUP_LIMIT_MAX`: no limit).
-    pub fn max_descendants(&self) -> u32 {
-        self.max_descendants.load(Ordering::Relaxed)
-    }
-
-    /// Sets `cgroup.max.descendants`.
-    pub fn set_max_descendants(&self, max: u32) {
-        self.max_descendants
-            .store(max.min(CGROUP_LIMIT_MAX), Ordering::Relaxed);
-    }
-
-    /// `cgroup.max.depth` (`CGROUP_LIMIT_MAX`: no limit).
-    pub fn max_depth(&self) -> u32 {
-        self.max_depth.load(Ordering::Relaxed)
-    }
-
-    /// Sets `cgroup.max.depth`.
-    pub fn set_max_depth(&self, max: u32) {
-        self.max_depth
-            .store(max.min(CGROUP_LIMIT_MAX), Ordering::Relaxed);
-    }
-}
-
-impl Drop for Cgroup {
-    fn drop(&mut self) {
-        // Released: a removed cgroup stops counting as dying. Relaxed: the
-        // last `Arc` going orders everything before it.
-        if self.removed.load(Ordering::Relaxed) {
-            for a in self.ancestors() {
-                a.nr_dying_descendants.fetch_sub(1, Ordering::Relaxed);
-            }
-        }
-    }
-}
-
-impl fmt::Debug for Cgroup {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Cgroup")
-            .field("path", &self.path())
-            .field("removed", &self.is_removed())
-            .finish_non_exhaustive()
-    }
-}
-
-/// Pre-order walk over a subtree; see [`Cgroup::descendants_pre`].
-pub struct DescendantsPre {
-    stack: Vec<Arc<Cgroup>>,
-}
-
-impl Iterator for DescendantsPre {
-    type Item = Arc<Cgroup>;
-
-    fn next(&mut self) -> Option<Arc<Cgroup>> {
-        let cg = self.stack.pop()?;
-        self.stack.extend(cg.children().into_iter().rev());
-        Some(cg)
     }
 }
 
@@ -776,12 +399,12 @@ impl MemCgroup {
 
     /// Its cgroup's name ("" for the root).
     pub fn name(&self) -> &str {
-        &self.cgroup.name
+        self.cgroup.name()
     }
 
     /// Depth below the root (the root is 0).
     pub fn level(&self) -> u32 {
-        self.cgroup.level
+        self.cgroup.level()
     }
 
     /// Its cgroup's path.
@@ -1044,9 +667,7 @@ impl Drop for MemCgroup {
         // Released: an offline memory cgroup stops counting as dying.
         // Relaxed: the last `Arc` going orders everything before it.
         if self.dying.load(Ordering::Relaxed) {
-            for c in self.cgroup.self_and_ancestors() {
-                c.nr_dying_memcgs.fetch_sub(1, Ordering::Relaxed);
-            }
+            self.cgroup.uncount_dying_css();
         }
     }
 }
@@ -1150,19 +771,14 @@ impl Default for Options {
 
 struct TreeShared {
     ids: Arc<IdSpace>,
-    root: Arc<Cgroup>,
+    /// The cgroup core's state: the hierarchy, `cgroup_mutex`, the tasks.
+    cgroups: CgroupRoot,
     root_memcg: Arc<MemCgroup>,
     nr_nodes: usize,
     nr_cpus: u32,
-    mode: MemoryController,
     options: Arc<Options>,
-    cgroup_mutex: Mutex<()>,
-    /// The freezer's counts and flags change under it (the kernel's
-    /// `css_set_lock`; `freezer.rs`).
-    freezer_lock: Mutex<()>,
     list_lrus: Mutex<Vec<Arc<dyn MemcgLruHooks>>>,
     shrinker_ids: Mutex<IdAllocator>,
-    next_serial: AtomicU64,
     hooks: Mutex<Hooks>,
     /// The per-thread charge stocks (`stock.rs`).
     stocks: ChargeStocks,
@@ -1187,13 +803,14 @@ type TreeLocal = Weak<dyn std::any::Any + Send + Sync>;
 
 impl Drop for TreeShared {
     fn drop(&mut self) {
-        // Break the cycles that live cgroups form (parent <-> children map,
-        // cgroup <-> memory cgroup, id table <-> memory cgroup) so that
-        // everything is freed with the tree.
-        for cg in self.root.descendants_pre().collect::<Vec<_>>() {
-            lock(&cg.children).clear();
-            // A memory cgroup whose pages were never uncharged holds itself.
-            if let Some(memcg) = lock(&cg.memcg).take() {
+        // Break the cycles that memory cgroups form (a memory cgroup whose
+        // pages were never uncharged holds itself; id table <-> memory
+        // cgroup) so that everything is freed with the tree; the cgroup
+        // core then breaks its own (parent <-> children, cgroup <-> memory
+        // cgroup).
+        let root = self.cgroups.root_cgroup();
+        for cg in root.descendants_pre().collect::<Vec<_>>() {
+            if let Some(memcg) = cg.memcg() {
                 lock(&memcg.pages_pin).take();
             }
         }
@@ -1243,34 +860,34 @@ impl CgroupTree {
             metadata: Mutex::new(MemcgMetadata::v6_14(config.nr_cpus, config.nr_nodes)),
             ..Options::default()
         });
-        let root = Arc::new(Cgroup::new(0, "", None, config.memory));
-        let root_memcg = Arc::new(new_memcg(
-            root_id,
-            0,
-            &root,
-            None,
-            config.nr_nodes,
-            &ids,
-            &options,
-        ));
-        kmem::Kmem::online(&root_memcg);
-        *lock(&root.memcg) = Some(Arc::clone(&root_memcg));
-        ids.table
-            .store(root_id as usize, Some(Arc::clone(&root_memcg)));
-        Self {
-            shared: Arc::new(TreeShared {
-                ids,
+        // The cgroup core calls the memory controller (this tree) back
+        // through a weak reference: it lives inside it.
+        let shared = Arc::new_cyclic(|tree: &Weak<TreeShared>| {
+            let subsys: Weak<dyn CgroupSubsys> = tree.clone();
+            let cgroups = CgroupRoot::new(config.memory, subsys);
+            let root = cgroups.root_cgroup();
+            let root_memcg = Arc::new(new_memcg(
+                root_id,
+                0,
                 root,
+                None,
+                config.nr_nodes,
+                &ids,
+                &options,
+            ));
+            kmem::Kmem::online(&root_memcg);
+            root.set_css(Some(Arc::clone(&root_memcg) as _));
+            ids.table
+                .store(root_id as usize, Some(Arc::clone(&root_memcg)));
+            TreeShared {
+                ids,
+                cgroups,
                 root_memcg,
                 nr_nodes: config.nr_nodes,
                 nr_cpus: config.nr_cpus,
-                mode: config.memory,
                 options,
-                cgroup_mutex: Mutex::new(()),
-                freezer_lock: Mutex::new(()),
                 list_lrus: Mutex::new(Vec::new()),
                 shrinker_ids: Mutex::new(IdAllocator::new(0, MAX_SHRINKERS as u32 - 1)),
-                next_serial: AtomicU64::new(1),
                 hooks: Mutex::new(Hooks::default()),
                 stocks: ChargeStocks::default(),
                 shrinkers: Shrinkers::default(),
@@ -1279,8 +896,9 @@ impl CgroupTree {
                 machine: watermark::MachineSize::default(),
                 locals: Mutex::new(std::collections::HashMap::new()),
                 writeback: crate::page_writeback::TreeWriteback::default(),
-            }),
-        }
+            }
+        });
+        Self { shared }
     }
 
     /// The tree's one `T` while anyone holds it, else a new one from
@@ -1321,11 +939,6 @@ impl CgroupTree {
         &self.shared.root_memcg
     }
 
-    /// The root cgroup.
-    pub fn root_cgroup(&self) -> &Arc<Cgroup> {
-        &self.shared.root
-    }
-
     /// NUMA nodes of this tree.
     pub fn nr_nodes(&self) -> usize {
         self.shared.nr_nodes
@@ -1344,11 +957,6 @@ impl CgroupTree {
     /// The tag of this tree's id space (see [`MemCgroup::id_space_tag`]).
     pub(crate) fn id_space_tag(&self) -> usize {
         Arc::as_ptr(&self.shared.ids) as usize
-    }
-
-    /// Which cgroups get a memory cgroup.
-    pub fn memory_controller(&self) -> MemoryController {
-        self.shared.mode
     }
 
     /// Ids in use (online memory cgroups plus dying ones still pinned).
@@ -1495,21 +1103,6 @@ impl CgroupTree {
             .store(options.memory_recursiveprot, Ordering::Relaxed);
     }
 
-    /// The cgroup at `path` ("/", "/a/b"; a leading `/sys/fs/cgroup` is
-    /// accepted; `""` is the root too). Paths are absolute
-    /// ([`CgroupError::RelativePath`], `EINVAL`, otherwise); repeated and
-    /// trailing slashes are ignored, as the VFS ignores them, here and in
-    /// every call that takes a path.
-    pub fn find_cgroup(&self, path: &str) -> Result<Arc<Cgroup>, CgroupError> {
-        let mut at = Arc::clone(&self.shared.root);
-        for name in components(path)? {
-            at = at.child(name).ok_or_else(|| CgroupError::NotFound {
-                path: path.to_owned(),
-            })?;
-        }
-        Ok(at)
-    }
-
     /// The memory cgroup of the cgroup at `path`.
     pub fn find(&self, path: &str) -> Result<Arc<MemCgroup>, CgroupError> {
         self.find_cgroup(path)?
@@ -1519,40 +1112,6 @@ impl CgroupTree {
             })
     }
 
-    /// Creates the cgroup at `path` (its parent must exist), with a memory
-    /// cgroup if the controller is on there (`mkdir`). Returns the
-    /// [`Cgroup`]: for trees in [`MemoryController::SubtreeControl`] mode,
-    /// where it may have no memory cgroup; to charge it, use
-    /// [`CgroupTree::mkdir`], which returns the memory cgroup.
-    pub fn create(&self, path: &str) -> Result<Arc<Cgroup>, CgroupError> {
-        let (parent_path, name) = split_last(path)?.ok_or_else(|| CgroupError::Exists {
-            path: path.to_owned(),
-        })?;
-        let _cgroup_mutex = lock(&self.shared.cgroup_mutex);
-        let parent = self
-            .find_cgroup(parent_path)
-            .map_err(|_| CgroupError::NotFound {
-                path: path.to_owned(),
-            })?;
-        self.create_locked(&parent, name, path)
-    }
-
-    /// Creates `path` and any missing ancestors (`mkdir -p`); returns the
-    /// [`Cgroup`] at `path`, which may already have existed (see
-    /// [`CgroupTree::create`]; [`CgroupTree::mkdir_p`] returns the memory
-    /// cgroup).
-    pub fn create_all(&self, path: &str) -> Result<Arc<Cgroup>, CgroupError> {
-        let _cgroup_mutex = lock(&self.shared.cgroup_mutex);
-        let mut at = Arc::clone(&self.shared.root);
-        for name in components(path)? {
-            at = match at.child(name) {
-                Some(child) => child,
-                None => self.create_locked(&at, name, path)?,
-            };
-        }
-        Ok(at)
-    }
-
     /// Creates the cgroup at `path` (its parent must exist) and returns its
     /// memory cgroup, what charges go to: the usual way to create a
     /// cgroup. Refused, with nothing created, if the controller would not
@@ -1560,16 +1119,8 @@ impl CgroupTree {
     /// ([`CgroupError::Exists`]) or its parent does not
     /// ([`CgroupError::NotFound`]).
     pub fn mkdir(&self, path: &str) -> Result<Arc<MemCgroup>, CgroupError> {
-        let (parent_path, name) = split_last(path)?.ok_or_else(|| CgroupError::Exists {
-            path: path.to_owned(),
-        })?;
-        let _cgroup_mutex = lock(&self.shared.cgroup_mutex);
-        let parent = self
-            .find_cgroup(parent_path)
-            .map_err(|_| CgroupError::NotFound {
-                path: path.to_owned(),
-            })?;
-        self.create_memcg_locked(&parent, name, path)
+        let cg = self.create_css(path)?;
+        Ok(cg.memcg().expect("the controller is on there"))
     }
 
     /// Creates `path` and any missing ancestors, returning the memory
@@ -1590,81 +1141,15 @@ impl CgroupTree {
         parent: &Arc<MemCgroup>,
         name: &str,
     ) -> Result<Arc<MemCgroup>, CgroupError> {
-        let _cgroup_mutex = lock(&self.shared.cgroup_mutex);
-        let path = format!("{}/{name}", parent.path().trim_end_matches('/'));
-        self.create_memcg_locked(parent.cgroup(), name, &path)
-    }
-
-    fn create_memcg_locked(
-        &self,
-        parent: &Arc<Cgroup>,
-        name: &str,
-        path: &str,
-    ) -> Result<Arc<MemCgroup>, CgroupError> {
-        if self.shared.mode == MemoryController::SubtreeControl && !parent.subtree_memory() {
-            return Err(CgroupError::NoMemoryController {
-                path: path.to_owned(),
-            });
-        }
-        let cg = self.create_locked(parent, name, path)?;
+        let cg = self.create_css_in(parent.cgroup(), name)?;
         Ok(cg.memcg().expect("the controller is on there"))
-    }
-
-    fn create_locked(
-        &self,
-        parent: &Arc<Cgroup>,
-        name: &str,
-        path: &str,
-    ) -> Result<Arc<Cgroup>, CgroupError> {
-        validate_name(name)?;
-        if parent.is_removed() {
-            return Err(CgroupError::NotFound {
-                path: path.to_owned(),
-            });
-        }
-        if parent.child(name).is_some() {
-            return Err(CgroupError::Exists {
-                path: path.to_owned(),
-            });
-        }
-        self.check_hierarchy_limits(parent, path)?;
-        let serial = self.shared.next_serial.fetch_add(1, Ordering::Relaxed);
-        let cg = Arc::new(Cgroup::new(serial, name, Some(parent), self.shared.mode));
-        if cg.memory_enabled() {
-            self.online_memcg(&cg, path)?;
-        }
-        self.count_new_cgroup(&cg);
-        lock(&parent.children).insert(name.to_owned(), Arc::clone(&cg));
-        Ok(cg)
-    }
-
-    /// `cgroup_check_hierarchy_limits`: no ancestor-or-self of the new
-    /// cgroup's parent may be at its `max.descendants`, or as deep below it
-    /// as its `max.depth`.
-    fn check_hierarchy_limits(&self, parent: &Arc<Cgroup>, path: &str) -> Result<(), CgroupError> {
-        for (depth, at) in parent.self_and_ancestors().enumerate() {
-            let limit = if at.nr_descendants() >= at.max_descendants() as usize {
-                "descendants"
-            } else if depth as u64 >= u64::from(at.max_depth()) {
-                "depth"
-            } else {
-                continue;
-            };
-            return Err(CgroupError::HierarchyLimit {
-                path: path.to_owned(),
-                ancestor: at.path(),
-                limit,
-            });
-        }
-        Ok(())
     }
 
     /// Gives `cg` a memory cgroup (`css_create` + online): an id, list_lru
     /// lists, then the id is published.
     fn online_memcg(&self, cg: &Arc<Cgroup>, path: &str) -> Result<(), CgroupError> {
         let parent = cg
-            .parent
-            .as_ref()
+            .parent()
             .expect("the root's memory cgroup is made with the tree")
             .memcg()
             .ok_or_else(|| CgroupError::NoMemoryController {
@@ -1683,7 +1168,7 @@ impl CgroupTree {
                 max: self.shared.ids.max,
             });
         };
-        let serial = self.shared.next_serial.fetch_add(1, Ordering::Relaxed);
+        let serial = self.next_serial();
         let mut memcg = new_memcg(
             id,
             serial,
@@ -1704,7 +1189,7 @@ impl CgroupTree {
             .ids
             .table
             .store(id as usize, Some(Arc::clone(&memcg)));
-        *lock(&cg.memcg) = Some(memcg);
+        cg.set_css(Some(memcg as _));
         Ok(())
     }
 
@@ -1712,14 +1197,12 @@ impl CgroupTree {
     /// becomes dying, its protection is reset, its list_lru lists move to
     /// the parent, it leaves the cgroup and drops its own id pin.
     fn offline_memcg(&self, cg: &Cgroup) {
-        let Some(memcg) = lock(&cg.memcg).clone() else {
+        let Some(memcg) = cg.memcg() else {
             return;
         };
         let parent = memcg.parent().expect("the root never goes offline");
         // Counted as dying before anything can release it.
-        for c in cg.self_and_ancestors() {
-            c.nr_dying_memcgs.fetch_add(1, Ordering::Relaxed);
-        }
+        cg.count_dying_css();
         // Release: pairs with the Acquire in `is_dying`.
         memcg.dying.store(true, Ordering::Release);
         memcg.memory().set_min(0);
@@ -1742,118 +1225,16 @@ impl CgroupTree {
         memcg.dying_slot.store(slot, Ordering::Relaxed);
         // Stocked pages go back, and with them the stocks' references.
         self.shared.stocks.drain_all(&memcg);
-        lock(&cg.memcg).take();
+        cg.set_css(None);
         memcg.id_put();
     }
 
-    /// Removes the cgroup at `path` (rmdir): it must have no live children
-    /// and no tasks.
-    pub fn rmdir(&self, path: &str) -> Result<(), CgroupError> {
-        let _cgroup_mutex = lock(&self.shared.cgroup_mutex);
-        let cg = self.find_cgroup(path)?;
-        self.remove_locked(&cg, path)
-    }
-
-    /// Removes the cgroup of `memcg` (see [`CgroupTree::rmdir`]).
+    /// Removes the cgroup of `memcg` (see [`CgroupRoot::rmdir`]).
     pub fn rmdir_cgroup(&self, memcg: &Arc<MemCgroup>) -> Result<(), CgroupError> {
         if memcg.is_dying() {
             return Err(CgroupError::NotFound { path: memcg.path() });
         }
         self.remove(memcg.cgroup())
-    }
-
-    /// Removes `cg` (see [`CgroupTree::rmdir`]).
-    pub fn remove(&self, cg: &Arc<Cgroup>) -> Result<(), CgroupError> {
-        let _cgroup_mutex = lock(&self.shared.cgroup_mutex);
-        let path = cg.path();
-        if cg.is_removed() {
-            return Err(CgroupError::NotFound { path });
-        }
-        self.remove_locked(cg, &path)
-    }
-
-    fn remove_locked(&self, cg: &Arc<Cgroup>, path: &str) -> Result<(), CgroupError> {
-        let Some(parent) = cg.parent() else {
-            return Err(CgroupError::Busy {
-                path: path.to_owned(),
-                reason: "the root cgroup cannot be removed",
-            });
-        };
-        if !lock(&cg.children).is_empty() {
-            return Err(CgroupError::Busy {
-                path: path.to_owned(),
-                reason: "cgroup has children",
-            });
-        }
-        if !self.procs(cg).is_empty() {
-            return Err(CgroupError::Busy {
-                path: path.to_owned(),
-                reason: "cgroup has tasks",
-            });
-        }
-        // Release: pairs with the Acquire in `is_removed`.
-        cg.removed.store(true, Ordering::Release);
-        self.count_removed_cgroup(cg);
-        self.offline_memcg(cg);
-        lock(&parent.children).remove(&cg.name);
-        Ok(())
-    }
-
-    /// Writes `+memory` (`true`) or `-memory` to `cg`'s
-    /// `cgroup.subtree_control`. Enabling needs the controller on `cg`
-    /// itself (`ENOENT`), no task directly in a non-root `cg` (the
-    /// no-internal-process rule, `EBUSY`) and a free id for every child;
-    /// it gives every child a memory cgroup. Disabling is refused while a
-    /// child has `memory` in its own subtree control (`EBUSY`); it takes
-    /// the children's memory cgroups offline, and their tasks charge `cg`'s.
-    pub fn set_subtree_memory(&self, cg: &Arc<Cgroup>, enable: bool) -> Result<(), CgroupError> {
-        if self.shared.mode == MemoryController::Everywhere {
-            return Err(CgroupError::FixedController);
-        }
-        let _cgroup_mutex = lock(&self.shared.cgroup_mutex);
-        let path = cg.path();
-        if cg.is_removed() {
-            return Err(CgroupError::NotFound { path });
-        }
-        if enable == cg.subtree_memory() {
-            return Ok(());
-        }
-        if enable {
-            if !cg.memory_enabled() {
-                return Err(CgroupError::NoMemoryController { path });
-            }
-            if !cg.is_root() && !self.procs(cg).is_empty() {
-                return Err(CgroupError::Busy {
-                    path,
-                    reason: "a non-root cgroup with tasks cannot enable controllers for children",
-                });
-            }
-            // Release: pairs with the Acquire in `subtree_memory`.
-            cg.subtree_memory.store(true, Ordering::Release);
-            let children = cg.children();
-            for (i, child) in children.iter().enumerate() {
-                if let Err(e) = self.online_memcg(child, &child.path()) {
-                    // Undo: the new memory cgroups hold nothing yet.
-                    for made in &children[..i] {
-                        self.offline_memcg(made);
-                    }
-                    cg.subtree_memory.store(false, Ordering::Release);
-                    return Err(e);
-                }
-            }
-        } else {
-            if cg.children().iter().any(|c| c.subtree_memory()) {
-                return Err(CgroupError::Busy {
-                    path,
-                    reason: "a child has the memory controller in its cgroup.subtree_control",
-                });
-            }
-            cg.subtree_memory.store(false, Ordering::Release);
-            for child in cg.children() {
-                self.offline_memcg(&child);
-            }
-        }
-        Ok(())
     }
 
     /// Registers a memcg-aware list_lru: it gets lists for every memory
@@ -1872,7 +1253,7 @@ impl CgroupTree {
         lock(&self.shared.shrinker_ids)
             .alloc()
             .map(|id| ShrinkerId(id as usize))
-            .ok_or(CgroupError::NoShrinkerIds)
+            .ok_or(CgroupError::NoShrinkerIds { max: MAX_SHRINKERS })
     }
 
     /// Frees a shrinker id, clearing its bit and its deferred scans in
@@ -1885,72 +1266,6 @@ impl CgroupTree {
             }
         }
         lock(&self.shared.shrinker_ids).free(id.0 as u32);
-    }
-
-    /// The pids of the tasks in `cg`.
-    pub fn procs(&self, cg: &Cgroup) -> Vec<u32> {
-        let tasks = self.task_hooks();
-        tasks.procs(cg)
-    }
-
-    /// Whether `cg` or any descendant has a task (`populated` of
-    /// `cgroup.events`).
-    pub fn populated(&self, cg: &Arc<Cgroup>) -> bool {
-        let tasks = self.task_hooks();
-        cg.descendants_pre().any(|c| !tasks.procs(&c).is_empty())
-    }
-
-    /// The thread ids of the tasks in `cg` (`cgroup.threads`).
-    pub fn threads(&self, cg: &Cgroup) -> Vec<u32> {
-        self.task_hooks().threads(cg)
-    }
-
-    /// Moves thread `tid` alone to `cg` (writing `cgroup.threads`:
-    /// `__cgroup_procs_write` with `threadgroup` false). Every cgroup here
-    /// is a domain (threaded cgroups are not modelled), so a thread may
-    /// only "move" to the cgroup it is in, which changes nothing; in
-    /// v6.14's order: `ENODEV` for a removed `cg`, `ESRCH` for no such
-    /// thread, `EBUSY` into a non-root cgroup with controllers in its
-    /// subtree control (`cgroup_migrate_vet_dst`), `EOPNOTSUPP` for any
-    /// other cgroup (`cgroup_attach_permissions`: another domain).
-    pub fn attach_thread(&self, tid: u32, cg: &Arc<Cgroup>) -> Result<(), Errno> {
-        let _cgroup_mutex = lock(&self.shared.cgroup_mutex);
-        if cg.is_removed() {
-            return Err(Errno::ENODEV);
-        }
-        let src = self.task_hooks().cgroup_of(tid).ok_or(Errno::ESRCH)?;
-        if !cg.is_root() && cg.subtree_memory() {
-            return Err(Errno::EBUSY);
-        }
-        if !Arc::ptr_eq(&src, cg) {
-            return Err(Errno::EOPNOTSUPP);
-        }
-        Ok(())
-    }
-
-    /// Moves task `pid` to `cg` (writing `cgroup.procs`): refused with
-    /// `EBUSY` into a non-root cgroup with controllers in its subtree
-    /// control (`cgroup_migrate_vet_dst`).
-    pub fn attach(&self, pid: u32, cg: &Arc<Cgroup>) -> Result<(), Errno> {
-        let tasks = self.task_hooks();
-        self.enter(cg, || tasks.attach(pid, cg))?
-    }
-
-    /// Runs `add_task`, which puts a task in `cg` (a fork into it, or a
-    /// move), under `cgroup_mutex` once `cg` may take one: it exists
-    /// (`ENOENT`) and, unless it is the root, has no controllers in its
-    /// subtree control (`EBUSY`, the no-internal-process rule). Holding the
-    /// mutex keeps a concurrent rmdir or `+memory` from slipping between
-    /// the check and the task.
-    pub fn enter<R>(&self, cg: &Arc<Cgroup>, add_task: impl FnOnce() -> R) -> Result<R, Errno> {
-        let _cgroup_mutex = lock(&self.shared.cgroup_mutex);
-        if cg.is_removed() {
-            return Err(Errno::ENOENT);
-        }
-        if !cg.is_root() && cg.subtree_memory() {
-            return Err(Errno::EBUSY);
-        }
-        Ok(add_task())
     }
 }
 
@@ -1989,6 +1304,27 @@ fn new_memcg(
     }
 }
 
+/// The tree's cgroup operations are the cgroup core's
+/// ([`CgroupRoot`]: mkdir, rmdir, `cgroup.subtree_control`, tasks).
+impl std::ops::Deref for CgroupTree {
+    type Target = CgroupRoot;
+
+    fn deref(&self) -> &CgroupRoot {
+        &self.shared.cgroups
+    }
+}
+
+/// The memory controller's ops, as the cgroup core calls them.
+impl CgroupSubsys for TreeShared {
+    fn css_online(self: Arc<Self>, cg: &Arc<Cgroup>, path: &str) -> Result<(), CgroupError> {
+        CgroupTree { shared: self }.online_memcg(cg, path)
+    }
+
+    fn css_offline(self: Arc<Self>, cg: &Cgroup) {
+        CgroupTree { shared: self }.offline_memcg(cg);
+    }
+}
+
 impl fmt::Debug for CgroupTree {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CgroupTree")
@@ -1996,49 +1332,6 @@ impl fmt::Debug for CgroupTree {
             .field("ids_in_use", &self.ids_in_use())
             .finish_non_exhaustive()
     }
-}
-
-/// `path` from the hierarchy's root: an absolute path, less a leading
-/// `/sys/fs/cgroup` (the mount point); a relative one is refused. The
-/// empty path names the root too (as `""` joined with a name is absolute).
-fn below_root(path: &str) -> Result<&str, CgroupError> {
-    if !path.is_empty() && !path.starts_with('/') {
-        return Err(CgroupError::RelativePath {
-            path: path.to_owned(),
-        });
-    }
-    Ok(match path.strip_prefix("/sys/fs/cgroup") {
-        Some(rest) if rest.is_empty() || rest.starts_with('/') => rest,
-        _ => path,
-    })
-}
-
-/// The names along `path`, ignoring empty components (repeated and
-/// trailing slashes, as the VFS does).
-fn components(path: &str) -> Result<impl Iterator<Item = &str>, CgroupError> {
-    Ok(below_root(path)?.split('/').filter(|c| !c.is_empty()))
-}
-
-/// `(parent path, last name)` of `path`, trailing slashes ignored; `None`
-/// for the root.
-fn split_last(path: &str) -> Result<Option<(&str, &str)>, CgroupError> {
-    let trimmed = below_root(path)?.trim_end_matches('/');
-    Ok(trimmed.rsplit_once('/').and_then(|(dir, name)| {
-        let dir = if dir.is_empty() { "/" } else { dir };
-        (!name.is_empty()).then_some((dir, name))
-    }))
-}
-
-fn validate_name(name: &str) -> Result<(), CgroupError> {
-    if name.len() > NAME_MAX {
-        return Err(CgroupError::NameTooLong { len: name.len() });
-    }
-    if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0', '\n']) {
-        return Err(CgroupError::InvalidName {
-            name: name.to_owned(),
-        });
-    }
-    Ok(())
 }
 
 /// A tree for unit tests: every cgroup has memory, `nr_nodes` nodes and

@@ -82,9 +82,10 @@
 use std::fmt::Write;
 use std::time::Duration;
 
+use crate::cgroup::Cgroup;
 use crate::clock::HZ;
 use crate::errno::Errno;
-use crate::memcontrol::{Cgroup, CgroupTree};
+use crate::memcontrol::CgroupTree;
 use crate::sync::{Arc, Mutex, lock};
 
 /// Nanoseconds per jiffy.

@@ -1,12 +1,11 @@
 //! The hooks through which the memory controller calls out to what lies
-//! above it: reclaim (`try_to_free_mem_cgroup_pages`, vmscan's job), the
-//! OOM killer (`mem_cgroup_out_of_memory`), and the tasks of a hierarchy
-//! (the cgroup core's css_set links, the simulator's job).
+//! above it: reclaim (`try_to_free_mem_cgroup_pages`, vmscan's job) and
+//! the OOM killer (`mem_cgroup_out_of_memory`); the tasks of a hierarchy
+//! are the cgroup core's ([`TaskHooks`](crate::cgroup::TaskHooks)).
 //!
 //! A [`CgroupTree`] starts with the library's own reclaim with no swap
 //! device (`vmscan`: page cache, shrinkers; anonymous memory stays), and
-//! null hooks for the rest ([`NoOomVictim`], [`NoTasks`]): nobody to
-//! kill, no tasks. Installing
+//! a null OOM hook ([`NoOomVictim`]): nobody to kill. Installing
 //! a hook replaces it for every later call; a call in progress finishes
 //! with the hook it started with.
 //!
@@ -16,7 +15,6 @@
 
 use super::{Cgroup, CgroupTree, MemCgroup};
 use crate::clock::{Clock, RealClock};
-use crate::errno::Errno;
 use crate::psi::{Memstall, PsiRunning, PsiTask};
 use crate::sync::{Arc, lock};
 
@@ -102,7 +100,6 @@ pub(crate) struct Hooks {
     /// `None`: `vmscan` without swap.
     reclaim: Option<Arc<dyn MemcgReclaim>>,
     oom: Arc<dyn OomHandler>,
-    tasks: Arc<dyn TaskHooks>,
     clock: Arc<dyn Clock>,
 }
 
@@ -111,64 +108,8 @@ impl Default for Hooks {
         Self {
             reclaim: None,
             oom: Arc::new(NoOomVictim),
-            tasks: Arc::new(NoTasks),
             clock: Arc::new(RealClock::default()),
         }
-    }
-}
-
-/// The tasks of a hierarchy, for `cgroup.procs`, `cgroup.threads`,
-/// `cgroup.events`, the freezer and the rules that depend on tasks
-/// (implemented by the simulator).
-pub trait TaskHooks: Send + Sync {
-    /// The pids of the tasks in exactly `cg`, ascending.
-    fn procs(&self, cg: &Cgroup) -> Vec<u32>;
-    /// Moves task `pid` to `cg` (writing `cgroup.procs`); its charges stay
-    /// where they are, as in cgroup v2. `ESRCH` if there is no such task.
-    fn attach(&self, pid: u32, cg: &Arc<Cgroup>) -> Result<(), Errno>;
-    /// Kills every task in `cg`'s subtree (`cgroup.kill`).
-    fn kill(&self, cg: &Arc<Cgroup>) {
-        let _ = cg;
-    }
-    /// The task running on this thread (`current`), if a task runs here:
-    /// where its memory stalls count, on its CPU.
-    fn current_task(&self) -> Option<Arc<PsiTask>> {
-        None
-    }
-    /// The cgroup of the task running on this thread, if a task runs here.
-    fn current_cgroup(&self) -> Option<Arc<Cgroup>> {
-        self.current_task().map(|t| t.cgroup())
-    }
-    /// The thread ids of the tasks in exactly `cg` (`cgroup.threads`):
-    /// by default one thread per task, its pid.
-    fn threads(&self, cg: &Cgroup) -> Vec<u32> {
-        self.procs(cg)
-    }
-    /// The cgroup of task (or thread) `pid`, if there is one.
-    fn cgroup_of(&self, pid: u32) -> Option<Arc<Cgroup>> {
-        let _ = pid;
-        None
-    }
-    /// Tells every task in exactly `cg` to freeze (`true`) or thaw
-    /// (`cgroup_freeze_task` over `cg`'s tasks). Each task reports
-    /// stopping and running again through [`CgroupTree::task_frozen`] and
-    /// [`CgroupTree::task_thawed`]; see the freezer's module docs.
-    fn freeze(&self, cg: &Cgroup, freeze: bool) {
-        let _ = (cg, freeze);
-    }
-}
-
-/// No tasks: every cgroup is empty and no pid exists (the default until
-/// a simulator installs its own).
-pub(crate) struct NoTasks;
-
-impl TaskHooks for NoTasks {
-    fn procs(&self, _: &Cgroup) -> Vec<u32> {
-        Vec::new()
-    }
-
-    fn attach(&self, _: u32, _: &Arc<Cgroup>) -> Result<(), Errno> {
-        Err(Errno::ESRCH)
     }
 }
 
@@ -201,11 +142,6 @@ impl CgroupTree {
         Arc::clone(&lock(&self.shared.hooks).clock)
     }
 
-    /// Installs the task hooks (`cgroup.procs`, populated-cgroup checks).
-    pub fn set_task_hooks(&self, tasks: Arc<dyn TaskHooks>) {
-        lock(&self.shared.hooks).tasks = tasks;
-    }
-
     /// Reclaims `nr_pages` from `cg`'s subtree through the installed
     /// reclaimer, or `vmscan` with no swap space when none is.
     pub(super) fn reclaim_memcg(
@@ -229,11 +165,6 @@ impl CgroupTree {
 
     pub(super) fn oom_handler(&self) -> Arc<dyn OomHandler> {
         Arc::clone(&lock(&self.shared.hooks).oom)
-    }
-
-    /// Kills every task in `cg`'s subtree (`cgroup.kill`).
-    pub fn kill_tasks(&self, cg: &Arc<Cgroup>) {
-        self.task_hooks().kill(cg);
     }
 
     /// `memory.pressure` of `cg` (of the whole machine for the root:
@@ -268,10 +199,6 @@ impl CgroupTree {
             _running: running,
         }
     }
-
-    pub(super) fn task_hooks(&self) -> Arc<dyn TaskHooks> {
-        Arc::clone(&lock(&self.shared.hooks).tasks)
-    }
 }
 
 #[cfg(all(test, not(loom)))]
@@ -279,7 +206,9 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::cgroup::TaskHooks;
     use crate::clock::VirtualClock;
+    use crate::errno::Errno;
     use crate::memcontrol::TreeConfig;
 
     /// One task, running on every thread.

@@ -7,8 +7,8 @@
 //! and new children of a freezing cgroup start freezing (and frozen, being
 //! empty). A freezing cgroup's tasks are told to stop
 //! ([`TaskHooks::freeze`]); each one that does reports it
-//! ([`CgroupTree::task_frozen`]), and one thawed reports that
-//! ([`CgroupTree::task_thawed`]). The tasks belong to whoever installed the
+//! ([`CgroupRoot::task_frozen`]), and one thawed reports that
+//! ([`CgroupRoot::task_thawed`]). The tasks belong to whoever installed the
 //! task hooks (the simulator): how a task stops, and when it counts as
 //! frozen, is theirs to say, as `do_freezer_trap` is the task's own doing
 //! in the kernel.
@@ -39,13 +39,13 @@
 //! `freezing`, run under `cgroup_mutex`. Every change of a count or flag
 //! runs under the tree's freezer lock (the kernel's `css_set_lock`), which
 //! a caller may also have run its own change under (a task leaving its
-//! cgroup's list: see [`CgroupTree::task_exits`]), so that the task count
+//! cgroup's list: see [`CgroupRoot::task_exits`]), so that the task count
 //! read through [`TaskHooks::procs`] agrees with `nr_frozen_tasks`. Each
 //! cgroup's state has its own mutex, a leaf taken for single reads and
 //! writes. Lock order: `cgroup_mutex`, the caller's task locks, the freezer
 //! lock, the task hooks' own locks.
 
-use super::{Cgroup, CgroupError, CgroupTree, TaskHooks};
+use super::{Cgroup, CgroupError, CgroupRoot, TaskHooks};
 use crate::sync::{Arc, lock};
 
 /// One cgroup's freezer state (`struct cgroup_freezer_state` and the
@@ -84,14 +84,14 @@ impl Cgroup {
     }
 }
 
-impl CgroupTree {
+impl CgroupRoot {
     /// Writes `cgroup.freeze` of `cg` (`cgroup_freeze_write`,
     /// `cgroup_freeze`): the subtree's effective state changes where no
     /// ancestor holds it, and every cgroup whose state changes has its
     /// tasks frozen or thawed. `ENOENT` for a removed cgroup or the root,
     /// which has no `cgroup.freeze`.
     pub fn set_freeze(&self, cg: &Arc<Cgroup>, freeze: bool) -> Result<(), CgroupError> {
-        let _cgroup_mutex = lock(&self.shared.cgroup_mutex);
+        let _cgroup_mutex = lock(&self.cgroup_mutex);
         if cg.is_removed() {
             return Err(CgroupError::NotFound { path: cg.path() });
         }
@@ -132,11 +132,11 @@ impl CgroupTree {
     /// unfrozen (an empty leaf, or one whose subtree already is).
     fn do_freeze(&self, cg: &Cgroup, freeze: bool, tasks: &dyn TaskHooks) {
         {
-            let _css_set = lock(&self.shared.freezer_lock);
+            let _css_set = lock(&self.freezer_lock);
             lock(&cg.freezer).freezing = freeze;
         }
         tasks.freeze(cg, freeze);
-        let _css_set = lock(&self.shared.freezer_lock);
+        let _css_set = lock(&self.freezer_lock);
         if lock(&cg.freezer).nr_frozen_descendants == cg.nr_descendants() {
             self.update_frozen(cg, tasks);
         }
@@ -162,7 +162,7 @@ impl CgroupTree {
     /// caller keeps the task in `cg` meanwhile and reports each stop once.
     pub fn task_frozen(&self, cg: &Cgroup) {
         let tasks = self.task_hooks();
-        let _css_set = lock(&self.shared.freezer_lock);
+        let _css_set = lock(&self.freezer_lock);
         lock(&cg.freezer).nr_frozen_tasks += 1;
         self.update_frozen(cg, &*tasks);
     }
@@ -171,7 +171,7 @@ impl CgroupTree {
     /// or killed (a frozen task dies, and must report this first).
     pub fn task_thawed(&self, cg: &Cgroup) {
         let tasks = self.task_hooks();
-        let _css_set = lock(&self.shared.freezer_lock);
+        let _css_set = lock(&self.freezer_lock);
         {
             let mut state = lock(&cg.freezer);
             debug_assert!(state.nr_frozen_tasks > 0, "{}: no frozen task", cg.path());
@@ -193,7 +193,7 @@ impl CgroupTree {
         apply: impl FnOnce() -> R,
     ) -> (R, bool) {
         let tasks = self.task_hooks();
-        let _css_set = lock(&self.shared.freezer_lock);
+        let _css_set = lock(&self.freezer_lock);
         let moved = apply();
         if frozen {
             lock(&dst.freezer).nr_frozen_tasks += 1;
@@ -211,7 +211,7 @@ impl CgroupTree {
     /// and a freezing `cg` may now be frozen (its last running task gone).
     pub fn task_exits<R>(&self, cg: &Cgroup, remove: impl FnOnce() -> R) -> R {
         let tasks = self.task_hooks();
-        let _css_set = lock(&self.shared.freezer_lock);
+        let _css_set = lock(&self.freezer_lock);
         let removed = remove();
         if lock(&cg.freezer).freezing {
             self.update_frozen(cg, &*tasks);
@@ -225,7 +225,7 @@ impl CgroupTree {
     /// empty), which its ancestors count too. Under the freezer lock, so
     /// that no freezing ancestor sees the one count without the other.
     pub(super) fn count_new_cgroup(&self, cg: &Cgroup) {
-        let _css_set = lock(&self.shared.freezer_lock);
+        let _css_set = lock(&self.freezer_lock);
         let e_freeze = cg.parent().map_or(0, |p| lock(&p.freezer).e_freeze);
         if e_freeze > 0 {
             let mut state = lock(&cg.freezer);
@@ -245,7 +245,7 @@ impl CgroupTree {
     /// live descendant (it is dying until released), and a frozen one if
     /// it was frozen.
     pub(super) fn count_removed_cgroup(&self, cg: &Cgroup) {
-        let _css_set = lock(&self.shared.freezer_lock);
+        let _css_set = lock(&self.freezer_lock);
         let frozen = lock(&cg.freezer).frozen;
         for a in cg.ancestors() {
             a.remove_descendant();
@@ -285,8 +285,9 @@ fn propagate_frozen(cg: &Cgroup, frozen: bool) {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::cgroup::MemoryController;
     use crate::errno::Errno;
-    use crate::memcontrol::{MemoryController, TreeConfig};
+    use crate::memcontrol::{CgroupTree, TreeConfig};
     use std::collections::BTreeMap;
     use std::sync::Mutex;
 
@@ -612,6 +613,7 @@ mod model {
     //! `a_cgroup_with_tasks_and_children_has_the_kernels_quirks`).
     use super::tests::{Tasks, setup};
     use super::*;
+    use crate::memcontrol::CgroupTree;
     use proptest::prelude::*;
 
     #[derive(Debug, Clone)]
