@@ -307,10 +307,7 @@ impl CgroupTree {
         nr_pages: u64,
         gfp: Gfp,
     ) -> Result<(), ChargeError> {
-        let mut retries = MAX_RECLAIM_RETRIES;
-        let mut drained = false;
-        let mut fruitless_oom_passes = 0;
-        let mut passed_oom = false;
+        let mut retry = ChargeRetry::default();
         // The root's charges are the machine's: no stock there (the
         // kernel never charges the root memory cgroup at all).
         let stocks = self.stocks();
@@ -323,108 +320,144 @@ impl CgroupTree {
         loop {
             // The loop's bounds: it ends (each retry spends one of these).
             debug_assert!(batch >= nr_pages && (batch == nr_pages || stocking));
-            debug_assert!(retries <= MAX_RECLAIM_RETRIES);
-            debug_assert!(fruitless_oom_passes <= MAX_FRUITLESS_OOM_PASSES);
+            debug_assert!(retry.retries <= MAX_RECLAIM_RETRIES);
+            debug_assert!(retry.fruitless_oom_passes <= MAX_FRUITLESS_OOM_PASSES);
             if stocking && stocks.consume(cg, nr_pages) {
                 return Ok(());
             }
-            let over = match cg.memory().try_charge(batch) {
-                Ok(()) => {
-                    if batch > nr_pages {
-                        // Less than a batch is left over for the stock.
-                        debug_assert!(batch - nr_pages < MEMCG_CHARGE_BATCH);
-                        stocks.refill(cg, batch - nr_pages);
-                    }
-                    // memory.high's work: now, or on the way back to
-                    // user space (`entry.rs`).
-                    self.charged_over_high(cg, batch, gfp);
-                    // A charge that may not reclaim is made under locks
-                    // reclaim takes: it leaves kswapd to the next one.
-                    if gfp == Gfp::Kernel {
-                        self.wake_kswapd_if_low();
-                    }
-                    return Ok(());
-                }
-                Err(counter) => owner_of_counter(cg, counter, |c| c.memory()),
+            let Err(over) = self.charge_batch(cg, batch, nr_pages, gfp) else {
+                return Ok(());
             };
             // A batch that does not fit is retried as the charge alone.
             if batch > nr_pages {
                 batch = nr_pages;
                 continue;
             }
-            // The root's counter is the machine: running out of it is the
-            // page allocator's business (global reclaim, then the global
-            // OOM killer), with no memory cgroup events.
-            let global = over.is_root();
-            debug_assert!(
-                std::ptr::eq(&**cg, &*over) || cg.ancestors().any(|a| Arc::ptr_eq(a, &over))
-            );
-            let nomem = || {
-                if global {
-                    ChargeError::MachineOutOfMemory {
-                        total_pages: self.machine_pages(),
-                    }
-                } else {
-                    ChargeError::OutOfMemory { path: over.path() }
-                }
-            };
-            if gfp == Gfp::MemAlloc {
-                if !global {
-                    over.memory_event(MemcgEvent::Max);
-                }
-                cg.memory().charge(nr_pages);
-                return Ok(());
+            match self.charge_refused(cg, &over, nr_pages, gfp, &mut retry) {
+                Refused::Retry => continue,
+                Refused::Forced => return Ok(()),
+                Refused::Fail => return Err(self.nomem(&over)),
             }
-            if gfp == Gfp::NoReclaim {
-                return Err(nomem());
-            }
+        }
+    }
+
+    /// One try of `batch` pages for a charge of `nr_pages`: on success the
+    /// surplus goes to the stock and memory.high's work is done (now, or on
+    /// the way back to user space: `entry.rs`); on failure, the memory
+    /// cgroup whose limit refused it.
+    fn charge_batch(
+        &self,
+        cg: &Arc<MemCgroup>,
+        batch: u64,
+        nr_pages: u64,
+        gfp: Gfp,
+    ) -> Result<(), Arc<MemCgroup>> {
+        if let Err(counter) = cg.memory().try_charge(batch) {
+            let over = owner_of_counter(cg, counter, |c| c.memory());
+            debug_assert!(Arc::ptr_eq(cg, &over) || cg.ancestors().any(|a| Arc::ptr_eq(a, &over)));
+            return Err(over);
+        }
+        if batch > nr_pages {
+            // Less than a batch is left over for the stock.
+            debug_assert!(batch - nr_pages < MEMCG_CHARGE_BATCH);
+            self.stocks().refill(cg, batch - nr_pages);
+        }
+        self.charged_over_high(cg, batch, gfp);
+        // A charge that may not reclaim is made under locks reclaim
+        // takes: it leaves kswapd to the next one.
+        if gfp == Gfp::Kernel {
+            self.wake_kswapd_if_low();
+        }
+        Ok(())
+    }
+
+    /// What a charge of `nr_pages` refused by `over`'s limit does next, as
+    /// `try_charge_memcg` decides: force it through (`PF_MEMALLOC`), fail
+    /// (no reclaim allowed, or retries and OOM kills spent), or retry
+    /// after reclaim, a drain of the stocks or an OOM kill. The root's
+    /// counter is the machine: running out of it is the page allocator's
+    /// business (global reclaim, then the global OOM killer), with no
+    /// memory cgroup events.
+    fn charge_refused(
+        &self,
+        cg: &Arc<MemCgroup>,
+        over: &Arc<MemCgroup>,
+        nr_pages: u64,
+        gfp: Gfp,
+        retry: &mut ChargeRetry,
+    ) -> Refused {
+        let global = over.is_root();
+        if gfp == Gfp::MemAlloc {
             if !global {
                 over.memory_event(MemcgEvent::Max);
             }
-            let reclaimed = {
-                let _stall = self.memstall(true);
-                self.reclaim_memcg(&over, nr_pages, ReclaimOptions::default())
-            };
-            if global && reclaimed > 0 {
-                self.note_direct_reclaim_progress();
+            cg.memory().charge(nr_pages);
+            return Refused::Forced;
+        }
+        if gfp == Gfp::NoReclaim {
+            return Refused::Fail;
+        }
+        if !global {
+            over.memory_event(MemcgEvent::Max);
+        }
+        let reclaimed = {
+            let _stall = self.memstall(true);
+            self.reclaim_memcg(over, nr_pages, ReclaimOptions::default())
+        };
+        if global && reclaimed > 0 {
+            self.note_direct_reclaim_progress();
+        }
+        if over.memory().margin() >= nr_pages {
+            return Refused::Retry;
+        }
+        if !retry.drained {
+            // Pages stocked for the subtree may be what is missing.
+            self.drain_all_stock(over);
+            retry.drained = true;
+            return Refused::Retry;
+        }
+        if gfp == Gfp::NoRetry {
+            return Refused::Fail;
+        }
+        if (reclaimed > 0 && nr_pages <= COSTLY_PAGES) || retry.spend_retry() {
+            return Refused::Retry;
+        }
+        self.charge_oom(over, nr_pages, retry)
+    }
+
+    /// The OOM step of a refused charge, once reclaim retries are spent: a
+    /// task the OOM killer chose stops retrying (`task_is_dying`); else up
+    /// to [`MAX_FRUITLESS_OOM_PASSES`] kills that free nothing, each
+    /// followed by a fresh set of reclaim retries.
+    fn charge_oom(&self, over: &Arc<MemCgroup>, nr_pages: u64, retry: &mut ChargeRetry) -> Refused {
+        if retry.passed_oom && self.oom_handler().current_is_dying() {
+            return Refused::Fail;
+        }
+        if retry.fruitless_oom_passes >= MAX_FRUITLESS_OOM_PASSES {
+            return Refused::Fail;
+        }
+        let usage = over.memory().usage();
+        if !self.mem_cgroup_oom(over, nr_pages) {
+            return Refused::Fail;
+        }
+        retry.fruitless_oom_passes = if over.memory().usage() < usage {
+            0
+        } else {
+            retry.fruitless_oom_passes + 1
+        };
+        retry.passed_oom = true;
+        retry.retries = MAX_RECLAIM_RETRIES;
+        Refused::Retry
+    }
+
+    /// The error of a charge refused by `over`'s limit.
+    fn nomem(&self, over: &MemCgroup) -> ChargeError {
+        if over.is_root() {
+            ChargeError::MachineOutOfMemory {
+                total_pages: self.machine_pages(),
             }
-            if over.memory().margin() >= nr_pages {
-                continue;
-            }
-            if !drained {
-                // Pages stocked for the subtree may be what is missing.
-                self.drain_all_stock(&over);
-                drained = true;
-                continue;
-            }
-            if gfp == Gfp::NoRetry {
-                return Err(nomem());
-            }
-            if reclaimed > 0 && nr_pages <= COSTLY_PAGES {
-                continue;
-            }
-            if retries > 0 {
-                retries -= 1;
-                continue;
-            }
-            // A task the OOM killer chose stops retrying (`task_is_dying`).
-            if passed_oom && self.oom_handler().current_is_dying() {
-                return Err(nomem());
-            }
-            if fruitless_oom_passes < MAX_FRUITLESS_OOM_PASSES {
-                let usage = over.memory().usage();
-                if self.mem_cgroup_oom(&over, nr_pages) {
-                    fruitless_oom_passes = if over.memory().usage() < usage {
-                        0
-                    } else {
-                        fruitless_oom_passes + 1
-                    };
-                    passed_oom = true;
-                    retries = MAX_RECLAIM_RETRIES;
-                    continue;
-                }
-            }
-            return Err(nomem());
+        } else {
+            ChargeError::OutOfMemory { path: over.path() }
         }
     }
 
@@ -678,6 +711,49 @@ impl CgroupTree {
             }
         }
     }
+}
+
+/// What is left of one charge's retries (`try_charge_memcg`'s locals).
+struct ChargeRetry {
+    /// Reclaim retries before the OOM killer.
+    retries: u32,
+    /// Whether the stocks were drained for it.
+    drained: bool,
+    /// OOM kills in a row that freed nothing.
+    fruitless_oom_passes: u32,
+    /// Whether it went through the OOM killer.
+    passed_oom: bool,
+}
+
+impl Default for ChargeRetry {
+    fn default() -> Self {
+        Self {
+            retries: MAX_RECLAIM_RETRIES,
+            drained: false,
+            fruitless_oom_passes: 0,
+            passed_oom: false,
+        }
+    }
+}
+
+impl ChargeRetry {
+    /// Spends one reclaim retry; false when none is left.
+    fn spend_retry(&mut self) -> bool {
+        let left = self.retries > 0;
+        self.retries = self.retries.saturating_sub(1);
+        left
+    }
+}
+
+/// What a refused charge does next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refused {
+    /// Try the charge again.
+    Retry,
+    /// Forced through the limit (`PF_MEMALLOC`): charged.
+    Forced,
+    /// Give up: `ENOMEM`.
+    Fail,
 }
 
 /// The longest one throttle sleeps (`MEMCG_MAX_HIGH_DELAY_JIFFIES`).
