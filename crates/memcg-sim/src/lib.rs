@@ -48,6 +48,7 @@ use memcg::Errno;
 use memcg::cgroup::{Cgroup, TaskHooks};
 use memcg::cgroupfs::{CgroupFs, FsError};
 use memcg::folio::Folio;
+use memcg::lruvec;
 use memcg::memcontrol::{
     ChargeError, Gfp, MemCgroup, MemcgReclaim, ReclaimOptions, TreeConfig, VmEvent,
 };
@@ -764,7 +765,7 @@ impl Sim {
                         unreachable!("swapped_at checked it")
                     };
                     let folio = self.inner.swap.swap_in(first, ext.nr, &m.task.memcg())?;
-                    vmscan::folio_add_lru(&folio, block.rmap());
+                    lruvec::folio_add_lru(&folio, block.rmap());
                     ext.state = State::Resident(folio);
                     return Ok(());
                 }
@@ -1206,7 +1207,7 @@ impl Sim {
                             kept += u64::from(piece.nr);
                             if piece.nr != whole {
                                 // A piece of a split: a new folio.
-                                vmscan::folio_add_lru(&folio, block.rmap());
+                                lruvec::folio_add_lru(&folio, block.rmap());
                             }
                             State::Resident(folio)
                         }
@@ -1261,7 +1262,7 @@ impl Sim {
             while i < extents.len() {
                 let (entry, first_page, nr) = match &extents[i].state {
                     State::Resident(folio) => {
-                        vmscan::folio_mark_young(folio);
+                        lruvec::folio_mark_young(folio);
                         i += 1;
                         continue;
                     }
@@ -1277,7 +1278,7 @@ impl Sim {
                 // in place; a fallback to pages replaces it with pieces.
                 let pieces = match self.fault_whole(&memcg, entry, nr) {
                     Ok(folio) => {
-                        vmscan::folio_add_lru(&folio, block.rmap());
+                        lruvec::folio_add_lru(&folio, block.rmap());
                         extents[i].state = State::Resident(folio);
                         faulted += u64::from(nr);
                         i += 1;
@@ -1301,7 +1302,7 @@ impl Sim {
                 };
                 for piece in &pieces {
                     if let State::Resident(folio) = &piece.state {
-                        vmscan::folio_add_lru(folio, block.rmap());
+                        lruvec::folio_add_lru(folio, block.rmap());
                     }
                 }
                 let n = pieces.len();
@@ -1841,7 +1842,7 @@ mod tests {
         };
         assert_eq!(
             vmscan::folio_check_references(&folio),
-            vmscan::FolioRef::Keep,
+            lruvec::FolioRef::Keep,
             "the fault's access is still there"
         );
         drop(folio);
@@ -2131,7 +2132,7 @@ mod tests {
             verifier.join().unwrap().unwrap();
         });
         assert_eq!(a.memory().usage(), 0, "the verifier reaped it");
-        assert_eq!(a.lruvec().size(vmscan::LruList::InactiveAnon), 0);
+        assert_eq!(a.lruvec().size(lruvec::LruList::InactiveAnon), 0);
     }
 
     #[test]
@@ -2158,9 +2159,9 @@ mod tests {
             assert_eq!((a.memory().usage(), a.swap().usage()), (1 + 3, 0));
         }
         // ... and goes on to swap the folio out and let go.
-        let outcome = vmscan::Rmap::reclaim(&*block, folio, &a, &mut |_| vmscan::FolioRef::Reclaim);
+        let outcome = lruvec::Rmap::reclaim(&*block, folio, &a, &mut |_| lruvec::FolioRef::Reclaim);
         assert!(
-            matches!(outcome, vmscan::RmapOutcome::Reclaimed { nr_pages: 1 }),
+            matches!(outcome, lruvec::RmapOutcome::Reclaimed { nr_pages: 1 }),
             "{outcome:?}"
         );
         assert_eq!((a.memory().usage(), a.swap().usage()), (0, 0));

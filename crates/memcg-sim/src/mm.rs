@@ -32,11 +32,11 @@ use std::sync::{Arc, Mutex, MutexGuard, TryLockError, Weak};
 
 use memcg::cgroup::Cgroup;
 use memcg::folio::Folio;
+use memcg::lruvec::{self, FolioRef, Rmap, RmapOutcome};
 use memcg::memcontrol::{CgroupTree, MemCgroup};
 use memcg::mm_types::PAGE_BYTES;
 use memcg::psi::PsiTask;
 use memcg::swapops::SwapEntry;
-use memcg::vmscan::{self, FolioRef, Rmap, RmapOutcome};
 
 use crate::fill::Fill;
 use crate::freezer::TaskFreezer;
@@ -317,7 +317,7 @@ impl Block {
             let mut guard = block.lock();
             for ext in &extents {
                 if let State::Resident(folio) = &ext.state {
-                    vmscan::folio_add_lru(folio, block.rmap());
+                    lruvec::folio_add_lru(folio, block.rmap());
                 }
             }
             *guard = extents;
@@ -434,7 +434,7 @@ impl Block {
                         State::Swapped(entry)
                     }
                     Err((folio, _)) => {
-                        vmscan::folio_putback_lru(&folio, self.rmap(), true);
+                        lruvec::folio_putback_lru(&folio, self.rmap(), true);
                         State::Resident(folio)
                     }
                 };

@@ -33,8 +33,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use memcg::Errno;
+use memcg::lruvec::LruList;
 use memcg::memcontrol::{MemCgroup, MemcgEvent, MemcgStat, VmEvent};
-use memcg::vmscan::LruList;
 use memcg_sim::{Fill, Sim, SimConfig, SimError};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;

@@ -85,11 +85,12 @@ use crate::clock::Work;
 use crate::errno::Errno;
 use crate::folio::Folio;
 use crate::list_lru::{ItemGuard, Walked};
+use crate::lruvec::{self, FolioRef, Rmap, RmapOutcome};
 use crate::memcontrol::{CgroupTree, ChargeError, Gfp, MemCgroup, MemcgStat, ObjCgroup, SlabKind};
 use crate::mm_types::{PAGE_BYTES, PAGE_SIZE};
 use crate::readahead::{self, FileRaState, RaMapping};
 use crate::sync::{Arc, Condvar, Mutex, MutexGuard, lock};
-use crate::vmscan::{self, FolioRef, Rmap, RmapOutcome, SwapSpace};
+use crate::vmscan::SwapSpace;
 use crate::workingset::{self, Shadow, ShadowNodes, ShadowOwner};
 pub use crate::xarray::XA_NODE_BYTES;
 use crate::xarray::{self, XaNode, XaNodes};
@@ -680,7 +681,7 @@ impl AddressSpace {
         if let Some(shadow) = shadow {
             workingset::workingset_refault(&self.tree, &folio, &shadow, &swap_free);
         }
-        vmscan::folio_add_lru(&folio, self.rmap());
+        lruvec::folio_add_lru(&folio, self.rmap());
         Ok(folio)
     }
 
@@ -787,7 +788,7 @@ impl AddressSpace {
         self.writeback_done.notify_all();
         drop(pages);
         if folio.lru().test_clear_reclaim() {
-            vmscan::folio_rotate_reclaimable(folio);
+            lruvec::folio_rotate_reclaimable(folio);
         }
     }
 
@@ -845,7 +846,7 @@ impl AddressSpace {
         drop(dropped);
         self.uncharge_nodes(freed_nodes);
         for folio in &kept {
-            vmscan::deactivate_file_folio(folio);
+            lruvec::deactivate_file_folio(folio);
         }
         if shrinkable && !removed.is_empty() {
             self.notify_shrinkable();
@@ -1039,11 +1040,11 @@ impl RaMapping for Ractl<'_> {
 /// inactive, activates it (`pgactivate`, and the workingset clock ages:
 /// `workingset_activation`).
 pub fn folio_mark_accessed(folio: &Arc<Folio>) {
-    if !vmscan::folio_test_set_referenced(folio, true) {
+    if !lruvec::folio_test_set_referenced(folio, true) {
         return;
     }
-    if vmscan::folio_activate(folio) {
-        vmscan::folio_test_set_referenced(folio, false);
+    if lruvec::folio_activate(folio) {
+        lruvec::folio_test_set_referenced(folio, false);
         workingset::workingset_activation(folio);
     }
 }

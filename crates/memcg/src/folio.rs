@@ -10,7 +10,7 @@
 //! until it is cleaned or freed.
 //!
 //! The memory cgroup of a folio changes only when the tree reparents LRU
-//! folios at offline (the 2026 behaviour, `vmscan::reparent_lruvec`),
+//! folios at offline (the 2026 behaviour, `lruvec::reparent_lruvec`),
 //! which moves the charge with it under both memory cgroups' LRU locks;
 //! readers load it without a lock ([`Folio::memcg`], the kernel's
 //! `folio_memcg` under RCU).
@@ -22,11 +22,11 @@
 use std::fmt;
 use std::ops::Deref;
 
+use crate::lruvec::{self, FolioLru};
 use crate::memcontrol::{CgroupTree, ChargeError, ChargeKind, Gfp, MemCgroup, MemcgStat};
 use crate::mm_types::PAGE_BYTES;
 use crate::page_alloc::PageBuf;
 use crate::sync::{Arc, ArcSlot, AtomicBool, Mutex, MutexGuard, Ordering, SlotGuard, lock};
-use crate::vmscan::{self, FolioLru};
 
 /// What a folio holds (`folio_is_file_lru`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,7 +58,7 @@ pub struct Folio {
     readahead: AtomicBool,
     /// `PG_writeback`: its bytes are on their way to the backing store.
     writeback: AtomicBool,
-    /// Its place on the memory cgroup's LRU lists (`vmscan.rs`).
+    /// Its place on the memory cgroup's LRU lists (`lruvec.rs`).
     lru: FolioLru,
 }
 
@@ -318,7 +318,7 @@ impl Folio {
 
 impl Drop for Folio {
     fn drop(&mut self) {
-        vmscan::folio_freed(self);
+        lruvec::folio_freed(self);
         self.clear_dirty();
         self.end_writeback();
         let memcg = self.memcg();

@@ -161,6 +161,7 @@ pub mod fs;
 pub(crate) mod idr;
 pub(crate) mod lazy_zeroed;
 pub mod list_lru;
+pub mod lruvec;
 pub mod memcontrol;
 pub mod mm_types;
 pub(crate) mod named;

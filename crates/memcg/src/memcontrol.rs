@@ -152,10 +152,10 @@ pub use watermark::Watermarks;
 use crate::cgroup::{Cgroup, CgroupError, CgroupRoot, CgroupSubsys, MemoryController};
 use crate::errno::Errno;
 use crate::idr::{IdAllocator, IdTable};
+use crate::lruvec::Lruvec;
 use crate::page_alloc::PageAllocator;
 use crate::shrinker::{ShrinkerInfo, Shrinkers};
 use crate::sync::{Arc, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering, lock};
-use crate::vmscan::Lruvec;
 use crate::weak_slab::WeakSlab;
 use std::sync::Weak;
 
@@ -329,7 +329,7 @@ pub struct MemCgroup {
     oom_group: AtomicBool,
     /// `memory.zswap.writeback`.
     zswap_writeback: AtomicBool,
-    /// Its LRU lists (`vmscan.rs`).
+    /// Its LRU lists (`lruvec.rs`).
     lruvec: Lruvec,
     /// Children taken offline and not yet released: reclaim still walks
     /// them (a dying css stays on its parent's children list). Each
@@ -761,7 +761,7 @@ impl Default for Options {
         Self {
             localevents: AtomicBool::new(false),
             recursiveprot: AtomicBool::new(false),
-            swappiness: AtomicU32::new(crate::vmscan::DEFAULT_SWAPPINESS),
+            swappiness: AtomicU32::new(crate::mm_types::DEFAULT_SWAPPINESS),
             metadata: Mutex::new(MemcgMetadata::NONE),
             reparent_lru_folios: AtomicBool::new(false),
             shadow_memcg_serial: AtomicBool::new(false),
@@ -1004,7 +1004,7 @@ impl CgroupTree {
 
     /// Sets `vm.swappiness`; `EINVAL` above 200, as the sysctl's bounds.
     pub fn set_vm_swappiness(&self, swappiness: u32) -> Result<(), Errno> {
-        if swappiness > crate::vmscan::MAX_SWAPPINESS {
+        if swappiness > crate::mm_types::MAX_SWAPPINESS {
             return Err(Errno::EINVAL);
         }
         self.shared
@@ -1212,7 +1212,7 @@ impl CgroupTree {
         }
         self.reparent_objcgs(&memcg, parent);
         if self.reparent_lru_folios() {
-            crate::vmscan::reparent_lruvec(&memcg, parent);
+            crate::lruvec::reparent_lruvec(&memcg, parent);
         }
         for nid in 0..self.nr_nodes() {
             memcg

@@ -13,3 +13,13 @@ pub const PAGE_BYTES: usize = PAGE_SIZE as usize;
 /// locks in. Loom models use 4 so that a model with a few clusters stays
 /// small enough to explore exhaustively.
 pub const SWAPFILE_CLUSTER: usize = if cfg!(loom) { 4 } else { 512 };
+
+/// Pages per reclaim batch, and the least a reclaim aims for
+/// (`SWAP_CLUSTER_MAX`, linux/swap.h).
+pub const SWAP_CLUSTER_MAX: u64 = 32;
+
+/// `vm.swappiness` at boot (`vm_swappiness`'s initial value).
+pub const DEFAULT_SWAPPINESS: u32 = 60;
+
+/// The highest swappiness (`MAX_SWAPPINESS`, linux/swap.h).
+pub const MAX_SWAPPINESS: u32 = 200;

@@ -52,11 +52,11 @@ use std::sync::Weak;
 
 use crate::folio::Folio;
 use crate::list_lru::{ItemGuard, ItemId, ListLru, ListLruConfig, LruDesign, Walked};
+use crate::lruvec::{LruList, lru_note_cost};
 use crate::memcontrol::{CgroupTree, MemCgroup, MemcgStat};
 use crate::mm_types::PAGE_SIZE;
 use crate::shrinker::{ShrinkControl, ShrinkCount, ShrinkScan, Shrinker, ShrinkerHandle};
 use crate::sync::{Arc, Mutex, Ordering, lock};
-use crate::vmscan::{LruList, lru_note_cost};
 
 /// What a mapping keeps in place of an evicted folio (`pack_shadow`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

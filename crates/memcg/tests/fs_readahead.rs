@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use memcg::fs::{FsSource, ReadCalls, Superblock, drop_caches};
 use memcg::list_lru::LruDesign;
+use memcg::lruvec::LruList;
 use memcg::memcontrol::{CgroupTree, MemCgroup, MemcgEvent, MemcgStat, VmEvent};
-use memcg::vmscan::{LruList, SwapSpace};
+use memcg::vmscan::SwapSpace;
 
 const PAGE: u64 = 4096;
 

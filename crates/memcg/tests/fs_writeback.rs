@@ -12,9 +12,10 @@ use std::time::Duration;
 use memcg::clock::VirtualClock;
 use memcg::fs::{FsSource, Superblock, drop_caches};
 use memcg::list_lru::LruDesign;
+use memcg::lruvec::LruList;
 use memcg::memcontrol::{CgroupTree, MemCgroup, MemcgStat, VmEvent};
 use memcg::page_writeback::run_due_flushers;
-use memcg::vmscan::{LruList, SwapSpace};
+use memcg::vmscan::SwapSpace;
 
 const PAGE: u64 = 4096;
 

@@ -19,10 +19,11 @@ use loom::thread;
 
 use common::{explore, small_tree};
 use memcg::filemap::{AddressSpace, Backing, BackingError};
+use memcg::lruvec::{self, LruList, RmapOutcome};
 use memcg::memcontrol::{CgroupTree, MemCgroup, MemcgStat};
 use memcg::mm_types::PAGE_BYTES;
 use memcg::readahead::FileRaState;
-use memcg::vmscan::{self, LruList, RmapOutcome, SwapSpace};
+use memcg::vmscan::{self, SwapSpace};
 
 /// A file's bytes kept in memory, page by page.
 struct MemBacking(Mutex<HashMap<u64, Vec<u8>>>);
@@ -75,7 +76,7 @@ fn read_page(mapping: &AddressSpace, a: &Arc<MemCgroup>) -> Vec<u8> {
 
 /// Reclaim's pass over the inactive file list: 1 if it evicted the page.
 fn reclaim_one(a: &MemCgroup) -> u64 {
-    let (isolated, _) = vmscan::isolate_lru_folios(a, LruList::InactiveFile, 32);
+    let (isolated, _) = lruvec::isolate_lru_folios(a, LruList::InactiveFile, 32);
     let mut evicted = 0;
     for (folio, rmap) in isolated {
         let Some(owner) = rmap.upgrade() else {
@@ -88,7 +89,7 @@ fn reclaim_one(a: &MemCgroup) -> u64 {
             | RmapOutcome::Referenced(f, _)
             | RmapOutcome::NoSwap(f)
             | RmapOutcome::Dirty(f)
-            | RmapOutcome::Writeback(f) => vmscan::folio_putback_lru(&f, rmap, false),
+            | RmapOutcome::Writeback(f) => lruvec::folio_putback_lru(&f, rmap, false),
             RmapOutcome::Gone => {}
         }
     }

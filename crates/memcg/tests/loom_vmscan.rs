@@ -15,8 +15,9 @@ use loom::sync::Mutex;
 use common::{explore, small_tree};
 use loom::thread;
 use memcg::folio::Folio;
+use memcg::lruvec::{self, FolioRef, LruList, Rmap, RmapOutcome};
 use memcg::memcontrol::{MemCgroup, MemcgStat};
-use memcg::vmscan::{self, FolioRef, LruList, Rmap, RmapOutcome};
+use memcg::vmscan;
 
 /// A mapping of one folio; reclaiming it "swaps it out" by dropping it.
 struct Mapping(Mutex<Option<Arc<Folio>>>);
@@ -49,14 +50,14 @@ fn reclaim_racing_the_free_of_a_folio_counts_it_once() {
         let folio = Arc::new(Folio::new(&t, &a, 1).unwrap());
         let mapping = Arc::new(Mapping(Mutex::new(Some(Arc::clone(&folio)))));
         let rmap: Weak<dyn Rmap> = Arc::downgrade(&(Arc::clone(&mapping) as Arc<dyn Rmap>));
-        vmscan::folio_add_lru(&folio, rmap);
+        lruvec::folio_add_lru(&folio, rmap);
         drop(folio);
         // The mapping is freed (munmap) while reclaim isolates its folio.
         let freer = {
             let mapping = Arc::clone(&mapping);
             thread::spawn(move || drop(mapping.0.lock().unwrap().take()))
         };
-        let (isolated, scanned) = vmscan::isolate_lru_folios(&a, LruList::InactiveAnon, 32);
+        let (isolated, scanned) = lruvec::isolate_lru_folios(&a, LruList::InactiveAnon, 32);
         let mut reclaimed = 0;
         for (folio, rmap) in isolated {
             if let Some(owner) = rmap.upgrade()

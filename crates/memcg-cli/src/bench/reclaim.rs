@@ -22,10 +22,10 @@
 
 use anyhow::{Context, ensure};
 use clap::Args;
+use memcg::lruvec::LruList;
 use memcg::memcontrol::VmEvent;
 use memcg::mm_types::PAGE_SIZE;
 use memcg::swap_cgroup::Design;
-use memcg::vmscan::LruList;
 use memcg_sim::{Fill, Sim, SimConfig};
 use serde::Serialize;
 

@@ -570,7 +570,7 @@ impl CgroupTree {
                 return;
             }
             let goal = if in_retry {
-                crate::vmscan::SWAP_CLUSTER_MAX
+                crate::mm_types::SWAP_CLUSTER_MAX
             } else {
                 nr_pages
             };

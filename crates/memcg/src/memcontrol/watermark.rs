@@ -225,9 +225,8 @@ impl CgroupTree {
     }
 
     /// kswapd's work from its wakeup until it sleeps again (the `kswapd`
-    /// thread's loop): `balance_pgdat` runs (each one `vmscan`'s
-    /// [`try_to_free_mem_cgroup_pages`](crate::vmscan::try_to_free_mem_cgroup_pages)
-    /// with `kswapd` set) until more than the high watermark is free
+    /// thread's loop): `balance_pgdat` runs (each one vmscan's
+    /// `try_to_free_mem_cgroup_pages` with `kswapd` set) until more than the high watermark is free
     /// (`prepare_kswapd_sleep`) or `MAX_RECLAIM_RETRIES` runs in a row
     /// freed nothing. Everything kswapd does happens inside this call:
     /// its time on the machine is this call's time.
