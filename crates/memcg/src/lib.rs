@@ -111,41 +111,59 @@
 //!
 //! # Modules
 //!
-//! Layered bottom-up: vocabulary first, then the mechanisms, then the
-//! interface files. A module imports only modules above it in this table.
+//! Layered bottom-up, in floors: vocabulary first, then the primitives,
+//! the counters, the memory controller and its LRU lists, the mechanisms
+//! around them, reclaim, the caches, and the interface files. **A module
+//! names only modules on lower floors** (`crate::x`, in `use` lines or
+//! inline; test code aside), never one on its own floor. The one
+//! exception is the type knot on floor 5: `memcontrol`, `folio` and
+//! `lruvec` name each other (a folio holds its memory cgroup, whose
+//! lruvec lists folios: the kernel's `mm_types.h`/`memcontrol.h`/`mmzone.h`
+//! knot). `tests/layering.rs` reads this table and checks every path, so
+//! a new module is one row here.
 //!
-//! | module           | kernel file                            | what it does                                   |
-//! |------------------|----------------------------------------|------------------------------------------------|
-//! | [`errno`]        | include/uapi/asm-generic/errno-base.h  | errno values every typed error maps onto       |
-//! | [`mm_types`]     | include/linux/mm_types.h, asm/page.h   | `PAGE_SIZE`, `PAGE_BYTES`, `SWAPFILE_CLUSTER`  |
-//! | [`swapops`]      | include/linux/swapops.h                | swap entries: `(type, offset)` packing         |
-//! | `sync`           | (none)                                 | the std ↔ loom shim every atomic and lock uses |
-//! | `percpu`         | include/linux/percpu*.h                | per-thread slots and split counters            |
-//! | `named`          | (none)                                 | [`named_enum!`]: an enum's names, parsed and printed |
-//! | [`clock`]        | include/linux/jiffies.h, kernel/time   | jiffies, a real and a virtual clock to sleep on |
-//! | `idr`            | lib/idr.c                              | lazy two-level id tables, lowest-free ids      |
-//! | `weak_slab`      | (an intrusive `list_head`)             | weak references that leave their list in O(1)  |
-//! | [`page_alloc`]   | mm/page_alloc.c                        | the machine's page frames: buddy lists, per-thread caches |
-//! | `lazy_zeroed`    | (vmalloc'd zeroed arrays)              | flat zeroed arrays committed page by page      |
-//! | [`page_counter`] | mm/page_counter.c (+ the old res_counter) | hierarchical counters, limits, protection   |
-//! | [`swap_cgroup`]  | mm/swap_cgroup.c                       | swap slot → owning cgroup id (five designs)    |
-//! | [`swapfile`]     | mm/swapfile.c, drivers/block/brd.c     | swap devices, clusters, slot counts, backends  |
-//! | [`cgroup`]       | kernel/cgroup/cgroup.c, kernel/cgroup/freezer.c | the cgroup hierarchy: mkdir/rmdir, subtree_control, limits, tasks, freezer |
-//! | [`memcontrol`]   | mm/memcontrol.c                        | memory cgroups, charges, swap accounting, events, hooks |
-//! | [`folio`]        | include/linux/mm_types.h (`struct folio`) | pages of real bytes that carry their charge |
-//! | [`list_lru`]     | mm/list_lru.c                          | per-cgroup per-node LRUs (split, legacy)       |
-//! | [`psi`]          | kernel/sched/psi.c                     | memory pressure stall information              |
-//! | [`shrinker`]     | mm/shrinker.c, mm/vmscan.c (shrink_slab) | shrinkers: caches that give objects back     |
-//! | [`vmscan`]       | mm/vmscan.c                            | per-memcg LRU lists, memory cgroup reclaim     |
-//! | [`workingset`]   | mm/workingset.c                        | shadow entries, refault distances              |
-//! | [`zswap`]        | mm/zswap.c, mm/zsmalloc.c              | compressed cache before the swap devices       |
-//! | [`swap_state`]   | mm/swap_state.c, mm/page_io.c, mm/vmscan.c (split on swap-out) | swap cache, swap-out/in |
-//! | `xarray`         | lib/xarray.c                           | a page cache's radix-tree nodes and their charges |
-//! | [`readahead`]    | mm/readahead.c                         | on-demand readahead: per-open-file windows     |
-//! | [`page_writeback`] | mm/page-writeback.c                  | `vm.dirty_*`, dirty limits of the global and memcg domains, writer throttling |
-//! | [`filemap`]      | mm/filemap.c, mm/truncate.c, fs/fs-writeback.c, mm/backing-dev.c | the page cache of a file, shadows, dirty accounting, the flushers |
-//! | [`fs`]           | fs/dcache.c, fs/inode.c, fs/super.c, fs/drop_caches.c, drivers/block/brd.c | a filesystem: dentry/inode caches on list_lru, its shrinker, drop_caches |
-//! | [`cgroupfs`]     | mm/memcontrol.c, kernel/cgroup/cgroup.c (cftypes) | the cgroup v2 interface files |
+//! Not yet true: `cgroup` names `psi` (a cgroup's `PsiGroup`, while psi
+//! names cgroups and the tree), and the memory controller's tree still
+//! holds state of modules above it, so `memcontrol` names `psi` (the task
+//! hooks' `PsiTask` and `Memstall`), `shrinker` (the tree's shrinker registry, a
+//! memory cgroup's `ShrinkerInfo`), `page_writeback` (the tree's
+//! `vm.dirty_*` settings and flushers) and `vmscan` (hooks.rs's fallback
+//! reclaim). The test lists these five edges, fails on any other, and
+//! fails when one of them is gone, so the list only shrinks.
+//!
+//! | floor | module           | kernel file                            | what it does                                   |
+//! |-------|------------------|----------------------------------------|------------------------------------------------|
+//! | 0     | [`errno`]        | include/uapi/asm-generic/errno-base.h  | errno values every typed error maps onto       |
+//! | 0     | [`mm_types`]     | include/linux/mm_types.h, asm/page.h, linux/swap.h | `PAGE_SIZE`, `SWAPFILE_CLUSTER`, `SWAP_CLUSTER_MAX`, swappiness bounds |
+//! | 0     | [`swapops`]      | include/linux/swapops.h                | swap entries: `(type, offset)` packing         |
+//! | 0     | `sync`           | (none)                                 | the std ↔ loom shim every atomic and lock uses |
+//! | 0     | `named`          | (none)                                 | [`named_enum!`]: an enum's names, parsed and printed |
+//! | 0     | `weak_slab`      | (an intrusive `list_head`)             | weak references that leave their list in O(1)  |
+//! | 1     | [`clock`]        | include/linux/jiffies.h, kernel/time   | jiffies, a real and a virtual clock to sleep on |
+//! | 1     | `percpu`         | include/linux/percpu*.h                | per-thread slots and split counters            |
+//! | 1     | `idr`            | lib/idr.c                              | lazy two-level id tables, lowest-free ids      |
+//! | 1     | `lazy_zeroed`    | (vmalloc'd zeroed arrays)              | flat zeroed arrays committed page by page      |
+//! | 2     | [`page_alloc`]   | mm/page_alloc.c                        | the machine's page frames: buddy lists, per-thread caches |
+//! | 2     | [`page_counter`] | mm/page_counter.c (+ the old res_counter) | hierarchical counters, limits, protection   |
+//! | 2     | [`swap_cgroup`]  | mm/swap_cgroup.c                       | swap slot → owning cgroup id (five designs)    |
+//! | 3     | [`swapfile`]     | mm/swapfile.c, drivers/block/brd.c     | swap devices, clusters, slot counts, backends  |
+//! | 4     | [`cgroup`]       | kernel/cgroup/cgroup.c, kernel/cgroup/freezer.c | the cgroup hierarchy: mkdir/rmdir, subtree_control, limits, tasks, freezer |
+//! | 5     | [`memcontrol`]   | mm/memcontrol.c                        | memory cgroups, charges, swap accounting, events, hooks |
+//! | 5     | [`folio`]        | include/linux/mm_types.h (`struct folio`) | pages of real bytes that carry their charge |
+//! | 5     | [`lruvec`]       | include/linux/mmzone.h, mm_inline.h, mm/swap.c | per-memcg LRU lists: add, isolate, putback, activate, reparent |
+//! | 6     | [`list_lru`]     | mm/list_lru.c                          | per-cgroup per-node LRUs (split, legacy)       |
+//! | 6     | [`psi`]          | kernel/sched/psi.c                     | memory pressure stall information              |
+//! | 6     | [`shrinker`]     | mm/shrinker.c                          | shrinkers: caches that give objects back       |
+//! | 6     | [`page_writeback`] | mm/page-writeback.c                  | `vm.dirty_*`, dirty limits of the global and memcg domains, writer throttling |
+//! | 6     | [`readahead`]    | mm/readahead.c                         | on-demand readahead: per-open-file windows     |
+//! | 7     | `xarray`         | lib/xarray.c                           | a page cache's radix-tree nodes and their charges |
+//! | 7     | [`workingset`]   | mm/workingset.c                        | shadow entries, refault distances              |
+//! | 7     | [`vmscan`]       | mm/vmscan.c                            | memory cgroup and machine reclaim: the scan policy, kswapd, drop_slab |
+//! | 8     | [`zswap`]        | mm/zswap.c, mm/zsmalloc.c              | compressed cache before the swap devices       |
+//! | 9     | [`swap_state`]   | mm/swap_state.c, mm/page_io.c, mm/vmscan.c (split on swap-out) | swap cache, swap-out/in |
+//! | 9     | [`filemap`]      | mm/filemap.c, mm/truncate.c, fs/fs-writeback.c, mm/backing-dev.c | the page cache of a file, shadows, dirty accounting, the flushers |
+//! | 10    | [`fs`]           | fs/dcache.c, fs/inode.c, fs/super.c, fs/drop_caches.c, drivers/block/brd.c | a filesystem: dentry/inode caches on list_lru, its shrinker, drop_caches |
+//! | 11    | [`cgroupfs`]     | mm/memcontrol.c, kernel/cgroup/cgroup.c (cftypes) | the cgroup v2 interface files |
 //!
 //! Every atomic and lock comes from one shim (`sync`), which `--cfg loom`
 //! swaps for loom's model-checked types; the loom models live in
