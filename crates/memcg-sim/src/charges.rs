@@ -23,6 +23,7 @@ use memcg::memcontrol::{ChargeKind, MemCgroup};
 use memcg::swapops::SwapEntry;
 
 use crate::{Sim, SimError, lock};
+use memcg::memcontrol::Gfp;
 
 /// What a direct charge charges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -83,7 +84,9 @@ impl Sim {
         let memcg = cg.effective_memcg();
         let held = match what {
             ChargeTarget::Memory(kind) => {
-                self.fs().tree().try_charge(&memcg, pages, kind)?;
+                self.fs()
+                    .tree()
+                    .try_charge(&memcg, pages, kind, Gfp::Kernel)?;
                 Held::Memory { memcg, pages }
             }
             ChargeTarget::Swap => Held::Swap {

@@ -1038,7 +1038,7 @@ impl Sim {
         table(Level::Pud)?;
         table(Level::Pmd)?;
         if folio_pages == HPAGE_PMD_NR
-            && let Ok(folio) = Folio::new_gfp(tree, memcg, folio_pages, Gfp::NoReclaim)
+            && let Ok(folio) = Folio::new(tree, memcg, folio_pages, Gfp::NoReclaim)
         {
             // The folio goes back (uncharged) if its table cannot come.
             table(Level::Pte)?;
@@ -1048,7 +1048,7 @@ impl Sim {
         table(Level::Pte)?;
         if folio_pages > 1
             && folio_pages < HPAGE_PMD_NR
-            && let Ok(folio) = Folio::new_gfp(tree, memcg, folio_pages, Gfp::NoReclaim)
+            && let Ok(folio) = Folio::new(tree, memcg, folio_pages, Gfp::NoReclaim)
         {
             memcg.count_vm_event(VmEvent::Pgfault, 1);
             return Ok(vec![(first_page, folio)]);
@@ -1060,7 +1060,7 @@ impl Sim {
                 return Err(SimError::Killed { pid: task.pid() });
             }
             memcg.count_vm_event(VmEvent::Pgfault, 1);
-            pages.push((first_page + i, Folio::new(tree, memcg, 1)?));
+            pages.push((first_page + i, Folio::new(tree, memcg, 1, Gfp::Kernel)?));
         }
         Ok(pages)
     }
@@ -1337,9 +1337,9 @@ impl Sim {
             return Err(None);
         }
         let whole = if nr > 1 {
-            swap.do_swap_page_gfp(entry, nr, memcg, Gfp::NoReclaim)
+            swap.do_swap_page(entry, nr, memcg, Gfp::NoReclaim)
         } else {
-            swap.do_swap_page(entry, nr, memcg)
+            swap.do_swap_page(entry, nr, memcg, Gfp::Kernel)
         };
         whole.map_err(|e| match e {
             SwapInError::Charge(_) if nr > 1 => None,
@@ -1370,7 +1370,7 @@ impl Sim {
                 memcg.count_vm_event(VmEvent::Pgfault, 1);
             }
             let page_entry = entry.add(u64::from(i)).expect("inside the run");
-            match swap.do_swap_page(page_entry, 1, memcg) {
+            match swap.do_swap_page(page_entry, 1, memcg, Gfp::Kernel) {
                 Ok(folio) => pieces.push(Extent {
                     first_page: first_page + u64::from(i),
                     nr: 1,

@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use memcg::list_lru::{ItemId, ListLru, ListLruConfig, Walked};
+use memcg::memcontrol::Gfp;
 use memcg::memcontrol::{
     CgroupTree, ChargeError, MemCgroup, MemcgEvent, MemcgStat, ObjCgroup, SlabKind,
 };
@@ -115,8 +116,12 @@ impl Cache {
     fn insert(&self, tenant: &MemCgroup, key: u64, value: &[u8]) -> Result<(), InsertError> {
         self.remove(key);
         let objcg = tenant.obj_cgroup();
-        self.tree
-            .charge_slab(&objcg, value.len() as u64, SlabKind::Reclaimable)?;
+        self.tree.charge_slab(
+            &objcg,
+            value.len() as u64,
+            SlabKind::Reclaimable,
+            Gfp::Kernel,
+        )?;
         let mut table = self.table.lock().unwrap();
         let id = match table.free.pop() {
             Some(id) => id,

@@ -1600,6 +1600,7 @@ impl CgroupFs {
 mod tests {
     use super::*;
     use crate::memcontrol::ChargeKind;
+    use crate::memcontrol::Gfp;
 
     /// An interface whose `memory.current` shows exactly the pages charged
     /// (no charge stock).
@@ -2040,7 +2041,7 @@ mod tests {
         fs.mkdir("/a").unwrap();
         let a = fs.memcg("/a").unwrap();
         let t = fs.tree();
-        t.try_charge(&a, 8, ChargeKind::Anon).unwrap();
+        t.try_charge(&a, 8, ChargeKind::Anon, Gfp::Kernel).unwrap();
         t.uncharge(&a, 6, ChargeKind::Anon);
         let mut fd = fs.open("/a/memory.peak", Access::ReadWrite).unwrap();
         assert_eq!(fd.read().unwrap(), "32768\n", "never written: global peak");
@@ -2050,7 +2051,7 @@ mod tests {
         // "completely independent read isn't affected by our FD-local reset").
         assert_eq!(fs.read("/a/memory.peak").unwrap(), "32768\n");
         // The written descriptor follows usage up from its reset.
-        t.try_charge(&a, 3, ChargeKind::Anon).unwrap();
+        t.try_charge(&a, 3, ChargeKind::Anon, Gfp::Kernel).unwrap();
         assert_eq!(fd.read().unwrap(), "20480\n");
         // A reset through another descriptor restarts the shared local peak
         // and raises this one's value only if usage is above it: the peak
@@ -2077,7 +2078,9 @@ mod tests {
         fs.write("/cgroup.subtree_control", "+memory").unwrap();
         fs.mkdir("/a").unwrap();
         let a = fs.memcg("/a").unwrap();
-        fs.tree().try_charge(&a, 3, ChargeKind::Anon).unwrap();
+        fs.tree()
+            .try_charge(&a, 3, ChargeKind::Anon, Gfp::Kernel)
+            .unwrap();
         assert_eq!(fs.read("/a/memory.current").unwrap(), "12288\n");
         fs.tree().uncharge(&a, 2, ChargeKind::Anon);
         assert_eq!(fs.read("/a/memory.current").unwrap(), "4096\n");

@@ -597,7 +597,7 @@ impl AddressSpace {
             Some(Slot::Shadow(shadow)) if !write => Some(*shadow),
             _ => None,
         };
-        let folio = Folio::new_file_gfp(&self.tree, memcg, 1, index, gfp)?;
+        let folio = Folio::new_file(&self.tree, memcg, 1, index, gfp)?;
         let swap_free = || (self.swap)().free_pages;
         // Reading back a page of the working set is a memory stall
         // (`filemap_read_folio` on a folio `workingset_refault` marked;
@@ -655,7 +655,7 @@ impl AddressSpace {
             while charged.len() < needed {
                 let node = XA_NODE_BYTES;
                 let kind = SlabKind::Reclaimable;
-                if let Err(e) = self.tree.charge_slab_gfp(&objcg, node, kind, gfp) {
+                if let Err(e) = self.tree.charge_slab(&objcg, node, kind, gfp) {
                     self.uncharge_nodes(charged);
                     return Err(e.into());
                 }

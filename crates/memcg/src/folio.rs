@@ -75,46 +75,31 @@ impl Deref for FolioMemcg {
 
 impl Folio {
     /// A zeroed anonymous folio of `nr` pages charged to `memcg` (which
-    /// must belong to `tree`).
-    pub fn new(tree: &CgroupTree, memcg: &Arc<MemCgroup>, nr: u32) -> Result<Self, ChargeError> {
-        Self::new_gfp(tree, memcg, nr, Gfp::Kernel)
-    }
-
-    /// [`Folio::new`], charged with the effort `gfp` allows (an mTHP fault
+    /// must belong to `tree`) with the effort `gfp` allows (an mTHP fault
     /// charges large folios with [`Gfp::NoReclaim`] and falls back to
     /// single pages when that fails).
-    pub fn new_gfp(
+    pub fn new(
         tree: &CgroupTree,
         memcg: &Arc<MemCgroup>,
         nr: u32,
         gfp: Gfp,
     ) -> Result<Self, ChargeError> {
-        tree.try_charge_gfp(memcg, u64::from(nr), ChargeKind::Anon, gfp)?;
+        tree.try_charge(memcg, u64::from(nr), ChargeKind::Anon, gfp)?;
         Ok(Self::adopt(Arc::clone(memcg), nr))
     }
 
     /// A page-cache folio of `nr` pages charged to `memcg`, its bytes left
     /// for the caller to fill whole (`filemap_alloc_folio` +
-    /// `mem_cgroup_charge`).
+    /// `mem_cgroup_charge`), with the effort `gfp` allows (readahead
+    /// charges with [`Gfp::NoRetry`]).
     pub fn new_file(
-        tree: &CgroupTree,
-        memcg: &Arc<MemCgroup>,
-        nr: u32,
-        index: u64,
-    ) -> Result<Self, ChargeError> {
-        Self::new_file_gfp(tree, memcg, nr, index, Gfp::Kernel)
-    }
-
-    /// [`Folio::new_file`], charged with the effort `gfp` allows
-    /// (readahead charges with [`Gfp::NoRetry`]).
-    pub fn new_file_gfp(
         tree: &CgroupTree,
         memcg: &Arc<MemCgroup>,
         nr: u32,
         index: u64,
         gfp: Gfp,
     ) -> Result<Self, ChargeError> {
-        tree.try_charge_gfp(memcg, u64::from(nr), ChargeKind::File, gfp)?;
+        tree.try_charge(memcg, u64::from(nr), ChargeKind::File, gfp)?;
         let mut folio = Self::with_buffer(Arc::clone(memcg), nr, FolioKind::File, false);
         folio.index = index;
         Ok(folio)

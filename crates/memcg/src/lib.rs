@@ -13,7 +13,7 @@
 //!
 //! ```
 //! use memcg::Errno;
-//! use memcg::memcontrol::{CgroupTree, ChargeKind, MemcgEvent, TreeConfig};
+//! use memcg::memcontrol::{CgroupTree, ChargeKind, Gfp, MemcgEvent, TreeConfig};
 //!
 //! // The default configuration gives every cgroup a memory cgroup.
 //! let tree = CgroupTree::new(TreeConfig::default());
@@ -28,13 +28,13 @@
 //! let b = tree.mkdir_in(&tenants, "b")?;
 //! assert!(tree.set_memory_max(&a, 256)); // memory.max, in pages
 //!
-//! tree.try_charge(&a, 200, ChargeKind::Anon)?; // pages, not bytes
-//! tree.try_charge(&b, 50, ChargeKind::File)?;
+//! tree.try_charge(&a, 200, ChargeKind::Anon, Gfp::Kernel)?; // pages, not bytes
+//! tree.try_charge(&b, 50, ChargeKind::File, Gfp::Kernel)?;
 //! assert_eq!(tenants.memory().usage(), 250); // counted at every level
 //!
 //! // Over a's limit with nothing to reclaim: ENOMEM, `max` events on a,
 //! // and nothing of the refused charge stays.
-//! let err = tree.try_charge(&a, 100, ChargeKind::Anon).unwrap_err();
+//! let err = tree.try_charge(&a, 100, ChargeKind::Anon, Gfp::Kernel).unwrap_err();
 //! assert_eq!(err.errno(), Errno::ENOMEM);
 //! assert!(a.event(MemcgEvent::Max) > 0);
 //! assert_eq!(a.memory().usage(), 200);
@@ -85,6 +85,10 @@
 //!   counts for `workingset_*`); [`MemCgroup::stat`](memcontrol::MemCgroup::stat)
 //!   returns the stored value, [`StatUnit::bytes`](memcontrol::StatUnit::bytes)
 //!   the factor to bytes. Events are counts.
+//! - **A charge says how hard it may try**, with the kernel's gfp flags
+//!   ([`Gfp`](memcontrol::Gfp)): `Gfp::Kernel` for an ordinary charge
+//!   (reclaim, retries, and the OOM killer for small ones); `NoRetry`,
+//!   `NoReclaim` and `MemAlloc` as their kernel namesakes.
 //! - **The charge stock is on by default**, as the kernel's per-CPU stock:
 //!   a charge takes [`MEMCG_CHARGE_BATCH`](memcontrol::MEMCG_CHARGE_BATCH)
 //!   (64) pages from the counters and keeps what it did not use for the

@@ -789,6 +789,7 @@ pub(crate) fn lru_note_cost(memcg: &MemCgroup, file: bool, nr_io: u64, nr_rotate
 mod tests {
     use super::*;
     use crate::memcontrol::CgroupTree;
+    use crate::memcontrol::Gfp;
 
     struct NoOwner;
     impl Rmap for NoOwner {
@@ -809,7 +810,7 @@ mod tests {
         let a = t.mkdir("/a").unwrap();
         let owner: Arc<dyn Rmap> = Arc::new(NoOwner);
         for _ in 0..3 {
-            let folio = Arc::new(Folio::new(&t, &a, 1).unwrap());
+            let folio = Arc::new(Folio::new(&t, &a, 1, Gfp::Kernel).unwrap());
             folio_add_lru(&folio, Arc::downgrade(&owner));
         }
         // Each folio was freed as its last reference went: the counts came
@@ -830,10 +831,10 @@ mod tests {
         t.set_charge_stock(false);
         let a = t.mkdir("/a").unwrap();
         let owner: Arc<dyn Rmap> = Arc::new(NoOwner);
-        let live = Arc::new(Folio::new(&t, &a, 1).unwrap());
+        let live = Arc::new(Folio::new(&t, &a, 1, Gfp::Kernel).unwrap());
         folio_add_lru(&live, Arc::downgrade(&owner));
         for _ in 0..200 {
-            let folio = Arc::new(Folio::new(&t, &a, 1).unwrap());
+            let folio = Arc::new(Folio::new(&t, &a, 1, Gfp::Kernel).unwrap());
             folio_add_lru(&folio, Arc::downgrade(&owner));
         }
         assert!(a.lruvec().nr_entries() < 100, "{}", a.lruvec().nr_entries());

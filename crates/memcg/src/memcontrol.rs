@@ -39,7 +39,7 @@
 //! ([`CgroupTree::set_memcg_metadata_bytes`]).
 //!
 //! ```
-//! use memcg::memcontrol::{CgroupTree, ChargeError, ChargeKind, MemcgEvent, TreeConfig};
+//! use memcg::memcontrol::{CgroupTree, ChargeError, ChargeKind, Gfp, MemcgEvent, TreeConfig};
 //!
 //! let tree = CgroupTree::new(TreeConfig::default());
 //! tree.set_charge_stock(false); // exact usage figures
@@ -53,19 +53,19 @@
 //! // Limits are in pages: 1024 pages (4 MiB) for /jobs, 768 for web.
 //! assert!(tree.set_memory_max(&jobs, 1024));
 //! assert!(tree.set_memory_max(&web, 768));
-//! tree.try_charge(&web, 700, ChargeKind::Anon)?;
-//! tree.try_charge(&batch, 320, ChargeKind::File)?;
+//! tree.try_charge(&web, 700, ChargeKind::Anon, Gfp::Kernel)?;
+//! tree.try_charge(&batch, 320, ChargeKind::File, Gfp::Kernel)?;
 //! assert_eq!(jobs.memory().usage(), 1020);
 //!
 //! // The parent's limit refuses batch's next charge: `max` counts on
 //! // /jobs, the cgroup over its limit, and the error names it. A small
 //! // charge (8 pages or fewer) also goes through the OOM path (`oom`),
 //! // which finds no task to kill in a library tree.
-//! let err = tree.try_charge(&batch, 30, ChargeKind::File).unwrap_err();
+//! let err = tree.try_charge(&batch, 30, ChargeKind::File, Gfp::Kernel).unwrap_err();
 //! assert_eq!(err, ChargeError::OutOfMemory { path: "/jobs".into() });
 //! assert!(jobs.event(MemcgEvent::Max) > 0);
 //! assert_eq!(batch.event(MemcgEvent::Max), 0);
-//! assert!(tree.try_charge(&batch, 8, ChargeKind::File).is_err());
+//! assert!(tree.try_charge(&batch, 8, ChargeKind::File, Gfp::Kernel).is_err());
 //! assert_eq!(jobs.event(MemcgEvent::Oom), 1);
 //!
 //! // memory.stat: `anon` and `file` are kept in pages, hierarchically.
@@ -1393,7 +1393,8 @@ mod tests {
         let p = t.mkdir("/p").unwrap();
         let c = t.mkdir("/p/c").unwrap();
         let objcg = c.obj_cgroup();
-        t.charge_slab(&objcg, 100, SlabKind::Unreclaimable).unwrap();
+        t.charge_slab(&objcg, 100, SlabKind::Unreclaimable, Gfp::Kernel)
+            .unwrap();
         t.rmdir("/p/c").unwrap();
         assert_eq!(p.kmem.nr_objcgs(), 2, "its own and c's, reparented");
         t.uncharge_slab(&objcg, 100, SlabKind::Unreclaimable);
@@ -1641,7 +1642,7 @@ mod tests {
     fn charged_pages_keep_a_removed_cgroup_dying() {
         let t = CgroupTree::default();
         let a = t.mkdir("/a").unwrap();
-        t.try_charge(&a, 4, ChargeKind::File).unwrap();
+        t.try_charge(&a, 4, ChargeKind::File, Gfp::Kernel).unwrap();
         let weak = std::sync::Arc::downgrade(&a);
         drop(a);
         t.rmdir("/a").unwrap();

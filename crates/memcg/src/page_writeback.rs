@@ -852,6 +852,7 @@ fn throttle_pause(
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::memcontrol::Gfp;
 
     #[test]
     fn limits_follow_the_ratios_and_halve_a_background_above_the_threshold() {
@@ -941,7 +942,7 @@ mod tests {
         a.memory().set_max(5120).unwrap();
         // 1000 file pages charged, 200 of them dirty: avail is the file
         // pages plus the 4120 pages of headroom.
-        t.try_charge(&a, 1000, crate::memcontrol::ChargeKind::File)
+        t.try_charge(&a, 1000, crate::memcontrol::ChargeKind::File, Gfp::Kernel)
             .unwrap();
         a.mod_stat(MemcgStat::InactiveFile, 1000);
         a.mod_stat(MemcgStat::FileDirty, 200);

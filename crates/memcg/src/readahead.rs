@@ -329,6 +329,7 @@ mod tests {
     use std::collections::BTreeSet;
 
     use super::*;
+    use crate::memcontrol::Gfp;
 
     /// A page cache of indices, recording what readahead asked for.
     #[derive(Default)]
@@ -442,7 +443,7 @@ mod tests {
                     page_cache_sync_ra(cache, ra, i, index + req - i, i_size);
                 }
                 if cache.marked.borrow_mut().remove(&i) {
-                    let folio = Folio::new_file(&tree, tree.root(), 1, i).unwrap();
+                    let folio = Folio::new_file(&tree, tree.root(), 1, i, Gfp::Kernel).unwrap();
                     folio.set_readahead();
                     page_cache_async_ra(cache, ra, &folio, index + req - i, i_size);
                     assert!(!folio.test_readahead(), "the mark is cleared");

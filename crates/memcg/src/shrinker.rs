@@ -389,6 +389,7 @@ fn do_shrink_slab(
 mod tests {
     use super::*;
     use crate::list_lru::{ListLru, ListLruConfig, Walked};
+    use crate::memcontrol::Gfp;
     use crate::memcontrol::test_tree;
 
     /// A cache of list_lru items: counts a memory cgroup's list, frees by
@@ -520,7 +521,7 @@ mod tests {
         }
         // Charged like slab (a memory cgroup charged nothing is below any
         // protection, even none, and skipped, as in the kernel).
-        t.try_charge(&b, 300, crate::memcontrol::ChargeKind::Anon)
+        t.try_charge(&b, 300, crate::memcontrol::ChargeKind::Anon, Gfp::Kernel)
             .unwrap();
         let no_swap = crate::vmscan::SwapSpace::default;
         let opts = crate::memcontrol::ReclaimOptions::default();
@@ -554,7 +555,7 @@ mod tests {
         for item in 0..300 {
             c.lru.add(item, 0, &a).unwrap();
         }
-        t.try_charge(&a, 300, crate::memcontrol::ChargeKind::Anon)
+        t.try_charge(&a, 300, crate::memcontrol::ChargeKind::Anon, Gfp::Kernel)
             .unwrap();
         // No LRU pages: only the shrinker can make progress.
         assert_eq!(t.reclaim_proactive(t.root(), 32, None), Ok(()));

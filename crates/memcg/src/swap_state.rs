@@ -688,20 +688,11 @@ impl SwapSystem {
     /// `faulting` (`do_swap_page`): [`SwapSystem::swap_in`], plus a major
     /// fault (`pgmajfault`) on `faulting` (the faulting mm's memory cgroup,
     /// whoever the page is charged to) when this fault read the folio in
-    /// rather than finding it in the swap cache.
+    /// rather than finding it in the swap cache. The folio is charged with
+    /// the effort `gfp` allows: `alloc_swap_folio` charges a large folio
+    /// without reclaim, and the caller falls back to single pages when
+    /// that fails.
     pub fn do_swap_page(
-        &self,
-        entry: SwapEntry,
-        nr: u32,
-        faulting: &Arc<MemCgroup>,
-    ) -> Result<Arc<Folio>, SwapInError> {
-        self.do_swap_page_gfp(entry, nr, faulting, Gfp::Kernel)
-    }
-
-    /// [`SwapSystem::do_swap_page`] charging with the effort `gfp` allows:
-    /// `alloc_swap_folio` charges a large folio without reclaim, and the
-    /// caller falls back to single pages when that fails.
-    pub fn do_swap_page_gfp(
         &self,
         entry: SwapEntry,
         nr: u32,
@@ -845,7 +836,7 @@ impl SwapSystem {
         all_zero: bool,
         swapcached: bool,
     ) -> Result<Arc<Folio>, SwapInError> {
-        let charged = self.tree.swapin_charge_gfp(
+        let charged = self.tree.swapin_charge(
             &self.swap_cgroup,
             entry,
             faulting,
@@ -1152,7 +1143,7 @@ mod tests {
     }
 
     fn filled(tree: &CgroupTree, cg: &Arc<MemCgroup>, nr: u32, byte: u8) -> Arc<Folio> {
-        let f = Folio::new(tree, cg, nr).unwrap();
+        let f = Folio::new(tree, cg, nr, Gfp::Kernel).unwrap();
         f.bytes().fill(byte);
         Arc::new(f)
     }
@@ -1165,7 +1156,7 @@ mod tests {
         let [piece] = sys.swap_out_or_split(folio, &cg).try_into().unwrap();
         let entry = piece.outcome.unwrap();
         assert_eq!(sys.nr_shadows(), 1);
-        let back = sys.do_swap_page(entry, 1, &cg).unwrap();
+        let back = sys.do_swap_page(entry, 1, &cg, Gfp::Kernel).unwrap();
         assert_eq!(sys.nr_shadows(), 0, "taken by the swap-in");
         // The distance is the folio itself (1 page): more than an empty
         // working set (no file pages, and `get_nr_swap_pages` counts only
@@ -1192,7 +1183,7 @@ mod tests {
         tree.set_charge_stock(false);
         sys.swapon_ram("ram0", 4 << 20, None).unwrap();
         sys.zswap().set_enabled(true);
-        let text = Folio::new(&tree, &cg, 4).unwrap();
+        let text = Folio::new(&tree, &cg, 4, Gfp::Kernel).unwrap();
         for (i, b) in text.bytes().iter_mut().enumerate() {
             *b = b"let x = 1;\n"[i % 11];
         }
@@ -1212,7 +1203,7 @@ mod tests {
         let zswap_bytes = cg.stat(MemcgStat::ZswapBytes) as u64;
         assert!(zswap_bytes > 0 && zswap_bytes < 4 * 4096);
         assert_eq!(sys.peek(entry, 4).unwrap(), want);
-        let back = sys.do_swap_page(entry, 4, &cg).unwrap();
+        let back = sys.do_swap_page(entry, 4, &cg, Gfp::Kernel).unwrap();
         assert_eq!(back.bytes().to_vec(), want);
         assert_eq!(cg.vm_event(VmEvent::Zswpin), 4);
         assert_eq!(cg.vm_event(VmEvent::Pswpin), 0);
@@ -1249,7 +1240,7 @@ mod tests {
     ) -> Vec<(SwapEntry, Vec<u8>)> {
         (0..n)
             .map(|seed| {
-                let folio = Folio::new(tree, cg, 1).unwrap();
+                let folio = Folio::new(tree, cg, 1, Gfp::Kernel).unwrap();
                 let mut x = seed.wrapping_mul(2_654_435_761) | 1;
                 for b in folio.bytes()[..2048].iter_mut() {
                     x ^= x << 13;
@@ -1308,7 +1299,7 @@ mod tests {
         // At `memory.zswap.max` a store first writes one entry back.
         cg.set_zswap_max(0);
         z.set_shrinker_enabled(false);
-        let folio = Folio::new(&tree, &cg, 1).unwrap();
+        let folio = Folio::new(&tree, &cg, 1, Gfp::Kernel).unwrap();
         folio.bytes().fill(b'x');
         let [piece] = sys
             .swap_out_or_split(Arc::new(folio), &cg)
@@ -1316,7 +1307,7 @@ mod tests {
             .unwrap();
         assert!(piece.outcome.is_ok(), "written to the device instead");
         for (entry, want) in entries {
-            let back = sys.do_swap_page(entry, 1, &cg).unwrap();
+            let back = sys.do_swap_page(entry, 1, &cg, Gfp::Kernel).unwrap();
             assert_eq!(back.bytes().to_vec(), want);
         }
         assert_eq!(cg.stat(MemcgStat::ZswapBytes), 0);
@@ -1342,7 +1333,7 @@ mod tests {
         assert!(c.written_back_pages > 0, "the worker wrote back: {c:?}");
         assert!(c.pool_total_size <= 40 * 4096, "{c:?}");
         for (entry, want) in entries {
-            let back = sys.do_swap_page(entry, 1, &cg).unwrap();
+            let back = sys.do_swap_page(entry, 1, &cg, Gfp::Kernel).unwrap();
             assert_eq!(back.bytes().to_vec(), want);
         }
         assert_eq!(z.debug_counts().stored_pages, 0);
@@ -1380,7 +1371,7 @@ mod tests {
         // look only takes its referenced mark: a few refused stores later
         // the worker reaches entries it can write back.
         for _ in 0..8 {
-            let folio = Folio::new(&tree, &b, 1).unwrap();
+            let folio = Folio::new(&tree, &b, 1, Gfp::Kernel).unwrap();
             folio.bytes().fill(b'x');
             let [piece] = sys
                 .swap_out_or_split(Arc::new(folio), &b)
@@ -1392,7 +1383,7 @@ mod tests {
         assert!(c.written_back_pages > 0, "{c:?}");
         assert!(c.pool_total_size <= 36 * 4096, "{c:?}");
         for (entry, want) in entries {
-            let back = sys.do_swap_page(entry, 1, &cg).unwrap();
+            let back = sys.do_swap_page(entry, 1, &cg, Gfp::Kernel).unwrap();
             assert_eq!(back.bytes().to_vec(), want);
         }
         assert_eq!(z.debug_counts().stored_pages, 0);
@@ -1411,7 +1402,7 @@ mod tests {
             (0, 16, 17)
         );
         assert_eq!(cg.vm_event(VmEvent::Pswpout), 16);
-        let back = sys.do_swap_page(entry, 16, &cg).unwrap();
+        let back = sys.do_swap_page(entry, 16, &cg, Gfp::Kernel).unwrap();
         assert!(back.bytes().iter().all(|&b| b == 0xab));
         assert_eq!(
             (cg.memory().usage(), cg.swap().usage(), cg.id_pins()),
@@ -1508,7 +1499,7 @@ mod tests {
         let entry = sys.swap_out(&filled(&tree, &cg, 16, 9)).unwrap();
         assert_eq!(tree.machine_used_pages(), 1 + 16);
         // Charges past the machine fail, without memory cgroup events.
-        let err = Folio::new(&tree, &cg, 1024).unwrap_err();
+        let err = Folio::new(&tree, &cg, 1024, Gfp::Kernel).unwrap_err();
         assert!(matches!(
             err,
             ChargeError::MachineOutOfMemory { total_pages: 1024 }
@@ -1560,14 +1551,14 @@ mod tests {
         sys.swapon_ram("ram0", 4 << 20, None).unwrap();
         let entry = sys.swap_out(&filled(&tree, &cg, 1, 7)).unwrap();
         sys.swap_dup(entry, 1).unwrap();
-        let a = sys.do_swap_page(entry, 1, &cg).unwrap();
+        let a = sys.do_swap_page(entry, 1, &cg, Gfp::Kernel).unwrap();
         assert_eq!(
             cg.swap().usage(),
             1,
             "the second mapping still references the slot"
         );
         assert_eq!(sys.cache_len(), 1);
-        let b = sys.do_swap_page(entry, 1, &cg).unwrap();
+        let b = sys.do_swap_page(entry, 1, &cg, Gfp::Kernel).unwrap();
         assert!(Arc::ptr_eq(&a, &b), "one read, shared");
         assert_eq!(
             (cg.swap().usage(), cg.memory().usage(), sys.cache_len()),
@@ -1599,7 +1590,7 @@ mod tests {
                 Err(SwapError::BadEntry(_))
             ));
             assert!(matches!(
-                sys.do_swap_page(entry, 1, &cg),
+                sys.do_swap_page(entry, 1, &cg, Gfp::Kernel),
                 Err(SwapInError::Swap(SwapError::BadEntry(_)))
             ));
         }

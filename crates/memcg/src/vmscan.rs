@@ -900,6 +900,7 @@ fn subtree_pre(target: &Arc<MemCgroup>) -> Vec<Arc<MemCgroup>> {
 mod tests {
     use super::*;
     use crate::lruvec::folio_mark_young;
+    use crate::memcontrol::Gfp;
 
     #[test]
     fn fractions_follow_swappiness_and_costs() {
@@ -937,7 +938,7 @@ mod tests {
     fn references_keep_then_activate() {
         let t = CgroupTree::default();
         let a = t.mkdir("/a").unwrap();
-        let folio = Folio::new(&t, &a, 1).unwrap();
+        let folio = Folio::new(&t, &a, 1, Gfp::Kernel).unwrap();
         assert_eq!(folio_check_references(&folio), FolioRef::Reclaim);
         folio_mark_young(&folio);
         assert_eq!(folio_check_references(&folio), FolioRef::Keep);

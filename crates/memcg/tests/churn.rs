@@ -13,6 +13,7 @@
 use std::sync::Arc;
 
 use memcg::list_lru::{ListLru, ListLruConfig};
+use memcg::memcontrol::Gfp;
 use memcg::memcontrol::{CgroupTree, ChargeKind, MemCgroup, SlabKind, TreeConfig};
 
 const BATCH: u32 = 10_000;
@@ -41,9 +42,11 @@ fn cycle(tree: &CgroupTree, n: &Arc<MemCgroup>, lru: &ListLru) {
         .collect();
     let mut held = Vec::with_capacity(children.len());
     for (i, c) in children.iter().enumerate() {
-        tree.try_charge(c, 1, ChargeKind::Anon).unwrap();
+        tree.try_charge(c, 1, ChargeKind::Anon, Gfp::Kernel)
+            .unwrap();
         let objcg = c.obj_cgroup();
-        tree.charge_slab(&objcg, 64, SlabKind::Reclaimable).unwrap();
+        tree.charge_slab(&objcg, 64, SlabKind::Reclaimable, Gfp::Kernel)
+            .unwrap();
         assert!(lru.add(i as u32, 0, c).unwrap());
         held.push(objcg);
     }

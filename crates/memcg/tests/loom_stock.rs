@@ -22,12 +22,12 @@ fn a_stocked_charge_racing_a_drain_keeps_the_counter_exact() {
         t.set_charge_stock(true);
         let a = t.mkdir("/a").unwrap();
         // A batch of 64: one page in use, 63 stocked.
-        t.try_charge(&a, 1, ChargeKind::Anon).unwrap();
+        t.try_charge(&a, 1, ChargeKind::Anon, Gfp::Kernel).unwrap();
         let drainer = {
             let (t, a) = (t.clone(), Arc::clone(&a));
             thread::spawn(move || t.drain_all_stock(&a))
         };
-        t.try_charge(&a, 1, ChargeKind::Anon).unwrap();
+        t.try_charge(&a, 1, ChargeKind::Anon, Gfp::Kernel).unwrap();
         drainer.join().unwrap();
         let stocked = t.stocked_pages(&a);
         assert_eq!(a.memory().usage(), 2 + stocked, "in use + stocked");

@@ -49,7 +49,7 @@ fn setup() -> (CgroupTree, Arc<SwapSystem>, [Arc<MemCgroup>; 3]) {
 fn two_faults_sharing_one_entry_race_the_last_swap_free() {
     let outcomes = explore(|| {
         let (_tree, swap, [owner, a, b]) = setup();
-        let folio = Arc::new(Folio::new(swap.tree(), &owner, 1).unwrap());
+        let folio = Arc::new(Folio::new(swap.tree(), &owner, 1, Gfp::Kernel).unwrap());
         folio.bytes().fill(0x5a);
         let entry = swap.swap_out(&folio).unwrap();
         drop(folio);
@@ -65,7 +65,7 @@ fn two_faults_sharing_one_entry_race_the_last_swap_free() {
         let fault = |cg: &Arc<MemCgroup>| {
             let (swap, cg, done) = (Arc::clone(&swap), Arc::clone(cg), Arc::clone(&done));
             thread::spawn(move || {
-                let folio = swap.do_swap_page(entry, 1, &cg).unwrap();
+                let folio = swap.do_swap_page(entry, 1, &cg, Gfp::Kernel).unwrap();
                 done.fetch_add(1, Ordering::SeqCst);
                 folio
             })
@@ -136,7 +136,7 @@ fn a_failed_read_gives_its_waiters_the_same_errno() {
         swap.swapon("ram0", Box::new(Arc::clone(&disk)), None)
             .unwrap();
         let owner = tree.mkdir("/owner").unwrap();
-        let folio = Arc::new(Folio::new(&tree, &owner, 1).unwrap());
+        let folio = Arc::new(Folio::new(&tree, &owner, 1, Gfp::Kernel).unwrap());
         folio.bytes().fill(0xa5);
         let entry = swap.swap_out(&folio).unwrap();
         drop(folio);
@@ -158,10 +158,10 @@ fn a_failed_read_gives_its_waiters_the_same_errno() {
         };
         let other = {
             let (swap, owner) = (Arc::clone(&swap), Arc::clone(&owner));
-            thread::spawn(move || swap.do_swap_page(entry, 1, &owner))
+            thread::spawn(move || swap.do_swap_page(entry, 1, &owner, Gfp::Kernel))
         };
         let mut both = [
-            classify(swap.do_swap_page(entry, 1, &owner)),
+            classify(swap.do_swap_page(entry, 1, &owner, Gfp::Kernel)),
             classify(other.join().unwrap()),
         ];
         both.sort();
@@ -194,7 +194,7 @@ fn a_failed_read_gives_its_waiters_the_same_errno() {
 fn a_fault_skipping_the_cache_and_a_racing_free_release_the_slot_once() {
     let outcomes = explore(|| {
         let (_tree, swap, [owner, a, _]) = setup();
-        let folio = Arc::new(Folio::new(swap.tree(), &owner, 1).unwrap());
+        let folio = Arc::new(Folio::new(swap.tree(), &owner, 1, Gfp::Kernel).unwrap());
         folio.bytes().fill(0x3c);
         let entry = swap.swap_out(&folio).unwrap();
         drop(folio);
@@ -203,7 +203,7 @@ fn a_fault_skipping_the_cache_and_a_racing_free_release_the_slot_once() {
             let swap = Arc::clone(&swap);
             thread::spawn(move || swap.swap_free(entry, 1).is_ok())
         };
-        let faulted = swap.do_swap_page(entry, 1, &a).map(|folio| {
+        let faulted = swap.do_swap_page(entry, 1, &a, Gfp::Kernel).map(|folio| {
             assert!(folio.bytes().iter().all(|&byte| byte == 0x3c));
             assert_eq!(swap.cache_len(), 0, "never in the swap cache");
         });
@@ -237,7 +237,7 @@ fn a_zswap_writeback_racing_a_fault_on_its_slot() {
     let outcomes = explore(|| {
         let (_tree, swap, [owner, _, _]) = setup();
         swap.zswap().set_enabled(true);
-        let folio = Folio::new(swap.tree(), &owner, 1).unwrap();
+        let folio = Folio::new(swap.tree(), &owner, 1, Gfp::Kernel).unwrap();
         folio.bytes().fill(0x3c);
         let [piece] = swap
             .swap_out_or_split(Arc::new(folio), &owner)
@@ -247,7 +247,7 @@ fn a_zswap_writeback_racing_a_fault_on_its_slot() {
         assert_eq!(swap.zswap().debug_counts().stored_pages, 1);
         let fault = {
             let (swap, owner) = (Arc::clone(&swap), Arc::clone(&owner));
-            thread::spawn(move || swap.do_swap_page(entry, 1, &owner).unwrap())
+            thread::spawn(move || swap.do_swap_page(entry, 1, &owner, Gfp::Kernel).unwrap())
         };
         let written = swap.zswap_writeback(entry);
         let folio = fault.join().unwrap();

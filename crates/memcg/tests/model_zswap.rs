@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use memcg::folio::Folio;
+use memcg::memcontrol::Gfp;
 use memcg::memcontrol::{CgroupTree, MemCgroup, MemcgStat};
 use memcg::mm_types::PAGE_BYTES;
 use memcg::page_counter::PAGE_COUNTER_MAX;
@@ -90,7 +91,7 @@ fn run(ops: &[Op]) {
                 seed,
             } => {
                 let bytes = page(kind, seed);
-                let folio = Folio::new(&tree, &cgs[cg], 1).unwrap();
+                let folio = Folio::new(&tree, &cgs[cg], 1, Gfp::Kernel).unwrap();
                 folio.bytes().copy_from_slice(&bytes);
                 let entry = SwapEntry::new(0, slot).unwrap();
                 match z.store(&folio, entry) {

@@ -6,6 +6,7 @@
 use memcg::SwapEntry;
 use memcg::cgroupfs::{Access, CgroupFs};
 use memcg::errno::Errno;
+use memcg::memcontrol::Gfp;
 use memcg::memcontrol::{ChargeKind, MemcgEvent};
 use memcg::mm_types::PAGE_SIZE;
 use memcg::swap_cgroup::{Design, SwapCgroup};
@@ -75,7 +76,8 @@ fn test_memcg_current_peak() {
     let t = fs.tree();
     // cg_run(alloc_anon_50M_check) / cg_run(alloc_pagecache_50M_check).
     let run_50m = |kind| {
-        t.try_charge(&cg, 50 * MB / PAGE_SIZE, kind).unwrap();
+        t.try_charge(&cg, 50 * MB / PAGE_SIZE, kind, Gfp::Kernel)
+            .unwrap();
         assert!(read_u64(&fs, "/memcg_test/memory.current") >= 50 * MB);
         t.uncharge(&cg, 50 * MB / PAGE_SIZE, kind);
     };
@@ -123,11 +125,11 @@ fn charge_past_max_raises_max_and_oom_up_the_hierarchy() {
     let child = fs.memcg("/parent/child").unwrap();
     fs.write("/parent/child/memory.max", "30M").unwrap();
     fs.tree()
-        .try_charge(&child, 20 * MB / PAGE_SIZE, ChargeKind::Anon)
+        .try_charge(&child, 20 * MB / PAGE_SIZE, ChargeKind::Anon, Gfp::Kernel)
         .unwrap();
     let err = fs
         .tree()
-        .try_charge(&child, 20 * MB / PAGE_SIZE, ChargeKind::Anon)
+        .try_charge(&child, 20 * MB / PAGE_SIZE, ChargeKind::Anon, Gfp::Kernel)
         .unwrap_err();
     assert_eq!(err.errno(), Errno::ENOMEM);
     assert_eq!(
@@ -141,11 +143,11 @@ fn charge_past_max_raises_max_and_oom_up_the_hierarchy() {
     // mem_cgroup_oom returns before MEMCG_OOM); a 4K charge then does.
     assert_eq!(key(&fs, "/parent/child/memory.events", "oom"), 0);
     fs.tree()
-        .try_charge(&child, 10 * MB / PAGE_SIZE, ChargeKind::Anon)
+        .try_charge(&child, 10 * MB / PAGE_SIZE, ChargeKind::Anon, Gfp::Kernel)
         .unwrap();
     assert_eq!(
         fs.tree()
-            .try_charge(&child, 1, ChargeKind::Anon)
+            .try_charge(&child, 1, ChargeKind::Anon, Gfp::Kernel)
             .unwrap_err()
             .errno(),
         Errno::ENOMEM
@@ -174,7 +176,7 @@ fn memory_max_below_usage_is_accepted() {
     fs.mkdir("/memcg_test").unwrap();
     let cg = fs.memcg("/memcg_test").unwrap();
     fs.tree()
-        .try_charge(&cg, 40 * MB / PAGE_SIZE, ChargeKind::File)
+        .try_charge(&cg, 40 * MB / PAGE_SIZE, ChargeKind::File, Gfp::Kernel)
         .unwrap();
     assert_eq!(
         cg.memory()
@@ -192,10 +194,16 @@ fn memory_max_below_usage_is_accepted() {
     );
     assert_eq!(key(&fs, "/memcg_test/memory.events", "oom"), 1);
     // Further charges fail until usage drops below the limit.
-    assert!(fs.tree().try_charge(&cg, 1, ChargeKind::File).is_err());
+    assert!(
+        fs.tree()
+            .try_charge(&cg, 1, ChargeKind::File, Gfp::Kernel)
+            .is_err()
+    );
     fs.tree()
         .uncharge(&cg, 40 * MB / PAGE_SIZE, ChargeKind::File);
-    fs.tree().try_charge(&cg, 1, ChargeKind::File).unwrap();
+    fs.tree()
+        .try_charge(&cg, 1, ChargeKind::File, Gfp::Kernel)
+        .unwrap();
 }
 
 /// test_memcg_swap_max: a swap charge past memory.swap.max is refused with

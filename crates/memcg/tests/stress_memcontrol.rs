@@ -10,6 +10,7 @@ mod common;
 use std::sync::Arc;
 
 use memcg::SwapEntry;
+use memcg::memcontrol::Gfp;
 use memcg::memcontrol::{ChargeKind, MemCgroup};
 use memcg::swap_cgroup::{Design, SwapCgroup};
 use rand::{RngExt, SeedableRng};
@@ -57,7 +58,10 @@ fn charges_and_swap_balance_to_zero_under_churn_and_rmdir() {
                     match rng.random_range(0..5) {
                         0 | 1 => {
                             let n = rng.random_range(1..32);
-                            if tree.try_charge(cg, n, ChargeKind::Anon).is_ok() {
+                            if tree
+                                .try_charge(cg, n, ChargeKind::Anon, Gfp::Kernel)
+                                .is_ok()
+                            {
                                 held.memory.push((Arc::clone(cg), n));
                             }
                         }
@@ -86,6 +90,7 @@ fn charges_and_swap_balance_to_zero_under_churn_and_rmdir() {
                                     cg,
                                     u64::from(nr),
                                     ChargeKind::Anon,
+                                    Gfp::Kernel,
                                 ) {
                                     held.memory.push((charged, u64::from(nr)));
                                 }

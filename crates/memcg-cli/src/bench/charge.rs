@@ -21,6 +21,7 @@ use super::{
     timed_threads,
 };
 use crate::report::{self, Chart, Panel, Progress, ReportHead, Series, Stats};
+use memcg::memcontrol::Gfp;
 
 /// Flags of `memcg bench charge`.
 #[derive(Debug, Clone, Args)]
@@ -141,7 +142,7 @@ fn run_once(
     let timed = timed_threads(threads, |t| {
         let cg = &leaves[t];
         for _ in 0..ops {
-            tree.try_charge(cg, 1, ChargeKind::Anon)?;
+            tree.try_charge(cg, 1, ChargeKind::Anon, Gfp::Kernel)?;
             tree.uncharge(cg, 1, ChargeKind::Anon);
         }
         Ok(())

@@ -40,6 +40,7 @@ use serde::Serialize;
 use super::tasks::{check_size, gib_per_s, machine_bytes_for, parse_size, rate_stdev};
 use super::{Benchmark, CommonArgs, Interleaved, Runs, Sample, Timed, run_plan, timed_threads};
 use crate::report::{self, Chart, Panel, PhaseFacts, Progress, ReportHead, Series, Stats};
+use memcg::memcontrol::Gfp;
 
 /// Flags of `memcg bench zswap`.
 #[derive(Debug, Clone, Args)]
@@ -342,7 +343,7 @@ fn store_world(plan: &Plan, config: RunConfig) -> anyhow::Result<StoreWorld> {
                 )),
             };
             for (i, page) in pages.chunks_exact(PAGE_BYTES).enumerate() {
-                let folio = Folio::new(&tree, &bench, 1)?;
+                let folio = Folio::new(&tree, &bench, 1, Gfp::Kernel)?;
                 folio.bytes().copy_from_slice(page);
                 task.folios.push(folio);
                 task.entries

@@ -8,6 +8,7 @@ use super::{
     Namespace, Superblock,
 };
 use crate::filemap::{AddressSpace, MappingHost};
+use crate::memcontrol::Gfp;
 use crate::memcontrol::{MemCgroup, ObjCgroup, SlabKind};
 use crate::readahead::FileRaState;
 use crate::sync::{Arc, Mutex, lock};
@@ -37,7 +38,7 @@ impl Superblock {
         check_name(name)?;
         let objcg = memcg.obj_cgroup();
         self.tree
-            .charge_slab(&objcg, FILE_BYTES, SlabKind::Unreclaimable)?;
+            .charge_slab(&objcg, FILE_BYTES, SlabKind::Unreclaimable, Gfp::Kernel)?;
         match self.lookup(memcg, &objcg, name, create) {
             Ok(file) => Ok(file),
             Err(e) => {
@@ -79,7 +80,7 @@ impl Superblock {
             let new_objcg = memcg.obj_cgroup();
             let bytes = DENTRY_BYTES + INODE_BYTES;
             self.tree
-                .charge_slab(&new_objcg, bytes, SlabKind::Reclaimable)?;
+                .charge_slab(&new_objcg, bytes, SlabKind::Reclaimable, Gfp::Kernel)?;
             let mut ns = lock(&self.ns);
             let made = self.instantiate(&mut ns, name, &new_objcg);
             drop(ns);

@@ -204,19 +204,10 @@ impl MemCgroup {
 }
 
 impl CgroupTree {
-    /// Charges `nr_pages` of `kind` to `cg` (`charge_memcg`), reclaiming and
-    /// invoking the OOM path as the kernel does (module docs).
+    /// Charges `nr_pages` of `kind` to `cg` (`charge_memcg`) with the
+    /// effort `gfp` allows: with [`Gfp::Kernel`], reclaiming and invoking
+    /// the OOM path as the kernel does (module docs).
     pub fn try_charge(
-        &self,
-        cg: &Arc<MemCgroup>,
-        nr_pages: u64,
-        kind: ChargeKind,
-    ) -> Result<(), ChargeError> {
-        self.try_charge_gfp(cg, nr_pages, kind, Gfp::Kernel)
-    }
-
-    /// [`CgroupTree::try_charge`] with the effort `gfp` allows.
-    pub fn try_charge_gfp(
         &self,
         cg: &Arc<MemCgroup>,
         nr_pages: u64,
@@ -873,8 +864,8 @@ mod tests {
         let t = tree();
         let a = t.mkdir("/a").unwrap();
         let b = t.mkdir("/a/b").unwrap();
-        t.try_charge(&b, 10, ChargeKind::Anon).unwrap();
-        t.try_charge(&a, 5, ChargeKind::File).unwrap();
+        t.try_charge(&b, 10, ChargeKind::Anon, Gfp::Kernel).unwrap();
+        t.try_charge(&a, 5, ChargeKind::File, Gfp::Kernel).unwrap();
         assert_eq!((a.memory().usage(), b.memory().usage()), (15, 10));
         assert_eq!(t.root().memory().usage(), 15);
         assert_eq!((a.stat(MemcgStat::Anon), a.stat(MemcgStat::File)), (10, 5));
@@ -893,8 +884,10 @@ mod tests {
         let a = t.mkdir("/a").unwrap();
         let b = t.mkdir("/a/b").unwrap();
         a.memory().set_max(8).unwrap();
-        t.try_charge(&b, 6, ChargeKind::Anon).unwrap();
-        let err = t.try_charge(&b, 3, ChargeKind::Anon).unwrap_err();
+        t.try_charge(&b, 6, ChargeKind::Anon, Gfp::Kernel).unwrap();
+        let err = t
+            .try_charge(&b, 3, ChargeKind::Anon, Gfp::Kernel)
+            .unwrap_err();
         assert_eq!(err, ChargeError::OutOfMemory { path: "/a".into() });
         assert_eq!(err.errno(), Errno::ENOMEM);
         assert_eq!(b.memory().usage(), 6, "nothing stays charged");
@@ -928,13 +921,13 @@ mod tests {
         let a = t.mkdir("/a").unwrap();
         let v = t.mkdir("/a/victim").unwrap();
         a.memory().set_max(10).unwrap();
-        t.try_charge(&v, 8, ChargeKind::Anon).unwrap();
+        t.try_charge(&v, 8, ChargeKind::Anon, Gfp::Kernel).unwrap();
         t.set_oom_handler(Arc::new(KillOnce(std::sync::Mutex::new(Some((
             t.clone(),
             Arc::clone(&v),
             8,
         ))))));
-        t.try_charge(&a, 5, ChargeKind::Anon).unwrap();
+        t.try_charge(&a, 5, ChargeKind::Anon, Gfp::Kernel).unwrap();
         assert_eq!(v.event(MemcgEvent::OomKill), 1);
         assert_eq!(a.event(MemcgEvent::OomKill), 1, "hierarchical");
         assert_eq!(a.event_local(MemcgEvent::OomKill), 0);
@@ -973,7 +966,7 @@ mod tests {
         let a = t.mkdir("/a").unwrap();
         let v = t.mkdir("/a/victim").unwrap();
         a.memory().set_max(16).unwrap();
-        t.try_charge(&v, 16, ChargeKind::Anon).unwrap();
+        t.try_charge(&v, 16, ChargeKind::Anon, Gfp::Kernel).unwrap();
         let killer = |every| {
             Arc::new(KillSlowly {
                 tree: t.clone(),
@@ -984,13 +977,13 @@ mod tests {
         };
         let slow = killer(3);
         t.set_oom_handler(slow.clone());
-        t.try_charge(&a, 8, ChargeKind::Anon).unwrap();
+        t.try_charge(&a, 8, ChargeKind::Anon, Gfp::Kernel).unwrap();
         assert_eq!(slow.kills.load(Ordering::Relaxed), 24);
         assert_eq!(v.event(MemcgEvent::OomKill), 24);
         // Kills that never free: the charge gives up after 16.
         let never = killer(u64::MAX);
         t.set_oom_handler(never.clone());
-        assert!(t.try_charge(&a, 1, ChargeKind::Anon).is_err());
+        assert!(t.try_charge(&a, 1, ChargeKind::Anon, Gfp::Kernel).is_err());
         assert_eq!(never.kills.load(Ordering::Relaxed), 16);
         assert!(!t.set_memory_max(&a, 4));
         assert_eq!(never.kills.load(Ordering::Relaxed), 32);
@@ -1033,14 +1026,14 @@ mod tests {
         a.memory().set_max(10).unwrap();
         let kills = Arc::new(CountKills(AtomicU64::new(0)));
         t.set_oom_handler(kills.clone());
-        t.try_charge(&a, 6, ChargeKind::Anon).unwrap();
+        t.try_charge(&a, 6, ChargeKind::Anon, Gfp::Kernel).unwrap();
         // Margin 4: a charge of 3 is an order-2 allocation (4 pages), so
         // the margin came back and no one is killed; the caller retries.
         assert!(t.out_of_memory(&a, 3));
         assert!(t.out_of_memory(&a, 4));
         assert_eq!(kills.0.load(Ordering::Relaxed), 0);
         // Margin 3: not enough for order 2 any more; the killer is asked.
-        t.try_charge(&a, 1, ChargeKind::Anon).unwrap();
+        t.try_charge(&a, 1, ChargeKind::Anon, Gfp::Kernel).unwrap();
         assert!(!t.out_of_memory(&a, 3), "no victim: give up");
         assert_eq!(kills.0.load(Ordering::Relaxed), 1);
         t.uncharge(&a, 7, ChargeKind::Anon);
@@ -1062,7 +1055,7 @@ mod tests {
         let asked = Arc::new(Count(AtomicU64::new(0)));
         t.set_reclaimer(asked.clone());
         a.memory().set_high(4);
-        t.try_charge(&a, 6, ChargeKind::Anon).unwrap();
+        t.try_charge(&a, 6, ChargeKind::Anon, Gfp::Kernel).unwrap();
         // Reclaim the charge's 6 pages, then (nothing reclaimed, the
         // penalty large) 16 retries of 32, then sleep the penalty:
         // overage 2/4 of high → (2^19)^2 * HZ >> 34 = 16000 jiffies for 64
@@ -1099,7 +1092,7 @@ mod tests {
     fn memory_max_below_usage_is_accepted_and_raises_oom() {
         let t = tree();
         let a = t.mkdir("/a").unwrap();
-        t.try_charge(&a, 10, ChargeKind::File).unwrap();
+        t.try_charge(&a, 10, ChargeKind::File, Gfp::Kernel).unwrap();
         assert!(
             a.memory().set_max(5).is_err(),
             "the counter alone refuses (EBUSY)"
@@ -1126,7 +1119,7 @@ mod tests {
         assert_eq!(p.event(MemcgEvent::SwapHigh), 0, "never from swap-out (F5)");
         let clock = Arc::new(VirtualClock::default());
         t.set_clock(clock.clone());
-        t.try_charge(&c, 1, ChargeKind::Anon).unwrap();
+        t.try_charge(&c, 1, ChargeKind::Anon, Gfp::Kernel).unwrap();
         // Weighed once per throttle round: the first, 16 fruitless retries
         // (nothing is reclaimable), then the 2 s sleep.
         assert_eq!(c.event_local(MemcgEvent::SwapHigh), 17);
@@ -1157,8 +1150,8 @@ mod tests {
         let p = t.mkdir("/p").unwrap();
         let c = t.mkdir("/p/c").unwrap();
         c.memory().set_max(1).unwrap();
-        t.try_charge(&c, 1, ChargeKind::Anon).unwrap();
-        assert!(t.try_charge(&c, 1, ChargeKind::Anon).is_err());
+        t.try_charge(&c, 1, ChargeKind::Anon, Gfp::Kernel).unwrap();
+        assert!(t.try_charge(&c, 1, ChargeKind::Anon, Gfp::Kernel).is_err());
         assert_eq!(c.event(MemcgEvent::Oom), 1);
         assert_eq!(p.event(MemcgEvent::Oom), 0, "not propagated");
         t.uncharge(&c, 1, ChargeKind::Anon);
@@ -1169,21 +1162,21 @@ mod tests {
         let t = tree();
         let a = t.mkdir("/a").unwrap();
         a.memory().set_max(16).unwrap();
-        t.try_charge(&a, 10, ChargeKind::Anon).unwrap();
+        t.try_charge(&a, 10, ChargeKind::Anon, Gfp::Kernel).unwrap();
         // 9 pages: above PAGE_ALLOC_COSTLY_ORDER, no oom (F3).
-        assert!(t.try_charge(&a, 9, ChargeKind::Anon).is_err());
+        assert!(t.try_charge(&a, 9, ChargeKind::Anon, Gfp::Kernel).is_err());
         assert_eq!(
             (a.event(MemcgEvent::Max), a.event(MemcgEvent::Oom)),
             (18, 0)
         );
         // A non-blocking charge fails at once, without even `max`.
         assert!(
-            t.try_charge_gfp(&a, 9, ChargeKind::Anon, Gfp::NoReclaim)
+            t.try_charge(&a, 9, ChargeKind::Anon, Gfp::NoReclaim)
                 .is_err()
         );
         assert_eq!(a.event(MemcgEvent::Max), 18);
         // 8 pages: the OOM path.
-        assert!(t.try_charge(&a, 8, ChargeKind::Anon).is_err());
+        assert!(t.try_charge(&a, 8, ChargeKind::Anon, Gfp::Kernel).is_err());
         assert_eq!(a.event(MemcgEvent::Oom), 1);
         assert_eq!(a.event(MemcgEvent::OomKill), 0, "nothing to kill");
         t.uncharge(&a, 10, ChargeKind::Anon);
@@ -1198,8 +1191,8 @@ mod tests {
         let p = t.mkdir("/p").unwrap();
         let a = t.mkdir("/p/a").unwrap();
         let b = t.mkdir("/p/b").unwrap();
-        t.try_charge(&a, 3, ChargeKind::Anon).unwrap();
-        t.try_charge(&b, 5, ChargeKind::Anon).unwrap();
+        t.try_charge(&a, 3, ChargeKind::Anon, Gfp::Kernel).unwrap();
+        t.try_charge(&b, 5, ChargeKind::Anon, Gfp::Kernel).unwrap();
         t.uncharge(&a, 10, ChargeKind::Anon);
         assert_eq!((a.memory().usage(), a.memory().underflows()), (0, 1));
         assert_eq!(a.stat(MemcgStat::Anon), 0);

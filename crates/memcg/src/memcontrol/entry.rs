@@ -133,9 +133,9 @@ mod tests {
     #[test]
     fn outside_an_entry_each_charge_over_high_is_handled_at_once() {
         let (t, a) = tree_over_100();
-        t.try_charge(&a, 64, ChargeKind::Anon).unwrap();
+        t.try_charge(&a, 64, ChargeKind::Anon, Gfp::Kernel).unwrap();
         assert_eq!(a.event(MemcgEvent::High), 0, "not over high yet");
-        t.try_charge(&a, 64, ChargeKind::Anon).unwrap();
+        t.try_charge(&a, 64, ChargeKind::Anon, Gfp::Kernel).unwrap();
         assert!(a.event(MemcgEvent::High) > 0, "128 > 100: handled now");
     }
 
@@ -143,8 +143,8 @@ mod tests {
     fn one_batch_over_high_waits_for_the_return_to_user_space() {
         let (t, a) = tree_over_100();
         let entry = t.kernel_entry();
-        t.try_charge(&a, 64, ChargeKind::Anon).unwrap();
-        t.try_charge(&a, 64, ChargeKind::Anon).unwrap();
+        t.try_charge(&a, 64, ChargeKind::Anon, Gfp::Kernel).unwrap();
+        t.try_charge(&a, 64, ChargeKind::Anon, Gfp::Kernel).unwrap();
         assert_eq!(a.event(MemcgEvent::High), 0, "64 pages waiting");
         drop(entry);
         assert!(a.event(MemcgEvent::High) > 0, "handled on the way back");
@@ -157,7 +157,7 @@ mod tests {
         let (t, a) = tree_over_100();
         let entry = t.kernel_entry();
         for _ in 0..3 {
-            t.try_charge(&a, 64, ChargeKind::Anon).unwrap();
+            t.try_charge(&a, 64, ChargeKind::Anon, Gfp::Kernel).unwrap();
         }
         let high = a.event(MemcgEvent::High);
         assert!(high > 0, "128 pages waiting > 64: synchronous");
@@ -169,9 +169,9 @@ mod tests {
     fn a_charge_that_may_not_block_leaves_the_work_to_the_return() {
         let (t, a) = tree_over_100();
         let entry = t.kernel_entry();
-        t.try_charge(&a, 64, ChargeKind::Anon).unwrap();
+        t.try_charge(&a, 64, ChargeKind::Anon, Gfp::Kernel).unwrap();
         for _ in 0..3 {
-            t.try_charge_gfp(&a, 64, ChargeKind::Anon, Gfp::NoReclaim)
+            t.try_charge(&a, 64, ChargeKind::Anon, Gfp::NoReclaim)
                 .unwrap();
         }
         assert_eq!(a.event(MemcgEvent::High), 0, "no synchronous path");

@@ -274,19 +274,10 @@ impl Kmem {
 
 impl super::CgroupTree {
     /// Charges a slab object of `bytes` to `objcg` (`obj_cgroup_charge` +
-    /// `mod_objcg_state`), reclaiming like any charge.
+    /// `mod_objcg_state`) with the effort `gfp` allows: reclaiming like any
+    /// charge with [`Gfp::Kernel`] (an xarray node for a readahead page
+    /// charges with [`Gfp::NoRetry`]).
     pub fn charge_slab(
-        &self,
-        objcg: &ObjCgroup,
-        bytes: u64,
-        kind: SlabKind,
-    ) -> Result<(), ChargeError> {
-        self.charge_slab_gfp(objcg, bytes, kind, Gfp::Kernel)
-    }
-
-    /// [`CgroupTree::charge_slab`](super::CgroupTree::charge_slab) with the effort `gfp` allows (an
-    /// xarray node for a readahead page: [`Gfp::NoRetry`]).
-    pub fn charge_slab_gfp(
         &self,
         objcg: &ObjCgroup,
         bytes: u64,
@@ -364,7 +355,7 @@ impl super::CgroupTree {
                 std::mem::take(&mut acct.reserve_bytes)
             };
             let nr_pages = (bytes - had).div_ceil(PAGE_SIZE);
-            if let Err(e) = self.try_charge_gfp(&memcg, nr_pages, ChargeKind::Kmem, gfp) {
+            if let Err(e) = self.try_charge(&memcg, nr_pages, ChargeKind::Kmem, gfp) {
                 self.return_reserve(&memcg, had);
                 return Err(e);
             }
@@ -412,7 +403,7 @@ impl super::CgroupTree {
             if lock(&memcg.kmem.acct).reparented {
                 continue;
             }
-            self.try_charge_gfp(&memcg, nr_pages, ChargeKind::Kmem, Gfp::Kernel)?;
+            self.try_charge(&memcg, nr_pages, ChargeKind::Kmem, Gfp::Kernel)?;
             let mut acct = lock(&memcg.kmem.acct);
             if acct.reparented {
                 // Offline moved the accounting meanwhile: undo here and

@@ -67,6 +67,7 @@ fn unprotected(target: &MemCgroup, memcg: &MemCgroup) -> bool {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
+    use crate::memcontrol::Gfp;
     use crate::memcontrol::{CgroupTree, ChargeKind, MountOptions};
 
     /// The documented distribution (cgroup-v2.rst, test_memcg_protection's
@@ -82,7 +83,7 @@ mod tests {
         p.memory().set_low(300);
         a.memory().set_low(100);
         for c in [&a, &b] {
-            t.try_charge(c, 100, ChargeKind::Anon).unwrap();
+            t.try_charge(c, 100, ChargeKind::Anon, Gfp::Kernel).unwrap();
         }
         let calc = |t: &CgroupTree| {
             for m in [&p, &a, &b] {

@@ -189,6 +189,7 @@ impl CgroupTree {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::memcontrol::Gfp;
     use crate::memcontrol::{ChargeKind, test_tree};
 
     #[test]
@@ -196,11 +197,11 @@ mod tests {
         let t = test_tree(1, 64);
         t.set_charge_stock(true);
         let a = t.mkdir("/a").unwrap();
-        t.try_charge(&a, 1, ChargeKind::Anon).unwrap();
+        t.try_charge(&a, 1, ChargeKind::Anon, Gfp::Kernel).unwrap();
         assert_eq!(a.memory().usage(), MEMCG_CHARGE_BATCH);
         assert_eq!(t.stocked_pages(&a), MEMCG_CHARGE_BATCH - 1);
         for _ in 0..10 {
-            t.try_charge(&a, 1, ChargeKind::Anon).unwrap();
+            t.try_charge(&a, 1, ChargeKind::Anon, Gfp::Kernel).unwrap();
         }
         assert_eq!(a.memory().usage(), MEMCG_CHARGE_BATCH, "from the stock");
         assert_eq!(t.stocked_pages(&a), MEMCG_CHARGE_BATCH - 11);
@@ -218,13 +219,13 @@ mod tests {
         t.set_charge_stock(true);
         let a = t.mkdir("/a").unwrap();
         let b = t.mkdir("/b").unwrap();
-        t.try_charge(&a, 2, ChargeKind::Anon).unwrap();
-        t.try_charge(&b, 2, ChargeKind::Anon).unwrap();
+        t.try_charge(&a, 2, ChargeKind::Anon, Gfp::Kernel).unwrap();
+        t.try_charge(&b, 2, ChargeKind::Anon, Gfp::Kernel).unwrap();
         assert_eq!(a.memory().usage(), 2, "a's stock drained for b's");
         assert_eq!(b.memory().usage(), MEMCG_CHARGE_BATCH);
         // Under a limit below a batch, the batch fails, the charge does not.
         a.memory().set_max(10).unwrap();
-        t.try_charge(&a, 8, ChargeKind::Anon).unwrap();
+        t.try_charge(&a, 8, ChargeKind::Anon, Gfp::Kernel).unwrap();
         assert_eq!(a.memory().usage(), 10);
         assert_eq!(a.event(crate::memcontrol::MemcgEvent::Max), 0);
         t.uncharge(&a, 10, ChargeKind::Anon);
@@ -238,13 +239,14 @@ mod tests {
         // v6.14's obj_cgroup_uncharge_pages refills the per-CPU stock: a
         // freed slab object's whole pages stay in memory.current (out of
         // `kernel`) until the stock is used or drained.
+        use crate::memcontrol::Gfp;
         use crate::memcontrol::{MemcgStat, SlabKind};
         use crate::mm_types::PAGE_SIZE;
         let t = test_tree(1, 64);
         t.set_charge_stock(true);
         let a = t.mkdir("/a").unwrap();
         let objcg = a.obj_cgroup();
-        t.charge_slab(&objcg, 3 * PAGE_SIZE, SlabKind::Reclaimable)
+        t.charge_slab(&objcg, 3 * PAGE_SIZE, SlabKind::Reclaimable, Gfp::Kernel)
             .unwrap();
         assert_eq!(a.memory().usage(), MEMCG_CHARGE_BATCH);
         assert_eq!(t.stocked_pages(&a), MEMCG_CHARGE_BATCH - 3);
@@ -255,7 +257,7 @@ mod tests {
         assert_eq!(a.stat(MemcgStat::Kernel), 0);
         assert_eq!(a.stat(MemcgStat::SlabReclaimable), 0);
         // The next charges of `a` here take them.
-        t.try_charge(&a, 4, ChargeKind::Anon).unwrap();
+        t.try_charge(&a, 4, ChargeKind::Anon, Gfp::Kernel).unwrap();
         assert_eq!(a.memory().usage(), MEMCG_CHARGE_BATCH);
         t.uncharge(&a, 4, ChargeKind::Anon);
         t.drain_all_stock(&a);
@@ -268,7 +270,7 @@ mod tests {
         let t = test_tree(1, 64);
         t.set_charge_stock(true);
         let a = t.mkdir("/a").unwrap();
-        t.try_charge(&a, 1, ChargeKind::Anon).unwrap();
+        t.try_charge(&a, 1, ChargeKind::Anon, Gfp::Kernel).unwrap();
         t.uncharge(&a, 1, ChargeKind::Anon);
         let weak = Arc::downgrade(&a);
         drop(a);

@@ -121,21 +121,10 @@ impl CgroupTree {
 
     /// Charges a folio being swapped in from `entry` (`nr` pages): to the
     /// cgroup recorded for it if that is still online, else to `faulting`
-    /// (`mem_cgroup_swapin_charge_folio`). Returns the cgroup charged.
+    /// (`mem_cgroup_swapin_charge_folio`), with the effort `gfp` allows (a
+    /// large folio's swap-in charges without reclaim and falls back to
+    /// pages). Returns the cgroup charged.
     pub fn swapin_charge(
-        &self,
-        swap_cgroup: &SwapCgroup,
-        entry: SwapEntry,
-        faulting: &Arc<MemCgroup>,
-        nr: u64,
-        kind: ChargeKind,
-    ) -> Result<Arc<MemCgroup>, ChargeError> {
-        self.swapin_charge_gfp(swap_cgroup, entry, faulting, nr, kind, Gfp::Kernel)
-    }
-
-    /// [`CgroupTree::swapin_charge`] with the effort `gfp` allows (a large
-    /// folio's swap-in charges without reclaim and falls back to pages).
-    pub fn swapin_charge_gfp(
         &self,
         swap_cgroup: &SwapCgroup,
         entry: SwapEntry,
@@ -149,7 +138,7 @@ impl CgroupTree {
             .lookup(id)
             .filter(|c| !c.is_dying())
             .unwrap_or_else(|| Arc::clone(faulting));
-        self.try_charge_gfp(&target, nr, kind, gfp)?;
+        self.try_charge(&target, nr, kind, gfp)?;
         Ok(target)
     }
 }
@@ -188,7 +177,7 @@ mod tests {
         let a = t.mkdir("/a").unwrap();
         let other = t.mkdir("/other").unwrap();
         let e = SwapEntry::new(0, 16).unwrap();
-        t.try_charge(&a, 4, ChargeKind::Anon).unwrap();
+        t.try_charge(&a, 4, ChargeKind::Anon, Gfp::Kernel).unwrap();
         assert!(Arc::ptr_eq(&t.swapout_charge(&a, &sc, e, 4).unwrap(), &a));
         t.uncharge(&a, 4, ChargeKind::Anon);
         assert_eq!((a.swap().usage(), a.id_pins()), (4, 5));
@@ -199,7 +188,7 @@ mod tests {
         assert_eq!(t.root_cgroup().nr_dying_descendants(), 1);
         // Swap-in by a task elsewhere charges that task's cgroup.
         let charged = t
-            .swapin_charge(&sc, e, &other, 4, ChargeKind::Anon)
+            .swapin_charge(&sc, e, &other, 4, ChargeKind::Anon, Gfp::Kernel)
             .unwrap();
         assert!(Arc::ptr_eq(&charged, &other));
         assert_eq!(other.memory().usage(), 4);

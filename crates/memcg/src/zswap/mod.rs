@@ -54,7 +54,7 @@
 //! ```
 //! use memcg::folio::Folio;
 //! use memcg::list_lru::LruDesign;
-//! use memcg::memcontrol::{CgroupTree, MemcgStat, VmEvent};
+//! use memcg::memcontrol::{CgroupTree, Gfp, MemcgStat, VmEvent};
 //! use memcg::mm_types::PAGE_BYTES;
 //! use memcg::swapops::SwapEntry;
 //! use memcg::zswap::Zswap;
@@ -66,7 +66,7 @@
 //!
 //! // A page of a's, swapped out to slot 7 of swap type 0.
 //! let text: Vec<u8> = b"zswap keeps it compressed. ".iter().copied().cycle().take(PAGE_BYTES).collect();
-//! let folio = Folio::new(&tree, &a, 1)?;
+//! let folio = Folio::new(&tree, &a, 1, Gfp::Kernel)?;
 //! folio.bytes().copy_from_slice(&text);
 //! let slot = SwapEntry::new(0, 7)?;
 //! zswap.store(&folio, slot)?;
@@ -968,10 +968,11 @@ fn mul_frac(x: u64, numer: u64, denom: u64) -> u64 {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::memcontrol::Gfp;
     use crate::memcontrol::test_tree;
 
     fn text_folio(tree: &CgroupTree, memcg: &Arc<MemCgroup>, seed: u8) -> Folio {
-        let folio = Folio::new(tree, memcg, 1).unwrap();
+        let folio = Folio::new(tree, memcg, 1, Gfp::Kernel).unwrap();
         for (i, b) in folio.bytes().iter_mut().enumerate() {
             *b = b"fn main() { let x = 42; }\n"[i % 26].wrapping_add(seed % 3);
         }
@@ -1033,7 +1034,7 @@ mod tests {
         let a = t.mkdir("/a").unwrap();
         let z = Zswap::new(&t, LruDesign::Split);
         z.set_enabled(true);
-        let random = Folio::new(&t, &a, 1).unwrap();
+        let random = Folio::new(&t, &a, 1, Gfp::Kernel).unwrap();
         let mut x = 0x9e37_79b9_u32;
         for b in random.bytes().iter_mut() {
             x ^= x << 13;
@@ -1082,7 +1083,7 @@ mod tests {
         // Half noise, half zeros: about 2K each compressed, so the ten
         // take about five pages.
         for slot in 1..=10 {
-            let folio = Folio::new(&t, &a, 1).unwrap();
+            let folio = Folio::new(&t, &a, 1, Gfp::Kernel).unwrap();
             let mut x = 0x9e37_79b9_u32 + slot as u32;
             for b in &mut folio.bytes()[..PAGE_BYTES / 2] {
                 x ^= x << 13;
