@@ -25,7 +25,7 @@ fn setup(design: LruDesign) -> (CgroupTree, ListLru) {
     )
     .unwrap();
     for i in 0..1000 {
-        tree.mkdir(&format!("/c{i}")).unwrap();
+        tree.mkdir(&format!("/c{i}")).unwrap().memcg().unwrap();
     }
     (tree, lru)
 }
@@ -41,7 +41,7 @@ fn add_del(c: &mut Criterion) {
                 black_box(lru.del(7, 0, &live).unwrap())
             })
         });
-        let dead = tree.mkdir("/c500/gone").unwrap();
+        let dead = tree.mkdir("/c500/gone").unwrap().memcg().unwrap();
         tree.rmdir("/c500/gone").unwrap();
         group.bench_function(format!("{design}/add+del via removed cgroup"), |b| {
             b.iter(|| {

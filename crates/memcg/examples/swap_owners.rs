@@ -60,6 +60,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let tenants = (0..TENANTS)
         .map(|t| tree.mkdir_p(&format!("/tenants/{t}")))
         .collect::<Result<Vec<_>, _>>()?;
+    let tenants: Vec<_> = tenants.iter().map(|t| t.memcg().unwrap()).collect();
     let ids: Vec<u16> = tenants.iter().map(|t| t.id()).collect();
 
     // Every tenant's thread swaps out into its own part of the device,

@@ -275,9 +275,9 @@ fn main() -> Result<(), Box<dyn Error>> {
     // no metadata charged to a parent for each new memory cgroup.
     tree.set_charge_stock(false);
     tree.set_memcg_metadata_bytes(0);
-    let tenants = tree.mkdir("/tenants")?;
-    let a = tree.mkdir("/tenants/a")?;
-    let b = tree.mkdir("/tenants/b")?;
+    let tenants = tree.mkdir("/tenants")?.memcg().unwrap();
+    let a = tree.mkdir("/tenants/a")?.memcg().unwrap();
+    let b = tree.mkdir("/tenants/b")?.memcg().unwrap();
     let cache = Cache::new(&tree)?;
 
     // Per-tenant accounting: 100 entries of 1 KiB each are 25 pages.

@@ -631,12 +631,13 @@ impl CgroupRoot {
         Ok(at)
     }
 
-    /// Creates the cgroup at `path` (its parent must exist), with a memory
-    /// cgroup if the controller is on there (`mkdir`). Returns the
-    /// [`Cgroup`]: for trees in [`MemoryController::SubtreeControl`] mode,
-    /// where it may have no memory cgroup; to charge it, use
-    /// `CgroupTree::mkdir`, which returns the memory cgroup.
-    pub fn create(&self, path: &str) -> Result<Arc<Cgroup>, CgroupError> {
+    /// Creates the cgroup at `path` (its parent must exist; `cgroup_mkdir`),
+    /// with a memory cgroup if the controller is on there: always in a
+    /// tree in [`MemoryController::Everywhere`] mode, where its
+    /// [`memcg`](Cgroup::memcg) is what charges, limits and events are on.
+    /// Refused, with nothing created, if it exists ([`CgroupError::Exists`])
+    /// or its parent does not ([`CgroupError::NotFound`]).
+    pub fn mkdir(&self, path: &str) -> Result<Arc<Cgroup>, CgroupError> {
         let (parent_path, name) = split_last(path)?.ok_or_else(|| CgroupError::Exists {
             path: path.to_owned(),
         })?;
@@ -651,9 +652,8 @@ impl CgroupRoot {
 
     /// Creates `path` and any missing ancestors (`mkdir -p`); returns the
     /// [`Cgroup`] at `path`, which may already have existed (see
-    /// [`CgroupRoot::create`]; `CgroupTree::mkdir_p` returns the memory
-    /// cgroup).
-    pub fn create_all(&self, path: &str) -> Result<Arc<Cgroup>, CgroupError> {
+    /// [`CgroupRoot::mkdir`]).
+    pub fn mkdir_p(&self, path: &str) -> Result<Arc<Cgroup>, CgroupError> {
         let _cgroup_mutex = lock(&self.cgroup_mutex);
         let mut at = Arc::clone(&self.root);
         for name in components(path)? {
@@ -665,46 +665,13 @@ impl CgroupRoot {
         Ok(at)
     }
 
-    /// [`CgroupRoot::create`] where the controller must be on: refused,
-    /// with nothing created, if it would not be there
-    /// ([`CgroupError::NoMemoryController`]).
-    pub(crate) fn create_css(&self, path: &str) -> Result<Arc<Cgroup>, CgroupError> {
-        let (parent_path, name) = split_last(path)?.ok_or_else(|| CgroupError::Exists {
-            path: path.to_owned(),
-        })?;
-        let _cgroup_mutex = lock(&self.cgroup_mutex);
-        let parent = self
-            .find_cgroup(parent_path)
-            .map_err(|_| CgroupError::NotFound {
-                path: path.to_owned(),
-            })?;
-        self.create_css_locked(&parent, name, path)
-    }
-
-    /// [`CgroupRoot::create_css`] of a child called `name` (a name, not a
-    /// path) of `parent`.
-    pub(crate) fn create_css_in(
-        &self,
-        parent: &Arc<Cgroup>,
-        name: &str,
-    ) -> Result<Arc<Cgroup>, CgroupError> {
+    /// Creates a child called `name` (a name, not a path) of `parent`:
+    /// [`CgroupRoot::mkdir`] for a caller that holds the parent rather
+    /// than its path.
+    pub fn mkdir_in(&self, parent: &Arc<Cgroup>, name: &str) -> Result<Arc<Cgroup>, CgroupError> {
         let _cgroup_mutex = lock(&self.cgroup_mutex);
         let path = format!("{}/{name}", parent.path().trim_end_matches('/'));
-        self.create_css_locked(parent, name, &path)
-    }
-
-    fn create_css_locked(
-        &self,
-        parent: &Arc<Cgroup>,
-        name: &str,
-        path: &str,
-    ) -> Result<Arc<Cgroup>, CgroupError> {
-        if self.mode == MemoryController::SubtreeControl && !parent.subtree_memory() {
-            return Err(CgroupError::NoMemoryController {
-                path: path.to_owned(),
-            });
-        }
-        self.create_locked(parent, name, path)
+        self.create_locked(parent, name, &path)
     }
 
     fn create_locked(

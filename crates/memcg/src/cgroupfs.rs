@@ -1448,12 +1448,12 @@ impl CgroupFs {
                 "a file of that name exists",
             ));
         }
-        self.tree.create(path).map_err(|e| from_cgroup(path, e))
+        self.tree.mkdir(path).map_err(|e| from_cgroup(path, e))
     }
 
     /// Creates a cgroup and any missing parents (`mkdir -p`).
     pub fn mkdir_p(&self, path: &str) -> Result<Arc<Cgroup>, FsError> {
-        self.tree.create_all(path).map_err(|e| from_cgroup(path, e))
+        self.tree.mkdir_p(path).map_err(|e| from_cgroup(path, e))
     }
 
     /// Removes a cgroup (`rmdir`).
@@ -1893,8 +1893,8 @@ mod tests {
         let fs = exact_fs();
         let t = fs.tree();
         assert_eq!(t.mkdir("relative").unwrap_err().errno(), Errno::EINVAL);
-        assert_eq!(t.create("relative").unwrap_err().errno(), Errno::EINVAL);
-        assert_eq!(t.create_all("a/b").unwrap_err().errno(), Errno::EINVAL);
+        assert_eq!(t.mkdir("relative").unwrap_err().errno(), Errno::EINVAL);
+        assert_eq!(t.mkdir_p("a/b").unwrap_err().errno(), Errno::EINVAL);
         assert!(t.find_cgroup("").unwrap().is_root(), "\"\" names the root");
         assert!(matches!(
             t.rmdir("relative").unwrap_err(),
@@ -1908,11 +1908,11 @@ mod tests {
             Errno::EINVAL
         );
         fs.write("/cgroup.subtree_control", "+memory").unwrap();
-        t.mkdir("/tenants/").unwrap();
+        t.mkdir("/tenants/").unwrap().memcg().unwrap();
         assert_eq!(t.find("/tenants").unwrap().path(), "/tenants");
         assert_eq!(t.mkdir("/tenants/").unwrap_err().errno(), Errno::EEXIST);
         assert_eq!(t.mkdir("/tenants//").unwrap_err().errno(), Errno::EEXIST);
-        t.create("//tenants//a//").unwrap();
+        t.mkdir("//tenants//a//").unwrap();
         assert_eq!(
             t.find_cgroup("/sys/fs/cgroup/tenants/a/").unwrap().path(),
             "/tenants/a"

@@ -23,9 +23,9 @@
 //! tree.set_charge_stock(false);
 //! tree.set_memcg_metadata_bytes(0);
 //!
-//! let tenants = tree.mkdir("/tenants")?;
-//! let a = tree.mkdir("/tenants/a")?;
-//! let b = tree.mkdir_in(&tenants, "b")?;
+//! let tenants = tree.mkdir("/tenants")?.memcg().unwrap();
+//! let a = tree.mkdir("/tenants/a")?.memcg().unwrap();
+//! let b = tree.mkdir_in(tenants.cgroup(), "b")?.memcg().unwrap();
 //! assert!(tree.set_memory_max(&a, 256)); // memory.max, in pages
 //!
 //! tree.try_charge(&a, 200, ChargeKind::Anon, Gfp::Kernel)?; // pages, not bytes
@@ -63,17 +63,17 @@
 //!
 //! # What to know before using it
 //!
-//! - **Creating cgroups.** [`CgroupTree::mkdir`](memcontrol::CgroupTree::mkdir)
-//!   (`/a/b`, the parent must exist), [`mkdir_p`](memcontrol::CgroupTree::mkdir_p)
-//!   (creates missing ancestors) and [`mkdir_in`](memcontrol::CgroupTree::mkdir_in)
-//!   (a child of a memory cgroup you hold, by name) return the new
-//!   [`MemCgroup`](memcontrol::MemCgroup), which is what you charge: use
-//!   these. [`create`](cgroup::CgroupRoot::create) and
-//!   [`create_all`](cgroup::CgroupRoot::create_all) return the
-//!   [`Cgroup`](cgroup::Cgroup) (the directory) and also create
-//!   cgroups without the memory controller, for trees built with
+//! - **Creating cgroups.** [`CgroupTree::mkdir`](cgroup::CgroupRoot::mkdir)
+//!   (`/a/b`, the parent must exist), [`mkdir_p`](cgroup::CgroupRoot::mkdir_p)
+//!   (creates missing ancestors) and [`mkdir_in`](cgroup::CgroupRoot::mkdir_in)
+//!   (a child of a cgroup you hold, by name) return the new
+//!   [`Cgroup`](cgroup::Cgroup) (the directory, as the kernel's
+//!   `cgroup_mkdir` makes); its [`memcg()`](cgroup::Cgroup::memcg) is the
+//!   [`MemCgroup`](memcontrol::MemCgroup), which is what you charge. In a
+//!   tree built with
 //!   [`MemoryController::SubtreeControl`](cgroup::MemoryController::SubtreeControl)
-//!   (as on a cgroup v2 mount). Paths are absolute.
+//!   (as on a cgroup v2 mount) a cgroup has one only where its parent has
+//!   `+memory` in `cgroup.subtree_control`. Paths are absolute.
 //! - **Every cgroup has a memory cgroup** with
 //!   [`TreeConfig::default()`](memcontrol::TreeConfig) (`MemoryController::Everywhere`).
 //! - **Charges, limits and counters are in pages** (4 KiB,

@@ -807,7 +807,7 @@ mod tests {
     fn a_freed_folio_leaves_a_dead_entry() {
         let t = CgroupTree::default();
         t.set_charge_stock(false);
-        let a = t.mkdir("/a").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
         let owner: Arc<dyn Rmap> = Arc::new(NoOwner);
         for _ in 0..3 {
             let folio = Arc::new(Folio::new(&t, &a, 1, Gfp::Kernel).unwrap());
@@ -829,7 +829,7 @@ mod tests {
     fn dead_entries_are_compacted_once_they_outnumber_the_live() {
         let t = CgroupTree::default();
         t.set_charge_stock(false);
-        let a = t.mkdir("/a").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
         let owner: Arc<dyn Rmap> = Arc::new(NoOwner);
         let live = Arc::new(Folio::new(&t, &a, 1, Gfp::Kernel).unwrap());
         folio_add_lru(&live, Arc::downgrade(&owner));

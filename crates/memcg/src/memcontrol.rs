@@ -20,14 +20,14 @@
 //!
 //! # Using it
 //!
-//! Create cgroups with [`CgroupTree::mkdir`] (one cgroup, its parent must
-//! exist), [`CgroupTree::mkdir_p`] (missing ancestors too) or
-//! [`CgroupTree::mkdir_in`] (a named child of a memory cgroup you hold):
-//! each returns the new [`MemCgroup`], which is what charges, limits,
-//! events and statistics are on. [`CgroupRoot::create`] and
-//! [`CgroupRoot::create_all`] are their counterparts for a tree in
-//! [`MemoryController::SubtreeControl`] mode, where a cgroup may have no
-//! memory cgroup: they return the [`Cgroup`].
+//! Create cgroups with [`CgroupRoot::mkdir`] (one cgroup, its parent must
+//! exist), [`CgroupRoot::mkdir_p`] (missing ancestors too) or
+//! [`CgroupRoot::mkdir_in`] (a named child of a cgroup you hold): each
+//! returns the new [`Cgroup`], and [`Cgroup::memcg`] its memory cgroup,
+//! which is what charges, limits, events and statistics are on. Every
+//! cgroup has one in the default [`MemoryController::Everywhere`] mode; in
+//! [`MemoryController::SubtreeControl`] mode only those whose parent has
+//! `+memory` in its `cgroup.subtree_control`.
 //!
 //! Charges, uncharges, limits and
 //! [`PageCounter`](crate::page_counter::PageCounter) figures are in pages;
@@ -45,9 +45,9 @@
 //! tree.set_charge_stock(false); // exact usage figures
 //! tree.set_memcg_metadata_bytes(0); // mkdir charges nothing to the parent
 //!
-//! let web = tree.mkdir_p("/jobs/web")?; // creates /jobs too
+//! let web = tree.mkdir_p("/jobs/web")?.memcg().unwrap(); // creates /jobs too
 //! let jobs = tree.find("/jobs")?;
-//! let batch = tree.mkdir_in(&jobs, "batch")?;
+//! let batch = tree.mkdir_in(jobs.cgroup(), "batch")?.memcg().unwrap();
 //! assert_eq!(batch.path(), "/jobs/batch");
 //!
 //! // Limits are in pages: 1024 pages (4 MiB) for /jobs, 768 for web.
@@ -1112,39 +1112,6 @@ impl CgroupTree {
             })
     }
 
-    /// Creates the cgroup at `path` (its parent must exist) and returns its
-    /// memory cgroup, what charges go to: the usual way to create a
-    /// cgroup. Refused, with nothing created, if the controller would not
-    /// be on there ([`CgroupError::NoMemoryController`]), if it exists
-    /// ([`CgroupError::Exists`]) or its parent does not
-    /// ([`CgroupError::NotFound`]).
-    pub fn mkdir(&self, path: &str) -> Result<Arc<MemCgroup>, CgroupError> {
-        let cg = self.create_css(path)?;
-        Ok(cg.memcg().expect("the controller is on there"))
-    }
-
-    /// Creates `path` and any missing ancestors, returning the memory
-    /// cgroup at `path` (`mkdir -p`; one that already exists is returned
-    /// as it is).
-    pub fn mkdir_p(&self, path: &str) -> Result<Arc<MemCgroup>, CgroupError> {
-        let cg = self.create_all(path)?;
-        cg.memcg().ok_or_else(|| CgroupError::NoMemoryController {
-            path: path.to_owned(),
-        })
-    }
-
-    /// Creates a child called `name` (a name, not a path) of `parent`'s
-    /// cgroup and returns its memory cgroup: [`CgroupTree::mkdir`] for a
-    /// caller that holds the parent rather than its path.
-    pub fn mkdir_in(
-        &self,
-        parent: &Arc<MemCgroup>,
-        name: &str,
-    ) -> Result<Arc<MemCgroup>, CgroupError> {
-        let cg = self.create_css_in(parent.cgroup(), name)?;
-        Ok(cg.memcg().expect("the controller is on there"))
-    }
-
     /// Gives `cg` a memory cgroup (`css_create` + online): an id, list_lru
     /// lists, then the id is published.
     fn online_memcg(&self, cg: &Arc<Cgroup>, path: &str) -> Result<(), CgroupError> {
@@ -1357,8 +1324,8 @@ mod tests {
     #[test]
     fn a_child_going_offline_is_listed_once_for_reclaim() {
         let t = test_tree(1, 64);
-        let p = t.mkdir("/p").unwrap();
-        let c = t.mkdir("/p/c").unwrap();
+        let p = t.mkdir("/p").unwrap().memcg().unwrap();
+        let c = t.mkdir("/p/c").unwrap().memcg().unwrap();
         // The moment in `offline_memcg` when the child is on its parent's
         // dying list and still its cgroup's memory cgroup (a reclaim walk
         // that listed it twice looped on the shared cursor forever).
@@ -1371,9 +1338,9 @@ mod tests {
     #[test]
     fn a_released_child_leaves_its_parents_dying_list() {
         let t = test_tree(1, 64);
-        let p = t.mkdir("/p").unwrap();
+        let p = t.mkdir("/p").unwrap().memcg().unwrap();
         for i in 0..3 {
-            t.mkdir(&format!("/p/{i}")).unwrap();
+            t.mkdir(&format!("/p/{i}")).unwrap().memcg().unwrap();
         }
         let pinned = t.find("/p/1").unwrap();
         for i in 0..3 {
@@ -1390,8 +1357,8 @@ mod tests {
     #[test]
     fn a_freed_object_cgroup_leaves_its_memory_cgroups_list() {
         let t = test_tree(1, 64);
-        let p = t.mkdir("/p").unwrap();
-        let c = t.mkdir("/p/c").unwrap();
+        let p = t.mkdir("/p").unwrap().memcg().unwrap();
+        let c = t.mkdir("/p/c").unwrap().memcg().unwrap();
         let objcg = c.obj_cgroup();
         t.charge_slab(&objcg, 100, SlabKind::Unreclaimable, Gfp::Kernel)
             .unwrap();
@@ -1409,8 +1376,8 @@ mod tests {
     fn a_memcg_charges_its_metadata_to_its_parent_until_released() {
         let t = test_tree(1, 64);
         t.set_memcg_metadata_bytes(10_000);
-        let p = t.mkdir("/p").unwrap();
-        let c = t.mkdir("/p/c").unwrap();
+        let p = t.mkdir("/p").unwrap().memcg().unwrap();
+        let c = t.mkdir("/p/c").unwrap().memcg().unwrap();
         assert_eq!(p.memory().usage(), 3, "10000 bytes: 3 pages");
         assert_eq!(p.stat(MemcgStat::Kernel), 3);
         assert_eq!(p.stat(MemcgStat::Percpu), 10_000);
@@ -1460,9 +1427,9 @@ mod tests {
     fn metadata_shows_in_percpu_slab_and_kernel_and_follows_a_parents_offline() {
         let t = test_tree(1, 64);
         t.set_memcg_metadata(MemcgMetadata::v6_14(2, 1));
-        let p = t.mkdir("/p").unwrap();
+        let p = t.mkdir("/p").unwrap().memcg().unwrap();
         let kids: Vec<_> = (0..10)
-            .map(|i| t.mkdir(&format!("/p/{i}")).unwrap())
+            .map(|i| t.mkdir(&format!("/p/{i}")).unwrap().memcg().unwrap())
             .collect();
         // Byte by byte through p's object cgroup: 10 x 14 KiB, 35 pages.
         assert_eq!(p.memory().usage(), 35);
@@ -1505,8 +1472,8 @@ mod tests {
         let t = CgroupTree::default();
         assert_eq!(t.root().id(), 1);
         assert_eq!(t.root().path(), "/");
-        let a = t.mkdir("/a").unwrap();
-        let b = t.mkdir("/sys/fs/cgroup/a/b").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
+        let b = t.mkdir("/sys/fs/cgroup/a/b").unwrap().memcg().unwrap();
         assert_eq!((a.id(), b.id()), (2, 3));
         assert_eq!(b.path(), "/a/b");
         assert_eq!(b.level(), 2);
@@ -1538,21 +1505,24 @@ mod tests {
             "freed once the last reference went"
         );
         // The id is reused.
-        assert_eq!(t.mkdir("/a/c").unwrap().id(), 3);
+        assert_eq!(t.mkdir("/a/c").unwrap().memcg().unwrap().id(), 3);
     }
 
     #[test]
     fn ids_exhaust_with_ebusy_and_come_back() {
         let t = small_tree();
         let made: Vec<_> = (0..7)
-            .map(|i| t.mkdir(&format!("/c{i}")).unwrap())
+            .map(|i| t.mkdir(&format!("/c{i}")).unwrap().memcg().unwrap())
             .collect();
         assert_eq!(t.ids_in_use(), 8);
         let err = t.mkdir("/full").unwrap_err();
         assert_eq!(err.errno(), Errno::EBUSY, "xa_alloc's EBUSY (v6.14)");
         assert!(t.find_cgroup("/full").is_err(), "nothing half made");
         t.rmdir("/c3").unwrap();
-        assert_eq!(t.mkdir("/again").unwrap().id(), made[3].id());
+        assert_eq!(
+            t.mkdir("/again").unwrap().memcg().unwrap().id(),
+            made[3].id()
+        );
     }
 
     #[test]
@@ -1564,16 +1534,11 @@ mod tests {
         });
         // No +memory anywhere: any number of cgroups, one id (the root's).
         for i in 0..10 {
-            let c = t.create(&format!("/c{i}")).unwrap();
+            let c = t.mkdir(&format!("/c{i}")).unwrap();
             assert!(c.memcg().is_none());
             assert!(Arc::ptr_eq(&c.effective_memcg(), t.root()));
         }
         assert_eq!(t.ids_in_use(), 1);
-        assert_eq!(
-            t.mkdir("/m").unwrap_err().errno(),
-            Errno::ENOENT,
-            "mkdir asks for a memory cgroup"
-        );
         // +memory on the root gives ten children ids: more than there are.
         let err = t.set_subtree_memory(t.root_cgroup(), true).unwrap_err();
         assert_eq!(err.errno(), Errno::EBUSY);
@@ -1591,8 +1556,8 @@ mod tests {
     fn subtree_control_rules() {
         let t = mount();
         let root = t.root_cgroup();
-        let a = t.create("/a").unwrap();
-        let b = t.create("/a/b").unwrap();
+        let a = t.mkdir("/a").unwrap();
+        let b = t.mkdir("/a/b").unwrap();
         // +memory needs the controller on the cgroup itself.
         assert_eq!(
             t.set_subtree_memory(&a, true).unwrap_err().errno(),
@@ -1629,7 +1594,7 @@ mod tests {
     #[test]
     fn offline_resets_protection() {
         let t = CgroupTree::default();
-        let a = t.mkdir("/a").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
         a.memory().set_min(10);
         a.memory().set_low(20);
         a.memory().set_high(30);
@@ -1641,7 +1606,7 @@ mod tests {
     #[test]
     fn charged_pages_keep_a_removed_cgroup_dying() {
         let t = CgroupTree::default();
-        let a = t.mkdir("/a").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
         t.try_charge(&a, 4, ChargeKind::File, Gfp::Kernel).unwrap();
         let weak = std::sync::Arc::downgrade(&a);
         drop(a);
@@ -1670,16 +1635,16 @@ mod tests {
     #[test]
     fn hierarchy_limits_refuse_with_eagain() {
         let t = CgroupTree::default();
-        let a = t.create("/a").unwrap();
+        let a = t.mkdir("/a").unwrap();
         a.set_max_depth(1);
-        t.create("/a/b").unwrap();
-        assert_eq!(t.create("/a/b/c").unwrap_err().errno(), Errno::EAGAIN);
+        t.mkdir("/a/b").unwrap();
+        assert_eq!(t.mkdir("/a/b/c").unwrap_err().errno(), Errno::EAGAIN);
         a.set_max_descendants(1);
-        assert_eq!(t.create("/a/d").unwrap_err().errno(), Errno::EAGAIN);
+        assert_eq!(t.mkdir("/a/d").unwrap_err().errno(), Errno::EAGAIN);
         t.rmdir("/a/b").unwrap();
-        t.create("/a/d").unwrap();
+        t.mkdir("/a/d").unwrap();
         t.root_cgroup().set_max_depth(0);
-        assert_eq!(t.create("/e").unwrap_err().errno(), Errno::EAGAIN);
+        assert_eq!(t.mkdir("/e").unwrap_err().errno(), Errno::EAGAIN);
     }
 
     #[test]
@@ -1694,7 +1659,7 @@ mod tests {
         );
         assert_eq!(t.mkdir("/").unwrap_err().errno(), Errno::EEXIST);
         assert_eq!(
-            t.mkdir_in(t.root(), "a/b").unwrap_err().errno(),
+            t.mkdir_in(t.root_cgroup(), "a/b").unwrap_err().errno(),
             Errno::EINVAL
         );
     }
@@ -1702,9 +1667,9 @@ mod tests {
     #[test]
     fn mkdir_p_and_pre_order() {
         let t = CgroupTree::default();
-        t.mkdir_p("/a/b/c").unwrap();
-        t.mkdir_p("/a/d").unwrap();
-        t.mkdir_p("/e").unwrap();
+        t.mkdir_p("/a/b/c").unwrap().memcg().unwrap();
+        t.mkdir_p("/a/d").unwrap().memcg().unwrap();
+        t.mkdir_p("/e").unwrap().memcg().unwrap();
         let order: Vec<String> = t.root().descendants_pre().map(|c| c.path()).collect();
         assert_eq!(order, ["/", "/a", "/a/b", "/a/b/c", "/a/d", "/e"]);
         assert_eq!(t.root_cgroup().nr_descendants(), 5);
@@ -1720,7 +1685,7 @@ mod tests {
                 s.spawn(move || {
                     for i in 0..300 {
                         let p = format!("/w{w}/c{i}");
-                        t.mkdir_p(&p).unwrap();
+                        t.mkdir_p(&p).unwrap().memcg().unwrap();
                         if i % 2 == 0 {
                             t.rmdir(&p).unwrap();
                         }
@@ -1743,7 +1708,7 @@ mod tests {
     #[test]
     fn shrinker_bits_per_node_never_on_root() {
         let t = small_tree();
-        let a = t.mkdir("/a").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
         let s = t.alloc_shrinker_id().unwrap();
         a.set_shrinker_bit(1, s);
         t.root().set_shrinker_bit(0, s);

@@ -938,7 +938,7 @@ mod tests {
         let t = CgroupTree::default();
         t.set_charge_stock(false);
         t.set_machine_pages(1 << 16);
-        let a = t.mkdir("/a").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
         a.memory().set_max(5120).unwrap();
         // 1000 file pages charged, 200 of them dirty: avail is the file
         // pages plus the 4120 pages of headroom.

@@ -1552,7 +1552,7 @@ mod tests {
         let tree = CgroupTree::new(crate::memcontrol::TreeConfig::default());
         let clock = Arc::new(VirtualClock::default());
         tree.set_clock(clock.clone());
-        let a = tree.create("/a").unwrap();
+        let a = tree.mkdir("/a").unwrap();
         (tree, clock, a)
     }
 

@@ -446,7 +446,7 @@ mod tests {
     #[test]
     fn priority_seeks_batches_and_deferral() {
         let t = test_tree(1, 16);
-        let a = t.mkdir("/a").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
         let (c, _h) = cache(&t);
         for item in 0..1000 {
             assert!(c.lru.add(item, 0, &a).unwrap());
@@ -470,8 +470,8 @@ mod tests {
     #[test]
     fn offline_gives_deferred_work_to_the_parent() {
         let t = test_tree(1, 16);
-        let a = t.mkdir("/a").unwrap();
-        let b = t.mkdir("/a/b").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
+        let b = t.mkdir("/a/b").unwrap().memcg().unwrap();
         let (c, _h) = cache(&t);
         let id = c.lru.shrinker_id().unwrap();
         for item in 0..1000 {
@@ -497,7 +497,7 @@ mod tests {
     #[test]
     fn an_empty_cgroup_loses_its_bit_until_an_object_comes_back() {
         let t = test_tree(1, 16);
-        let a = t.mkdir("/a").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
         let (c, _h) = cache(&t);
         let id = c.lru.shrinker_id().unwrap();
         c.lru.add(1, 0, &a).unwrap();
@@ -513,8 +513,8 @@ mod tests {
     #[test]
     fn memcg_reclaim_reaches_the_shrinkers_of_the_subtree() {
         let t = test_tree(1, 16);
-        let a = t.mkdir("/a").unwrap();
-        let b = t.mkdir("/a/b").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
+        let b = t.mkdir("/a/b").unwrap().memcg().unwrap();
         let (c, _h) = cache_charged(&t, true);
         for item in 0..300 {
             c.lru.add(item, 0, &b).unwrap();
@@ -550,7 +550,7 @@ mod tests {
     #[test]
     fn proactive_reclaim_at_the_root_counts_what_shrinkers_free() {
         let t = test_tree(1, 16);
-        let a = t.mkdir("/a").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
         let (c, _h) = cache_charged(&t, true);
         for item in 0..300 {
             c.lru.add(item, 0, &a).unwrap();
@@ -573,7 +573,7 @@ mod tests {
     #[test]
     fn unregistered_shrinkers_are_not_called() {
         let t = test_tree(1, 16);
-        let a = t.mkdir("/a").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
         let (c, h) = cache(&t);
         c.lru.add(1, 0, &a).unwrap();
         drop(h);

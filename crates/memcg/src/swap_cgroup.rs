@@ -31,7 +31,7 @@
 //! use memcg::{SwapCgroup, SwapCgroupDesign, SwapEntry};
 //!
 //! let tree = CgroupTree::default();
-//! let a = tree.mkdir("/a")?;
+//! let a = tree.mkdir("/a")?.memcg().unwrap();
 //!
 //! let owners = SwapCgroup::new(SwapCgroupDesign::default());
 //! owners.swapon(0, 1024)?; // swap type 0: slots 0..1024, all id 0

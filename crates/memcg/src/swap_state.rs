@@ -1138,7 +1138,7 @@ mod tests {
     fn system() -> (CgroupTree, SwapSystem, Arc<MemCgroup>) {
         let tree = test_tree(1, 64);
         let sys = SwapSystem::new(&tree, Design::Memcg);
-        let cg = tree.mkdir("/a").unwrap();
+        let cg = tree.mkdir("/a").unwrap().memcg().unwrap();
         (tree, sys, cg)
     }
 
@@ -1365,7 +1365,7 @@ mod tests {
         assert_eq!(c.written_back_pages, 0);
         sys.zswap()
             .set_writeback(Arc::new(Writer(Arc::downgrade(&sys))));
-        let b = tree.mkdir("/b").unwrap();
+        let b = tree.mkdir("/b").unwrap().memcg().unwrap();
         b.set_zswap_max(0);
         // Each run gives up after 16 failures, and a fresh entry's first
         // look only takes its referenced mark: a few refused stores later

@@ -917,7 +917,7 @@ mod tests {
     #[test]
     fn the_inactive_ratio_grows_with_the_square_root_of_the_size() {
         let t = CgroupTree::default();
-        let a = t.mkdir("/a").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
         a.mod_stat(MemcgStat::InactiveAnon, 100);
         a.mod_stat(MemcgStat::ActiveAnon, 101);
         assert!(inactive_is_low(&a, false), "ratio 1 under 1 GiB");
@@ -937,7 +937,7 @@ mod tests {
     #[test]
     fn references_keep_then_activate() {
         let t = CgroupTree::default();
-        let a = t.mkdir("/a").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
         let folio = Folio::new(&t, &a, 1, Gfp::Kernel).unwrap();
         assert_eq!(folio_check_references(&folio), FolioRef::Reclaim);
         folio_mark_young(&folio);

@@ -403,7 +403,7 @@ mod tests {
     #[test]
     fn a_recycled_memcg_id_is_taken_for_the_evicting_cgroup() {
         let t = test_tree(1, 8);
-        let a = t.mkdir("/a").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
         let shadow = Shadow {
             memcg_id: a.id(),
             serial: a.serial(),
@@ -412,7 +412,7 @@ mod tests {
         };
         t.rmdir("/a").unwrap();
         drop(a);
-        let b = t.mkdir("/b").unwrap();
+        let b = t.mkdir("/b").unwrap().memcg().unwrap();
         assert_eq!(b.id(), shadow.memcg_id, "the id was recycled");
         let no_swap = || 0;
         assert!(workingset_test_recent(&t, &shadow, true, &no_swap));

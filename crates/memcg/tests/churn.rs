@@ -38,7 +38,12 @@ fn vm_rss_kb() -> u64 {
 /// list_lru item, removes them all, then frees what they held.
 fn cycle(tree: &CgroupTree, n: &Arc<MemCgroup>, lru: &ListLru) {
     let children: Vec<Arc<MemCgroup>> = (0..BATCH)
-        .map(|i| tree.mkdir_in(n, &i.to_string()).unwrap())
+        .map(|i| {
+            tree.mkdir_in((n).cgroup(), &i.to_string())
+                .unwrap()
+                .memcg()
+                .unwrap()
+        })
         .collect();
     let mut held = Vec::with_capacity(children.len());
     for (i, c) in children.iter().enumerate() {
@@ -73,7 +78,7 @@ fn churning_100000_cgroups_leaves_nothing_behind() {
         },
     )
     .unwrap();
-    let n = tree.mkdir("/n").unwrap();
+    let n = tree.mkdir("/n").unwrap().memcg().unwrap();
     cycle(&tree, &n, &lru);
     let after_first = vm_rss_kb();
     for _ in 1..CYCLES {

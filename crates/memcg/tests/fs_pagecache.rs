@@ -31,8 +31,8 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
 fn bytes_read_back_and_charges_follow_the_reader() {
     let t = CgroupTree::default();
     t.set_charge_stock(false);
-    let a = t.mkdir("/a").unwrap();
-    let b = t.mkdir("/b").unwrap();
+    let a = t.mkdir("/a").unwrap().memcg().unwrap();
+    let b = t.mkdir("/b").unwrap().memcg().unwrap();
     // The two cgroups' own metadata, charged to the root.
     let metadata_pages = t.machine_used_pages();
     let sb = ram(&t, LruDesign::Split);
@@ -77,8 +77,8 @@ fn a_removed_cgroup_with_page_cache_lingers_until_its_pages_go() {
         let t = CgroupTree::default();
         t.set_charge_stock(false);
         t.set_reparent_lru_folios(reparent);
-        let p = t.mkdir("/p").unwrap();
-        let c = t.mkdir("/p/c").unwrap();
+        let p = t.mkdir("/p").unwrap().memcg().unwrap();
+        let c = t.mkdir("/p/c").unwrap().memcg().unwrap();
         let sb = ram(&t, design);
         let data = pattern(5 * 4096, 1);
         sb.write(&c, "x", &data).unwrap();
@@ -107,7 +107,7 @@ fn a_removed_cgroup_with_page_cache_lingers_until_its_pages_go() {
 fn reclaim_drops_clean_cache_and_refaults_activate() {
     let t = CgroupTree::default();
     t.set_charge_stock(false);
-    let a = t.mkdir("/a").unwrap();
+    let a = t.mkdir("/a").unwrap().memcg().unwrap();
     let sb = ram(&t, LruDesign::Split);
     let data = pattern(64 * 4096, 3);
     sb.write(&a, "big", &data).unwrap();
@@ -141,7 +141,7 @@ fn a_host_directory_holds_the_files_bytes() {
     std::fs::write(dir.path().join("old"), b"kept from before the mount").unwrap();
     let t = CgroupTree::default();
     t.set_charge_stock(false);
-    let a = t.mkdir("/a").unwrap();
+    let a = t.mkdir("/a").unwrap().memcg().unwrap();
     let sb = Superblock::mount(
         &t,
         FsSource::Dir(dir.path().to_owned()),
@@ -171,7 +171,7 @@ fn a_host_directory_holds_the_files_bytes() {
 fn an_inode_with_page_cache_stays_off_its_lru_until_the_pages_go() {
     let t = CgroupTree::default();
     t.set_charge_stock(false);
-    let a = t.mkdir("/a").unwrap();
+    let a = t.mkdir("/a").unwrap().memcg().unwrap();
     let sb = ram(&t, LruDesign::Split);
     sb.write(&a, "f", &pattern(3 * 4096, 1)).unwrap();
     sb.sync().unwrap();
@@ -195,7 +195,7 @@ fn an_inode_with_page_cache_stays_off_its_lru_until_the_pages_go() {
 fn drop_caches_deactivates_what_it_cannot_drop() {
     let t = CgroupTree::default();
     t.set_charge_stock(false);
-    let a = t.mkdir("/a").unwrap();
+    let a = t.mkdir("/a").unwrap().memcg().unwrap();
     let sb = ram(&t, LruDesign::Split);
     sb.write(&a, "f", &pattern(2 * 4096, 2)).unwrap();
     sb.sync().unwrap();
@@ -221,7 +221,7 @@ fn unlinking_a_file_whose_dentry_was_pruned_evicts_its_inode_and_pages() {
     // reaches its final iput: its pages, dirty ones too, go with it.
     let t = CgroupTree::default();
     t.set_charge_stock(false);
-    let a = t.mkdir("/a").unwrap();
+    let a = t.mkdir("/a").unwrap().memcg().unwrap();
     let sb = ram(&t, LruDesign::Split);
     sb.write(&a, "obj", &pattern(6 * 4096, 2)).unwrap();
     assert_eq!(a.stat(MemcgStat::FileDirty), 6);
@@ -239,8 +239,8 @@ fn unlinking_a_file_whose_dentry_was_pruned_evicts_its_inode_and_pages() {
 fn open_files_read_and_write_anywhere_charged_to_each_caller() {
     let t = CgroupTree::default();
     t.set_charge_stock(false);
-    let a = t.mkdir("/a").unwrap();
-    let b = t.mkdir("/b").unwrap();
+    let a = t.mkdir("/a").unwrap().memcg().unwrap();
+    let b = t.mkdir("/b").unwrap().memcg().unwrap();
     // The two cgroups' own metadata, charged to the root.
     let metadata_pages = t.machine_used_pages();
     let sb = Superblock::mount(

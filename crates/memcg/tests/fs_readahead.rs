@@ -19,7 +19,7 @@ const PAGE: u64 = 4096;
 fn cold_file(pages: u64) -> (CgroupTree, Arc<MemCgroup>, Arc<Superblock>) {
     let t = CgroupTree::default();
     t.set_charge_stock(false);
-    let a = t.mkdir("/a").unwrap();
+    let a = t.mkdir("/a").unwrap().memcg().unwrap();
     let sb = Superblock::mount(
         &t,
         FsSource::Ram {

@@ -24,7 +24,7 @@ fn setup() -> (CgroupTree, Arc<MemCgroup>, Arc<Superblock>) {
     // own structures charged to its parent (both on by default).
     t.set_charge_stock(false);
     t.set_memcg_metadata_bytes(0);
-    let a = t.mkdir("/a").unwrap();
+    let a = t.mkdir("/a").unwrap().memcg().unwrap();
     let sb = Superblock::mount(
         &t,
         FsSource::Ram {
@@ -164,7 +164,7 @@ fn the_shadow_shrinker_frees_nodes_beyond_an_eighth_of_the_pages() {
 #[test]
 fn nodes_are_charged_to_whoever_inserted_and_move_to_the_parent_at_rmdir() {
     let (t, a, sb) = setup();
-    let b = t.mkdir("/a/b").unwrap();
+    let b = t.mkdir("/a/b").unwrap().memcg().unwrap();
     // /a/b writes 128 pages: 2 leaves and a root node, all /a/b's.
     sb.write(&b, "f", &vec![5; 128 * PAGE]).unwrap();
     assert_eq!(

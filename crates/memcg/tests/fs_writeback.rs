@@ -86,7 +86,7 @@ fn dirty(memcg: &MemCgroup) -> u64 {
 #[test]
 fn a_writer_is_held_to_its_memcg_domains_dirty_threshold() {
     let (t, _clock, sb) = machine(64 << 10);
-    let a = t.mkdir("/a").unwrap();
+    let a = t.mkdir("/a").unwrap().memcg().unwrap();
     // /a's own structures, charged to the root while /a lives.
     let metadata_pages = t.machine_used_pages();
     a.memory().set_max((20 << 20) / PAGE).unwrap();
@@ -130,7 +130,7 @@ fn a_writer_is_held_to_its_memcg_domains_dirty_threshold() {
 #[test]
 fn reclaim_activates_dirty_folios_and_frees_them_once_the_flusher_wrote_them() {
     let (t, _clock, sb) = machine(64 << 10);
-    let a = t.mkdir("/a").unwrap();
+    let a = t.mkdir("/a").unwrap().memcg().unwrap();
     write_pattern(&sb, &a, "f", 1024 * PAGE, || {});
     assert_eq!(
         dirty(&a),
@@ -176,7 +176,7 @@ fn reclaim_activates_dirty_folios_and_frees_them_once_the_flusher_wrote_them() {
 #[test]
 fn the_end_of_writeback_rotates_a_marked_folio_to_the_inactive_tail() {
     let (t, _clock, sb) = machine(64 << 10);
-    let a = t.mkdir("/a").unwrap();
+    let a = t.mkdir("/a").unwrap().memcg().unwrap();
     write_pattern(&sb, &a, "f", 64 * PAGE, || {});
     assert_eq!(dirty(&a), 64);
     // The first batch (at priority 6: one folio) is all dirty: activated,
@@ -197,7 +197,7 @@ fn the_end_of_writeback_rotates_a_marked_folio_to_the_inactive_tail() {
 #[test]
 fn data_dirty_for_the_expire_interval_is_written_by_the_periodic_writeback() {
     let (t, clock, sb) = machine(64 << 10);
-    let a = t.mkdir("/a").unwrap();
+    let a = t.mkdir("/a").unwrap().memcg().unwrap();
     write_pattern(&sb, &a, "f", 16 * PAGE, || {});
     assert_eq!(dirty(&a), 16);
     clock.advance(Duration::from_secs(29));

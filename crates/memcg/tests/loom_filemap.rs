@@ -57,7 +57,7 @@ impl Backing for MemBacking {
 fn cached_file(old: u8) -> (CgroupTree, Arc<MemCgroup>, Arc<AddressSpace>) {
     let t = small_tree(1, 4);
     t.set_charge_stock(false);
-    let a = t.mkdir("/a").unwrap();
+    let a = t.mkdir("/a").unwrap().memcg().unwrap();
     let backing = MemBacking(Mutex::new(HashMap::from([(0, vec![old; PAGE_BYTES])])));
     let mapping = AddressSpace::new(&t, Arc::new(backing), Arc::new(SwapSpace::default));
     read_page(&mapping, &a);

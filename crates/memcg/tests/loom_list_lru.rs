@@ -51,8 +51,8 @@ fn add_and_del_race_reparent() {
     for design in LruDesign::ALL {
         let outcomes = explore(move || {
             let (tree, lru) = setup(design);
-            let a = tree.mkdir("/a").unwrap();
-            let b = tree.mkdir("/a/b").unwrap();
+            let a = tree.mkdir("/a").unwrap().memcg().unwrap();
+            let b = tree.mkdir("/a/b").unwrap().memcg().unwrap();
             assert!(lru.add(0, 0, &b).unwrap());
             let remover = {
                 let tree = tree.clone();
@@ -89,9 +89,9 @@ fn sibling_reparents_race_adds_to_their_parent() {
     for design in LruDesign::ALL {
         let outcomes = explore(move || {
             let (tree, lru) = setup(design);
-            let p = tree.mkdir("/p").unwrap();
-            let x = tree.mkdir("/p/x").unwrap();
-            let y = tree.mkdir("/p/y").unwrap();
+            let p = tree.mkdir("/p").unwrap().memcg().unwrap();
+            let x = tree.mkdir("/p/x").unwrap().memcg().unwrap();
+            let y = tree.mkdir("/p/y").unwrap().memcg().unwrap();
             lru.add(0, 0, &x).unwrap();
             lru.add(1, 0, &y).unwrap();
             let rm = |path: &'static str| {
@@ -131,9 +131,9 @@ fn removed_grandchild_races_its_parents_offline() {
     for design in LruDesign::ALL {
         let outcomes = explore(move || {
             let (tree, lru) = setup(design);
-            let s = tree.mkdir("/s").unwrap();
-            let g = tree.mkdir("/s/g").unwrap();
-            let c = tree.mkdir("/s/g/c").unwrap();
+            let s = tree.mkdir("/s").unwrap().memcg().unwrap();
+            let g = tree.mkdir("/s/g").unwrap().memcg().unwrap();
+            let c = tree.mkdir("/s/g/c").unwrap().memcg().unwrap();
             lru.add(0, 0, &g).unwrap();
             tree.rmdir("/s/g/c").unwrap();
             let remover = {
@@ -169,8 +169,8 @@ fn lazy_allocation_races_offline() {
     for design in LruDesign::ALL {
         let outcomes = explore(move || {
             let tree = common::small_tree(1, 4);
-            let a = tree.mkdir("/a").unwrap();
-            let b = tree.mkdir("/a/b").unwrap();
+            let a = tree.mkdir("/a").unwrap().memcg().unwrap();
+            let b = tree.mkdir("/a/b").unwrap().memcg().unwrap();
             let lru = Arc::new(
                 ListLru::new(
                     &tree,
@@ -200,7 +200,7 @@ fn lazy_allocation_races_offline() {
             assert_consistent(&lru, &[tree.root(), &a], &[0]);
             assert_eq!(lru.items(0, &a).unwrap(), [0], "{design}: on the parent");
             // The id comes back for a new cgroup, which gets lists of its own.
-            let c = tree.mkdir("/a/c").unwrap();
+            let c = tree.mkdir("/a/c").unwrap().memcg().unwrap();
             assert_eq!(c.id(), b.id(), "lowest free id reused");
             assert!(lru.add(1, 0, &c).unwrap());
             assert_eq!(lru.items(0, &c).unwrap(), [1]);
@@ -227,8 +227,8 @@ fn reader_races_reparent_and_id_reuse() {
     for design in LruDesign::ALL {
         let outcomes = explore(move || {
             let (tree, lru) = setup(design);
-            let a = tree.mkdir("/a").unwrap();
-            let b = tree.mkdir("/a/b").unwrap();
+            let a = tree.mkdir("/a").unwrap().memcg().unwrap();
+            let b = tree.mkdir("/a/b").unwrap().memcg().unwrap();
             assert!(lru.add(0, 0, &a).unwrap());
             assert!(lru.add(1, 0, &b).unwrap());
             let reader = {
@@ -239,7 +239,7 @@ fn reader_races_reparent_and_id_reuse() {
                 })
             };
             tree.rmdir("/a/b").unwrap();
-            let c = tree.mkdir("/a/c").unwrap();
+            let c = tree.mkdir("/a/c").unwrap().memcg().unwrap();
             assert_eq!(c.id(), b.id(), "b's id (and its set) reused");
             assert!(lru.add(3, 0, &c).unwrap());
             reader.join().unwrap();

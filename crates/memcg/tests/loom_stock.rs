@@ -20,7 +20,7 @@ fn a_stocked_charge_racing_a_drain_keeps_the_counter_exact() {
     let outcomes = explore(|| {
         let t = small_tree(1, 4);
         t.set_charge_stock(true);
-        let a = t.mkdir("/a").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
         // A batch of 64: one page in use, 63 stocked.
         t.try_charge(&a, 1, ChargeKind::Anon, Gfp::Kernel).unwrap();
         let drainer = {

@@ -39,7 +39,7 @@ fn setup() -> (CgroupTree, Arc<SwapSystem>, [Arc<MemCgroup>; 3]) {
     let swap = Arc::new(SwapSystem::new(&tree, Design::Memcg));
     swap.swapon_ram("ram0", 2 * SWAPFILE_CLUSTER as u64 * PAGE_SIZE, None)
         .unwrap();
-    let cgs = ["/owner", "/a", "/b"].map(|p| tree.mkdir(p).unwrap());
+    let cgs = ["/owner", "/a", "/b"].map(|p| tree.mkdir(p).unwrap().memcg().unwrap());
     (tree, swap, cgs)
 }
 
@@ -135,7 +135,7 @@ fn a_failed_read_gives_its_waiters_the_same_errno() {
         let disk = Arc::new(FaultyBackend::new(RamBackend::new(size_bytes).unwrap()));
         swap.swapon("ram0", Box::new(Arc::clone(&disk)), None)
             .unwrap();
-        let owner = tree.mkdir("/owner").unwrap();
+        let owner = tree.mkdir("/owner").unwrap().memcg().unwrap();
         let folio = Arc::new(Folio::new(&tree, &owner, 1, Gfp::Kernel).unwrap());
         folio.bytes().fill(0xa5);
         let entry = swap.swap_out(&folio).unwrap();

@@ -46,7 +46,7 @@ fn reclaim_racing_the_free_of_a_folio_counts_it_once() {
     let outcomes = explore(|| {
         let t = small_tree(1, 4);
         t.set_charge_stock(false);
-        let a = t.mkdir("/a").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
         let folio = Arc::new(Folio::new(&t, &a, 1, Gfp::Kernel).unwrap());
         let mapping = Arc::new(Mapping(Mutex::new(Some(Arc::clone(&folio)))));
         let rmap: Weak<dyn Rmap> = Arc::downgrade(&(Arc::clone(&mapping) as Arc<dyn Rmap>));

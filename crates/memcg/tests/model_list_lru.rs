@@ -277,7 +277,11 @@ fn run(design: LruDesign, ops: &[Op]) -> Result<(), TestCaseError> {
                 let live = m.live();
                 let p = live[parent % live.len()];
                 let name = format!("c{}", m.cgs.len());
-                let real = tree.mkdir_in(&m.cgs[p].real, &name).unwrap();
+                let real = tree
+                    .mkdir_in(m.cgs[p].real.cgroup(), &name)
+                    .unwrap()
+                    .memcg()
+                    .unwrap();
                 m.cgs[p].children += 1;
                 m.cgs.push(RefCg {
                     real,

@@ -101,7 +101,7 @@ impl World {
         let path = format!("/c{cg}");
         self.tree
             .find(&path)
-            .or_else(|_| self.tree.mkdir(&path))
+            .or_else(|_| self.tree.mkdir(&path).map(|c| c.memcg().unwrap()))
             .unwrap()
     }
 

@@ -75,7 +75,7 @@ fn run(ops: &[Op]) {
     tree.set_machine_pages(1 << 14);
     let cgs: Vec<Arc<MemCgroup>> = ["/a", "/b"]
         .iter()
-        .map(|p| tree.mkdir(p).unwrap())
+        .map(|p| tree.mkdir(p).unwrap().memcg().unwrap())
         .collect();
     // The two cgroups' own metadata, charged to the root.
     let metadata_pages = tree.machine_used_pages();

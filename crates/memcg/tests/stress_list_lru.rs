@@ -34,11 +34,16 @@ fn stress(design: LruDesign, seed: u64) {
         },
     )
     .unwrap();
-    let mut all: Vec<Arc<MemCgroup>> = vec![tree.mkdir("/s").unwrap()];
+    let mut all: Vec<Arc<MemCgroup>> = vec![tree.mkdir("/s").unwrap().memcg().unwrap()];
     for g in 0..GROUPS {
-        all.push(tree.mkdir(&format!("/s/g{g}")).unwrap());
+        all.push(tree.mkdir(&format!("/s/g{g}")).unwrap().memcg().unwrap());
         for c in 0..PER_GROUP {
-            all.push(tree.mkdir(&format!("/s/g{g}/c{c}")).unwrap());
+            all.push(
+                tree.mkdir(&format!("/s/g{g}/c{c}"))
+                    .unwrap()
+                    .memcg()
+                    .unwrap(),
+            );
         }
     }
     assert!(all.len() > 1000);

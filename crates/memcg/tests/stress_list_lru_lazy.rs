@@ -25,8 +25,8 @@ const ADD_DEADLINE: Duration = Duration::from_secs(3);
 
 fn round(design: LruDesign, spin: u32, seed: u64, i: usize) {
     let tree = common::small_tree(1, 8);
-    let a = tree.mkdir("/a").unwrap();
-    let b = tree.mkdir("/a/b").unwrap();
+    let a = tree.mkdir("/a").unwrap().memcg().unwrap();
+    let b = tree.mkdir("/a/b").unwrap().memcg().unwrap();
     let lru = Arc::new(
         ListLru::new(
             &tree,
@@ -64,7 +64,7 @@ fn round(design: LruDesign, spin: u32, seed: u64, i: usize) {
     assert_eq!(lru.count_node(0).unwrap(), 2, "{ctx}: node total");
 
     // The id comes back; adding with it must finish.
-    let c = tree.mkdir("/a/c").unwrap();
+    let c = tree.mkdir("/a/c").unwrap().memcg().unwrap();
     let (done_tx, done_rx) = mpsc::channel();
     {
         let (lru, c) = (Arc::clone(&lru), Arc::clone(&c));

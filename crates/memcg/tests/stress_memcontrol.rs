@@ -33,10 +33,15 @@ fn charges_and_swap_balance_to_zero_under_churn_and_rmdir() {
     let tree = common::small_tree(1, 256);
     let swap = SwapCgroup::new(Design::Memcg);
     swap.swapon(0, SLOTS_PER_THREAD * THREADS as u64).unwrap();
-    let mut cgs = vec![tree.mkdir("/a").unwrap(), tree.mkdir("/b").unwrap()];
+    let mut cgs = vec![
+        tree.mkdir("/a").unwrap().memcg().unwrap(),
+        tree.mkdir("/b").unwrap().memcg().unwrap(),
+    ];
     for i in 0..30 {
         cgs.push(
             tree.mkdir(&format!("/{}/c{i}", if i % 2 == 0 { "a" } else { "b" }))
+                .unwrap()
+                .memcg()
                 .unwrap(),
         );
     }

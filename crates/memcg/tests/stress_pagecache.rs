@@ -37,7 +37,7 @@ fn reader(tree: &CgroupTree, sb: &Superblock, t: usize, seed: u64) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ t as u64);
     let mut generation = 0;
     let mut path = format!("/p/r{t}_{generation}");
-    let mut memcg = tree.mkdir(&path).unwrap();
+    let mut memcg = tree.mkdir(&path).unwrap().memcg().unwrap();
     for op in 0..OPS_PER_THREAD {
         if op % 16 == 15 {
             // Leave the cgroup behind: it dies, pinned by its page cache
@@ -46,7 +46,7 @@ fn reader(tree: &CgroupTree, sb: &Superblock, t: usize, seed: u64) {
             tree.rmdir(&path).unwrap();
             generation += 1;
             path = format!("/p/r{t}_{generation}");
-            memcg = tree.mkdir(&path).unwrap();
+            memcg = tree.mkdir(&path).unwrap().memcg().unwrap();
         }
         let i = rng.random_range(0..SHARED_FILES);
         let got = sb
@@ -60,7 +60,7 @@ fn reader(tree: &CgroupTree, sb: &Superblock, t: usize, seed: u64) {
 
 fn writer(tree: &CgroupTree, sb: &Superblock, seed: u64) -> HashMap<String, Vec<u8>> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x77);
-    let memcg = tree.mkdir("/p/w").unwrap();
+    let memcg = tree.mkdir("/p/w").unwrap().memcg().unwrap();
     let mut model = HashMap::new();
     for _ in 0..OPS_PER_THREAD {
         let name = format!("w{}", rng.random_range(0..6));
@@ -142,7 +142,7 @@ fn run(design: LruDesign, reparent: bool, flusher_thread: bool, seed: u64) {
     }
     sb.sync().unwrap();
     drop_caches(&tree, std::slice::from_ref(&sb), 1);
-    tree.mkdir("/p").unwrap();
+    tree.mkdir("/p").unwrap().memcg().unwrap();
     // Tight: the shared files alone are ~110 pages, the writer's up to ~45.
     tree.find("/p").unwrap().memory().set_max(128).unwrap();
     let model = std::thread::scope(|s| {

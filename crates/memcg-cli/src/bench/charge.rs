@@ -10,7 +10,7 @@
 //! charges from its slot's stock; an uncharge always goes to the counters,
 //! as the kernel's does.
 
-use anyhow::ensure;
+use anyhow::{Context, ensure};
 use clap::Args;
 use memcg::memcontrol::{CgroupTree, ChargeKind, MemCgroup};
 use serde::Serialize;
@@ -116,10 +116,17 @@ fn hierarchy(
     }
     let leaves = match leaf {
         Leaf::Own => (0..threads)
-            .map(|t| tree.mkdir(&format!("{path}/t{t}")))
-            .collect::<Result<Vec<_>, _>>()?,
+            .map(|t| {
+                tree.mkdir(&format!("{path}/t{t}"))?
+                    .memcg()
+                    .context("no memory cgroup")
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?,
         Leaf::Shared => {
-            let shared = tree.mkdir(&format!("{path}/shared"))?;
+            let shared = tree
+                .mkdir(&format!("{path}/shared"))?
+                .memcg()
+                .context("no memory cgroup")?;
             vec![shared; threads]
         }
     };

@@ -262,7 +262,8 @@ impl Run {
             (0..self.cgroups).map(|_| Mutex::new(None)).collect();
         let timed = timed_threads(self.threads, |t| {
             for i in share(t, self.threads, self.cgroups) {
-                let cg = self.tree.mkdir_in(&self.parent, &i.to_string())?;
+                let cg = self.tree.mkdir_in(self.parent.cgroup(), &i.to_string())?;
+                let cg = cg.memcg().context("no memory cgroup")?;
                 *cgs[i].lock().expect("no panics while held") = Some(cg);
             }
             Ok(())
@@ -453,8 +454,12 @@ fn reparent(design: LruDesign, cgroups: usize, objects: u32) -> anyhow::Result<T
     let Setup { tree, lrus } = setup(design, cgroups, objects, 1)?;
     let parent = tree.find("/bench/test/1")?;
     let cgs: Vec<_> = (0..cgroups)
-        .map(|i| tree.mkdir_in(&parent, &i.to_string()))
-        .collect::<Result<_, _>>()?;
+        .map(|i| {
+            tree.mkdir_in(parent.cgroup(), &i.to_string())?
+                .memcg()
+                .context("no memory cgroup")
+        })
+        .collect::<anyhow::Result<_>>()?;
     for (i, cg) in cgs.iter().enumerate() {
         for k in 0..objects {
             for lru in &lrus {

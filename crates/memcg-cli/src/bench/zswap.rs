@@ -326,7 +326,7 @@ struct StoreWorld {
 
 fn store_world(plan: &Plan, config: RunConfig) -> anyhow::Result<StoreWorld> {
     let tree = CgroupTree::default();
-    let bench = tree.mkdir("/bench")?;
+    let bench = tree.mkdir("/bench")?.memcg().context("no memory cgroup")?;
     let zswap = Zswap::new(&tree, LruDesign::Split);
     zswap.set_enabled(true);
     zswap.set_compressor(plan.compressor);

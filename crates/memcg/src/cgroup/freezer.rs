@@ -456,12 +456,12 @@ mod tests {
     #[test]
     fn an_empty_cgroup_freezes_at_once_and_its_children_inherit() {
         let (t, tasks) = setup();
-        let a = t.create("/a").unwrap();
+        let a = t.mkdir("/a").unwrap();
         t.set_freeze(&a, true).unwrap();
         assert!(a.freeze_requested() && a.is_freezing() && a.is_frozen());
         // A child of a freezing cgroup is born freezing and frozen, and its
         // parent stays frozen.
-        let b = t.create("/a/b").unwrap();
+        let b = t.mkdir("/a/b").unwrap();
         assert!(!b.freeze_requested() && b.is_freezing());
         assert_eq!(frozen(&[&a, &b]), [true, true]);
         // A task forked into the frozen child stops at once (idle).
@@ -483,7 +483,7 @@ mod tests {
     #[test]
     fn frozen_waits_for_a_busy_task_to_reach_its_freeze_point() {
         let (t, tasks) = setup();
-        let a = t.create("/a").unwrap();
+        let a = t.mkdir("/a").unwrap();
         tasks.spawn(1, &a, false);
         tasks.spawn(2, &a, true);
         t.set_freeze(&a, true).unwrap();
@@ -513,10 +513,10 @@ mod tests {
     #[test]
     fn freezing_is_hierarchical_and_ancestors_follow() {
         let (t, tasks) = setup();
-        let p = t.create("/p").unwrap();
-        let c = t.create("/p/c").unwrap();
-        let d = t.create("/p/c/d").unwrap();
-        let other = t.create("/other").unwrap();
+        let p = t.mkdir("/p").unwrap();
+        let c = t.mkdir("/p/c").unwrap();
+        let d = t.mkdir("/p/c/d").unwrap();
+        let other = t.mkdir("/other").unwrap();
         tasks.spawn(1, &c, false);
         tasks.spawn(2, &d, true);
         t.set_freeze(&p, true).unwrap();
@@ -551,8 +551,8 @@ mod tests {
     #[test]
     fn a_cgroup_with_tasks_and_children_has_the_kernels_quirks() {
         let (t, tasks) = setup();
-        let p = t.create("/p").unwrap();
-        let c = t.create("/p/c").unwrap();
+        let p = t.mkdir("/p").unwrap();
+        let c = t.mkdir("/p/c").unwrap();
         tasks.spawn(1, &p, false);
         tasks.spawn(2, &c, true);
         t.set_freeze(&p, true).unwrap();
@@ -569,8 +569,8 @@ mod tests {
     #[test]
     fn moves_freeze_and_thaw_and_removed_children_uncount() {
         let (t, tasks) = setup();
-        let a = t.create("/a").unwrap();
-        let b = t.create("/b").unwrap();
+        let a = t.mkdir("/a").unwrap();
+        let b = t.mkdir("/b").unwrap();
         tasks.spawn(1, &a, false);
         tasks.spawn(2, &a, false);
         t.set_freeze(&b, true).unwrap();
@@ -584,9 +584,9 @@ mod tests {
         assert!(!lock(&tasks.tasks)[&1].frozen);
         assert!(b.is_frozen(), "empty again");
         // A frozen child leaving takes its count from the parent.
-        let p = t.create("/p").unwrap();
-        let c1 = t.create("/p/c1").unwrap();
-        let c2 = t.create("/p/c2").unwrap();
+        let p = t.mkdir("/p").unwrap();
+        let c1 = t.mkdir("/p/c1").unwrap();
+        let c2 = t.mkdir("/p/c2").unwrap();
         tasks.spawn(3, &c2, true);
         t.set_freeze(&p, true).unwrap();
         assert_eq!(frozen(&[&p, &c1, &c2]), [false, true, false]);
@@ -706,7 +706,7 @@ mod model {
                         next += 1;
                         let parent = pick(c);
                         if parent.is_root() || t.procs(&parent).is_empty() {
-                            t.create(&format!("{}/c{next}", parent.path().trim_end_matches('/')))
+                            t.mkdir(&format!("{}/c{next}", parent.path().trim_end_matches('/')))
                                 .unwrap();
                         }
                     }

@@ -336,8 +336,8 @@ mod tests {
         let Locator::Legacy(legacy) = &lru.inner.locator else {
             panic!("a legacy list_lru has the legacy locator");
         };
-        let a = t.mkdir("/a").unwrap();
-        let b = t.mkdir("/a/b").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
+        let b = t.mkdir("/a/b").unwrap().memcg().unwrap();
         assert_eq!(legacy.list_index(t.root()), ListIndex::Root);
         assert_eq!(legacy.list_index(&b), ListIndex::Slot(b.id()));
         t.rmdir("/a/b").unwrap();

@@ -27,9 +27,9 @@
 //! use memcg::memcontrol::CgroupTree;
 //!
 //! let tree = CgroupTree::default();
-//! let tenants = tree.mkdir("/tenants")?;
-//! let a = tree.mkdir("/tenants/a")?;
-//! let b = tree.mkdir("/tenants/b")?;
+//! let tenants = tree.mkdir("/tenants")?.memcg().unwrap();
+//! let a = tree.mkdir("/tenants/a")?.memcg().unwrap();
+//! let b = tree.mkdir("/tenants/b")?.memcg().unwrap();
 //!
 //! // The objects: item `i` is `names[i]`.
 //! let names = ["a0", "a1", "a2", "b0"];
@@ -1119,7 +1119,7 @@ mod tests {
     fn add_del_count_every_design() {
         for design in LruDesign::ALL {
             let (tree, lru) = setup(design, 2);
-            let a = tree.mkdir("/a").unwrap();
+            let a = tree.mkdir("/a").unwrap().memcg().unwrap();
             assert!(lru.has_lists(&a), "{design}: allocated at mkdir");
             assert!(lru.add(1, 0, &a).unwrap());
             assert!(!lru.add(1, 0, &a).unwrap(), "{design}: already on a list");
@@ -1146,8 +1146,8 @@ mod tests {
     fn reparent_splices_to_the_parents_head_and_del_still_finds_items() {
         for design in LruDesign::ALL {
             let (tree, lru) = setup(design, 1);
-            let a = tree.mkdir("/a").unwrap();
-            let b = tree.mkdir("/a/b").unwrap();
+            let a = tree.mkdir("/a").unwrap().memcg().unwrap();
+            let b = tree.mkdir("/a/b").unwrap().memcg().unwrap();
             lru.add(10, 0, &a).unwrap();
             lru.add(20, 0, &b).unwrap();
             lru.add(21, 0, &b).unwrap();
@@ -1184,7 +1184,7 @@ mod tests {
                 max_ids: 64,
                 ..TreeConfig::default()
             });
-            let c = tree.mkdir_p("/a/b/c").unwrap();
+            let c = tree.mkdir_p("/a/b/c").unwrap().memcg().unwrap();
             let lru = ListLru::new(
                 &tree,
                 ListLruConfig {
@@ -1203,7 +1203,7 @@ mod tests {
                 "{design}"
             );
             // A cgroup made after the list_lru gets lists at mkdir.
-            let d = tree.mkdir("/a/d").unwrap();
+            let d = tree.mkdir("/a/d").unwrap().memcg().unwrap();
             assert!(lru.has_lists(&d));
         }
     }
@@ -1212,13 +1212,13 @@ mod tests {
     fn a_reused_id_gets_the_same_set_and_nothing_of_its_last_owner() {
         for design in LruDesign::ALL {
             let (tree, lru) = setup(design, 2);
-            let a = tree.mkdir("/a").unwrap();
-            let b = tree.mkdir("/a/b").unwrap();
+            let a = tree.mkdir("/a").unwrap().memcg().unwrap();
+            let b = tree.mkdir("/a/b").unwrap().memcg().unwrap();
             lru.add(1, 1, &b).unwrap();
             let bytes = lru.memcg_memory_bytes();
             tree.rmdir("/a/b").unwrap();
             assert_eq!(lru.nr_memcg_lists(), 1, "{design}: /a's only");
-            let c = tree.mkdir("/a/c").unwrap();
+            let c = tree.mkdir("/a/c").unwrap().memcg().unwrap();
             assert_eq!(c.id(), b.id(), "lowest free id reused");
             assert!(lru.has_lists(&c), "{design}");
             assert_eq!(lru.nr_memcg_lists(), 2, "{design}");
@@ -1242,7 +1242,7 @@ mod tests {
     fn node_total_sums_every_threads_shard() {
         let (tree, lru) = setup(LruDesign::Split, 1);
         let cgs: Vec<_> = (0..4)
-            .map(|i| tree.mkdir(&format!("/c{i}")).unwrap())
+            .map(|i| tree.mkdir(&format!("/c{i}")).unwrap().memcg().unwrap())
             .collect();
         std::thread::scope(|s| {
             for (t, cg) in cgs.iter().enumerate() {
@@ -1274,7 +1274,7 @@ mod tests {
     fn walk_statuses() {
         for design in LruDesign::ALL {
             let (tree, lru) = setup(design, 1);
-            let a = tree.mkdir("/a").unwrap();
+            let a = tree.mkdir("/a").unwrap().memcg().unwrap();
             for i in 0..6 {
                 lru.add(i, 0, &a).unwrap();
             }
@@ -1334,8 +1334,8 @@ mod tests {
     fn walk_node_visits_root_then_cgroups_in_id_order() {
         for design in LruDesign::ALL {
             let (tree, lru) = setup(design, 1);
-            let a = tree.mkdir("/a").unwrap();
-            let b = tree.mkdir("/b").unwrap();
+            let a = tree.mkdir("/a").unwrap().memcg().unwrap();
+            let b = tree.mkdir("/b").unwrap().memcg().unwrap();
             lru.add(7, 0, &b).unwrap();
             lru.add(5, 0, &a).unwrap();
             lru.add(9, 0, tree.root()).unwrap();
@@ -1381,7 +1381,7 @@ mod tests {
     #[test]
     fn not_memcg_aware_uses_root_lists_only() {
         let tree = CgroupTree::default();
-        let a = tree.mkdir("/a").unwrap();
+        let a = tree.mkdir("/a").unwrap().memcg().unwrap();
         let lru = ListLru::new(
             &tree,
             ListLruConfig {
@@ -1407,7 +1407,7 @@ mod tests {
         drop(first);
         let again = ListLru::new(&tree, ListLruConfig::default()).unwrap();
         assert_eq!(again.shrinker_id(), id, "id reused");
-        tree.mkdir("/x").unwrap();
+        tree.mkdir("/x").unwrap().memcg().unwrap();
         tree.rmdir("/x").unwrap();
     }
 }

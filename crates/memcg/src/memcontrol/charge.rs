@@ -862,8 +862,8 @@ mod tests {
     #[test]
     fn charges_count_up_the_hierarchy_and_balance() {
         let t = tree();
-        let a = t.mkdir("/a").unwrap();
-        let b = t.mkdir("/a/b").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
+        let b = t.mkdir("/a/b").unwrap().memcg().unwrap();
         t.try_charge(&b, 10, ChargeKind::Anon, Gfp::Kernel).unwrap();
         t.try_charge(&a, 5, ChargeKind::File, Gfp::Kernel).unwrap();
         assert_eq!((a.memory().usage(), b.memory().usage()), (15, 10));
@@ -881,8 +881,8 @@ mod tests {
     #[test]
     fn over_max_fails_with_max_and_oom_events_up_the_hierarchy() {
         let t = tree();
-        let a = t.mkdir("/a").unwrap();
-        let b = t.mkdir("/a/b").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
+        let b = t.mkdir("/a/b").unwrap().memcg().unwrap();
         a.memory().set_max(8).unwrap();
         t.try_charge(&b, 6, ChargeKind::Anon, Gfp::Kernel).unwrap();
         let err = t
@@ -918,8 +918,8 @@ mod tests {
     #[test]
     fn an_oom_kill_frees_memory_and_the_charge_succeeds() {
         let t = tree();
-        let a = t.mkdir("/a").unwrap();
-        let v = t.mkdir("/a/victim").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
+        let v = t.mkdir("/a/victim").unwrap().memcg().unwrap();
         a.memory().set_max(10).unwrap();
         t.try_charge(&v, 8, ChargeKind::Anon, Gfp::Kernel).unwrap();
         t.set_oom_handler(Arc::new(KillOnce(std::sync::Mutex::new(Some((
@@ -963,8 +963,8 @@ mod tests {
     #[test]
     fn oom_kills_go_on_while_they_free_memory() {
         let t = tree();
-        let a = t.mkdir("/a").unwrap();
-        let v = t.mkdir("/a/victim").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
+        let v = t.mkdir("/a/victim").unwrap().memcg().unwrap();
         a.memory().set_max(16).unwrap();
         t.try_charge(&v, 16, ChargeKind::Anon, Gfp::Kernel).unwrap();
         let killer = |every| {
@@ -1001,9 +1001,9 @@ mod tests {
     #[test]
     fn the_oom_group_is_found_only_under_the_oom_domain() {
         let t = tree();
-        let a = t.mkdir("/a").unwrap();
-        let v = t.mkdir("/a/v").unwrap();
-        let b = t.mkdir("/b").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
+        let v = t.mkdir("/a/v").unwrap().memcg().unwrap();
+        let b = t.mkdir("/b").unwrap().memcg().unwrap();
         a.set_oom_group(true);
         assert!(Arc::ptr_eq(&t.oom_group(&v, &a).unwrap(), &a));
         assert!(Arc::ptr_eq(&t.oom_group(&v, t.root()).unwrap(), &a));
@@ -1022,7 +1022,7 @@ mod tests {
             }
         }
         let t = tree();
-        let a = t.mkdir("/a").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
         a.memory().set_max(10).unwrap();
         let kills = Arc::new(CountKills(AtomicU64::new(0)));
         t.set_oom_handler(kills.clone());
@@ -1051,7 +1051,7 @@ mod tests {
         let t = tree();
         let clock = Arc::new(VirtualClock::default());
         t.set_clock(clock.clone());
-        let a = t.mkdir("/a").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
         let asked = Arc::new(Count(AtomicU64::new(0)));
         t.set_reclaimer(asked.clone());
         a.memory().set_high(4);
@@ -1091,7 +1091,7 @@ mod tests {
     #[test]
     fn memory_max_below_usage_is_accepted_and_raises_oom() {
         let t = tree();
-        let a = t.mkdir("/a").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
         t.try_charge(&a, 10, ChargeKind::File, Gfp::Kernel).unwrap();
         assert!(
             a.memory().set_max(5).is_err(),
@@ -1110,8 +1110,8 @@ mod tests {
         let t = tree();
         let sc = SwapCgroup::new(Design::Memcg);
         sc.swapon(0, 64).unwrap();
-        let p = t.mkdir("/p").unwrap();
-        let c = t.mkdir("/p/c").unwrap();
+        let p = t.mkdir("/p").unwrap().memcg().unwrap();
+        let c = t.mkdir("/p/c").unwrap().memcg().unwrap();
         p.swap().set_high(1);
         c.swap().set_high(1);
         t.swapout_charge(&c, &sc, SwapEntry::new(0, 0).unwrap(), 4)
@@ -1147,8 +1147,8 @@ mod tests {
             memory_localevents: true,
             ..Default::default()
         });
-        let p = t.mkdir("/p").unwrap();
-        let c = t.mkdir("/p/c").unwrap();
+        let p = t.mkdir("/p").unwrap().memcg().unwrap();
+        let c = t.mkdir("/p/c").unwrap().memcg().unwrap();
         c.memory().set_max(1).unwrap();
         t.try_charge(&c, 1, ChargeKind::Anon, Gfp::Kernel).unwrap();
         assert!(t.try_charge(&c, 1, ChargeKind::Anon, Gfp::Kernel).is_err());
@@ -1160,7 +1160,7 @@ mod tests {
     #[test]
     fn costly_charges_fail_without_oom_and_non_blocking_ones_without_events() {
         let t = tree();
-        let a = t.mkdir("/a").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
         a.memory().set_max(16).unwrap();
         t.try_charge(&a, 10, ChargeKind::Anon, Gfp::Kernel).unwrap();
         // 9 pages: above PAGE_ALLOC_COSTLY_ORDER, no oom (F3).
@@ -1188,9 +1188,9 @@ mod tests {
     #[test]
     fn over_uncharge_is_clamped_counted_and_corrupts_nothing() {
         let t = tree();
-        let p = t.mkdir("/p").unwrap();
-        let a = t.mkdir("/p/a").unwrap();
-        let b = t.mkdir("/p/b").unwrap();
+        let p = t.mkdir("/p").unwrap().memcg().unwrap();
+        let a = t.mkdir("/p/a").unwrap().memcg().unwrap();
+        let b = t.mkdir("/p/b").unwrap().memcg().unwrap();
         t.try_charge(&a, 3, ChargeKind::Anon, Gfp::Kernel).unwrap();
         t.try_charge(&b, 5, ChargeKind::Anon, Gfp::Kernel).unwrap();
         t.uncharge(&a, 10, ChargeKind::Anon);

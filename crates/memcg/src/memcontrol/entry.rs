@@ -125,7 +125,7 @@ mod tests {
         let t = test_tree(1, 64);
         t.set_charge_stock(true);
         t.set_clock(Arc::new(crate::clock::VirtualClock::default()));
-        let a = t.mkdir("/a").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
         a.memory().set_high(100);
         (t, a)
     }

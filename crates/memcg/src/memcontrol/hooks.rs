@@ -233,7 +233,7 @@ mod tests {
         let tree = CgroupTree::new(TreeConfig::default());
         let clock = Arc::new(VirtualClock::default());
         tree.set_clock(clock.clone());
-        let (a, b) = (tree.create("/a").unwrap(), tree.create("/b").unwrap());
+        let (a, b) = (tree.mkdir("/a").unwrap(), tree.mkdir("/b").unwrap());
         let task = PsiTask::new(Arc::clone(&a), 1);
         let running = tree.psi_run(&task).expect("not running yet");
         assert!(tree.psi_run(&task).is_none(), "running already");
@@ -260,7 +260,7 @@ mod tests {
         let tree = CgroupTree::new(TreeConfig::default());
         let clock = Arc::new(VirtualClock::default());
         tree.set_clock(clock.clone());
-        let a = tree.create("/a").unwrap();
+        let a = tree.mkdir("/a").unwrap();
         let sleeper = PsiTask::new(Arc::clone(&a), 0);
         let worker = PsiTask::new(Arc::clone(&a), 1);
         let _r1 = tree.psi_run(&sleeper);

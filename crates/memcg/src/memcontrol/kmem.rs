@@ -503,8 +503,8 @@ mod tests {
     #[test]
     fn a_page_table_counts_as_kernel_and_pagetables_until_dropped() {
         let t = test_tree(1, 64);
-        let p = t.mkdir("/p").unwrap();
-        let c = t.mkdir("/p/c").unwrap();
+        let p = t.mkdir("/p").unwrap().memcg().unwrap();
+        let c = t.mkdir("/p/c").unwrap().memcg().unwrap();
         let table = t.charge_pagetable(&c.obj_cgroup()).unwrap();
         for m in [&c, &p] {
             assert_eq!(m.memory().usage(), 1);
@@ -528,8 +528,8 @@ mod tests {
         // charge and statistics to the parent, which it then leaves from
         // (the dying child is pinned by nothing of it).
         let t = test_tree(1, 64);
-        let p = t.mkdir("/p").unwrap();
-        let c = t.mkdir("/p/c").unwrap();
+        let p = t.mkdir("/p").unwrap().memcg().unwrap();
+        let c = t.mkdir("/p/c").unwrap().memcg().unwrap();
         let table = t.charge_pagetable(&c.obj_cgroup()).unwrap();
         t.rmdir("/p/c").unwrap();
         assert!(Arc::ptr_eq(&table.memcg(), &p));
@@ -547,7 +547,7 @@ mod tests {
     #[test]
     fn a_page_table_over_the_limit_fails_with_enomem_and_leaves_nothing() {
         let t = test_tree(1, 64);
-        let c = t.mkdir("/c").unwrap();
+        let c = t.mkdir("/c").unwrap().memcg().unwrap();
         c.memory().set_max(1).unwrap();
         let first = t.charge_pagetable(&c.obj_cgroup()).unwrap();
         let err = t.charge_pagetable(&c.obj_cgroup()).unwrap_err();

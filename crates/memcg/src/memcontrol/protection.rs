@@ -77,9 +77,9 @@ mod tests {
     #[test]
     fn recursiveprot_hands_unclaimed_protection_down() {
         let t = CgroupTree::default();
-        let p = t.mkdir("/p").unwrap();
-        let a = t.mkdir("/p/a").unwrap();
-        let b = t.mkdir("/p/b").unwrap();
+        let p = t.mkdir("/p").unwrap().memcg().unwrap();
+        let a = t.mkdir("/p/a").unwrap().memcg().unwrap();
+        let b = t.mkdir("/p/b").unwrap().memcg().unwrap();
         p.memory().set_low(300);
         a.memory().set_low(100);
         for c in [&a, &b] {
@@ -109,8 +109,8 @@ mod tests {
     #[test]
     fn swap_headroom_and_fullness_look_up_the_hierarchy() {
         let t = CgroupTree::default();
-        let p = t.mkdir("/p").unwrap();
-        let c = t.mkdir("/p/c").unwrap();
+        let p = t.mkdir("/p").unwrap().memcg().unwrap();
+        let c = t.mkdir("/p/c").unwrap().memcg().unwrap();
         p.swap().set_max(100).unwrap();
         c.swap().set_max(1000).unwrap();
         assert_eq!(t.nr_swap_pages(&c, 500), 100, "the parent's limit");

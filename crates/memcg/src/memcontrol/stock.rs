@@ -196,7 +196,7 @@ mod tests {
     fn a_charge_takes_a_batch_and_the_next_ones_come_from_the_stock() {
         let t = test_tree(1, 64);
         t.set_charge_stock(true);
-        let a = t.mkdir("/a").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
         t.try_charge(&a, 1, ChargeKind::Anon, Gfp::Kernel).unwrap();
         assert_eq!(a.memory().usage(), MEMCG_CHARGE_BATCH);
         assert_eq!(t.stocked_pages(&a), MEMCG_CHARGE_BATCH - 1);
@@ -217,8 +217,8 @@ mod tests {
     fn another_cgroup_takes_the_slot_over_and_a_limit_is_met_exactly() {
         let t = test_tree(1, 64);
         t.set_charge_stock(true);
-        let a = t.mkdir("/a").unwrap();
-        let b = t.mkdir("/b").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
+        let b = t.mkdir("/b").unwrap().memcg().unwrap();
         t.try_charge(&a, 2, ChargeKind::Anon, Gfp::Kernel).unwrap();
         t.try_charge(&b, 2, ChargeKind::Anon, Gfp::Kernel).unwrap();
         assert_eq!(a.memory().usage(), 2, "a's stock drained for b's");
@@ -244,7 +244,7 @@ mod tests {
         use crate::mm_types::PAGE_SIZE;
         let t = test_tree(1, 64);
         t.set_charge_stock(true);
-        let a = t.mkdir("/a").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
         let objcg = a.obj_cgroup();
         t.charge_slab(&objcg, 3 * PAGE_SIZE, SlabKind::Reclaimable, Gfp::Kernel)
             .unwrap();
@@ -269,7 +269,7 @@ mod tests {
     fn rmdir_drains_the_stock_so_a_removed_cgroup_is_released() {
         let t = test_tree(1, 64);
         t.set_charge_stock(true);
-        let a = t.mkdir("/a").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
         t.try_charge(&a, 1, ChargeKind::Anon, Gfp::Kernel).unwrap();
         t.uncharge(&a, 1, ChargeKind::Anon);
         let weak = Arc::downgrade(&a);

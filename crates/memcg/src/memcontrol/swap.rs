@@ -174,8 +174,8 @@ mod tests {
     #[test]
     fn swap_accounting_pins_ids_and_follows_the_owner() {
         let (t, sc) = tree_with_swap(1024);
-        let a = t.mkdir("/a").unwrap();
-        let other = t.mkdir("/other").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
+        let other = t.mkdir("/other").unwrap().memcg().unwrap();
         let e = SwapEntry::new(0, 16).unwrap();
         t.try_charge(&a, 4, ChargeKind::Anon, Gfp::Kernel).unwrap();
         assert!(Arc::ptr_eq(&t.swapout_charge(&a, &sc, e, 4).unwrap(), &a));
@@ -211,8 +211,8 @@ mod tests {
     #[test]
     fn swap_events_go_on_the_swapping_cgroup_and_up() {
         let (t, sc) = tree_with_swap(64);
-        let p = t.mkdir("/p").unwrap();
-        let c = t.mkdir("/p/c").unwrap();
+        let p = t.mkdir("/p").unwrap().memcg().unwrap();
+        let c = t.mkdir("/p/c").unwrap().memcg().unwrap();
         p.swap().set_max(1).unwrap();
         assert!(
             t.swapout_charge(&c, &sc, SwapEntry::new(0, 0).unwrap(), 2)
@@ -232,7 +232,7 @@ mod tests {
     #[test]
     fn swap_max_refuses_with_max_and_fail_events() {
         let (t, sc) = tree_with_swap(64);
-        let a = t.mkdir("/a").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
         a.swap().set_max(2).unwrap();
         let err = t
             .swapout_charge(&a, &sc, SwapEntry::new(0, 0).unwrap(), 4)

@@ -60,7 +60,7 @@
 //! use memcg::zswap::Zswap;
 //!
 //! let tree = CgroupTree::default();
-//! let a = tree.mkdir("/a")?;
+//! let a = tree.mkdir("/a")?.memcg().unwrap();
 //! let zswap = Zswap::new(&tree, LruDesign::Split);
 //! zswap.set_enabled(true); // off by default, as in the kernel
 //!
@@ -983,7 +983,7 @@ mod tests {
     fn a_stored_page_is_charged_loaded_once_and_freed() {
         let t = test_tree(1, 8);
         t.set_charge_stock(false);
-        let a = t.mkdir("/a").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
         let z = Zswap::new(&t, LruDesign::Split);
         let folio = text_folio(&t, &a, 1);
         let entry = SwapEntry::new(0, 8).unwrap();
@@ -1010,7 +1010,7 @@ mod tests {
     fn entries_keep_their_compressor_when_it_changes() {
         let t = test_tree(1, 8);
         t.set_charge_stock(false);
-        let a = t.mkdir("/a").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
         let z = Zswap::new(&t, LruDesign::Split);
         z.set_enabled(true);
         let lz4 = text_folio(&t, &a, 1);
@@ -1031,7 +1031,7 @@ mod tests {
     fn incompressible_pages_and_limits_refuse() {
         let t = test_tree(1, 8);
         t.set_charge_stock(false);
-        let a = t.mkdir("/a").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
         let z = Zswap::new(&t, LruDesign::Split);
         z.set_enabled(true);
         let random = Folio::new(&t, &a, 1, Gfp::Kernel).unwrap();
@@ -1076,7 +1076,7 @@ mod tests {
     fn the_shrinker_spares_as_many_entries_as_came_back_from_disk() {
         let t = test_tree(1, 8);
         t.set_charge_stock(false);
-        let a = t.mkdir("/a").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
         let z = Zswap::new(&t, LruDesign::Split);
         z.set_enabled(true);
         z.set_shrinker_enabled(true);
@@ -1116,8 +1116,8 @@ mod tests {
     fn an_empty_list_keeps_the_shrinker_bit() {
         let t = test_tree(1, 8);
         t.set_charge_stock(false);
-        let a = t.mkdir("/a").unwrap();
-        let b = t.mkdir("/b").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
+        let b = t.mkdir("/b").unwrap().memcg().unwrap();
         let z = Zswap::new(&t, LruDesign::Split);
         z.set_enabled(true);
         z.set_shrinker_enabled(true);
@@ -1142,7 +1142,7 @@ mod tests {
         use crate::memcontrol::MemcgEvent;
         let t = test_tree(1, 8);
         t.set_charge_stock(false);
-        let a = t.mkdir("/a").unwrap();
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
         let z = Zswap::new(&t, LruDesign::Split);
         z.set_enabled(true);
         let (s1, s2) = (SwapEntry::new(0, 1).unwrap(), SwapEntry::new(0, 2).unwrap());
