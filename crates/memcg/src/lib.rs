@@ -127,13 +127,11 @@
 //! a new module is one row here.
 //!
 //! Not yet true: `cgroup` names `psi` (a cgroup's `PsiGroup`, while psi
-//! names cgroups and the tree), and the memory controller's tree still
-//! holds state of modules above it, so `memcontrol` names `psi` (the task
-//! hooks' `PsiTask` and `Memstall`), `shrinker` (the tree's shrinker registry, a
-//! memory cgroup's `ShrinkerInfo`), `page_writeback` (the tree's
-//! `vm.dirty_*` settings and flushers) and `vmscan` (hooks.rs's fallback
-//! reclaim). The test lists these five edges, fails on any other, and
-//! fails when one of them is gone, so the list only shrinks.
+//! names cgroups and the tree), and `memcontrol` names `psi` (the task
+//! hooks' `PsiTask` and `Memstall`) and `vmscan` (hooks.rs's fallback
+//! reclaim, which goes with the machine). The test lists these edges,
+//! fails on any other, and fails when one of them is gone, so the list
+//! only shrinks.
 //!
 //! | floor | module           | kernel file                            | what it does                                   |
 //! |-------|------------------|----------------------------------------|------------------------------------------------|
@@ -147,6 +145,7 @@
 //! | 1     | `percpu`         | include/linux/percpu*.h                | per-thread slots and split counters            |
 //! | 1     | `idr`            | lib/idr.c                              | lazy two-level id tables, lowest-free ids      |
 //! | 1     | `lazy_zeroed`    | (vmalloc'd zeroed arrays)              | flat zeroed arrays committed page by page      |
+//! | 1     | [`writeback`]    | include/linux/writeback.h              | the `vm.dirty_*` settings and the flusher registry the tree holds |
 //! | 2     | [`page_alloc`]   | mm/page_alloc.c                        | the machine's page frames: buddy lists, per-thread caches |
 //! | 2     | [`page_counter`] | mm/page_counter.c (+ the old res_counter) | hierarchical counters, limits, protection   |
 //! | 2     | [`swap_cgroup`]  | mm/swap_cgroup.c                       | swap slot → owning cgroup id (five designs)    |
@@ -202,6 +201,7 @@ pub(crate) mod sync;
 pub mod vmscan;
 pub(crate) mod weak_slab;
 pub mod workingset;
+pub mod writeback;
 pub(crate) mod xarray;
 pub mod zswap;
 

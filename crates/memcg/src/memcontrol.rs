@@ -131,6 +131,7 @@ mod hooks;
 mod kmem;
 mod metadata;
 mod protection;
+mod shrinker_info;
 mod stat;
 mod stock;
 mod swap;
@@ -144,6 +145,7 @@ pub use hooks::{MemcgReclaim, OomHandler, OomOutcome, ReclaimOptions};
 pub use kmem::{ObjCgroup, PageTableCharge, SlabKind};
 pub use metadata::MemcgMetadata;
 use metadata::MetadataCharge;
+pub(crate) use shrinker_info::{ShrinkerInfo, ShrinkerList};
 pub use stat::{MemcgEvent, MemcgStat, StatUnit, VmEvent};
 use stock::ChargeStocks;
 pub use stock::MEMCG_CHARGE_BATCH;
@@ -154,7 +156,6 @@ use crate::errno::Errno;
 use crate::idr::{IdAllocator, IdTable};
 use crate::lruvec::Lruvec;
 use crate::page_alloc::PageAllocator;
-use crate::shrinker::{ShrinkerInfo, Shrinkers};
 use crate::sync::{Arc, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering, lock};
 use crate::weak_slab::WeakSlab;
 use std::sync::Weak;
@@ -310,7 +311,7 @@ pub struct MemCgroup {
     dying: AtomicBool,
     /// Id pins; the id resolves while this is non-zero.
     id_refs: AtomicUsize,
-    /// Per node: its shrinker bits and deferred scans (`shrinker.rs`).
+    /// Per node: its shrinker bits and deferred scans (`shrinker_info.rs`).
     shrinker_info: Box<[ShrinkerInfo]>,
     ids: Arc<IdSpace>,
     options: Arc<Options>,
@@ -783,7 +784,7 @@ struct TreeShared {
     /// The per-thread charge stocks (`stock.rs`).
     stocks: ChargeStocks,
     /// Registered shrinkers (`shrinker.rs`).
-    shrinkers: Shrinkers,
+    shrinkers: ShrinkerList,
     /// Reclaim calls and memory cgroups they visited (for experiments).
     reclaim_calls: AtomicU64,
     reclaim_visits: AtomicU64,
@@ -795,7 +796,7 @@ struct TreeShared {
     locals: Mutex<std::collections::HashMap<std::any::TypeId, TreeLocal>>,
     /// The `vm.dirty_*` sysctls and the filesystems' flushers
     /// (`page_writeback.rs`).
-    writeback: crate::page_writeback::TreeWriteback,
+    writeback: crate::writeback::TreeWriteback,
 }
 
 /// A tree-wide object, held weakly ([`CgroupTree::tree_local`]).
@@ -890,12 +891,12 @@ impl CgroupTree {
                 shrinker_ids: Mutex::new(IdAllocator::new(0, MAX_SHRINKERS as u32 - 1)),
                 hooks: Mutex::new(Hooks::default()),
                 stocks: ChargeStocks::default(),
-                shrinkers: Shrinkers::default(),
+                shrinkers: ShrinkerList::default(),
                 reclaim_calls: AtomicU64::new(0),
                 reclaim_visits: AtomicU64::new(0),
                 machine: watermark::MachineSize::default(),
                 locals: Mutex::new(std::collections::HashMap::new()),
-                writeback: crate::page_writeback::TreeWriteback::default(),
+                writeback: crate::writeback::TreeWriteback::default(),
             }
         });
         Self { shared }
@@ -926,11 +927,11 @@ impl CgroupTree {
         &self.shared.stocks
     }
 
-    pub(crate) fn shrinkers(&self) -> &Shrinkers {
+    pub(crate) fn shrinkers(&self) -> &ShrinkerList {
         &self.shared.shrinkers
     }
 
-    pub(crate) fn writeback(&self) -> &crate::page_writeback::TreeWriteback {
+    pub(crate) fn writeback(&self) -> &crate::writeback::TreeWriteback {
         &self.shared.writeback
     }
 

@@ -40,8 +40,10 @@
 //! memory cgroup's deferred counts are one mutex per node, a global
 //! shrinker's are atomics. Shrinkers run with no tree lock held.
 
-use crate::memcontrol::{CgroupTree, MAX_SHRINKERS, MemCgroup, ShrinkerId};
-use crate::sync::{Arc, AtomicU64, Mutex, Ordering, lock};
+use std::any::Any;
+
+use crate::memcontrol::{CgroupTree, MemCgroup, ShrinkerId};
+use crate::sync::{Arc, AtomicU64, Ordering, lock};
 
 /// The default cost of recreating an object (`DEFAULT_SEEKS`).
 pub const DEFAULT_SEEKS: u32 = 2;
@@ -99,103 +101,13 @@ pub trait Shrinker: Send + Sync {
     }
 }
 
-/// One memory cgroup's shrinker state on one node (`struct
-/// shrinker_info`): which memcg-aware shrinkers may have objects here, and
-/// the scans each deferred here.
-pub(crate) struct ShrinkerInfo {
-    /// A bit per shrinker id (`map`).
-    map: Box<[AtomicU64]>,
-    /// Deferred scans by shrinker id (`nr_deferred`), grown to the largest
-    /// id that deferred any.
-    nr_deferred: Mutex<Vec<u64>>,
-}
-
-impl Default for ShrinkerInfo {
-    fn default() -> Self {
-        Self {
-            map: (0..MAX_SHRINKERS / 64).map(|_| AtomicU64::new(0)).collect(),
-            nr_deferred: Mutex::new(Vec::new()),
-        }
-    }
-}
-
-impl ShrinkerInfo {
-    fn word(&self, id: ShrinkerId) -> (&AtomicU64, u64) {
-        (&self.map[id.get() / 64], 1 << (id.get() % 64))
-    }
-
-    /// Sets `id`'s bit (`set_shrinker_bit`).
-    pub(crate) fn set_bit(&self, id: ShrinkerId) {
-        let (word, bit) = self.word(id);
-        // Relaxed: a hint for reclaim, which rescans the lists themselves.
-        word.fetch_or(bit, Ordering::Relaxed);
-    }
-
-    /// Whether `id`'s bit is set.
-    pub(crate) fn bit(&self, id: ShrinkerId) -> bool {
-        let (word, bit) = self.word(id);
-        word.load(Ordering::Relaxed) & bit != 0
-    }
-
-    /// Clears `id`'s bit (reclaim found the shrinker empty here).
-    pub(crate) fn clear_bit(&self, id: ShrinkerId) {
-        let (word, bit) = self.word(id);
-        word.fetch_and(!bit, Ordering::Relaxed);
-    }
-
-    /// Takes `id`'s deferred scans, leaving 0 (`xchg_nr_deferred_memcg`).
-    fn take_deferred(&self, id: ShrinkerId) -> u64 {
-        lock(&self.nr_deferred)
-            .get_mut(id.get())
-            .map_or(0, std::mem::take)
-    }
-
-    /// Adds to `id`'s deferred scans (`add_nr_deferred_memcg`).
-    fn add_deferred(&self, id: ShrinkerId, nr: u64) {
-        let mut deferred = lock(&self.nr_deferred);
-        if deferred.len() <= id.get() {
-            deferred.resize(id.get() + 1, 0);
-        }
-        deferred[id.get()] += nr;
-    }
-
-    /// Deferred scans of `id` (for tests).
-    #[cfg(test)]
-    pub(crate) fn deferred(&self, id: ShrinkerId) -> u64 {
-        lock(&self.nr_deferred).get(id.get()).copied().unwrap_or(0)
-    }
-
-    /// Adds every deferred count to `parent`'s: its memory cgroup goes
-    /// offline (`reparent_shrinker_deferred`).
-    pub(crate) fn reparent_deferred(&self, parent: &ShrinkerInfo) {
-        let mine = std::mem::take(&mut *lock(&self.nr_deferred));
-        if mine.iter().all(|&n| n == 0) {
-            return;
-        }
-        let mut theirs = lock(&parent.nr_deferred);
-        if theirs.len() < mine.len() {
-            theirs.resize(mine.len(), 0);
-        }
-        for (to, from) in theirs.iter_mut().zip(mine) {
-            *to += from;
-        }
-    }
-
-    /// Forgets shrinker `id`, whose id is freed: its bit and its deferred
-    /// scans go, so that the id's next shrinker starts clean.
-    pub(crate) fn forget(&self, id: ShrinkerId) {
-        self.clear_bit(id);
-        self.take_deferred(id);
-    }
-}
-
 /// A registered shrinker and its deferred work.
 struct Registered {
     shrinker: Arc<dyn Shrinker>,
     /// The list_lru's id for a memcg-aware shrinker.
     id: Option<ShrinkerId>,
     /// A global shrinker's deferred scans, per node (`nr_deferred`); a
-    /// memcg-aware one's are in each memory cgroup's [`ShrinkerInfo`].
+    /// memcg-aware one's are in each memory cgroup's `ShrinkerInfo`.
     deferred: Box<[AtomicU64]>,
 }
 
@@ -221,12 +133,6 @@ impl Registered {
     }
 }
 
-/// The tree's shrinkers (`shrinker_list`).
-#[derive(Default)]
-pub(crate) struct Shrinkers {
-    list: Mutex<Vec<Arc<Registered>>>,
-}
-
 /// Keeps a shrinker registered; unregisters it when dropped
 /// (`shrinker_free`).
 pub struct ShrinkerHandle {
@@ -236,7 +142,8 @@ pub struct ShrinkerHandle {
 
 impl Drop for ShrinkerHandle {
     fn drop(&mut self) {
-        lock(&self.tree.shrinkers().list).retain(|r| !Arc::ptr_eq(r, &self.registered));
+        let me = Arc::as_ptr(&self.registered);
+        lock(&self.tree.shrinkers().list).retain(|r| !std::ptr::addr_eq(Arc::as_ptr(r), me));
     }
 }
 
@@ -260,7 +167,8 @@ pub fn register_shrinker(
         id: memcg_aware,
         deferred: (0..tree.nr_nodes()).map(|_| AtomicU64::new(0)).collect(),
     });
-    lock(&tree.shrinkers().list).push(Arc::clone(&registered));
+    let erased: Arc<dyn Any + Send + Sync> = Arc::clone(&registered) as _;
+    lock(&tree.shrinkers().list).push(erased);
     ShrinkerHandle {
         tree: tree.clone(),
         registered,
@@ -285,12 +193,16 @@ pub fn shrink_slab(
     priority: u32,
 ) -> SlabShrunk {
     let mut total = SlabShrunk::default();
-    let list = {
+    let list: Vec<Arc<Registered>> = {
         let list = lock(&tree.shrinkers().list);
         if list.is_empty() {
             return total;
         }
-        list.clone()
+        // Every entry is a `Registered` (`register_shrinker` is the only
+        // way in).
+        list.iter()
+            .filter_map(|r| Arc::clone(r).downcast::<Registered>().ok())
+            .collect()
     };
     if !memcg.is_root() {
         if memcg.is_dying() {
@@ -391,6 +303,7 @@ mod tests {
     use crate::list_lru::{ListLru, ListLruConfig, Walked};
     use crate::memcontrol::Gfp;
     use crate::memcontrol::test_tree;
+    use crate::sync::Mutex;
 
     /// A cache of list_lru items: counts a memory cgroup's list, frees by
     /// isolating from its head; each object "is" a page, charged (as slab

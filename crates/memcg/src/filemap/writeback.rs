@@ -75,9 +75,10 @@ use std::time::Duration;
 
 use super::{AddressSpace, BackingError};
 use crate::memcontrol::{CgroupTree, MemCgroup, MemcgStat};
-use crate::page_writeback::{self, Flusher, ThrottledWb, wb_over_bg_thresh};
+use crate::page_writeback::{self, ThrottledWb, wb_over_bg_thresh};
 use crate::readahead;
 use crate::sync::{Arc, AtomicBool, AtomicU64, Condvar, Mutex, MutexGuard, Ordering, lock};
+use crate::writeback::Flusher;
 
 /// One memory cgroup's writeback on one backing device (`struct
 /// bdi_writeback`).
