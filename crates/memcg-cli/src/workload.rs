@@ -170,7 +170,7 @@ pub(crate) fn readers(args: &ReadersArgs) -> anyhow::Result<()> {
             runs.push(do_test(&sim, args, &data)?);
             progress.step(1, &format!("{} run {}", design.name(), i + 1));
         }
-        sim.umount("/tmp/test-fs")?;
+        sim.machine().umount("/tmp/test-fs")?;
         results.push(DesignResult {
             design,
             name: design.name(),
@@ -222,7 +222,7 @@ fn prepare(args: &ReadersArgs, design: Design, data: &[u8]) -> anyhow::Result<Si
         ..SimConfig::default()
     });
     let disk_bytes = (data.len().next_multiple_of(4096) * args.readers) as u64 + (16 << 20);
-    sim.mount(
+    sim.machine().mount(
         "/tmp/test-fs",
         FsSource::Ram {
             size_bytes: disk_bytes,
@@ -231,7 +231,7 @@ fn prepare(args: &ReadersArgs, design: Design, data: &[u8]) -> anyhow::Result<Si
     for i in 1..=args.readers {
         sim.write_file("/", &format!("/tmp/test-fs/{i}"), data)?;
     }
-    sim.sync()?;
+    sim.machine().sync()?;
     let fs = sim.fs();
     fs.mkdir_p(TEST).context("mkdir")?;
     fs.write("/cgroup.subtree_control", "+memory")?;
@@ -270,7 +270,8 @@ fn do_test(sim: &Sim, args: &ReadersArgs, data: &[u8]) -> anyhow::Result<Run> {
     };
     let cpu0 = thread_cpu_secs()?;
     let start = Instant::now();
-    sim.drop_caches(3)
+    sim.machine()
+        .drop_caches(3)
         .map_err(|e| anyhow::anyhow!("drop_caches: {e}"))?;
     run.drop_caches_secs = start.elapsed().as_secs_f64();
     run.dying_after_drop = dying();

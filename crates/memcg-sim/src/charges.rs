@@ -270,7 +270,11 @@ mod tests {
         );
         let a = sim.fs().memcg("/a").unwrap();
         assert_eq!(a.swap().usage(), 2);
-        assert!(sim.proc_swaps().contains("\t8\t\t"), "{}", sim.proc_swaps());
+        assert!(
+            sim.machine().proc_swaps().contains("\t8\t\t"),
+            "{}",
+            sim.machine().proc_swaps()
+        );
         sim.uncharge("/a", 2, ChargeTarget::Swap).unwrap();
         assert_eq!((a.swap().usage(), a.id_pins()), (0, 1));
     }

@@ -118,7 +118,7 @@ impl Inner {
         } else {
             if state.frozen {
                 state.frozen = false;
-                self.fs.tree().task_thawed(&task.cgroup());
+                self.machine.tree().task_thawed(&task.cgroup());
             }
             task.freezer.thawed.notify_all();
         }
@@ -128,7 +128,7 @@ impl Inner {
     fn settle(&self, task: &Task, state: &mut State) {
         if state.stopped() && !state.frozen && !task.is_killed() {
             state.frozen = true;
-            self.fs.tree().task_frozen(&task.cgroup());
+            self.machine.tree().task_frozen(&task.cgroup());
         }
     }
 
@@ -158,7 +158,7 @@ impl Inner {
     pub(crate) fn move_task(&self, task: &Task, dst: &Arc<Cgroup>) {
         let mut state = lock(&task.freezer.state);
         let src = task.cgroup();
-        let tree = self.fs.tree();
+        let tree = self.machine.tree();
         let ((), freezing) = tree.task_moves(&src, dst, state.frozen, || {
             task.move_to(tree, dst);
         });
@@ -174,7 +174,7 @@ impl Inner {
     /// frozen task runs again first (a kill wakes it), and its waiting
     /// operations wake. False if the list had no such task.
     pub(crate) fn remove_task(&self, task: &Arc<Task>) -> bool {
-        let tree = self.fs.tree();
+        let tree = self.machine.tree();
         let mut state = lock(&task.freezer.state);
         if state.frozen {
             state.frozen = false;
@@ -228,7 +228,7 @@ impl Running<'_> {
             // Asleep in the freezer: not running (pressure accounting),
             // before it can be seen frozen.
             let sleeping =
-                crate::oom_kill::current_task().and_then(|t| inner.fs.tree().psi_sleep(&t));
+                crate::oom_kill::current_task().and_then(|t| inner.machine.tree().psi_sleep(&t));
             state.parked += 1;
             inner.settle(task, &mut state);
             while state.trap && !task.is_killed() {

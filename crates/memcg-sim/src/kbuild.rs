@@ -301,11 +301,13 @@ impl Turns {
 pub fn run(config: &KbuildConfig) -> Result<KbuildResult, KbuildError> {
     config.validate()?;
     let sim = machine(config)?;
-    sim.set_reclaim_timing(true);
+    sim.machine().set_reclaim_timing(true);
     sim.swap().swap_cgroup().set_timing(true);
     let result = build(&sim, config)?;
     clean_up(&sim, config)?;
-    sim.drop_caches(3).map_err(KbuildError::DropCaches)?;
+    sim.machine()
+        .drop_caches(3)
+        .map_err(KbuildError::DropCaches)?;
     check_released(&sim, &config.cgroup)?;
     Ok(result)
 }
@@ -324,10 +326,10 @@ pub fn run_in(sim: &Sim, config: &KbuildConfig) -> Result<KbuildResult, KbuildEr
     let cleaned = clean_up(sim, config);
     let unmounted = ["src", "obj"]
         .iter()
-        .try_for_each(|d| sim.umount(&format!("{}/{d}", config.files_dir)));
+        .try_for_each(|d| sim.machine().umount(&format!("{}/{d}", config.files_dir)));
     let result = result?;
     cleaned?;
-    unmounted?;
+    unmounted.map_err(SimError::from)?;
     Ok(result)
 }
 
@@ -394,7 +396,9 @@ fn machine(config: &KbuildConfig) -> Result<Sim, KbuildError> {
     swapon(&sim, &config.swap, config.swap_bytes())?;
     write_files(&sim, config)?;
     // The files were written by the root: start the build with none cached.
-    sim.drop_caches(3).map_err(KbuildError::DropCaches)?;
+    sim.machine()
+        .drop_caches(3)
+        .map_err(KbuildError::DropCaches)?;
     Ok(sim)
 }
 
@@ -404,8 +408,10 @@ fn write_files(sim: &Sim, config: &KbuildConfig) -> Result<(), SimError> {
     let disk = FsSource::Ram {
         size_bytes: config.files_bytes().next_multiple_of(PAGE_SIZE) + (16 << 20),
     };
-    sim.mount(&format!("{}/src", config.files_dir), disk.clone())?;
-    sim.mount(&format!("{}/obj", config.files_dir), disk)?;
+    sim.machine()
+        .mount(&format!("{}/src", config.files_dir), disk.clone())?;
+    sim.machine()
+        .mount(&format!("{}/obj", config.files_dir), disk)?;
     for i in 0..config.sources {
         let text = file_contents(
             FileFill::Page(Fill::Text),
@@ -454,7 +460,7 @@ pub(crate) fn swapon(sim: &Sim, kind: &SwapKind, bytes: u64) -> Result<(), SimEr
         SwapKind::File(path) => {
             // A leftover of an earlier run, perhaps too small: not reused.
             let _ = std::fs::remove_file(path);
-            let device = sim.swapon_file(path, bytes, None);
+            let device = sim.machine().swapon_file(path, bytes, None);
             // Open (or refused); either way the name goes now.
             let _ = std::fs::remove_file(path);
             drop(device?);
@@ -586,7 +592,7 @@ fn summarise(
 ) -> Result<KbuildResult, KbuildError> {
     let build = sim.fs().memcg(&config.cgroup).map_err(SimError::from)?;
     let event = |e: VmEvent| build.vm_event(e);
-    let times = sim.reclaim_times();
+    let times = sim.machine().reclaim_times();
     let folio = u64::from(config.folio_pages);
     let (pswpin, pswpout) = (event(VmEvent::Pswpin), event(VmEvent::Pswpout));
     let (zswpin, zswpout) = (event(VmEvent::Zswpin), event(VmEvent::Zswpout));

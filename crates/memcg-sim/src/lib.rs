@@ -4,8 +4,12 @@
 //! address space to move bytes between memory and swap and watch the
 //! cgroup accounting follow them.
 //!
-//! A [`Sim`] owns a cgroup v2 hierarchy ([`CgroupFs`]) and a [`SwapSystem`]
-//! (devices, swap cache, `swap_cgroup` in any design). Each [`Sim::alloc`]
+//! A [`Sim`] owns a [`Machine`] (the library's simulated kernel: a cgroup
+//! v2 hierarchy, a [`SwapSystem`] with `swap_cgroup` in any design, the
+//! mounts, the one memcg reclaimer) and the processes on it: tasks, their
+//! address spaces (`mm.rs`, the [`Rmap`](memcg::vmscan::Rmap) reclaim
+//! reaches their folios through), the OOM victim choice and workloads.
+//! Each [`Sim::alloc`]
 //! creates a task in a cgroup with one anonymous mapping of 4 KiB or larger
 //! folios, charged as they are populated and filled with zeros, seeded
 //! random bytes or a per-page pattern. [`Sim::pageout`] swaps a mapping out
@@ -36,10 +40,9 @@ pub mod usemem;
 
 pub use charges::{ChargeTarget, LedgerError};
 pub use freezer::{FrozenOps, HostTasks};
-pub use mounts::MountError;
+pub use memcg::machine::{MountError, ReclaimTimes};
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
@@ -49,16 +52,14 @@ use memcg::cgroup::{Cgroup, TaskHooks};
 use memcg::cgroupfs::{CgroupFs, FsError};
 use memcg::folio::Folio;
 use memcg::lruvec;
-use memcg::memcontrol::{
-    ChargeError, Gfp, MemCgroup, MemcgReclaim, ReclaimOptions, TreeConfig, VmEvent,
-};
+use memcg::machine::{Machine, MachineConfig};
+use memcg::memcontrol::{ChargeError, Gfp, MemCgroup, VmEvent};
 use memcg::mm_types::PAGE_BYTES;
 use memcg::psi::PsiTask;
 use memcg::swap_cgroup::Design;
 use memcg::swap_state::{SwapInError, SwapOutError, SwapSystem, SwapoffError};
 use memcg::swapfile::SwapError;
 use memcg::swapops::SwapEntry;
-use memcg::vmscan::{self, SwapSpace};
 use mm::{Block, Extent, Mapping, State};
 pub use mm::{Residency, Task};
 pub use oom_kill::CurrentTask;
@@ -121,6 +122,23 @@ pub struct SimConfig {
 /// Linux's largest `pid_max` (`PID_MAX_LIMIT` on 64-bit): host pids are
 /// below it.
 pub const PID_MAX_LIMIT: u32 = 1 << 22;
+
+impl SimConfig {
+    /// The machine part of the configuration.
+    pub fn machine(&self) -> MachineConfig {
+        MachineConfig {
+            swap_cgroup: self.swap_cgroup,
+            mem_bytes: self.mem_bytes,
+            charge_stock: self.charge_stock,
+            memcg_metadata_bytes: self.memcg_metadata_bytes,
+            nr_cpus: self.nr_cpus,
+            list_lru: self.list_lru,
+            reparent_lru_folios: self.reparent_lru_folios,
+            zswap_large_folio_loads: self.zswap_large_folio_loads,
+            shadow_memcg_serial: self.shadow_memcg_serial,
+        }
+    }
+}
 
 impl Default for SimConfig {
     fn default() -> Self {
@@ -297,8 +315,8 @@ impl SimError {
 pub type KillHook = Arc<dyn Fn(u32) + Send + Sync>;
 
 struct Inner {
-    fs: CgroupFs,
-    swap: SwapSystem,
+    /// The simulated kernel the tasks run on.
+    machine: Arc<Machine>,
     tasks: Mutex<BTreeMap<u32, Arc<Task>>>,
     /// Told of each kill (the FUSE server kills the host process).
     kill_hook: Mutex<Option<KillHook>>,
@@ -311,8 +329,6 @@ struct Inner {
     next_pid: AtomicU32,
     /// Hands CPUs to tasks that are nobody's ([`Sim::run_in`]).
     transient_cpu: AtomicUsize,
-    /// The number of the next RAM disk (`/dev/ramN`).
-    next_ram: Mutex<u32>,
     /// Direct charges (`charges.rs`).
     ledger: Mutex<charges::Ledger>,
     /// Mappings of killed tasks with blocks an operation still held.
@@ -321,47 +337,6 @@ struct Inner {
     /// ([`Inner::after_unlock`]).
     killed_pending: AtomicUsize,
     seed: u64,
-    /// Where reclaim's time goes, when a benchmark asks (`reclaim_timing`).
-    reclaim_timing: ReclaimTiming,
-    /// Mounted filesystems (`mounts.rs`).
-    mounts: mounts::Mounts,
-    /// Their dentry and inode caches' list_lru design.
-    lru_design: memcg::list_lru::LruDesign,
-}
-
-/// Time spent in reclaim, and in its swap-outs, summed over threads; kept
-/// only while switched on (a clock read per reclaimed folio is not free).
-#[derive(Debug, Default)]
-struct ReclaimTiming {
-    on: std::sync::atomic::AtomicBool,
-    reclaim_ns: std::sync::atomic::AtomicU64,
-    pageout_ns: std::sync::atomic::AtomicU64,
-}
-
-impl ReclaimTiming {
-    /// Runs `f`, adding its time to `counter` if timing is on.
-    fn time<T>(&self, counter: &std::sync::atomic::AtomicU64, f: impl FnOnce() -> T) -> T {
-        // Relaxed: a switch and statistics, read after the threads joined.
-        if !self.on.load(Ordering::Relaxed) {
-            return f();
-        }
-        let start = std::time::Instant::now();
-        let out = f();
-        let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        counter.fetch_add(ns, Ordering::Relaxed);
-        out
-    }
-}
-
-/// Seconds spent in reclaim (summed over threads) since timing was
-/// switched on: see [`Sim::set_reclaim_timing`].
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct ReclaimTimes {
-    /// In `try_to_free_mem_cgroup_pages`, everything included.
-    pub reclaim_secs: f64,
-    /// Of that, in unmapping and swapping folios out (the swap device
-    /// write, the swap cache, swap accounting and `swap_cgroup`).
-    pub pageout_secs: f64,
 }
 
 /// The simulator; see the crate docs.
@@ -437,56 +412,7 @@ impl TaskHooks for Hooks {
     }
 }
 
-/// Connects charges over a limit to reclaim (`vmscan`).
-struct Reclaimer(Weak<Inner>);
-
-impl MemcgReclaim for Reclaimer {
-    fn reclaim(&self, cg: &Arc<MemCgroup>, nr_pages: u64, opts: ReclaimOptions) -> u64 {
-        let Some(inner) = self.0.upgrade() else {
-            return 0;
-        };
-        let timing = &inner.reclaim_timing;
-        timing.time(&timing.reclaim_ns, || {
-            vmscan::try_to_free_mem_cgroup_pages(
-                inner.fs.tree(),
-                cg,
-                nr_pages,
-                &|| inner.swap_space(),
-                opts,
-            )
-        })
-    }
-}
-
-/// Where zswap writes entries back: the simulation's swap devices.
-struct ZswapWriter(Weak<Inner>);
-
-impl memcg::zswap::ZswapWriteback for ZswapWriter {
-    fn writeback(&self, slot: SwapEntry) -> Result<(), memcg::zswap::WritebackError> {
-        let inner = self.0.upgrade().ok_or(memcg::zswap::WritebackError::Gone)?;
-        inner.swap.zswap_writeback(slot)
-    }
-}
-
 impl Inner {
-    /// Swaps `folio` out for reclaim, timed if asked.
-    fn reclaim_pageout(
-        &self,
-        folio: Arc<Folio>,
-        target: &MemCgroup,
-    ) -> Vec<memcg::swap_state::SwapOutPiece> {
-        let timing = &self.reclaim_timing;
-        timing.time(&timing.pageout_ns, || {
-            self.swap.swap_out_or_split(folio, target)
-        })
-    }
-
-    /// The swap space the devices have now (`total_swap_pages` and
-    /// `nr_swap_pages`: a device being swapped off counts no more).
-    fn swap_space(&self) -> SwapSpace {
-        self.swap.swap_space()
-    }
-
     /// Kills `task` (OOM or `cgroup.kill`): it leaves its cgroup and the
     /// task list, its mappings are unmapped, and every block no operation
     /// holds is released now (the rest by whoever lets go of them last:
@@ -618,26 +544,8 @@ impl Inner {
 impl Sim {
     /// A simulation with a fresh hierarchy and no swap.
     pub fn new(config: SimConfig) -> Self {
-        let fs = CgroupFs::new(TreeConfig {
-            nr_cpus: config.nr_cpus,
-            ..TreeConfig::default()
-        });
-        fs.tree()
-            .set_machine_pages(config.mem_bytes / PAGE_BYTES as u64);
-        fs.tree().set_charge_stock(config.charge_stock);
-        if let Some(bytes) = config.memcg_metadata_bytes {
-            fs.tree().set_memcg_metadata_bytes(bytes);
-        }
-        fs.tree()
-            .set_reparent_lru_folios(config.reparent_lru_folios);
-        fs.tree()
-            .set_shadow_memcg_serial(config.shadow_memcg_serial);
-        let swap = SwapSystem::with_lru_design(fs.tree(), config.swap_cgroup, config.list_lru);
-        swap.zswap()
-            .set_large_folio_loads(config.zswap_large_folio_loads);
         let inner = Arc::new(Inner {
-            fs,
-            swap,
+            machine: Machine::new(config.machine()),
             tasks: Mutex::new(BTreeMap::new()),
             kill_hook: Mutex::new(None),
             host_tasks: Mutex::new(None),
@@ -645,24 +553,20 @@ impl Sim {
             mappings: Mutex::new(BTreeMap::new()),
             next_pid: AtomicU32::new(config.first_pid),
             transient_cpu: AtomicUsize::new(0),
-            next_ram: Mutex::new(0),
             ledger: Mutex::new(charges::Ledger::default()),
             killed_mappings: Mutex::new(Vec::new()),
             killed_pending: AtomicUsize::new(0),
             seed: config.seed,
-            reclaim_timing: ReclaimTiming::default(),
-            mounts: mounts::Mounts::default(),
-            lru_design: config.list_lru,
         });
-        let tree = inner.fs.tree();
+        let tree = inner.machine.tree();
         tree.set_task_hooks(Arc::new(Hooks(Arc::downgrade(&inner))));
-        tree.set_reclaimer(Arc::new(Reclaimer(Arc::downgrade(&inner))));
         tree.set_oom_handler(Arc::new(OomKiller(Arc::downgrade(&inner))));
-        inner
-            .swap
-            .zswap()
-            .set_writeback(Arc::new(ZswapWriter(Arc::downgrade(&inner))));
         Self { inner }
+    }
+
+    /// The simulated kernel: cgroups, swap, mounts, reclaim.
+    pub fn machine(&self) -> &Arc<Machine> {
+        &self.inner.machine
     }
 
     /// The seed of every random fill.
@@ -670,56 +574,19 @@ impl Sim {
         self.inner.seed
     }
 
-    /// The cgroup v2 interface.
+    /// The cgroup v2 interface (the machine's).
     pub fn fs(&self) -> &CgroupFs {
-        &self.inner.fs
+        self.inner.machine.fs()
     }
 
-    /// Swap devices, cache and accounting.
+    /// Swap devices, cache and accounting (the machine's).
     pub fn swap(&self) -> &SwapSystem {
-        &self.inner.swap
+        self.inner.machine.swap()
     }
 
-    /// Swaps on a RAM disk of `size_bytes` with priority `prio` (or the
-    /// next default); returns its name (`/dev/ram0`, ...). Its pages come
-    /// out of the machine's memory as they are written.
+    /// [`Machine::swapon_ram`].
     pub fn swapon_ram(&self, size_bytes: u64, prio: Option<i32>) -> Result<String, SimError> {
-        let mut next = lock(&self.inner.next_ram);
-        let name = format!("/dev/ram{next}");
-        self.inner.swap.swapon_ram(&name, size_bytes, prio)?;
-        *next += 1;
-        Ok(name)
-    }
-
-    /// The name the next [`Sim::swapon_ram`] gives its device.
-    pub fn next_ram_name(&self) -> String {
-        format!("/dev/ram{}", lock(&self.inner.next_ram))
-    }
-
-    /// Swaps on the file `path` of `size_bytes` with priority `prio` (or
-    /// the next default); returns its name.
-    pub fn swapon_file(
-        &self,
-        path: &Path,
-        size_bytes: u64,
-        prio: Option<i32>,
-    ) -> Result<String, SimError> {
-        Ok(self
-            .inner
-            .swap
-            .swapon_file(path, size_bytes, prio)?
-            .name()
-            .to_owned())
-    }
-
-    /// Swaps on any backend (a fault-injecting wrapper, say) as `name`.
-    pub fn swapon_backend(
-        &self,
-        name: &str,
-        backend: Box<dyn memcg::swapfile::SwapBackend>,
-    ) -> Result<(), SimError> {
-        self.inner.swap.swapon(name, backend, None)?;
-        Ok(())
+        Ok(self.inner.machine.swapon_ram(size_bytes, prio)?)
     }
 
     /// Swaps off the device named `name`, faulting every page on it back
@@ -728,13 +595,15 @@ impl Sim {
     pub fn swapoff(&self, name: &str) -> Result<(), SimError> {
         let device = self
             .inner
-            .swap
+            .machine
+            .swap()
             .swapfiles()
             .by_name(name)
             .ok_or_else(|| SwapError::NoSuchDevice(name.to_owned()))?;
         let result = self
             .inner
-            .swap
+            .machine
+            .swap()
             .swapoff(device.ty(), |entry| self.unuse(entry));
         // Bringing pages back may have OOM-killed their tasks.
         self.inner.reap_killed();
@@ -764,7 +633,11 @@ impl Sim {
                     let State::Swapped(first) = ext.state else {
                         unreachable!("swapped_at checked it")
                     };
-                    let folio = self.inner.swap.swap_in(first, ext.nr, &m.task.memcg())?;
+                    let folio =
+                        self.inner
+                            .machine
+                            .swap()
+                            .swap_in(first, ext.nr, &m.task.memcg())?;
                     lruvec::folio_add_lru(&folio, block.rmap());
                     ext.state = State::Resident(folio);
                     return Ok(());
@@ -783,41 +656,17 @@ impl Sim {
     /// Whether the slot at `entry` is no longer in use.
     fn slot_free(&self, entry: SwapEntry) -> bool {
         self.inner
-            .swap
+            .machine
+            .swap()
             .swapfiles()
             .get(entry.swp_type())
             .is_none_or(|d| d.count(entry).is_ok_and(|c| c == 0))
-    }
-
-    /// `/proc/swaps`.
-    pub fn proc_swaps(&self) -> String {
-        self.inner.swap.swapfiles().proc_swaps()
     }
 
     /// `/proc/meminfo` of the simulated machine (the lines it can fill;
     /// see [`meminfo`]).
     pub fn proc_meminfo(&self) -> String {
         meminfo::render(self.fs().tree(), self.swap())
-    }
-
-    /// Starts (clearing the sums) or stops timing reclaim; see
-    /// [`Sim::reclaim_times`].
-    pub fn set_reclaim_timing(&self, on: bool) {
-        let t = &self.inner.reclaim_timing;
-        t.reclaim_ns.store(0, Ordering::Relaxed);
-        t.pageout_ns.store(0, Ordering::Relaxed);
-        t.on.store(on, Ordering::Relaxed);
-    }
-
-    /// Time spent in reclaim since [`Sim::set_reclaim_timing`] turned timing
-    /// on.
-    pub fn reclaim_times(&self) -> ReclaimTimes {
-        let t = &self.inner.reclaim_timing;
-        let secs = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed) as f64 * 1e-9;
-        ReclaimTimes {
-            reclaim_secs: secs(&t.reclaim_ns),
-            pageout_secs: secs(&t.pageout_ns),
-        }
     }
 
     /// Faults in host memory for `bytes` of the simulated machine's pages
@@ -887,7 +736,7 @@ impl Sim {
         }
         let start = pgtable::mapping_start(size_bytes, folio_bytes)
             .ok_or(SimError::NoAddressSpace(size_bytes))?;
-        let cg = self.inner.fs.cgroup(cgroup)?;
+        let cg = self.inner.machine.fs().cgroup(cgroup)?;
         if lock(&self.inner.mappings).contains_key(name) {
             return Err(SimError::MappingExists(name.to_owned()));
         }
@@ -900,7 +749,8 @@ impl Sim {
             self.nr_cpus(),
         ));
         self.inner
-            .fs
+            .machine
+            .fs()
             .tree()
             .enter(&cg, || {
                 lock(&self.inner.tasks).insert(task.pid, Arc::clone(&task));
@@ -950,10 +800,11 @@ impl Sim {
         faults: Faults,
     ) -> Result<(), SimError> {
         let running = self.inner.begin_op(&m.task)?;
-        let _current = CurrentTask::enter(self.inner.fs.tree(), &m.task);
+        let _current = CurrentTask::enter(self.inner.machine.fs().tree(), &m.task);
         // Dropped before `_current`: the return to user space is the
         // task's own.
-        let _call = (faults == Faults::OneCall).then(|| self.inner.fs.tree().kernel_entry());
+        let _call =
+            (faults == Faults::OneCall).then(|| self.inner.machine.fs().tree().kernel_entry());
         let mut memcg = m.task.memcg();
         for first_page in (0..size_bytes / PAGE_BYTES as u64).step_by(folio_pages as usize) {
             if running.freeze_point()? {
@@ -1026,7 +877,7 @@ impl Sim {
         first_page: u64,
         folio_pages: u32,
     ) -> Result<Vec<(u64, Folio)>, SimError> {
-        let tree = self.inner.fs.tree();
+        let tree = self.inner.machine.fs().tree();
         let (task, addr) = (&m.task, m.addr(first_page));
         let tables = &task.mm.page_tables;
         let table = |level| {
@@ -1083,7 +934,7 @@ impl Sim {
     /// cgroup's pressure, on its CPU (a FUSE request of a host process,
     /// say).
     pub fn run_as(&self, task: &Arc<Task>) -> CurrentTask {
-        CurrentTask::enter(self.inner.fs.tree(), task)
+        CurrentTask::enter(self.inner.machine.fs().tree(), task)
     }
 
     /// Runs the calling thread as a short-lived task of `cg` that nobody
@@ -1093,12 +944,12 @@ impl Sim {
         // Relaxed: a counter that only spreads tasks over CPUs.
         let n = self.inner.transient_cpu.fetch_add(1, Ordering::Relaxed);
         let cpu = n % self.nr_cpus().max(1) as usize;
-        CurrentTask::enter_cgroup(self.inner.fs.tree(), cg, cpu)
+        CurrentTask::enter_cgroup(self.inner.machine.fs().tree(), cg, cpu)
     }
 
     /// The simulated machine's CPUs.
     pub fn nr_cpus(&self) -> u32 {
-        self.inner.fs.tree().nr_cpus()
+        self.inner.machine.fs().tree().nr_cpus()
     }
 
     /// Adds a task with pid `pid` in `cgroup` that the simulator did not
@@ -1110,10 +961,11 @@ impl Sim {
         if let Some(task) = self.task(pid) {
             return Ok(task);
         }
-        let cg = self.inner.fs.cgroup(cgroup)?;
+        let cg = self.inner.machine.fs().cgroup(cgroup)?;
         let task = Arc::new(Task::new(pid, Arc::clone(&cg), true, self.nr_cpus()));
         self.inner
-            .fs
+            .machine
+            .fs()
             .tree()
             .enter(&cg, || {
                 let adopted = lock(&self.inner.tasks)
@@ -1195,8 +1047,8 @@ impl Sim {
                 let whole = folio.nr();
                 // MADV_PAGEOUT reclaims for no memory cgroup: the shadows
                 // record the root's clock.
-                let root = self.inner.fs.tree().root();
-                for piece in self.inner.swap.swap_out_or_split(folio, root) {
+                let root = self.inner.machine.fs().tree().root();
+                for piece in self.inner.machine.swap().swap_out_or_split(folio, root) {
                     let state = match piece.outcome {
                         Ok(entry) => {
                             swapped += u64::from(piece.nr);
@@ -1241,7 +1093,7 @@ impl Sim {
         let m = self.mapping(name)?;
         let running = self.inner.begin_op(&m.task)?;
         let mut memcg = m.task.memcg();
-        let _current = CurrentTask::enter(self.inner.fs.tree(), &m.task);
+        let _current = CurrentTask::enter(self.inner.machine.fs().tree(), &m.task);
         let mut faulted = 0;
         let mut result = Ok(());
         for block in m.blocks() {
@@ -1331,7 +1183,7 @@ impl Sim {
         entry: SwapEntry,
         nr: u32,
     ) -> Result<Arc<Folio>, Option<SwapInError>> {
-        let swap = &self.inner.swap;
+        let swap = self.inner.machine.swap();
         memcg.count_vm_event(VmEvent::Pgfault, 1);
         if nr > 1 && !swap.may_swap_in_large(entry) {
             return Err(None);
@@ -1358,7 +1210,7 @@ impl Sim {
         first_page: u64,
         nr: u32,
     ) -> Result<Vec<Extent>, (SimError, Vec<Extent>)> {
-        let swap = &self.inner.swap;
+        let swap = self.inner.machine.swap();
         let still_swapped = |from: u32| Extent {
             first_page: first_page + u64::from(from),
             nr: nr - from,
@@ -1401,7 +1253,7 @@ impl Sim {
             for ext in extents.iter() {
                 let bytes = match &ext.state {
                     State::Resident(folio) => folio.bytes().to_vec(),
-                    State::Swapped(entry) => self.inner.swap.peek(*entry, ext.nr)?,
+                    State::Swapped(entry) => self.inner.machine.swap().peek(*entry, ext.nr)?,
                 };
                 for (i, page) in bytes.chunks_exact(PAGE_BYTES).enumerate() {
                     let index = ext.first_page + i as u64;
@@ -1483,7 +1335,7 @@ impl std::fmt::Debug for Sim {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Sim")
             .field("mappings", &self.mappings())
-            .field("swap", &self.inner.swap)
+            .field("machine", &self.inner.machine)
             .finish()
     }
 }
@@ -1604,7 +1456,8 @@ mod tests {
     fn kswapd_machine() -> (Sim, tempfile::TempDir) {
         let sim = small_machine(16 << 20);
         let dir = tempfile::tempdir().unwrap();
-        sim.swapon_file(&dir.path().join("swap"), 32 << 20, None)
+        sim.machine()
+            .swapon_file(&dir.path().join("swap"), 32 << 20, None)
             .unwrap();
         sim.fs().mkdir("/b").unwrap();
         (sim, dir)
@@ -1740,7 +1593,8 @@ mod tests {
     fn a_file_device_swaps_in_single_pages() {
         let sim = test_sim();
         let dir = tempfile::tempdir().unwrap();
-        sim.swapon_file(&dir.path().join("swap"), 8 << 20, None)
+        sim.machine()
+            .swapon_file(&dir.path().join("swap"), 8 << 20, None)
             .unwrap();
         assert_eq!(swap_in_faults(&sim), (16 + 256, 256));
     }
@@ -1841,7 +1695,7 @@ mod tests {
             folio
         };
         assert_eq!(
-            vmscan::folio_check_references(&folio),
+            memcg::vmscan::folio_check_references(&folio),
             lruvec::FolioRef::Keep,
             "the fault's access is still there"
         );

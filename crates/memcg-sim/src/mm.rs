@@ -404,7 +404,7 @@ impl Block {
         let State::Resident(folio) = ext.state else {
             unreachable!("matched as resident")
         };
-        let mut pieces = sim.reclaim_pageout(folio, target);
+        let mut pieces = sim.machine.reclaim_pageout(folio, target);
         if let [piece] = pieces.as_slice()
             && piece.outcome.is_err()
         {
@@ -519,7 +519,7 @@ pub(crate) fn release_block(
     };
     for ext in extents.drain(..) {
         if let State::Swapped(entry) = ext.state
-            && let Err(e) = sim.swap.swap_free(entry, ext.nr)
+            && let Err(e) = sim.machine.swap().swap_free(entry, ext.nr)
         {
             first_error.get_or_insert(e);
         }

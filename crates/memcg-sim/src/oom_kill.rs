@@ -149,7 +149,7 @@ impl OomHandler for OomKiller {
             return OomOutcome::NoVictim;
         };
         let victim_memcg = victim.memcg();
-        let group = sim.fs.tree().oom_group(&victim_memcg, cg);
+        let group = sim.machine.tree().oom_group(&victim_memcg, cg);
         let mut killed = Vec::new();
         if sim.kill_task(&victim) {
             killed.push(Arc::clone(&victim_memcg));
@@ -232,7 +232,8 @@ impl crate::Sim {
     /// task the OOM killer never picks. `None` if there is no such task.
     pub fn oom_score(&self, pid: u32) -> Option<u64> {
         let task = self.task(pid)?;
-        let totalpages = self.inner.fs.tree().machine_pages() + self.inner.swap_space().total_pages;
+        let totalpages =
+            self.inner.machine.tree().machine_pages() + self.inner.machine.swap_space().total_pages;
         let total = i64::try_from(totalpages.max(1)).unwrap_or(i64::MAX);
         let points = oom_badness(&task, totalpages)
             .map_or(0, |badness| (1000 + badness * 1000 / total) * 2 / 3);
@@ -256,13 +257,13 @@ pub fn oom_badness(task: &Task, totalpages: u64) -> Option<i64> {
 /// `memory.max` plus the swap it may use, when swappiness allows swap);
 /// for the machine its pages plus every swap slot.
 fn oom_totalpages(sim: &Inner, cg: &MemCgroup) -> u64 {
-    let tree = sim.fs.tree();
-    let swap_total = sim.swap_space().total_pages;
+    let tree = sim.machine.tree();
+    let swap_total = sim.machine.swap_space().total_pages;
     if cg.is_root() {
         return tree.machine_pages() + swap_total;
     }
     let mut max = cg.memory().max();
-    if tree.vm_swappiness() > 0 {
+    if sim.machine.vm_swappiness() > 0 {
         max = max.saturating_add(cg.swap().max().min(swap_total));
     }
     max.max(1)

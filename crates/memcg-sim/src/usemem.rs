@@ -134,7 +134,7 @@ pub fn run(config: &UsememConfig) -> Result<UsememResult, KbuildError> {
         config.memcg_max_bytes,
     )?;
     crate::kbuild::swapon(&sim, &config.swap, config.swap_bytes())?;
-    sim.set_reclaim_timing(true);
+    sim.machine().set_reclaim_timing(true);
     let start = Instant::now();
     let cpu: Vec<Result<f64, SimError>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..config.tasks)
@@ -168,7 +168,7 @@ pub fn run(config: &UsememConfig) -> Result<UsememResult, KbuildError> {
     let wall_secs = start.elapsed().as_secs_f64();
     let cpu_secs = cpu.into_iter().sum::<Result<f64, _>>()?;
     let cg = sim.fs().memcg("/usemem").map_err(SimError::from)?;
-    let times = sim.reclaim_times();
+    let times = sim.machine().reclaim_times();
     let touched = 2 * config.bytes_per_task * config.tasks as u64;
     let result = UsememResult {
         wall_secs,

@@ -17,8 +17,7 @@ use rand_chacha::ChaCha8Rng;
 use memcg::Errno;
 use memcg::clock::{ReclaimCost, VirtualClock};
 use memcg::fs::FsSource;
-use memcg::memcontrol::{MemCgroup, MemcgReclaim, ReclaimOptions, VmEvent};
-use memcg::vmscan;
+use memcg::memcontrol::VmEvent;
 use memcg_sim::{Fill, FrozenOps, Sim, SimConfig, SimError};
 
 fn sim(cgroups: &[&str]) -> Arc<Sim> {
@@ -52,34 +51,23 @@ fn wait_frozen(sim: &Sim, cg: &str, frozen: bool) {
     }
 }
 
-/// Reclaims as the simulator does (swapping), but freezes `cgroup` the
-/// first time it is called: a freeze that lands in the middle of the
-/// operation whose charge reclaims.
-struct FreezeOnFirstReclaim {
-    sim: Weak<Sim>,
-    cgroup: &'static str,
-    fired: AtomicBool,
-}
-
-impl MemcgReclaim for FreezeOnFirstReclaim {
-    fn reclaim(&self, cg: &Arc<MemCgroup>, nr_pages: u64, opts: ReclaimOptions) -> u64 {
-        let Some(sim) = self.sim.upgrade() else {
-            return 0;
+/// Freezes `cgroup` the first time the machine reclaims (its reclaim
+/// probe, before the reclaim runs as always): a freeze that lands in the
+/// middle of the operation whose charge reclaims.
+fn freeze_on_first_reclaim(sim: &Arc<Sim>, cgroup: &'static str) {
+    let weak: Weak<Sim> = Arc::downgrade(sim);
+    let fired = AtomicBool::new(false);
+    sim.machine().set_reclaim_probe(Arc::new(move |_| {
+        let Some(sim) = weak.upgrade() else {
+            return;
         };
         // Relaxed: only this flag is decided by it.
-        if !self.fired.swap(true, Ordering::Relaxed) {
+        if !fired.swap(true, Ordering::Relaxed) {
             sim.fs()
-                .write(&format!("{}/cgroup.freeze", self.cgroup), "1")
+                .write(&format!("{cgroup}/cgroup.freeze"), "1")
                 .unwrap();
         }
-        vmscan::try_to_free_mem_cgroup_pages(
-            sim.fs().tree(),
-            cg,
-            nr_pages,
-            &|| sim.swap().swap_space(),
-            opts,
-        )
-    }
+    }));
 }
 
 /// A task whose cgroup freezes in the middle of its allocation stops at
@@ -89,13 +77,7 @@ fn a_task_freezes_at_its_next_fault_and_frozen_waits_for_it() {
     let sim = sim(&["/a"]);
     sim.swapon_ram(64 << 20, None).unwrap();
     sim.fs().write("/a/memory.max", "4M").unwrap();
-    sim.fs()
-        .tree()
-        .set_reclaimer(Arc::new(FreezeOnFirstReclaim {
-            sim: Arc::downgrade(&sim),
-            cgroup: "/a",
-            fired: AtomicBool::new(false),
-        }));
+    freeze_on_first_reclaim(&sim, "/a");
     let worker = {
         let sim = Arc::clone(&sim);
         std::thread::spawn(move || sim.alloc("/a", "m", 8 << 20, 1, Fill::Random))
@@ -129,13 +111,7 @@ fn a_frozen_cgroup_can_be_killed() {
     let sim = sim(&["/a"]);
     sim.swapon_ram(64 << 20, None).unwrap();
     sim.fs().write("/a/memory.max", "4M").unwrap();
-    sim.fs()
-        .tree()
-        .set_reclaimer(Arc::new(FreezeOnFirstReclaim {
-            sim: Arc::downgrade(&sim),
-            cgroup: "/a",
-            fired: AtomicBool::new(false),
-        }));
+    freeze_on_first_reclaim(&sim, "/a");
     sim.alloc("/a", "idle", 1 << 20, 1, Fill::Zero).unwrap();
     let worker = {
         let sim = Arc::clone(&sim);
@@ -475,17 +451,12 @@ fn a_task_asleep_in_the_freezer_neither_runs_nor_stalls() {
     let clock = Arc::new(VirtualClock::with_reclaim_cost(ReclaimCost::MEASURED));
     sim.fs().tree().set_clock(clock);
     let dir = tempfile::tempdir().unwrap();
-    sim.mount("/mnt", FsSource::Dir(dir.path().to_path_buf()))
+    sim.machine()
+        .mount("/mnt", FsSource::Dir(dir.path().to_path_buf()))
         .unwrap();
     sim.swapon_ram(64 << 20, None).unwrap();
     sim.fs().write("/f/memory.max", "4M").unwrap();
-    sim.fs()
-        .tree()
-        .set_reclaimer(Arc::new(FreezeOnFirstReclaim {
-            sim: Arc::downgrade(&sim),
-            cgroup: "/f",
-            fired: AtomicBool::new(false),
-        }));
+    freeze_on_first_reclaim(&sim, "/f");
     let worker = {
         let sim = Arc::clone(&sim);
         std::thread::spawn(move || sim.alloc("/f", "m", 8 << 20, 1, Fill::Random))

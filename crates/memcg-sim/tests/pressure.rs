@@ -26,7 +26,9 @@ fn machine(mem_bytes: u64, dir: &std::path::Path) -> (Sim, Arc<VirtualClock>) {
         .write("/cgroup.subtree_control", "+memory")
         .unwrap();
     sim.fs().mkdir("/a").unwrap();
-    sim.mount("/mnt", FsSource::Dir(dir.to_path_buf())).unwrap();
+    sim.machine()
+        .mount("/mnt", FsSource::Dir(dir.to_path_buf()))
+        .unwrap();
     (sim, clock)
 }
 
@@ -75,8 +77,8 @@ fn a_read_in_calls_whose_readahead_reclaims_stalls_its_cgroup() {
     let (sim, _clock) = machine(256 << 20, dir.path());
     sim.write_file_with("/a", "/mnt/f", 8 << 20, |b| b.fill(5))
         .unwrap();
-    sim.sync().unwrap();
-    sim.drop_caches(1).unwrap();
+    sim.machine().sync().unwrap();
+    sim.machine().drop_caches(1).unwrap();
     sim.fs().write("/a/memory.max", "1M").unwrap();
     let calls = ReadCalls {
         bs: 4096,
@@ -105,14 +107,14 @@ fn readahead_bringing_back_the_working_set_stalls_for_the_reads() {
     sim.fs().write("/a/memory.max", "2M").unwrap();
     sim.write_file_with("/a", "/mnt/f", 1 << 20, |b| b.fill(1))
         .unwrap();
-    sim.sync().unwrap();
+    sim.machine().sync().unwrap();
     // Read twice: active.
     for _ in 0..2 {
         sim.read_file("/a", "/mnt/f").unwrap();
     }
     sim.write_file_with("/a", "/mnt/g", 2 << 20, |b| b.fill(2))
         .unwrap();
-    sim.sync().unwrap();
+    sim.machine().sync().unwrap();
     let a = sim.fs().memcg("/a").unwrap();
     let scanned_before = a.vm_event(VmEvent::PgscanDirect);
     let restored_before = a.stat(MemcgStat::WorkingsetRestoreFile);

@@ -307,8 +307,7 @@ fn test_no_kmem_bypass() {
     assert_eq!(cg_write(&sim, "", "cgroup.subtree_control", "+memory"), 0);
     sim.swapon_ram(totalram as u64, None).unwrap();
     sim.swap().zswap().set_enabled(true);
-    let tree = sim.fs().tree();
-    let min_free_kb_original = tree.vm_min_free_kbytes() as i64;
+    let min_free_kb_original = sim.machine().vm_min_free_kbytes() as i64;
     let min_free_kb_high = totalram / 2000;
     let min_free_kb_low = totalram / 500_000;
     let page_mask = !(PAGE_SIZE as i64 - 1);
@@ -318,7 +317,9 @@ fn test_no_kmem_bypass() {
     let trigger_allocation_size = (totalram / 20) & page_mask;
 
     let test_group = cg_name("", "kmem_bypass_test");
-    tree.set_vm_min_free_kbytes(min_free_kb_low).unwrap();
+    sim.machine()
+        .set_vm_min_free_kbytes(min_free_kb_low)
+        .unwrap();
     cg_create(&sim, &test_group);
     let child = proc_name(&test_group, "no_kmem_bypass_child");
     sim.alloc(
@@ -331,7 +332,9 @@ fn test_no_kmem_bypass() {
     .unwrap();
 
     // Try to wake up kswapd and let it push child memory to zswap.
-    tree.set_vm_min_free_kbytes(min_free_kb_high).unwrap();
+    sim.machine()
+        .set_vm_min_free_kbytes(min_free_kb_high)
+        .unwrap();
     let mut passed = None;
     for i in 0..20 {
         let trigger = proc_name("", &format!("trigger_allocation{i}"));
@@ -357,7 +360,9 @@ fn test_no_kmem_bypass() {
             break;
         }
     }
-    tree.set_vm_min_free_kbytes(min_free_kb_original).unwrap();
+    sim.machine()
+        .set_vm_min_free_kbytes(min_free_kb_original)
+        .unwrap();
     assert_eq!(
         passed,
         Some(true),

@@ -57,7 +57,8 @@ fn churn_across_cgroups_and_two_devices_keeps_every_byte() {
     let dir = tempfile::tempdir().unwrap();
     let sim = sim_with(&["/a", "/b", "/c"]);
     sim.swapon_ram(16 << 20, None).unwrap();
-    sim.swapon_file(&dir.path().join("swapfile"), 16 << 20, None)
+    sim.machine()
+        .swapon_file(&dir.path().join("swapfile"), 16 << 20, None)
         .unwrap();
     std::thread::scope(|s| {
         for t in 0..3u64 {
@@ -230,7 +231,8 @@ fn swapoff_that_memory_cannot_take_back_fails_cleanly_or_oom_kills() {
 fn injected_faults_lose_nothing() {
     let sim = sim_with(&["/a"]);
     let faulty = Arc::new(FaultyBackend::new(RamBackend::new(8 << 20).unwrap()));
-    sim.swapon_backend("faulty", Box::new(Arc::clone(&faulty)))
+    sim.machine()
+        .swapon_backend("faulty", Box::new(Arc::clone(&faulty)))
         .unwrap();
     let a = sim.fs().memcg("/a").unwrap();
     sim.alloc("/a", "m", 64 << 10, 1, Fill::Random).unwrap();
@@ -269,10 +271,14 @@ fn bad_swapon_input_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let sim = sim_with(&[]);
     let err = sim
+        .machine()
         .swapon_file(&dir.path().join("no/such/dir/file"), 1 << 20, None)
         .unwrap_err();
     assert_eq!(err.errno(), Errno::ENOENT);
-    let err = sim.swapon_file(dir.path(), 1 << 20, None).unwrap_err();
+    let err = sim
+        .machine()
+        .swapon_file(dir.path(), 1 << 20, None)
+        .unwrap_err();
     assert_eq!(
         err.errno(),
         Errno::EINVAL,
@@ -281,7 +287,10 @@ fn bad_swapon_input_changes_nothing() {
     let small = dir.path().join("small");
     std::fs::write(&small, [0u8; 8192]).unwrap();
     assert_eq!(
-        sim.swapon_file(&small, 1 << 20, None).unwrap_err().errno(),
+        sim.machine()
+            .swapon_file(&small, 1 << 20, None)
+            .unwrap_err()
+            .errno(),
         Errno::EINVAL
     );
     assert_eq!(
@@ -289,9 +298,12 @@ fn bad_swapon_input_changes_nothing() {
         Errno::EINVAL
     );
     let path = dir.path().join("swap");
-    sim.swapon_file(&path, 1 << 20, None).unwrap();
+    sim.machine().swapon_file(&path, 1 << 20, None).unwrap();
     assert_eq!(
-        sim.swapon_file(&path, 1 << 20, None).unwrap_err().errno(),
+        sim.machine()
+            .swapon_file(&path, 1 << 20, None)
+            .unwrap_err()
+            .errno(),
         Errno::EBUSY
     );
     for _ in 1..memcg::MAX_SWAPFILES {
@@ -332,12 +344,13 @@ fn a_full_machine_reclaims_globally_then_oom_kills() {
     let a = sim.fs().memcg("/a").unwrap();
     let dir = tempfile::tempdir().unwrap();
     let file = sim
+        .machine()
         .swapon_file(&dir.path().join("swap"), 32 << 20, None)
         .unwrap();
     // Swappiness 0 keeps a memory cgroup's reclaim off anon, not the
     // machine's: with no file pages to take, global reclaim swaps anyway
     // (`file_is_tiny`).
-    sim.fs().tree().set_vm_swappiness(0).unwrap();
+    sim.machine().set_vm_swappiness(0).unwrap();
     sim.alloc("/a", "big", 24 << 20, 1, Fill::Random).unwrap();
     sim.verify("big").unwrap();
     let r = sim.residency("big").unwrap();
@@ -359,7 +372,7 @@ fn a_full_machine_reclaims_globally_then_oom_kills() {
     assert!(matches!(err, SimError::Killed { .. }), "{err}");
     assert_eq!(a.event(MemcgEvent::Oom), 1);
     sim.fs().write("/a/memory.max", "max").unwrap();
-    sim.fs().tree().set_vm_swappiness(60).unwrap();
+    sim.machine().set_vm_swappiness(60).unwrap();
 
     sim.swapoff(&file).unwrap();
     sim.alloc("/a", "small", 4 << 20, 1, Fill::Pattern).unwrap();

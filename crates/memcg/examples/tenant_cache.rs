@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use memcg::list_lru::{ItemId, ListLru, ListLruConfig, Walked};
+use memcg::machine::Machine;
 use memcg::memcontrol::Gfp;
 use memcg::memcontrol::{
     CgroupTree, ChargeError, MemCgroup, MemcgEvent, MemcgStat, ObjCgroup, SlabKind,
@@ -269,7 +270,10 @@ fn value(key: u64) -> Vec<u8> {
 }
 
 fn main() -> Result<(), Box<dyn Error>> {
-    let tree = CgroupTree::default();
+    // A machine around the tree: its reclaim runs the shrinker below when
+    // a tenant hits its limit (a bare tree reclaims nothing).
+    let machine = Machine::with_tree(CgroupTree::default());
+    let tree = machine.tree().clone();
     // Exact figures for the assertions: no per-thread charge stock (on
     // by default, it keeps up to 64 pages charged ahead per thread) and
     // no metadata charged to a parent for each new memory cgroup.

@@ -128,8 +128,7 @@
 //!
 //! Not yet true: `cgroup` names `psi` (a cgroup's `PsiGroup`, while psi
 //! names cgroups and the tree), and `memcontrol` names `psi` (the task
-//! hooks' `PsiTask` and `Memstall`) and `vmscan` (hooks.rs's fallback
-//! reclaim, which goes with the machine). The test lists these edges,
+//! hooks' `PsiTask` and `Memstall`). The test lists these edges,
 //! fails on any other, and fails when one of them is gone, so the list
 //! only shrinks.
 //!
@@ -167,6 +166,7 @@
 //! | 9     | [`filemap`]      | mm/filemap.c, mm/truncate.c, fs/fs-writeback.c, mm/backing-dev.c | the page cache of a file, shadows, dirty accounting, the flushers |
 //! | 10    | [`fs`]           | fs/dcache.c, fs/inode.c, fs/super.c, fs/drop_caches.c, drivers/block/brd.c | a filesystem: dentry/inode caches on list_lru, its shrinker, drop_caches |
 //! | 11    | [`cgroupfs`]     | mm/memcontrol.c, kernel/cgroup/cgroup.c (cftypes) | the cgroup v2 interface files |
+//! | 12    | [`machine`]      | include/linux/mmzone.h (`pglist_data`), mm/swapfile.c (`swap_info[]`), fs/namespace.c, the vm sysctls | the machine: tree, swap, mounts, the one memcg reclaimer |
 //!
 //! Every atomic and lock comes from one shim (`sync`), which `--cfg loom`
 //! swaps for loom's model-checked types; the loom models live in
@@ -183,6 +183,7 @@ pub(crate) mod idr;
 pub(crate) mod lazy_zeroed;
 pub mod list_lru;
 pub mod lruvec;
+pub mod machine;
 pub mod memcontrol;
 pub mod mm_types;
 pub(crate) mod named;

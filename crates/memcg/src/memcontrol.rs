@@ -152,11 +152,10 @@ pub use stock::MEMCG_CHARGE_BATCH;
 pub use watermark::Watermarks;
 
 use crate::cgroup::{Cgroup, CgroupError, CgroupRoot, CgroupSubsys, MemoryController};
-use crate::errno::Errno;
 use crate::idr::{IdAllocator, IdTable};
 use crate::lruvec::Lruvec;
 use crate::page_alloc::PageAllocator;
-use crate::sync::{Arc, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering, lock};
+use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering, lock};
 use crate::weak_slab::WeakSlab;
 use std::sync::Weak;
 
@@ -743,9 +742,6 @@ impl ShrinkerId {
 struct Options {
     localevents: AtomicBool,
     recursiveprot: AtomicBool,
-    /// `/proc/sys/vm/swappiness` (a sysctl, not a mount option, but as
-    /// global to the tree).
-    swappiness: AtomicU32,
     /// What each new memory cgroup charges to its parent for its own
     /// structures.
     metadata: Mutex<MemcgMetadata>,
@@ -762,7 +758,6 @@ impl Default for Options {
         Self {
             localevents: AtomicBool::new(false),
             recursiveprot: AtomicBool::new(false),
-            swappiness: AtomicU32::new(crate::mm_types::DEFAULT_SWAPPINESS),
             metadata: Mutex::new(MemcgMetadata::NONE),
             reparent_lru_folios: AtomicBool::new(false),
             shadow_memcg_serial: AtomicBool::new(false),
@@ -995,24 +990,6 @@ impl CgroupTree {
             memory_localevents: self.shared.options.localevents.load(Ordering::Relaxed),
             memory_recursiveprot: self.shared.options.recursiveprot.load(Ordering::Relaxed),
         }
-    }
-
-    /// `vm.swappiness` (0..=200): how readily reclaim swaps.
-    pub fn vm_swappiness(&self) -> u32 {
-        // Relaxed: a setting; reclaim reads it once per call.
-        self.shared.options.swappiness.load(Ordering::Relaxed)
-    }
-
-    /// Sets `vm.swappiness`; `EINVAL` above 200, as the sysctl's bounds.
-    pub fn set_vm_swappiness(&self, swappiness: u32) -> Result<(), Errno> {
-        if swappiness > crate::mm_types::MAX_SWAPPINESS {
-            return Err(Errno::EINVAL);
-        }
-        self.shared
-            .options
-            .swappiness
-            .store(swappiness, Ordering::Relaxed);
-        Ok(())
     }
 
     /// What every memory cgroup created from now on charges to its parent
@@ -1321,6 +1298,7 @@ pub(crate) fn test_tree(nr_nodes: usize, max_ids: u32) -> CgroupTree {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::errno::Errno;
 
     #[test]
     fn a_child_going_offline_is_listed_once_for_reclaim() {

@@ -463,6 +463,7 @@ mod tests {
     #[test]
     fn proactive_reclaim_at_the_root_counts_what_shrinkers_free() {
         let t = test_tree(1, 16);
+        let _machine = crate::machine::Machine::with_tree(t.clone());
         let a = t.mkdir("/a").unwrap().memcg().unwrap();
         let (c, _h) = cache_charged(&t, true);
         for item in 0..300 {

@@ -71,7 +71,7 @@ use crate::swapops::SwapEntry;
 use crate::sync::{Arc, Condvar, Mutex, MutexGuard, lock};
 use crate::vmscan::SwapSpace;
 use crate::workingset::{self, Shadow};
-use crate::zswap::{WritebackError, Zswap};
+use crate::zswap::{WritebackError, Zswap, ZswapWriteback};
 
 /// Swap cache shards (each a lock and a map).
 const CACHE_SHARDS: usize = 64;
@@ -276,6 +276,18 @@ impl SwapCache {
     }
 }
 
+/// zswap's writeback to the devices of one [`SwapSystem`].
+struct DeviceWriteback(std::sync::Weak<SwapSystem>);
+
+impl ZswapWriteback for DeviceWriteback {
+    fn writeback(&self, slot: SwapEntry) -> Result<(), WritebackError> {
+        self.0
+            .upgrade()
+            .ok_or(WritebackError::Gone)?
+            .zswap_writeback(slot)
+    }
+}
+
 /// Swap devices, the swap cache and swap accounting together; see the
 /// module docs.
 pub struct SwapSystem {
@@ -294,7 +306,7 @@ impl SwapSystem {
 
     /// [`SwapSystem::new`] with zswap's entries on list_lrus of
     /// `lru_design`. Its owner installs zswap's writeback path
-    /// ([`Zswap::set_writeback`], calling [`SwapSystem::zswap_writeback`]).
+    /// ([`SwapSystem::install_zswap_writeback`]).
     pub fn with_lru_design(tree: &CgroupTree, design: Design, lru_design: LruDesign) -> Self {
         Self {
             tree: tree.clone(),
@@ -303,6 +315,14 @@ impl SwapSystem {
             cache: SwapCache::new(),
             zswap: Zswap::new(tree, lru_design),
         }
+    }
+
+    /// Points zswap's writeback at this system's devices
+    /// ([`SwapSystem::zswap_writeback`]); the path holds a weak reference,
+    /// so a writeback after the system is gone finds its entry `Gone`.
+    pub fn install_zswap_writeback(self: &Arc<Self>) {
+        self.zswap
+            .set_writeback(Arc::new(DeviceWriteback(Arc::downgrade(self))));
     }
 
     /// `zswap_writeback_entry`: writes the page zswap holds for `slot` to
@@ -1258,25 +1278,12 @@ mod tests {
             .collect()
     }
 
-    /// The writeback path of a library user: the system behind an `Arc`.
-    struct Writer(std::sync::Weak<SwapSystem>);
-
-    impl crate::zswap::ZswapWriteback for Writer {
-        fn writeback(&self, slot: SwapEntry) -> Result<(), WritebackError> {
-            self.0
-                .upgrade()
-                .ok_or(WritebackError::Gone)?
-                .zswap_writeback(slot)
-        }
-    }
-
     #[test]
     fn zswap_writes_back_through_its_shrinker_and_at_its_limit() {
         let (tree, sys, cg) = system();
         tree.set_charge_stock(false);
         let sys = Arc::new(sys);
-        sys.zswap()
-            .set_writeback(Arc::new(Writer(Arc::downgrade(&sys))));
+        sys.install_zswap_writeback();
         sys.swapon_ram("ram0", 4 << 20, None).unwrap();
         let z = sys.zswap();
         z.set_enabled(true);
@@ -1320,8 +1327,7 @@ mod tests {
         tree.set_charge_stock(false);
         tree.set_machine_pages(4096);
         let sys = Arc::new(sys);
-        sys.zswap()
-            .set_writeback(Arc::new(Writer(Arc::downgrade(&sys))));
+        sys.install_zswap_writeback();
         sys.swapon_ram("ram0", 4 << 20, None).unwrap();
         let z = sys.zswap();
         z.set_enabled(true);
@@ -1363,8 +1369,7 @@ mod tests {
             "{c:?}"
         );
         assert_eq!(c.written_back_pages, 0);
-        sys.zswap()
-            .set_writeback(Arc::new(Writer(Arc::downgrade(&sys))));
+        sys.install_zswap_writeback();
         let b = tree.mkdir("/b").unwrap().memcg().unwrap();
         b.set_zswap_max(0);
         // Each run gives up after 16 failures, and a fresh entry's first

@@ -75,7 +75,7 @@ use crate::lruvec::{
     FolioRef, LruList, NR_LRU_LISTS, Rmap, RmapOutcome, lru_note_cost, stat_pages,
 };
 use crate::memcontrol::{CgroupTree, MemCgroup, MemcgEvent, MemcgStat, ReclaimOptions, VmEvent};
-use crate::mm_types::{MAX_SWAPPINESS, SWAP_CLUSTER_MAX};
+use crate::mm_types::{DEFAULT_SWAPPINESS, MAX_SWAPPINESS, SWAP_CLUSTER_MAX};
 use crate::shrinker::shrink_slab;
 use crate::sync::{Arc, lock};
 
@@ -188,8 +188,9 @@ struct Reclaim<'a> {
 /// Frees at least `max(nr_pages, SWAP_CLUSTER_MAX)` pages charged to
 /// `target`'s subtree, if it can (`try_to_free_mem_cgroup_pages`);
 /// returns the pages reclaimed. `swap` tells the swap space the devices
-/// have at the moment; `opts.swappiness` overrides the tree's
-/// `vm.swappiness`.
+/// have at the moment; `opts.swappiness` is the swappiness to reclaim
+/// with (the machine's reclaimer fills in its `vm.swappiness`; a direct
+/// call without one gets [`DEFAULT_SWAPPINESS`]).
 ///
 /// With `opts.kswapd` this is one kswapd run instead (`balance_pgdat`):
 /// `target` is the root and `nr_pages` the machine's high watermark;
@@ -201,7 +202,7 @@ pub fn try_to_free_mem_cgroup_pages(
     swap: &dyn Fn() -> SwapSpace,
     opts: ReclaimOptions,
 ) -> u64 {
-    let swappiness = opts.swappiness.unwrap_or_else(|| tree.vm_swappiness());
+    let swappiness = opts.swappiness.unwrap_or(DEFAULT_SWAPPINESS);
     let mut sc = ScanControl::new(nr_pages, opts.may_swap, swappiness);
     sc.kswapd = opts.kswapd;
     let subtree = Subtree::of(target);

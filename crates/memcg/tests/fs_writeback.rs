@@ -13,22 +13,24 @@ use memcg::clock::VirtualClock;
 use memcg::fs::{FsSource, Superblock, drop_caches};
 use memcg::list_lru::LruDesign;
 use memcg::lruvec::LruList;
+use memcg::machine::Machine;
 use memcg::memcontrol::{CgroupTree, MemCgroup, MemcgStat, VmEvent};
 use memcg::page_writeback::run_due_flushers;
 use memcg::vmscan::SwapSpace;
 
 const PAGE: u64 = 4096;
 
-/// A tree on a virtual clock with a machine of `mem_pages`, and a RAM
-/// disk of 128M.
-fn machine(mem_pages: u64) -> (CgroupTree, Arc<VirtualClock>, Arc<Superblock>) {
-    let t = CgroupTree::default();
+/// A tree on a virtual clock with a machine of `mem_pages` (its reclaim
+/// the machine's), and a RAM disk of 128M.
+fn machine(mem_pages: u64) -> (Arc<Machine>, Arc<VirtualClock>, Arc<Superblock>) {
+    let machine = Machine::with_tree(CgroupTree::default());
+    let t = machine.tree();
     t.set_charge_stock(false);
     t.set_machine_pages(mem_pages);
     let clock = Arc::new(VirtualClock::default());
     t.set_clock(clock.clone());
     let sb = Superblock::mount(
-        &t,
+        t,
         FsSource::Ram {
             size_bytes: 128 << 20,
         },
@@ -36,7 +38,7 @@ fn machine(mem_pages: u64) -> (CgroupTree, Arc<VirtualClock>, Arc<Superblock>) {
         Arc::new(SwapSpace::default),
     )
     .unwrap();
-    (t, clock, sb)
+    (machine, clock, sb)
 }
 
 fn byte(i: u64) -> u8 {
@@ -85,7 +87,8 @@ fn dirty(memcg: &MemCgroup) -> u64 {
 /// reads back; sync and drop_caches leave nothing.
 #[test]
 fn a_writer_is_held_to_its_memcg_domains_dirty_threshold() {
-    let (t, _clock, sb) = machine(64 << 10);
+    let (machine, _clock, sb) = machine(64 << 10);
+    let t = machine.tree();
     let a = t.mkdir("/a").unwrap().memcg().unwrap();
     // /a's own structures, charged to the root while /a lives.
     let metadata_pages = t.machine_used_pages();
@@ -129,7 +132,8 @@ fn a_writer_is_held_to_its_memcg_domains_dirty_threshold() {
 /// reads back.
 #[test]
 fn reclaim_activates_dirty_folios_and_frees_them_once_the_flusher_wrote_them() {
-    let (t, _clock, sb) = machine(64 << 10);
+    let (machine, _clock, sb) = machine(64 << 10);
+    let t = machine.tree();
     let a = t.mkdir("/a").unwrap().memcg().unwrap();
     write_pattern(&sb, &a, "f", 1024 * PAGE, || {});
     assert_eq!(
@@ -175,7 +179,8 @@ fn reclaim_activates_dirty_folios_and_frees_them_once_the_flusher_wrote_them() {
 /// writeback ends, and the same reclaim goes on to free it.
 #[test]
 fn the_end_of_writeback_rotates_a_marked_folio_to_the_inactive_tail() {
-    let (t, _clock, sb) = machine(64 << 10);
+    let (machine, _clock, sb) = machine(64 << 10);
+    let t = machine.tree();
     let a = t.mkdir("/a").unwrap().memcg().unwrap();
     write_pattern(&sb, &a, "f", 64 * PAGE, || {});
     assert_eq!(dirty(&a), 64);
@@ -196,7 +201,8 @@ fn the_end_of_writeback_rotates_a_marked_folio_to_the_inactive_tail() {
 /// periodic writeback (every 5 s) takes it.
 #[test]
 fn data_dirty_for_the_expire_interval_is_written_by_the_periodic_writeback() {
-    let (t, clock, sb) = machine(64 << 10);
+    let (machine, clock, sb) = machine(64 << 10);
+    let t = machine.tree();
     let a = t.mkdir("/a").unwrap().memcg().unwrap();
     write_pattern(&sb, &a, "f", 16 * PAGE, || {});
     assert_eq!(dirty(&a), 16);
@@ -228,7 +234,8 @@ fn data_dirty_for_the_expire_interval_is_written_by_the_periodic_writeback() {
 /// bytes) and takes them back under it.
 #[test]
 fn background_writeback_starts_at_the_background_threshold() {
-    let (t, _clock, sb) = machine(64 << 10);
+    let (machine, _clock, sb) = machine(64 << 10);
+    let t = machine.tree();
     t.set_dirty_bytes(400 * PAGE).unwrap();
     t.set_dirty_background_bytes(100 * PAGE).unwrap();
     let root = Arc::clone(t.root());

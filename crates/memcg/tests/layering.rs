@@ -24,11 +24,9 @@ const KNOT: [&str; 3] = ["memcontrol", "folio", "lruvec"];
 /// name them): the memory controller's tree holds state of modules above
 /// it. The test fails when one of them is gone, so that this list only
 /// shrinks.
-const NOT_YET_CUT: [(&str, &str); 3] = [
+const NOT_YET_CUT: [(&str, &str); 2] = [
     // A cgroup's `PsiGroup`; psi names `Cgroup` and the tree back.
     ("cgroup", "psi"),
-    // hooks.rs's reclaim fallback, deleted with `Machine` (issue 22 item 1).
-    ("memcontrol", "vmscan"),
     // The task hooks' `PsiTask`/`Memstall`, while psi names the tree for
     // its clock and its `impl CgroupTree`.
     ("memcontrol", "psi"),

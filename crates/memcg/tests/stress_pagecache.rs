@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use memcg::fs::{FsSource, Superblock, drop_caches};
 use memcg::list_lru::LruDesign;
+use memcg::machine::Machine;
 use memcg::memcontrol::{CgroupTree, ReclaimOptions};
 use memcg::vmscan::{SwapSpace, try_to_free_mem_cgroup_pages};
 use rand::{RngExt, SeedableRng};
@@ -117,7 +118,9 @@ fn chaos(tree: &CgroupTree, sb: &Arc<Superblock>, seed: u64) {
 }
 
 fn run(design: LruDesign, reparent: bool, flusher_thread: bool, seed: u64) {
-    let tree = CgroupTree::default();
+    // The machine's reclaim takes the page cache back under the limit.
+    let machine = Machine::with_tree(CgroupTree::default());
+    let tree = machine.tree().clone();
     tree.set_dirty_background_bytes(16 * 4096).unwrap();
     tree.set_reparent_lru_folios(reparent);
     tree.set_machine_pages(1 << 16);

@@ -146,7 +146,7 @@ impl Bench {
             first_pid: memcg_sim::PID_MAX_LIMIT,
             ..SimConfig::default()
         }));
-        sim.mount(
+        sim.machine().mount(
             "/data",
             memcg::fs::FsSource::Ram {
                 size_bytes: (FILE_BYTES * threads) as u64 + (16 << 20),
@@ -261,6 +261,7 @@ impl Bench {
             Op::Read128k => {
                 let (sb, name) = self
                     .sim
+                    .machine()
                     .resolve_file(&format!("/data/f{t}"))
                     .context("the bench file")?;
                 let memcg = self.sim.fs().memcg("/")?;

@@ -157,13 +157,13 @@ fn run_timed(
         )
     };
     let before = counts();
-    sim.set_reclaim_timing(true);
+    sim.machine().set_reclaim_timing(true);
     let timed: Timed = timed_threads(threads, |t| {
         sim.touch(&names[t])?;
         Ok(())
     })?;
-    let times = sim.reclaim_times();
-    sim.set_reclaim_timing(false);
+    let times = sim.machine().reclaim_times();
+    sim.machine().set_reclaim_timing(false);
     let after = counts();
     let moved = Moved {
         out_pages: after.0 - before.0,

@@ -286,7 +286,7 @@ fn swapon(sim: &Sim, device: Device, device_bytes: u64, swap_dir: &Path) -> anyh
         // One file per size: a reused swap file must be large enough.
         Device::File => {
             let path = swap_dir.join(format!("memcg-bench-{}M.swap", device_bytes >> 20));
-            sim.swapon_file(&path, device_bytes, None)?
+            sim.machine().swapon_file(&path, device_bytes, None)?
         }
     })
 }

@@ -226,6 +226,7 @@ impl SimFs {
             Node::File(path) => {
                 let size = self
                     .sim
+                    .machine()
                     .resolve_file(path)
                     .and_then(|(sb, name)| sb.size_of(&name).ok())
                     .unwrap_or(0);
@@ -331,7 +332,7 @@ impl SimFs {
                 })
             }
             Node::File(_) => {
-                let (sb, name) = self.sim.resolve_file(path).ok_or(Errno::ENOENT)?;
+                let (sb, name) = self.sim.machine().resolve_file(path).ok_or(Errno::ENOENT)?;
                 let memcg = self.host.memcg_of_request(req.pid());
                 let file = sb.open_file(&memcg, &name, false).map_err(|e| e.errno())?;
                 if flags.0 & libc::O_TRUNC != 0 && access != Access::Read {
@@ -547,7 +548,7 @@ impl SimFs {
         path: &str,
         truncate: bool,
     ) -> Result<(Node, memcg::fs::File), Errno> {
-        let (sb, name) = self.sim.resolve_file(path).ok_or(Errno::EACCES)?;
+        let (sb, name) = self.sim.machine().resolve_file(path).ok_or(Errno::EACCES)?;
         if name.is_empty() || name.contains('/') {
             return Err(Errno::EACCES);
         }
@@ -633,7 +634,11 @@ impl Filesystem for SimFs {
                         _ => return Err(Errno::EBADF),
                     },
                     None => {
-                        let (sb, name) = self.sim.resolve_file(&path).ok_or(Errno::ENOENT)?;
+                        let (sb, name) = self
+                            .sim
+                            .machine()
+                            .resolve_file(&path)
+                            .ok_or(Errno::ENOENT)?;
                         let root = self.sim.fs().memcg("/").map_err(|e| e.errno)?;
                         let file = sb.open_file(&root, &name, false).map_err(|e| e.errno())?;
                         file.set_len(size).map_err(|e| e.errno())?;
@@ -837,6 +842,7 @@ impl Filesystem for SimFs {
         let (blocks, used) = match self.node(ino) {
             Ok((path, Node::Mount(_) | Node::File(_))) => self
                 .sim
+                .machine()
                 .resolve_file(&path)
                 .map(|(sb, _)| sb.space_pages())
                 .map_or((0, 0), |(capacity, used)| (capacity.unwrap_or(used), used)),
@@ -857,7 +863,11 @@ impl Filesystem for SimFs {
         // The filesystem writes back as a whole (its superblock's `sync`).
         let result = self.node(ino).and_then(|(path, node)| match node {
             Node::File(_) => {
-                let (sb, _) = self.sim.resolve_file(&path).ok_or(Errno::ENOENT)?;
+                let (sb, _) = self
+                    .sim
+                    .machine()
+                    .resolve_file(&path)
+                    .ok_or(Errno::ENOENT)?;
                 sb.sync().map(drop).map_err(|e| e.errno())
             }
             _ => Ok(()),

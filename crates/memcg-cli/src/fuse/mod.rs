@@ -100,7 +100,8 @@ pub(crate) fn build_machine(spec: &MachineSpec) -> anyhow::Result<Arc<Sim>> {
         ..spec.config
     });
     // Served on the real clock: each filesystem's flusher is a thread.
-    sim.start_flusher_threads()
+    sim.machine()
+        .start_flusher_threads()
         .context("starting the flusher threads")?;
     for (i, fs) in spec.fs.iter().enumerate() {
         if spec.fs[..i].iter().any(|other| other.dir == fs.dir) {
@@ -111,7 +112,8 @@ pub(crate) fn build_machine(spec: &MachineSpec) -> anyhow::Result<Arc<Sim>> {
         {
             bail!("--fs {}={}: {}", fs.dir, host.display(), e);
         }
-        sim.mount(&fs.dir, fs.source.clone())
+        sim.machine()
+            .mount(&fs.dir, fs.source.clone())
             .with_context(|| format!("--fs {}", fs.dir))?;
     }
     if let Some(bytes) = spec.swap_bytes {
@@ -326,7 +328,7 @@ impl FsView {
         let path = self.inodes.path(ino)?;
         match tree::classify(&self.sim, &path)? {
             tree::Node::File(path) | tree::Node::Mount(path) => {
-                self.sim.resolve_file(&path).map(|(sb, _)| sb)
+                self.sim.machine().resolve_file(&path).map(|(sb, _)| sb)
             }
             _ => None,
         }
@@ -334,7 +336,7 @@ impl FsView {
 
     /// Writes back every simulated filesystem (`sync(2)`).
     pub(crate) fn sync_all(&self) -> Result<u64, memcg_sim::SimError> {
-        self.sim.sync()
+        Ok(self.sim.machine().sync()?)
     }
 }
 

@@ -73,7 +73,7 @@ fn cgroupfs_path(path: &str) -> Option<&str> {
 fn anchors(sim: &Sim) -> Vec<String> {
     let mut paths = procfs::kernel_files(sim);
     paths.push(CGROUP_ROOT.to_owned());
-    paths.extend(sim.mounts().into_iter().map(|(dir, _)| dir));
+    paths.extend(sim.machine().mounts().into_iter().map(|(dir, _)| dir));
     paths
 }
 
@@ -91,7 +91,7 @@ pub(crate) fn classify(sim: &Sim, path: &str) -> Option<Node> {
     if procfs::serves(sim, path) {
         return Some(Node::Kernel(path.to_owned()));
     }
-    if let Some((sb, name)) = sim.resolve_file(path) {
+    if let Some((sb, name)) = sim.machine().resolve_file(path) {
         if name.is_empty() {
             return Some(Node::Mount(path.to_owned()));
         }
@@ -118,6 +118,7 @@ pub(crate) fn list(sim: &Sim, path: &str, node: &Node) -> Vec<(String, bool)> {
             .map(|entries| entries.into_iter().map(|e| (e.name, e.is_dir)).collect())
             .unwrap_or_default(),
         Node::Mount(dir) => sim
+            .machine()
             .resolve_file(dir)
             .map(|(sb, _)| {
                 sb.list()
@@ -264,13 +265,14 @@ mod tests {
             .write("/cgroup.subtree_control", "+memory")
             .unwrap();
         sim.fs().mkdir("/a").unwrap();
-        sim.mount(
-            "/tmp/test-fs",
-            memcg::fs::FsSource::Ram {
-                size_bytes: 1 << 20,
-            },
-        )
-        .unwrap();
+        sim.machine()
+            .mount(
+                "/tmp/test-fs",
+                memcg::fs::FsSource::Ram {
+                    size_bytes: 1 << 20,
+                },
+            )
+            .unwrap();
         sim.write_file("/", "/tmp/test-fs/1", b"x").unwrap();
         let c = |p: &str| classify(&sim, p);
         assert_eq!(c("/"), Some(Node::Dir));

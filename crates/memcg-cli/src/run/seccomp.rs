@@ -16,7 +16,7 @@
 //!   (`/proc/PID/fd/N` of the caller, matched by device and inode against
 //!   the mount's files), and nothing for a file elsewhere.
 //!
-//! Writeback itself is the library's (`Superblock::sync`, `Sim::sync`),
+//! Writeback itself is the library's (`Superblock::sync`, `Machine::sync`),
 //! as `fsync` over FUSE uses it. The filter installs with the init's
 //! `CAP_SYS_ADMIN` (root, or root of `memcg run`'s user namespace), so
 //! `no_new_privs` is not set and setuid programs in CMD work as usual.

@@ -42,9 +42,10 @@ fn failed(verb: &str, path: &str, e: &memcg_sim::SimError) -> Failure {
 pub(super) fn cmd_mount(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
     let (source, dir) = match args {
         [] => {
-            let bdis = sh.sim.bdi_names();
+            let bdis = sh.sim.machine().bdi_names();
             let text: String = sh
                 .sim
+                .machine()
                 .mounts()
                 .iter()
                 .zip(&bdis)
@@ -64,8 +65,9 @@ pub(super) fn cmd_mount(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failu
         _ => return Err(sh.usage("mount")),
     };
     sh.sim
+        .machine()
         .mount(dir, source)
-        .map_err(|e| failed("mount", dir, &e))
+        .map_err(|e| failed("mount", dir, &e.into()))
 }
 
 /// `umount DIR`.
@@ -73,7 +75,10 @@ pub(super) fn cmd_umount(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Fail
     let [dir] = args else {
         return Err(sh.usage("umount"));
     };
-    sh.sim.umount(dir).map_err(|e| failed("umount", dir, &e))?;
+    sh.sim
+        .machine()
+        .umount(dir)
+        .map_err(|e| failed("umount", dir, &e.into()))?;
     let prefix = format!("{}/", file_key(dir));
     sh.files.0.retain(|path, _| !path.starts_with(&prefix));
     Ok(())
@@ -220,12 +225,16 @@ pub(super) fn cmd_rm(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure>
 
 /// `sync`.
 pub(super) fn cmd_sync(sh: &mut Shell<'_>, _args: &[String]) -> Result<(), Failure> {
-    sh.sim.sync().map(drop).map_err(|e| failed("sync", "", &e))
+    sh.sim
+        .machine()
+        .sync()
+        .map(drop)
+        .map_err(|e| failed("sync", "", &e.into()))
 }
 
 /// `ls` of a mount or a file under one; `None` if `path` is not there.
 pub(super) fn ls_mount(sh: &mut Shell<'_>, path: &str) -> Option<Result<(), Failure>> {
-    let (sb, name) = sh.sim.resolve_file(path)?;
+    let (sb, name) = sh.sim.machine().resolve_file(path)?;
     let text = if name.is_empty() {
         sb.list()
             .into_iter()

@@ -173,7 +173,7 @@ const COMMANDS: &[Command] = &[
         name: "verify",
         usage: "verify NAME|PATH  (a mapping, or a file under a mount)",
         run: |sh, args| match args {
-            [path] if sh.sim.resolve_file(path).is_some() => files::verify_file(sh, path),
+            [path] if sh.sim.machine().resolve_file(path).is_some() => files::verify_file(sh, path),
             _ => mapping_verb(sh, args, "verify", Sim::verify),
         },
     },

@@ -220,7 +220,8 @@ fn bdi_of(path: &str) -> Option<&str> {
 
 /// The `read_ahead_kb` files of the mounted filesystems' devices.
 fn bdi_files(sim: &Sim) -> impl Iterator<Item = String> {
-    sim.bdi_names()
+    sim.machine()
+        .bdi_names()
         .into_iter()
         .map(|(_, bdi)| format!("{BDI_DIR}{bdi}/read_ahead_kb"))
 }
@@ -234,7 +235,7 @@ pub(crate) fn kernel_files(sim: &Sim) -> Vec<String> {
 
 /// Whether `path` is one of [`kernel_files`].
 pub(crate) fn serves(sim: &Sim, path: &str) -> bool {
-    KERNEL_FILES.contains(&path) || bdi_of(path).is_some_and(|bdi| sim.bdi(bdi).is_some())
+    KERNEL_FILES.contains(&path) || bdi_of(path).is_some_and(|bdi| sim.machine().bdi(bdi).is_some())
 }
 
 /// The permission bits of kernel file `path`, as the kernel shows them.
@@ -356,7 +357,7 @@ pub(crate) fn read(sim: &Sim, path: &str) -> Option<Result<String, Errno>> {
     if path.starts_with(BDI_DIR) {
         return Some(
             bdi_of(path)
-                .and_then(|bdi| sim.bdi(bdi))
+                .and_then(|bdi| sim.machine().bdi(bdi))
                 .map(|sb| format!("{}\n", sb.read_ahead_kb()))
                 .ok_or(Errno::ENOENT),
         );
@@ -368,10 +369,10 @@ pub(crate) fn read(sim: &Sim, path: &str) -> Option<Result<String, Errno>> {
         return Some(Ok(setting.read(sim)));
     }
     Some(match path {
-        "/proc/swaps" => Ok(sim.proc_swaps()),
+        "/proc/swaps" => Ok(sim.machine().proc_swaps()),
         "/proc/meminfo" => Ok(sim.proc_meminfo()),
-        "/proc/sys/vm/swappiness" => Ok(format!("{}\n", sim.fs().tree().vm_swappiness())),
-        "/proc/sys/vm/min_free_kbytes" => Ok(format!("{}\n", sim.fs().tree().vm_min_free_kbytes())),
+        "/proc/sys/vm/swappiness" => Ok(format!("{}\n", sim.machine().vm_swappiness())),
+        "/proc/sys/vm/min_free_kbytes" => Ok(format!("{}\n", sim.machine().vm_min_free_kbytes())),
         "/proc/sys/vm/drop_caches" => Err(Errno::EACCES),
         "/proc/pressure/memory" => {
             let tree = sim.fs().tree();
@@ -411,7 +412,9 @@ pub(crate) fn open_for_write(sim: &Sim, path: &str) -> Result<ProcFile, Errno> {
     }
     if path.starts_with(BDI_DIR) {
         return match bdi_of(path) {
-            Some(bdi) if sim.bdi(bdi).is_some() => Ok(ProcFile::ReadAheadKb(bdi.to_owned())),
+            Some(bdi) if sim.machine().bdi(bdi).is_some() => {
+                Ok(ProcFile::ReadAheadKb(bdi.to_owned()))
+            }
             _ => Err(Errno::ENOENT),
         };
     }
@@ -454,9 +457,9 @@ pub(crate) fn write(sim: &Sim, file: &ProcFile, text: &str) -> Result<(), Errno>
     match file {
         ProcFile::Swappiness => {
             let v = u32::try_from(value).map_err(|_| Errno::EINVAL)?;
-            sim.fs().tree().set_vm_swappiness(v)
+            sim.machine().set_vm_swappiness(v)
         }
-        ProcFile::MinFreeKbytes => sim.fs().tree().set_vm_min_free_kbytes(value),
+        ProcFile::MinFreeKbytes => sim.machine().set_vm_min_free_kbytes(value),
         ProcFile::Zswap(_)
         | ProcFile::Refusing(_)
         | ProcFile::ReadAheadKb(_)
@@ -466,7 +469,7 @@ pub(crate) fn write(sim: &Sim, file: &ProcFile, text: &str) -> Result<(), Errno>
         }
         ProcFile::DropCaches => {
             let mode = u32::try_from(value).map_err(|_| Errno::EINVAL)?;
-            sim.drop_caches(mode).map(drop)
+            sim.machine().drop_caches(mode).map(drop)
         }
         ProcFile::OomScoreAdj(pid) => {
             let task = sim.task(*pid).ok_or(Errno::ESRCH)?;
@@ -486,7 +489,7 @@ fn write_read_ahead_kb(sim: &Sim, bdi: &str, text: &str) -> Result<(), Errno> {
         return Err(Errno::EINVAL);
     }
     let kb: u64 = digits.parse().map_err(|_| Errno::ERANGE)?;
-    let sb = sim.bdi(bdi).ok_or(Errno::ENODEV)?;
+    let sb = sim.machine().bdi(bdi).ok_or(Errno::ENODEV)?;
     sb.set_read_ahead_kb(kb);
     Ok(())
 }

@@ -181,7 +181,7 @@ pub fn verbs_help() -> String {
 
 pub(super) fn cmd_swapon(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failure> {
     if args.is_empty() {
-        let text = sh.sim.proc_swaps();
+        let text = sh.sim.machine().proc_swaps();
         return sh.print(&text);
     }
     // `-p PRIO`: 0..=32767 (`SWAP_FLAG_PRIO_MASK`); -1 is the default, as
@@ -199,7 +199,10 @@ pub(super) fn cmd_swapon(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Fail
             let Ok(bytes) = memparse(size) else {
                 return Err(sh.usage("swapon"));
             };
-            (sh.sim.next_ram_name(), sh.sim.swapon_ram(bytes, prio))
+            (
+                sh.sim.machine().next_ram_name(),
+                sh.sim.swapon_ram(bytes, prio),
+            )
         }
         [kind, path, size] if kind == "file" => {
             let Ok(bytes) = memparse(size) else {
@@ -207,7 +210,10 @@ pub(super) fn cmd_swapon(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Fail
             };
             (
                 path.clone(),
-                sh.sim.swapon_file(Path::new(path), bytes, prio),
+                sh.sim
+                    .machine()
+                    .swapon_file(Path::new(path), bytes, prio)
+                    .map_err(SimError::from),
             )
         }
         _ => return Err(sh.usage("swapon")),
@@ -390,7 +396,7 @@ pub(super) fn cmd_sleep(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failu
         Ok(s) if (0.0..1e9).contains(&s) => {
             sh.clock.advance(std::time::Duration::from_secs_f64(s));
             // The flushers' periodic writeback that came due meanwhile.
-            sh.sim.run_flushers();
+            sh.sim.machine().run_flushers();
             Ok(())
         }
         _ => Err(Failure {

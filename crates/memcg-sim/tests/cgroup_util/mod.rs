@@ -68,13 +68,14 @@ pub fn sim() -> Sim {
     sim.swapon_ram(512 << 20, None).unwrap();
     // Where `get_temp_fd` makes its files (the selftest's working
     // directory): a RAM disk; holes take no disk pages.
-    sim.mount(
-        "/tmp",
-        memcg::fs::FsSource::Ram {
-            size_bytes: 1 << 30,
-        },
-    )
-    .unwrap();
+    sim.machine()
+        .mount(
+            "/tmp",
+            memcg::fs::FsSource::Ram {
+                size_bytes: 1 << 30,
+            },
+        )
+        .unwrap();
     sim
 }
 
@@ -118,7 +119,10 @@ pub fn alloc_pagecache(
     fd: &mut TempFd,
     size: i64,
 ) -> Result<(), SimError> {
-    let (sb, name) = sim.resolve_file(&fd.path).expect("a file under /tmp");
+    let (sb, name) = sim
+        .machine()
+        .resolve_file(&fd.path)
+        .expect("a file under /tmp");
     let st_size = sb.size_of(&name).unwrap_or(0);
     let size = st_size + size as u64;
     sim.extend_file(cgroup, &fd.path, size)?;

@@ -1,13 +1,14 @@
 //! The hooks through which the memory controller calls out to what lies
-//! above it: reclaim (`try_to_free_mem_cgroup_pages`, vmscan's job) and
-//! the OOM killer (`mem_cgroup_out_of_memory`); the tasks of a hierarchy
+//! above it: reclaim (vmscan's job, installed by the machine) and the
+//! OOM killer (`mem_cgroup_out_of_memory`); the tasks of a hierarchy
 //! are the cgroup core's ([`TaskHooks`](crate::cgroup::TaskHooks)).
 //!
-//! A [`CgroupTree`] starts with the library's own reclaim with no swap
-//! device (`vmscan`: page cache, shrinkers; anonymous memory stays), and
-//! a null OOM hook ([`NoOomVictim`]): nobody to kill. Installing
-//! a hook replaces it for every later call; a call in progress finishes
-//! with the hook it started with.
+//! A bare [`CgroupTree`] starts with null hooks: no reclaim
+//! ([`NoReclaim`]: a charge over a limit finds nothing to free) and
+//! nobody to kill ([`NoOomVictim`]). A
+//! [`Machine`](crate::machine::Machine) installs the one reclaimer, `vmscan`
+//! with its swap space. Installing a hook replaces it for every later
+//! call; a call in progress finishes with the hook it started with.
 //!
 //! Locking: the hooks sit behind one mutex, held only to clone an `Arc`
 //! out, so a hook runs with no memcontrol lock held and may call back into
@@ -19,7 +20,7 @@ use crate::psi::{Memstall, PsiRunning, PsiTask};
 use crate::sync::{Arc, lock};
 
 /// How a reclaim may work (the `reclaim_options` and proactive
-/// swappiness `try_to_free_mem_cgroup_pages` is given).
+/// swappiness memcg reclaim is given).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReclaimOptions {
     /// May swap anonymous pages (`MEMCG_RECLAIM_MAY_SWAP`).
@@ -27,7 +28,8 @@ pub struct ReclaimOptions {
     /// Asked for by `memory.reclaim` (`MEMCG_RECLAIM_PROACTIVE`).
     pub proactive: bool,
     /// Overrides `vm.swappiness` for this reclaim (`memory.reclaim`'s
-    /// `swappiness=`).
+    /// `swappiness=`); the machine's reclaimer fills in its
+    /// `vm.swappiness` when none is given.
     pub swappiness: Option<u32>,
     /// Run by kswapd (`current_is_kswapd()`): one `balance_pgdat` run
     /// over the machine (the target is the root, the page count the high
@@ -47,8 +49,9 @@ impl Default for ReclaimOptions {
     }
 }
 
-/// Frees memory of a cgroup (`try_to_free_mem_cgroup_pages`). A tree
-/// without one installed reclaims with `vmscan` and no swap space.
+/// Frees memory of a cgroup (vmscan's memcg reclaim). A tree
+/// without one installed frees nothing; a
+/// [`Machine`](crate::machine::Machine) installs `vmscan`'s.
 pub trait MemcgReclaim: Send + Sync {
     /// Tries to free `nr_pages` charged to `cg`'s subtree; returns the
     /// pages freed. `nr_pages` may be below `SWAP_CLUSTER_MAX` (even 0 for
@@ -86,6 +89,16 @@ pub trait OomHandler: Send + Sync {
     }
 }
 
+/// No reclaim: nothing is ever freed (the default until a machine
+/// installs its reclaimer).
+pub(crate) struct NoReclaim;
+
+impl MemcgReclaim for NoReclaim {
+    fn reclaim(&self, _: &Arc<MemCgroup>, _: u64, _: ReclaimOptions) -> u64 {
+        0
+    }
+}
+
 /// No OOM victim: there is never a task to kill (the default).
 pub(crate) struct NoOomVictim;
 
@@ -97,8 +110,7 @@ impl OomHandler for NoOomVictim {
 
 /// The tree's reclaim and OOM hooks, and its clock.
 pub(crate) struct Hooks {
-    /// `None`: `vmscan` without swap.
-    reclaim: Option<Arc<dyn MemcgReclaim>>,
+    reclaim: Arc<dyn MemcgReclaim>,
     oom: Arc<dyn OomHandler>,
     clock: Arc<dyn Clock>,
 }
@@ -106,7 +118,7 @@ pub(crate) struct Hooks {
 impl Default for Hooks {
     fn default() -> Self {
         Self {
-            reclaim: None,
+            reclaim: Arc::new(NoReclaim),
             oom: Arc::new(NoOomVictim),
             clock: Arc::new(RealClock::default()),
         }
@@ -123,7 +135,7 @@ pub(super) struct KswapdStall {
 impl CgroupTree {
     /// Installs the reclaim hook charging calls when a limit is hit.
     pub fn set_reclaimer(&self, reclaim: Arc<dyn MemcgReclaim>) {
-        lock(&self.shared.hooks).reclaim = Some(reclaim);
+        lock(&self.shared.hooks).reclaim = reclaim;
     }
 
     /// Installs the OOM hook.
@@ -143,24 +155,15 @@ impl CgroupTree {
     }
 
     /// Reclaims `nr_pages` from `cg`'s subtree through the installed
-    /// reclaimer, or `vmscan` with no swap space when none is.
+    /// reclaimer (none on a bare tree: see the module docs).
     pub(super) fn reclaim_memcg(
         &self,
         cg: &Arc<MemCgroup>,
         nr_pages: u64,
         opts: ReclaimOptions,
     ) -> u64 {
-        let installed = lock(&self.shared.hooks).reclaim.clone();
-        match installed {
-            Some(reclaimer) => reclaimer.reclaim(cg, nr_pages, opts),
-            None => crate::vmscan::try_to_free_mem_cgroup_pages(
-                self,
-                cg,
-                nr_pages,
-                &crate::vmscan::SwapSpace::default,
-                opts,
-            ),
-        }
+        let reclaimer = Arc::clone(&lock(&self.shared.hooks).reclaim);
+        reclaimer.reclaim(cg, nr_pages, opts)
     }
 
     pub(super) fn oom_handler(&self) -> Arc<dyn OomHandler> {

@@ -35,7 +35,6 @@
 
 use super::charge::MAX_RECLAIM_RETRIES;
 use super::{CgroupTree, ChargeError, ReclaimOptions};
-use crate::errno::Errno;
 use crate::mm_types::PAGE_SIZE;
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
@@ -107,26 +106,23 @@ impl CgroupTree {
         self.root().memory().usage()
     }
 
-    /// `vm.min_free_kbytes`.
-    pub fn vm_min_free_kbytes(&self) -> u64 {
+    /// `vm.min_free_kbytes` (the machine's sysctl,
+    /// [`Machine::set_vm_min_free_kbytes`](crate::machine::Machine::set_vm_min_free_kbytes),
+    /// sets it).
+    pub(crate) fn min_free_kbytes(&self) -> u64 {
         // Relaxed: a setting (module docs).
         self.shared.machine.min_free_kbytes.load(Ordering::Relaxed)
     }
 
-    /// Sets `vm.min_free_kbytes` (`min_free_kbytes_sysctl_handler`: an int
-    /// of at least 0, else `EINVAL`) and moves the root's limit and the
-    /// watermarks with it. A reserve as large as the machine leaves
-    /// ordinary charges nothing, as it would the kernel's allocations.
-    pub fn set_vm_min_free_kbytes(&self, kbytes: i64) -> Result<(), Errno> {
-        let kbytes = u64::try_from(kbytes)
-            .ok()
-            .filter(|&kb| kb <= i32::MAX as u64)
-            .ok_or(Errno::EINVAL)?;
+    /// Sets the reserve to `kbytes` and moves the root's limit and the
+    /// watermarks with it (`setup_per_zone_wmarks`). A reserve as large
+    /// as the machine leaves ordinary charges nothing, as it would the
+    /// kernel's allocations.
+    pub(crate) fn set_min_free_kbytes(&self, kbytes: u64) {
         // Relaxed: a setting (module docs).
         let machine = &self.shared.machine;
         machine.min_free_kbytes.store(kbytes, Ordering::Relaxed);
         self.apply_min_free();
-        Ok(())
     }
 
     /// The watermarks (`__setup_per_zone_wmarks` for one zone); all 0 on a
@@ -141,7 +137,7 @@ impl CgroupTree {
                 high_pages: 0,
             };
         }
-        let min_pages = self.vm_min_free_kbytes() / (PAGE_SIZE / 1024);
+        let min_pages = self.min_free_kbytes() / (PAGE_SIZE / 1024);
         let gap = (min_pages / 4).max(total * WATERMARK_SCALE_FACTOR / 10_000);
         Watermarks {
             min_pages,
@@ -293,11 +289,9 @@ mod tests {
         assert_eq!(marks.high_pages, 256 + 128);
         assert_eq!(tree.root().memory().max(), 16384 - 256);
         assert_eq!(tree.machine_pages(), 16384);
-        tree.set_vm_min_free_kbytes(4096).unwrap();
+        tree.set_min_free_kbytes(4096);
         assert_eq!(tree.root().memory().max(), 16384 - 1024);
-        assert_eq!(tree.set_vm_min_free_kbytes(-1), Err(Errno::EINVAL));
-        assert_eq!(tree.set_vm_min_free_kbytes(1 << 31), Err(Errno::EINVAL));
-        assert_eq!(tree.vm_min_free_kbytes(), 4096);
+        assert_eq!(tree.min_free_kbytes(), 4096);
     }
 
     #[test]
