@@ -20,11 +20,11 @@ const PAGE: u64 = 4096;
 /// from the cache.
 fn cold_file(pages: u64) -> (Arc<Machine>, Arc<MemCgroup>, Arc<Superblock>) {
     let machine = Machine::with_tree(CgroupTree::default());
-    let t = machine.tree();
+    let t = machine.tree().clone();
     t.set_charge_stock(false);
     let a = t.mkdir("/a").unwrap().memcg().unwrap();
     let sb = Superblock::mount(
-        t,
+        &t,
         FsSource::Ram {
             size_bytes: 64 << 20,
         },
@@ -35,7 +35,7 @@ fn cold_file(pages: u64) -> (Arc<Machine>, Arc<MemCgroup>, Arc<Superblock>) {
     let data: Vec<u8> = (0..pages * PAGE).map(|i| (i % 251) as u8).collect();
     sb.write(&t.root().clone(), "f", &data).unwrap();
     sb.sync().unwrap();
-    drop_caches(t, std::slice::from_ref(&sb), 1);
+    drop_caches(&t, std::slice::from_ref(&sb), 1);
     assert_eq!(sb.counts().nr_cached_pages, 0);
     (machine, a, sb)
 }
@@ -110,7 +110,7 @@ fn a_larger_read_ahead_kb_scales_the_initial_window() {
 #[test]
 fn readahead_never_reads_past_the_end_of_the_file() {
     let (machine, a, sb) = cold_file(3);
-    let t = machine.tree();
+    let t = machine.tree().clone();
     let calls = ReadCalls {
         offset: 0,
         bs: 1,
@@ -121,7 +121,7 @@ fn readahead_never_reads_past_the_end_of_the_file() {
     // A 100-byte file: one page, whatever the request.
     sb.write(&a, "small", &[7; 100]).unwrap();
     sb.sync().unwrap();
-    drop_caches(t, std::slice::from_ref(&sb), 1);
+    drop_caches(&t, std::slice::from_ref(&sb), 1);
     assert_eq!(file_pages(&a), 0);
     assert_eq!(sb.read(&a, "small").unwrap(), [7; 100]);
     assert_eq!(file_pages(&a), 1);
@@ -153,7 +153,7 @@ fn a_readahead_charge_over_memory_max_stops_quietly() {
 #[test]
 fn readahead_of_evicted_pages_counts_refaults() {
     let (machine, a, sb) = cold_file(64);
-    let t = machine.tree();
+    let t = machine.tree().clone();
     sb.read(&a, "f").unwrap();
     assert_eq!(file_pages(&a), 64);
     let freed = memcg::vmscan::try_to_free_mem_cgroup_pages(

@@ -24,13 +24,13 @@ const PAGE: u64 = 4096;
 /// the machine's), and a RAM disk of 128M.
 fn machine(mem_pages: u64) -> (Arc<Machine>, Arc<VirtualClock>, Arc<Superblock>) {
     let machine = Machine::with_tree(CgroupTree::default());
-    let t = machine.tree();
+    let t = machine.tree().clone();
     t.set_charge_stock(false);
     t.set_machine_pages(mem_pages);
     let clock = Arc::new(VirtualClock::default());
     t.set_clock(clock.clone());
     let sb = Superblock::mount(
-        t,
+        &t,
         FsSource::Ram {
             size_bytes: 128 << 20,
         },
@@ -88,7 +88,7 @@ fn dirty(memcg: &MemCgroup) -> u64 {
 #[test]
 fn a_writer_is_held_to_its_memcg_domains_dirty_threshold() {
     let (machine, _clock, sb) = machine(64 << 10);
-    let t = machine.tree();
+    let t = machine.tree().clone();
     let a = t.mkdir("/a").unwrap().memcg().unwrap();
     // /a's own structures, charged to the root while /a lives.
     let metadata_pages = t.machine_used_pages();
@@ -133,7 +133,7 @@ fn a_writer_is_held_to_its_memcg_domains_dirty_threshold() {
 #[test]
 fn reclaim_activates_dirty_folios_and_frees_them_once_the_flusher_wrote_them() {
     let (machine, _clock, sb) = machine(64 << 10);
-    let t = machine.tree();
+    let t = machine.tree().clone();
     let a = t.mkdir("/a").unwrap().memcg().unwrap();
     write_pattern(&sb, &a, "f", 1024 * PAGE, || {});
     assert_eq!(
@@ -180,7 +180,7 @@ fn reclaim_activates_dirty_folios_and_frees_them_once_the_flusher_wrote_them() {
 #[test]
 fn the_end_of_writeback_rotates_a_marked_folio_to_the_inactive_tail() {
     let (machine, _clock, sb) = machine(64 << 10);
-    let t = machine.tree();
+    let t = machine.tree().clone();
     let a = t.mkdir("/a").unwrap().memcg().unwrap();
     write_pattern(&sb, &a, "f", 64 * PAGE, || {});
     assert_eq!(dirty(&a), 64);
@@ -202,7 +202,7 @@ fn the_end_of_writeback_rotates_a_marked_folio_to_the_inactive_tail() {
 #[test]
 fn data_dirty_for_the_expire_interval_is_written_by_the_periodic_writeback() {
     let (machine, clock, sb) = machine(64 << 10);
-    let t = machine.tree();
+    let t = machine.tree().clone();
     let a = t.mkdir("/a").unwrap().memcg().unwrap();
     write_pattern(&sb, &a, "f", 16 * PAGE, || {});
     assert_eq!(dirty(&a), 16);
@@ -235,7 +235,7 @@ fn data_dirty_for_the_expire_interval_is_written_by_the_periodic_writeback() {
 #[test]
 fn background_writeback_starts_at_the_background_threshold() {
     let (machine, _clock, sb) = machine(64 << 10);
-    let t = machine.tree();
+    let t = machine.tree().clone();
     t.set_dirty_bytes(400 * PAGE).unwrap();
     t.set_dirty_background_bytes(100 * PAGE).unwrap();
     let root = Arc::clone(t.root());
