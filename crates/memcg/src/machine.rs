@@ -9,9 +9,9 @@
 //! (`vm.swappiness`, `vm.min_free_kbytes`, with the sysctls' bounds; the
 //! watermarks derived from the latter stay with the tree's charge path,
 //! as the kernel's zones keep theirs, and `vm.dirty_*` with
-//! [`page_writeback`](crate::page_writeback), which reads them). [`Machine::new`] sizes the machine
-//! and installs, on the tree and on zswap, the two hooks that make them one
-//! kernel:
+//! [`page_writeback`](crate::page_writeback), which reads them).
+//! [`Machine::new`] sizes the machine and installs, on the tree and on
+//! zswap, the two hooks that make them one kernel:
 //!
 //! - **reclaim**: every charge over a limit, `memory.reclaim`, `memory.high`'s
 //!   work and kswapd reach `vmscan`'s
@@ -57,6 +57,10 @@
 //!
 //! Nothing in the machine changes for it: charges, reclaim, swap and
 //! zswap see folios and their owners' `Rmap`, whichever kind they are.
+//!
+//! Invariant: a machine's tree has exactly one reclaimer, this machine's,
+//! installed before [`Machine::new`] returns and never replaced by the
+//! library (a test may watch it through [`Machine::set_reclaim_probe`]).
 //!
 //! Locking: the machine adds one lock of its own per table (the RAM disk
 //! counter, the mount table, the reclaim probe), each held only for a
