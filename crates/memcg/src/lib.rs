@@ -183,6 +183,8 @@ pub(crate) mod idr;
 pub(crate) mod lazy_zeroed;
 pub mod list_lru;
 pub mod lruvec;
+// Threads and host I/O, not modelled: no loom build.
+#[cfg(not(loom))]
 pub mod machine;
 pub mod memcontrol;
 pub mod mm_types;
