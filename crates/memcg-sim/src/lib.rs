@@ -27,6 +27,8 @@
 //! operation on the mapping, so operations on different mappings run in
 //! parallel and swapoff's walk sees each mapping between operations.
 
+#![warn(unreachable_pub)]
+
 mod charges;
 pub mod fill;
 mod freezer;

@@ -64,21 +64,21 @@ use memcg::mm_types::PAGE_SIZE;
 use crate::lock;
 
 /// `PMD_SIZE`: what a PTE table maps.
-pub const PMD_SIZE: u64 = 1 << 21;
+pub(crate) const PMD_SIZE: u64 = 1 << 21;
 
 /// `PUD_SIZE`: what a PMD table maps.
-pub const PUD_SIZE: u64 = 1 << 30;
+pub(crate) const PUD_SIZE: u64 = 1 << 30;
 
 /// `PGDIR_SIZE`: what a PUD table maps (4-level paging).
-pub const PGDIR_SIZE: u64 = 1 << 39;
+pub(crate) const PGDIR_SIZE: u64 = 1 << 39;
 
 /// `TASK_SIZE` of a 64-bit task with 4-level paging
 /// (`DEFAULT_MAP_WINDOW`: 47 bits less a guard page).
-pub const TASK_SIZE: u64 = (1 << 47) - PAGE_SIZE;
+pub(crate) const TASK_SIZE: u64 = (1 << 47) - PAGE_SIZE;
 
 /// `mmap_base` without randomization: `TASK_SIZE` less the 128M minimum
 /// gap kept for the stack.
-pub const MMAP_BASE: u64 = TASK_SIZE - (128 << 20);
+pub(crate) const MMAP_BASE: u64 = TASK_SIZE - (128 << 20);
 
 /// `mmap_min_addr`'s default: nothing is mapped below it.
 const MMAP_MIN_ADDR: u64 = 1 << 16;
@@ -86,7 +86,7 @@ const MMAP_MIN_ADDR: u64 = 1 << 16;
 /// A page-table level below the PGD: the table of that level covering an
 /// address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Level {
+pub(crate) enum Level {
     /// A PUD table (maps 512G).
     Pud,
     /// A PMD table (maps 1G).
@@ -97,7 +97,7 @@ pub enum Level {
 
 impl Level {
     /// The span of addresses one table of this level maps.
-    pub const fn span(self) -> u64 {
+    pub(crate) const fn span(self) -> u64 {
         match self {
             Level::Pud => PGDIR_SIZE,
             Level::Pmd => PUD_SIZE,
@@ -109,7 +109,7 @@ impl Level {
 /// Where a mapping of `size_bytes` made of `folio_bytes` folios starts
 /// (see the module docs), or `None` if it does not fit below
 /// `mmap_base` (`mmap` fails with `ENOMEM`).
-pub fn mapping_start(size_bytes: u64, folio_bytes: u64) -> Option<u64> {
+pub(crate) fn mapping_start(size_bytes: u64, folio_bytes: u64) -> Option<u64> {
     let top = MMAP_BASE.checked_sub(size_bytes)?;
     let align = if size_bytes.is_multiple_of(PMD_SIZE) {
         PMD_SIZE
@@ -123,7 +123,7 @@ pub fn mapping_start(size_bytes: u64, folio_bytes: u64) -> Option<u64> {
 /// The page tables of one address space (a task's `mm_struct`'s, below
 /// its PGD).
 #[derive(Debug, Default)]
-pub struct PageTables {
+pub(crate) struct PageTables {
     /// Each table by its level and the index of the span it maps.
     tables: Mutex<BTreeMap<(Level, u64), PageTableCharge>>,
     /// `tables.len()`, for a look without the lock (`mm_pgtables_bytes`).
@@ -132,7 +132,7 @@ pub struct PageTables {
 
 impl PageTables {
     /// Pages of page tables (`mm_pgtables_bytes / PAGE_SIZE`).
-    pub fn nr_pages(&self) -> u64 {
+    pub(crate) fn nr_pages(&self) -> u64 {
         // Relaxed: a statistic (the OOM killer's).
         self.nr_pages.load(Ordering::Relaxed)
     }

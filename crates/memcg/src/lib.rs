@@ -172,6 +172,8 @@
 //! swaps for loom's model-checked types; the loom models live in
 //! `tests/loom_*.rs`.
 
+#![warn(unreachable_pub)]
+
 pub mod cgroup;
 pub mod cgroupfs;
 pub mod clock;

@@ -41,7 +41,7 @@ use crate::sync::{Arc, AtomicU64, Ordering};
 
 /// How often a charge retries reclaim before invoking the OOM path
 /// (`MAX_RECLAIM_RETRIES`).
-pub const MAX_RECLAIM_RETRIES: u32 = 16;
+pub(super) const MAX_RECLAIM_RETRIES: u32 = 16;
 
 /// OOM passes in a row that freed nothing (no usage came off the cgroup
 /// over its limit) after which a charge, or a `memory.max` write, gives
@@ -748,7 +748,7 @@ enum Refused {
 }
 
 /// The longest one throttle sleeps (`MEMCG_MAX_HIGH_DELAY_JIFFIES`).
-pub const MEMCG_MAX_HIGH_DELAY_JIFFIES: u64 = 2 * HZ;
+pub(super) const MEMCG_MAX_HIGH_DELAY_JIFFIES: u64 = 2 * HZ;
 
 /// `MEMCG_DELAY_PRECISION_SHIFT`: overages are in 1/2^20 of `high`.
 const MEMCG_DELAY_PRECISION_SHIFT: u32 = 20;
@@ -760,7 +760,7 @@ const MEMCG_DELAY_SCALING_SHIFT: u32 = 14;
 /// sleeps for an overage of `max_overage` (from `calculate_overage`):
 /// `overage^2 * HZ`, scaled down by 2^34, times `nr_pages / 64`. Not yet
 /// capped at [`MEMCG_MAX_HIGH_DELAY_JIFFIES`].
-pub fn calculate_high_delay(nr_pages: u64, max_overage: u64) -> u64 {
+pub(super) fn calculate_high_delay(nr_pages: u64, max_overage: u64) -> u64 {
     if max_overage == 0 {
         return 0;
     }

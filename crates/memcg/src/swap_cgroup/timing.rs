@@ -87,7 +87,7 @@ fn net_ns(elapsed: std::time::Duration, clock_ns: u64) -> u64 {
 
 /// The cost of one `Instant::now()`: the least of many back-to-back pairs
 /// (the least, since anything larger is an interruption, not the clock).
-pub fn clock_overhead_ns() -> u64 {
+pub(super) fn clock_overhead_ns() -> u64 {
     (0..1000)
         .map(|_| {
             let a = Instant::now();

@@ -98,7 +98,7 @@ fn pages_per_zspage(slot_bytes: usize) -> usize {
 }
 
 /// The size-class pool.
-pub struct Pool {
+pub(super) struct Pool {
     tree: CgroupTree,
     classes: Box<[Mutex<SizeClass>]>,
     /// Pages of every zspage (`zs_get_total_pages`).
@@ -115,7 +115,7 @@ impl std::fmt::Debug for Pool {
 
 impl Pool {
     /// An empty pool whose pages come from `tree`'s machine.
-    pub fn new(tree: &CgroupTree) -> Self {
+    pub(super) fn new(tree: &CgroupTree) -> Self {
         Self {
             tree: tree.clone(),
             classes: (0..NR_CLASSES)
@@ -126,13 +126,13 @@ impl Pool {
     }
 
     /// Pages the pool holds (`pool_total_size` / `PAGE_SIZE`).
-    pub fn nr_pages(&self) -> u64 {
+    pub(super) fn nr_pages(&self) -> u64 {
         // Relaxed: a statistic.
         self.nr_pages.load(Ordering::Relaxed)
     }
 
     /// Stores `data` (`zs_malloc` + copy), returning its handle.
-    pub fn alloc(&self, data: &[u8]) -> Result<Handle, PoolError> {
+    pub(super) fn alloc(&self, data: &[u8]) -> Result<Handle, PoolError> {
         if data.len() > PAGE_BYTES {
             return Err(PoolError::TooBig(data.len()));
         }
@@ -191,7 +191,7 @@ impl Pool {
     }
 
     /// Calls `f` with the object's bytes (`zs_map_object`), `len` of them.
-    pub fn read<R>(&self, handle: Handle, len: usize, f: impl FnOnce(&[u8]) -> R) -> R {
+    pub(super) fn read<R>(&self, handle: Handle, len: usize, f: impl FnOnce(&[u8]) -> R) -> R {
         let class = lock(&self.classes[usize::from(handle.class)]);
         let page = class.zspages[handle.zspage as usize]
             .as_ref()
@@ -201,7 +201,7 @@ impl Pool {
     }
 
     /// Frees an object (`zs_free`); a zspage left empty goes back.
-    pub fn free(&self, handle: Handle) {
+    pub(super) fn free(&self, handle: Handle) {
         let mut class = lock(&self.classes[usize::from(handle.class)]);
         let slots = class.slots_per_zspage;
         let page = class.zspages[handle.zspage as usize]
