@@ -63,7 +63,7 @@ pub const NAME_MAX: usize = 255;
 
 /// `cgroup.max.descendants` and `cgroup.max.depth` when unlimited
 /// (`INT_MAX`, shown as `max`).
-pub const CGROUP_LIMIT_MAX: u32 = i32::MAX as u32;
+pub(crate) const CGROUP_LIMIT_MAX: u32 = i32::MAX as u32;
 
 /// Why a cgroup operation was refused. Nothing changed when one is returned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -347,7 +347,7 @@ impl Cgroup {
     }
 
     /// Whether rmdir removed it (it may live on as a dying cgroup).
-    pub fn is_removed(&self) -> bool {
+    pub(crate) fn is_removed(&self) -> bool {
         // Acquire: pairs with the Release store in `remove_locked`.
         self.removed.load(Ordering::Acquire)
     }
@@ -384,7 +384,7 @@ impl Cgroup {
     }
 
     /// This cgroup, then its parent, up to the root.
-    pub fn self_and_ancestors(&self) -> impl Iterator<Item = &Cgroup> {
+    pub(crate) fn self_and_ancestors(&self) -> impl Iterator<Item = &Cgroup> {
         std::iter::once(self).chain(self.ancestors().map(|a| &**a))
     }
 
@@ -441,7 +441,7 @@ impl Cgroup {
     }
 
     /// Whether this cgroup's `cgroup.subtree_control` has `memory`.
-    pub fn subtree_memory(&self) -> bool {
+    pub(crate) fn subtree_memory(&self) -> bool {
         // Acquire: pairs with the Release in `set_subtree_memory`.
         self.subtree_memory.load(Ordering::Acquire)
     }
@@ -449,7 +449,7 @@ impl Cgroup {
     /// Whether the memory controller is on for this cgroup (it is listed in
     /// `cgroup.controllers`): always for the root and in an `Everywhere`
     /// tree, else when the parent has `+memory` in its subtree control.
-    pub fn memory_enabled(&self) -> bool {
+    pub(crate) fn memory_enabled(&self) -> bool {
         self.mode == MemoryController::Everywhere
             || self.parent.as_ref().is_none_or(|p| p.subtree_memory())
     }
@@ -484,23 +484,23 @@ impl Cgroup {
     }
 
     /// `cgroup.max.descendants` (`CGROUP_LIMIT_MAX`: no limit).
-    pub fn max_descendants(&self) -> u32 {
+    pub(crate) fn max_descendants(&self) -> u32 {
         self.max_descendants.load(Ordering::Relaxed)
     }
 
     /// Sets `cgroup.max.descendants`.
-    pub fn set_max_descendants(&self, max: u32) {
+    pub(crate) fn set_max_descendants(&self, max: u32) {
         self.max_descendants
             .store(max.min(CGROUP_LIMIT_MAX), Ordering::Relaxed);
     }
 
     /// `cgroup.max.depth` (`CGROUP_LIMIT_MAX`: no limit).
-    pub fn max_depth(&self) -> u32 {
+    pub(crate) fn max_depth(&self) -> u32 {
         self.max_depth.load(Ordering::Relaxed)
     }
 
     /// Sets `cgroup.max.depth`.
-    pub fn set_max_depth(&self, max: u32) {
+    pub(crate) fn set_max_depth(&self, max: u32) {
         self.max_depth
             .store(max.min(CGROUP_LIMIT_MAX), Ordering::Relaxed);
     }
@@ -582,11 +582,6 @@ impl CgroupRoot {
         &self.root
     }
 
-    /// Which cgroups get a memory cgroup.
-    pub fn memory_controller(&self) -> MemoryController {
-        self.mode
-    }
-
     /// A serial never handed out before in this hierarchy (cgroups and
     /// controller states draw from one sequence).
     pub(crate) fn next_serial(&self) -> u64 {
@@ -612,7 +607,7 @@ impl CgroupRoot {
     }
 
     /// Kills every task in `cg`'s subtree (`cgroup.kill`).
-    pub fn kill_tasks(&self, cg: &Arc<Cgroup>) {
+    pub(crate) fn kill_tasks(&self, cg: &Arc<Cgroup>) {
         self.task_hooks().kill(cg);
     }
 
@@ -621,7 +616,7 @@ impl CgroupRoot {
     /// ([`CgroupError::RelativePath`], `EINVAL`, otherwise); repeated and
     /// trailing slashes are ignored, as the VFS ignores them, here and in
     /// every call that takes a path.
-    pub fn find_cgroup(&self, path: &str) -> Result<Arc<Cgroup>, CgroupError> {
+    pub(crate) fn find_cgroup(&self, path: &str) -> Result<Arc<Cgroup>, CgroupError> {
         let mut at = Arc::clone(&self.root);
         for name in components(path)? {
             at = at.child(name).ok_or_else(|| CgroupError::NotFound {
@@ -775,7 +770,11 @@ impl CgroupRoot {
     /// it gives every child a memory cgroup. Disabling is refused while a
     /// child has `memory` in its own subtree control (`EBUSY`); it takes
     /// the children's memory cgroups offline, and their tasks charge `cg`'s.
-    pub fn set_subtree_memory(&self, cg: &Arc<Cgroup>, enable: bool) -> Result<(), CgroupError> {
+    pub(crate) fn set_subtree_memory(
+        &self,
+        cg: &Arc<Cgroup>,
+        enable: bool,
+    ) -> Result<(), CgroupError> {
         if self.mode == MemoryController::Everywhere {
             return Err(CgroupError::FixedController);
         }
@@ -851,7 +850,7 @@ impl CgroupRoot {
     /// thread, `EBUSY` into a non-root cgroup with controllers in its
     /// subtree control (`cgroup_migrate_vet_dst`), `EOPNOTSUPP` for any
     /// other cgroup (`cgroup_attach_permissions`: another domain).
-    pub fn attach_thread(&self, tid: u32, cg: &Arc<Cgroup>) -> Result<(), Errno> {
+    pub(crate) fn attach_thread(&self, tid: u32, cg: &Arc<Cgroup>) -> Result<(), Errno> {
         let _cgroup_mutex = lock(&self.cgroup_mutex);
         if cg.is_removed() {
             return Err(Errno::ENODEV);

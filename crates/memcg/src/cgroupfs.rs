@@ -153,7 +153,7 @@ pub struct BadSize {
 /// Parses a memory value as `page_counter_memparse` does: `max`, or bytes
 /// with an optional suffix; returns whole pages (rounded down, capped at
 /// [`PAGE_COUNTER_MAX`]).
-pub fn parse_pages(text: &str) -> Result<u64, BadSize> {
+pub(crate) fn parse_pages(text: &str) -> Result<u64, BadSize> {
     let s = strstrip(text);
     if s == "max" {
         return Ok(PAGE_COUNTER_MAX);
@@ -286,7 +286,7 @@ fn kstrtoint(text: &str) -> Result<i32, WriteError> {
 }
 
 /// Formats pages as `memory.max` reads back: bytes, or `max`.
-pub fn format_pages(pages: u64) -> String {
+pub(crate) fn format_pages(pages: u64) -> String {
     if pages >= PAGE_COUNTER_MAX {
         "max".to_owned()
     } else {

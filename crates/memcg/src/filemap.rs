@@ -248,7 +248,7 @@ impl AddressSpace {
 
     /// An empty cache for a file stored in `backing` on the backing device
     /// `bdi` (its filesystem's).
-    pub fn with_bdi(
+    pub(crate) fn with_bdi(
         tree: &CgroupTree,
         backing: Arc<dyn Backing>,
         swap: Arc<dyn Fn() -> SwapSpace + Send + Sync>,
@@ -269,7 +269,7 @@ impl AddressSpace {
 
     /// Tells `host` whenever entries leave the mapping and it is then
     /// shrinkable.
-    pub fn set_host(&self, host: Arc<dyn MappingHost>) {
+    pub(crate) fn set_host(&self, host: Arc<dyn MappingHost>) {
         *lock(&self.host) = Some(host);
     }
 
@@ -286,13 +286,8 @@ impl AddressSpace {
     }
 
     /// Dirty pages cached.
-    pub fn nr_dirty(&self) -> u64 {
+    pub(crate) fn nr_dirty(&self) -> u64 {
         lock(&self.pages).nr_dirty
-    }
-
-    /// Pages being written back.
-    pub fn nr_writeback(&self) -> u64 {
-        lock(&self.pages).nr_writeback
     }
 
     /// Shadow entries kept.
@@ -879,7 +874,7 @@ impl AddressSpace {
     /// Cuts the file to `size_bytes` (`truncate_setsize` shrinking a
     /// file): cached pages and shadows beyond go, the tail of a cached last
     /// page is zeroed, and the backing store is cut too.
-    pub fn truncate_to(&self, size_bytes: u64) -> Result<(), FilemapError> {
+    pub(crate) fn truncate_to(&self, size_bytes: u64) -> Result<(), FilemapError> {
         let first_gone = size_bytes.div_ceil(PAGE_SIZE);
         let (dropped, freed_nodes, shrinkable) = {
             // Writes in flight of the pages that go, and of a partial last
@@ -1039,7 +1034,7 @@ impl RaMapping for Ractl<'_> {
 /// mm/swap.c): the first marks it referenced; the next, while it is
 /// inactive, activates it (`pgactivate`, and the workingset clock ages:
 /// `workingset_activation`).
-pub fn folio_mark_accessed(folio: &Arc<Folio>) {
+pub(crate) fn folio_mark_accessed(folio: &Arc<Folio>) {
     if !lruvec::folio_test_set_referenced(folio, true) {
         return;
     }

@@ -92,7 +92,7 @@ impl Folio {
     /// for the caller to fill whole (`filemap_alloc_folio` +
     /// `mem_cgroup_charge`), with the effort `gfp` allows (readahead
     /// charges with [`Gfp::NoRetry`]).
-    pub fn new_file(
+    pub(crate) fn new_file(
         tree: &CgroupTree,
         memcg: &Arc<MemCgroup>,
         nr: u32,
@@ -168,7 +168,7 @@ impl Folio {
     }
 
     /// Whether it is page cache (`folio_is_file_lru`).
-    pub fn is_file(&self) -> bool {
+    pub(crate) fn is_file(&self) -> bool {
         self.kind == FolioKind::File
     }
 
@@ -183,7 +183,7 @@ impl Folio {
     }
 
     /// Whether it holds data not yet written back (`folio_test_dirty`).
-    pub fn is_dirty(&self) -> bool {
+    pub(crate) fn is_dirty(&self) -> bool {
         // Relaxed: set and cleared under the owning mapping's lock (and
         // the bytes lock).
         self.dirty.load(Ordering::Relaxed)
@@ -242,7 +242,7 @@ impl Folio {
     }
 
     /// Whether it is being written back (`folio_test_writeback`).
-    pub fn is_writeback(&self) -> bool {
+    pub(crate) fn is_writeback(&self) -> bool {
         // Relaxed: set and cleared under the owning mapping's lock (and
         // the bytes lock).
         self.writeback.load(Ordering::Relaxed)

@@ -95,12 +95,12 @@ impl LruList {
     }
 
     /// Whether it holds page cache (`is_file_lru`).
-    pub fn is_file(self) -> bool {
+    pub(crate) fn is_file(self) -> bool {
         matches!(self, LruList::InactiveFile | LruList::ActiveFile)
     }
 
     /// Whether it is an active list (`is_active_lru`).
-    pub fn is_active(self) -> bool {
+    pub(crate) fn is_active(self) -> bool {
         matches!(self, LruList::ActiveAnon | LruList::ActiveFile)
     }
 
@@ -385,7 +385,8 @@ impl Lruvec {
     }
 
     /// Entries on the lists, dead ones included (for tests of compaction).
-    pub fn nr_entries(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn nr_entries(&self) -> usize {
         lock(&self.lists).iter().map(VecDeque::len).sum()
     }
 

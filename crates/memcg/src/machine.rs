@@ -143,7 +143,7 @@ impl Default for MachineConfig {
 /// Told of every memory-cgroup reclaim as it starts, with the memory
 /// cgroup it is for (a test's fault injection: see
 /// [`Machine::set_reclaim_probe`]).
-pub type ReclaimProbe = Arc<dyn Fn(&Arc<MemCgroup>) + Send + Sync>;
+pub(crate) type ReclaimProbe = Arc<dyn Fn(&Arc<MemCgroup>) + Send + Sync>;
 
 /// The simulated machine; see the module docs.
 pub struct Machine {

@@ -167,7 +167,7 @@ pub const MEM_CGROUP_ID_MAX: u32 = 65535;
 
 /// Shrinker ids a tree can hand out (the kernel grows its bitmaps; a fixed
 /// bound keeps the per-cgroup bitmaps flat).
-pub const MAX_SHRINKERS: usize = 256;
+pub(crate) const MAX_SHRINKERS: usize = 256;
 
 /// How to build a [`CgroupTree`].
 #[derive(Debug, Clone, Copy)]
@@ -437,7 +437,7 @@ impl MemCgroup {
 
     /// This memory cgroup, then its parent, up to the root (the levels a
     /// hierarchical charge, event or statistic touches).
-    pub fn self_and_ancestors(&self) -> impl Iterator<Item = &MemCgroup> {
+    pub(crate) fn self_and_ancestors(&self) -> impl Iterator<Item = &MemCgroup> {
         std::iter::once(self).chain(self.ancestors().map(|a| &**a))
     }
 
@@ -453,7 +453,8 @@ impl MemCgroup {
 
     /// Pins the id so that it keeps resolving (`mem_cgroup_id_get`). Fails
     /// once the id has been released.
-    pub fn pin_id(self: &Arc<Self>) -> Option<IdPin> {
+    #[cfg(test)]
+    pub(crate) fn pin_id(self: &Arc<Self>) -> Option<IdPin> {
         self.try_id_get().then(|| IdPin {
             cg: Arc::clone(self),
         })
@@ -547,7 +548,7 @@ impl MemCgroup {
     }
 
     /// Clears `shrinker`'s bit for node `nid` (reclaim found it empty).
-    pub fn clear_shrinker_bit(&self, nid: usize, shrinker: ShrinkerId) {
+    pub(crate) fn clear_shrinker_bit(&self, nid: usize, shrinker: ShrinkerId) {
         self.shrinker_info[nid].clear_bit(shrinker);
     }
 
@@ -572,7 +573,7 @@ impl MemCgroup {
     }
 
     /// Sets `memory.oom.group`.
-    pub fn set_oom_group(&self, on: bool) {
+    pub(crate) fn set_oom_group(&self, on: bool) {
         self.oom_group.store(on, Ordering::Relaxed);
     }
 
@@ -582,14 +583,14 @@ impl MemCgroup {
     }
 
     /// Sets `memory.zswap.writeback`.
-    pub fn set_zswap_writeback(&self, on: bool) {
+    pub(crate) fn set_zswap_writeback(&self, on: bool) {
         self.zswap_writeback.store(on, Ordering::Relaxed);
     }
 
     /// Whether zswap may write this memory cgroup's pages back: not if it
     /// or any ancestor has `memory.zswap.writeback` at 0
     /// (`mem_cgroup_zswap_writeback_enabled`).
-    pub fn zswap_writeback_enabled(&self) -> bool {
+    pub(crate) fn zswap_writeback_enabled(&self) -> bool {
         self.self_and_ancestors().all(MemCgroup::zswap_writeback)
     }
 
@@ -686,11 +687,11 @@ impl fmt::Debug for MemCgroup {
 /// descriptor shows (`cgroup_of_peak`): the usage at its reset, raised by
 /// later resets through other descriptors.
 #[derive(Debug, Default)]
-pub struct PeakWatcher(AtomicU64);
+pub(crate) struct PeakWatcher(AtomicU64);
 
 impl PeakWatcher {
     /// The descriptor's peak in pages.
-    pub fn value(&self) -> u64 {
+    pub(crate) fn value(&self) -> u64 {
         // Relaxed: written under the memory cgroup's peaks lock; a reader
         // showing the file may see the value before or after a reset.
         self.0.load(Ordering::Relaxed)

@@ -22,4 +22,4 @@ pub const SWAP_CLUSTER_MAX: u64 = 32;
 pub const DEFAULT_SWAPPINESS: u32 = 60;
 
 /// The highest swappiness (`MAX_SWAPPINESS`, linux/swap.h).
-pub const MAX_SWAPPINESS: u32 = 200;
+pub(crate) const MAX_SWAPPINESS: u32 = 200;

@@ -256,12 +256,12 @@ impl PageCounter {
     }
 
     /// Effective min protection from the last [`calculate_protection`](Self::calculate_protection).
-    pub fn emin(&self) -> u64 {
+    pub(crate) fn emin(&self) -> u64 {
         self.prot.emin.load(Ordering::Relaxed)
     }
 
     /// Effective low protection from the last [`calculate_protection`](Self::calculate_protection).
-    pub fn elow(&self) -> u64 {
+    pub(crate) fn elow(&self) -> u64 {
         self.prot.elow.load(Ordering::Relaxed)
     }
 
@@ -392,7 +392,8 @@ impl PageCounter {
     /// Resets both peaks to the current usage
     /// (`page_counter_reset_watermark`: cgroup v1's `max_usage_in_bytes`;
     /// v2 never resets the global peak, see [`PageCounter::reset_local_watermark`]).
-    pub fn reset_watermark(&self) {
+    #[cfg(test)]
+    pub(crate) fn reset_watermark(&self) {
         let usage = self.usage();
         self.prot.watermark.store(usage, Ordering::Relaxed);
         self.prot.local_watermark.store(usage, Ordering::Relaxed);
@@ -401,13 +402,13 @@ impl PageCounter {
     /// The highest usage since the last [`PageCounter::reset_local_watermark`]
     /// (`local_watermark`, what a `memory.peak` file descriptor that was
     /// written to reads).
-    pub fn local_watermark(&self) -> u64 {
+    pub(crate) fn local_watermark(&self) -> u64 {
         self.prot.local_watermark.load(Ordering::Relaxed)
     }
 
     /// Restarts the local peak at the current usage and returns that usage
     /// (a write to `memory.peak`); the global peak is kept.
-    pub fn reset_local_watermark(&self) -> u64 {
+    pub(crate) fn reset_local_watermark(&self) -> u64 {
         let usage = self.usage();
         self.prot.local_watermark.store(usage, Ordering::Relaxed);
         usage
@@ -468,12 +469,12 @@ impl PageCounter {
 
     /// Sets `max` even below usage (what writing `memory.max` does before
     /// reclaiming down to it); returns the previous limit.
-    pub fn force_max(&self, nr_pages: u64) -> u64 {
+    pub(crate) fn force_max(&self, nr_pages: u64) -> u64 {
         self.limits.max.swap(nr_pages, Ordering::SeqCst)
     }
 
     /// Sets the high threshold.
-    pub fn set_high(&self, nr_pages: u64) {
+    pub(crate) fn set_high(&self, nr_pages: u64) {
         self.limits.high.store(nr_pages, Ordering::Relaxed);
     }
 
@@ -541,7 +542,7 @@ impl PageCounter {
 
 /// The kernel's `effective_protection`: a child's share of what its parent
 /// is protected with (see the module docs).
-pub fn effective_protection(
+pub(crate) fn effective_protection(
     usage: u64,
     parent_usage: u64,
     setting: u64,

@@ -265,7 +265,7 @@ pub struct DirtyDomain {
 impl DirtyDomain {
     /// Halfway between the two thresholds: below it a writer is not
     /// throttled (`dirty_freerun_ceiling`).
-    pub fn freerun_ceiling(&self) -> u64 {
+    pub(crate) fn freerun_ceiling(&self) -> u64 {
         (self.thresh + self.bg_thresh) / 2
     }
 

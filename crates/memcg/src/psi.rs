@@ -95,7 +95,7 @@ const NSEC_PER_JIFFY: u64 = 1_000_000_000 / HZ;
 pub const PSI_FREQ: Duration = Duration::from_nanos((2 * HZ + 1) * NSEC_PER_JIFFY);
 
 /// The largest trigger window (`WINDOW_MAX_US`), µs.
-pub const WINDOW_MAX_US: u32 = 10_000_000;
+pub(crate) const WINDOW_MAX_US: u32 = 10_000_000;
 
 /// Real-time poller updates per trigger window (`UPDATES_PER_WINDOW`).
 const UPDATES_PER_WINDOW: u64 = 10;
@@ -127,7 +127,7 @@ const POLL: usize = 1;
 
 /// Which stall state a trigger watches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PsiState {
+pub(crate) enum PsiState {
     /// Some task stalled.
     Some,
     /// Every non-idle task stalled.
@@ -789,7 +789,7 @@ impl PsiGroup {
 
     /// How many times accounting was switched off: an open pressure file
     /// whose count changed was released (kernfs drains a hidden file).
-    pub fn switch_offs(&self) -> u64 {
+    pub(crate) fn switch_offs(&self) -> u64 {
         lock(&self.state).switch_offs
     }
 
@@ -815,7 +815,8 @@ impl PsiGroup {
 
     /// Total stall time so far, µs: (some, full). Reading aggregates, as
     /// reading the file does.
-    pub fn total_us(&self, now: Duration) -> (u64, u64) {
+    #[cfg(test)]
+    pub(crate) fn total_us(&self, now: Duration) -> (u64, u64) {
         let mut st = lock(&self.state);
         let now = st.advance(duration_ns(now));
         st.collect(AVGS, now);
@@ -1083,7 +1084,7 @@ impl CgroupTree {
 
 /// A parsed trigger: `some|full THRESHOLD_US WINDOW_US`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TriggerSpec {
+pub(crate) struct TriggerSpec {
     /// The state watched.
     pub state: PsiState,
     /// Stall time within the window that fires it, µs.
@@ -1160,7 +1161,7 @@ fn scan_word_u32_u32(text: &str, word: &str) -> Option<(u32, u32)> {
 impl TriggerSpec {
     /// Parses and checks a trigger as `psi_trigger_create` does, for an
     /// opener with (`privileged`) or without `CAP_SYS_RESOURCE`.
-    pub fn parse(text: &str, privileged: bool) -> Result<Self, TriggerError> {
+    pub(crate) fn parse(text: &str, privileged: bool) -> Result<Self, TriggerError> {
         let (state, (threshold_us, window_us)) = match scan_word_u32_u32(text, "some") {
             Some(v) => (PsiState::Some, v),
             None => (
@@ -1238,11 +1239,6 @@ impl TriggerSlot {
             id,
         });
         Ok(())
-    }
-
-    /// Whether a trigger was written.
-    pub fn is_set(&self) -> bool {
-        self.trigger.is_some()
     }
 
     /// `psi_trigger_poll`: `consume` takes the event in, as a `poll(2)`

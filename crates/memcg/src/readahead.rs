@@ -64,7 +64,7 @@ use crate::folio::Folio;
 use crate::mm_types::PAGE_SIZE;
 
 /// `read_ahead_kb` of a new device (`VM_READAHEAD_PAGES`: 128K).
-pub const DEFAULT_READ_AHEAD_KB: u64 = 128;
+pub(crate) const DEFAULT_READ_AHEAD_KB: u64 = 128;
 
 /// Pages per KiB shift (`PAGE_SHIFT - 10`).
 const KB_SHIFT: u32 = PAGE_SIZE.trailing_zeros() - 10;
@@ -79,12 +79,12 @@ const FORCE_RA_CHUNK_PAGES: u64 = (2 << 20) / PAGE_SIZE;
 
 /// `ra_pages` for `read_ahead_kb` (`read_ahead_kb_store`: KiB rounded
 /// down to whole pages).
-pub fn ra_pages_of_kb(read_ahead_kb: u64) -> u64 {
+pub(crate) fn ra_pages_of_kb(read_ahead_kb: u64) -> u64 {
     read_ahead_kb >> KB_SHIFT
 }
 
 /// `read_ahead_kb` as read back for `ra_pages`.
-pub fn kb_of_ra_pages(ra_pages: u64) -> u64 {
+pub(crate) fn kb_of_ra_pages(ra_pages: u64) -> u64 {
     ra_pages.saturating_mul(1 << KB_SHIFT)
 }
 
@@ -128,7 +128,8 @@ impl FileRaState {
     }
 
     /// The most pages a window holds (`read_ahead_kb` at open, in pages).
-    pub fn ra_pages(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn ra_pages(&self) -> u64 {
         self.ra_pages
     }
 

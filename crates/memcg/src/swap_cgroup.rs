@@ -859,7 +859,8 @@ impl SwapCgroup {
 
     /// The table when memory cgroups are disabled (`cgroup_disable=memory`):
     /// `swapon` allocates nothing, lookups return 0, records are ignored.
-    pub fn disabled() -> Self {
+    #[cfg(test)]
+    pub(crate) fn disabled() -> Self {
         Self::with_mode(Design::default(), false)
     }
 
@@ -891,7 +892,7 @@ impl SwapCgroup {
     }
 
     /// Whether memory cgroups are enabled.
-    pub fn is_enabled(&self) -> bool {
+    pub(crate) fn is_enabled(&self) -> bool {
         self.enabled
     }
 

@@ -307,7 +307,11 @@ impl SwapSystem {
     /// [`SwapSystem::new`] with zswap's entries on list_lrus of
     /// `lru_design`. Its owner installs zswap's writeback path
     /// ([`SwapSystem::install_zswap_writeback`]).
-    pub fn with_lru_design(tree: &CgroupTree, design: Design, lru_design: LruDesign) -> Self {
+    pub(crate) fn with_lru_design(
+        tree: &CgroupTree,
+        design: Design,
+        lru_design: LruDesign,
+    ) -> Self {
         Self {
             tree: tree.clone(),
             swap_cgroup: SwapCgroup::new(design),

@@ -537,7 +537,7 @@ impl SwapDevice {
 
     /// Whether new slots may be allocated on it (`SWP_WRITEOK`: on, and no
     /// swapoff under way).
-    pub fn is_writable(&self) -> bool {
+    pub(crate) fn is_writable(&self) -> bool {
         // Acquire: pairs with the Release stores of swapon/swapoff.
         self.writable.load(Ordering::Acquire)
     }
@@ -1351,7 +1351,7 @@ impl Swapfiles {
     }
 
     /// Adds a reference to `nr` slots (`swap_duplicate`, a shared mapping).
-    pub fn dup(&self, entry: SwapEntry, nr: u32) -> Result<(), SwapError> {
+    pub(crate) fn dup(&self, entry: SwapEntry, nr: u32) -> Result<(), SwapError> {
         self.device(entry)?.dup(entry, nr)
     }
 
@@ -1363,7 +1363,13 @@ impl Swapfiles {
 
     /// Marks `nr` slots as held by the swap cache or not; returns how many
     /// slots releasing freed.
-    pub fn set_cache(&self, entry: SwapEntry, nr: u32, held: bool) -> Result<u32, SwapError> {
+    #[cfg(test)]
+    pub(crate) fn set_cache(
+        &self,
+        entry: SwapEntry,
+        nr: u32,
+        held: bool,
+    ) -> Result<u32, SwapError> {
         let device = self.device(entry)?;
         if held {
             device.claim_for_read(entry, nr).map(|_| 0)
@@ -1380,7 +1386,7 @@ impl Swapfiles {
     /// Marks the `nr` slots from `entry` as zero pages instead of writing
     /// them: the kernel does this for a folio that is zero as a whole
     /// (`swap_zeromap_folio_set`); a folio with any data is written whole.
-    pub fn mark_zero(&self, entry: SwapEntry, nr: u32) -> Result<(), SwapError> {
+    pub(crate) fn mark_zero(&self, entry: SwapEntry, nr: u32) -> Result<(), SwapError> {
         self.device(entry)?.mark_zero(entry, nr)
     }
 
@@ -1395,7 +1401,7 @@ impl Swapfiles {
     /// kernel does this before the unuse walk and does not undo it if the
     /// walk fails). Returns the slots in use. A device already being
     /// swapped off is refused (`EINVAL`, not an active swap area).
-    pub fn begin_swapoff(&self, ty: u32) -> Result<Vec<SwapEntry>, SwapError> {
+    pub(crate) fn begin_swapoff(&self, ty: u32) -> Result<Vec<SwapEntry>, SwapError> {
         let mut table = lock(&self.swapon_mutex);
         let device = self
             .get(ty)
@@ -1414,7 +1420,7 @@ impl Swapfiles {
     }
 
     /// The slots of `ty` still in use (a later walk of a swapoff).
-    pub fn used_entries(&self, ty: u32) -> Result<Vec<SwapEntry>, SwapError> {
+    pub(crate) fn used_entries(&self, ty: u32) -> Result<Vec<SwapEntry>, SwapError> {
         let device = self
             .get(ty)
             .ok_or_else(|| SwapError::NoSuchDevice(ty.to_string()))?;
@@ -1423,7 +1429,7 @@ impl Swapfiles {
 
     /// Lets `ty` allocate again (a swapoff that failed), with the priority
     /// it had; the others keep their new ones (`reinsert_swap_info`).
-    pub fn abort_swapoff(&self, ty: u32) {
+    pub(crate) fn abort_swapoff(&self, ty: u32) {
         if let Some(d) = self.get(ty) {
             d.writable.store(true, Ordering::Release);
         }
@@ -1433,7 +1439,7 @@ impl Swapfiles {
     /// off, once no slot is in use; otherwise fails with
     /// [`SwapError::StillInUse`] and leaves it off for allocation (the
     /// caller walks again, or calls [`Swapfiles::abort_swapoff`]).
-    pub fn finish_swapoff(&self, ty: u32) -> Result<Arc<SwapDevice>, SwapError> {
+    pub(crate) fn finish_swapoff(&self, ty: u32) -> Result<Arc<SwapDevice>, SwapError> {
         let _table = lock(&self.swapon_mutex);
         let device = self
             .get(ty)

@@ -37,10 +37,10 @@ const SWP_PTE_MARKER_NUM: u32 = 1;
 const BITS_PER_XA_VALUE: u32 = 63;
 
 /// Where the type starts (`SWP_TYPE_SHIFT`).
-pub const SWP_TYPE_SHIFT: u32 = BITS_PER_XA_VALUE - MAX_SWAPFILES_SHIFT;
+pub(crate) const SWP_TYPE_SHIFT: u32 = BITS_PER_XA_VALUE - MAX_SWAPFILES_SHIFT;
 
 /// The largest offset plus one bit pattern (`SWP_OFFSET_MASK`).
-pub const SWP_OFFSET_MASK: u64 = (1 << SWP_TYPE_SHIFT) - 1;
+pub(crate) const SWP_OFFSET_MASK: u64 = (1 << SWP_TYPE_SHIFT) - 1;
 
 /// Why a `(type, offset)` pair is not a swap entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

@@ -81,7 +81,7 @@ use crate::sync::{Arc, lock};
 
 /// The first (gentlest) scan priority: a list is scanned `size >> priority`
 /// at a time (`DEF_PRIORITY`).
-pub const DEF_PRIORITY: u32 = 12;
+pub(crate) const DEF_PRIORITY: u32 = 12;
 
 /// What the swap devices can take (read afresh whenever reclaim weighs
 /// anon, as `get_nr_swap_pages` is).

@@ -109,7 +109,7 @@ pub fn workingset_eviction(folio: &Folio, target: &MemCgroup) -> Shadow {
 }
 
 /// A folio was activated by an access (`workingset_activation`).
-pub fn workingset_activation(folio: &Folio) {
+pub(crate) fn workingset_activation(folio: &Folio) {
     age_nonresident(&folio.memcg(), u64::from(folio.nr()));
 }
 
@@ -119,7 +119,7 @@ pub fn workingset_activation(folio: &Folio) {
 /// active anon list (and for file its inactive anon list too).
 /// `swap_free_pages` tells the swap devices' free space
 /// (`get_nr_swap_pages`), asked only if needed.
-pub fn workingset_test_recent(
+pub(crate) fn workingset_test_recent(
     tree: &CgroupTree,
     shadow: &Shadow,
     file: bool,

@@ -19,15 +19,15 @@ use crate::mm_types::PAGE_SIZE;
 use crate::sync::Mutex;
 
 /// `vm.dirty_ratio` at boot.
-pub const DEFAULT_DIRTY_RATIO: i32 = 20;
+pub(crate) const DEFAULT_DIRTY_RATIO: i32 = 20;
 /// `vm.dirty_background_ratio` at boot.
-pub const DEFAULT_DIRTY_BACKGROUND_RATIO: i32 = 10;
+pub(crate) const DEFAULT_DIRTY_BACKGROUND_RATIO: i32 = 10;
 /// `vm.dirty_writeback_centisecs` at boot: the flusher wakes every 5 s.
-pub const DEFAULT_DIRTY_WRITEBACK_CENTISECS: i32 = 500;
+pub(crate) const DEFAULT_DIRTY_WRITEBACK_CENTISECS: i32 = 500;
 /// `vm.dirty_expire_centisecs` at boot: data dirty for 30 s is old.
-pub const DEFAULT_DIRTY_EXPIRE_CENTISECS: i32 = 3000;
+pub(crate) const DEFAULT_DIRTY_EXPIRE_CENTISECS: i32 = 3000;
 /// The smallest `vm.dirty_bytes` (`dirty_bytes_min`: two pages).
-pub const DIRTY_BYTES_MIN: u64 = 2 * PAGE_SIZE;
+pub(crate) const DIRTY_BYTES_MIN: u64 = 2 * PAGE_SIZE;
 
 /// The `vm.dirty_*` sysctls (`CgroupTree::dirty_settings`, `page_writeback.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,7 +68,7 @@ impl Default for DirtySettings {
 impl DirtySettings {
     /// The flusher's period (`dirty_writeback_interval`); `None` when
     /// periodic writeback is off.
-    pub fn writeback_interval(&self) -> Option<Duration> {
+    pub(crate) fn writeback_interval(&self) -> Option<Duration> {
         // The kernel keeps it in an unsigned int: a negative value wraps.
         let centisecs = self.dirty_writeback_centisecs as u32;
         (centisecs > 0).then(|| Duration::from_millis(u64::from(centisecs) * 10))
@@ -76,7 +76,7 @@ impl DirtySettings {
 
     /// How long data stays dirty before the periodic writeback takes it
     /// (`dirty_expire_interval`).
-    pub fn expire_interval(&self) -> Duration {
+    pub(crate) fn expire_interval(&self) -> Duration {
         Duration::from_millis(u64::from(self.dirty_expire_centisecs.max(0) as u32) * 10)
     }
 }

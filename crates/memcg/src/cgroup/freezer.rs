@@ -68,7 +68,7 @@ pub(crate) struct FreezerState {
 
 impl Cgroup {
     /// What `cgroup.freeze` reads: whether 1 was written here.
-    pub fn freeze_requested(&self) -> bool {
+    pub(crate) fn freeze_requested(&self) -> bool {
         lock(&self.freezer).freeze
     }
 
@@ -79,7 +79,7 @@ impl Cgroup {
     }
 
     /// Whether it is frozen (`frozen` of `cgroup.events`, `CGRP_FROZEN`).
-    pub fn is_frozen(&self) -> bool {
+    pub(crate) fn is_frozen(&self) -> bool {
         lock(&self.freezer).frozen
     }
 }
@@ -90,7 +90,7 @@ impl CgroupRoot {
     /// ancestor holds it, and every cgroup whose state changes has its
     /// tasks frozen or thawed. `ENOENT` for a removed cgroup or the root,
     /// which has no `cgroup.freeze`.
-    pub fn set_freeze(&self, cg: &Arc<Cgroup>, freeze: bool) -> Result<(), CgroupError> {
+    pub(crate) fn set_freeze(&self, cg: &Arc<Cgroup>, freeze: bool) -> Result<(), CgroupError> {
         let _cgroup_mutex = lock(&self.cgroup_mutex);
         if cg.is_removed() {
             return Err(CgroupError::NotFound { path: cg.path() });

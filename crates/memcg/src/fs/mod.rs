@@ -724,7 +724,7 @@ impl Superblock {
 
     /// Drops the clean page cache of every cached inode (`drop_caches` 1,
     /// `drop_pagecache_sb`); returns the pages dropped.
-    pub fn drop_pagecache(&self) -> u64 {
+    pub(crate) fn drop_pagecache(&self) -> u64 {
         let mappings: Vec<Arc<AddressSpace>> = lock(&self.ns)
             .icache
             .values()

@@ -286,6 +286,7 @@ impl MemcgLists {
     }
 
     /// Bytes of the table and every set allocated (live or kept for reuse).
+    #[cfg(test)]
     pub(super) fn memory_bytes(&self) -> usize {
         #[cfg(not(loom))]
         let table = self.sets.memory_bytes();

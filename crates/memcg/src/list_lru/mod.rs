@@ -330,12 +330,7 @@ pub struct ListGuard<'a> {
     view: ListView<'a>,
 }
 
-impl ListGuard<'_> {
-    /// Items on this list now.
-    pub fn nr_items(&self) -> usize {
-        usize::try_from(self.view.nr_items()).unwrap_or(0)
-    }
-}
+impl ListGuard<'_> {}
 
 /// A locked list positioned on the item a walk callback was given. The
 /// callback either hands it back ([`Walked::Rotate`], [`Walked::Skip`]),
@@ -350,11 +345,6 @@ impl<'a> ItemGuard<'a> {
     /// The current item.
     pub fn item(&self) -> ItemId {
         self.item
-    }
-
-    /// Items on this list now.
-    pub fn nr_items(&self) -> usize {
-        self.list.nr_items()
     }
 
     /// Takes the current item off the list (`list_lru_isolate`).
@@ -721,7 +711,8 @@ impl ListLru {
 
     /// Bytes of the per-cgroup lists and their table (not item links),
     /// counting the sets kept for reuse by a removed cgroup's id.
-    pub fn memcg_memory_bytes(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn memcg_memory_bytes(&self) -> usize {
         self.inner.shared.memcg.memory_bytes()
     }
 

@@ -286,12 +286,6 @@ impl CgroupTree {
         self.shared.ids.pages.prefault(nr_pages);
     }
 
-    /// Pages of the machine's frames taken from the host, and of those,
-    /// free for the next folio.
-    pub fn frame_pages(&self) -> (u64, u64) {
-        self.shared.ids.pages.frame_pages()
-    }
-
     fn try_charge_memcg(
         &self,
         cg: &Arc<MemCgroup>,
@@ -648,7 +642,7 @@ impl CgroupTree {
     /// with `EAGAIN` once `MAX_RECLAIM_RETRIES` (16) batches in a row freed
     /// nothing. `swappiness` (0..=200) overrides `vm.swappiness` for this
     /// reclaim.
-    pub fn reclaim_proactive(
+    pub(crate) fn reclaim_proactive(
         &self,
         cg: &Arc<MemCgroup>,
         nr_pages: u64,
@@ -680,7 +674,7 @@ impl CgroupTree {
 
     /// Writes `memory.high` (`memory_high_write`): sets the threshold, then
     /// reclaims towards it until reclaim stops making progress. No events.
-    pub fn set_memory_high(&self, cg: &Arc<MemCgroup>, nr_pages: u64) {
+    pub(crate) fn set_memory_high(&self, cg: &Arc<MemCgroup>, nr_pages: u64) {
         cg.memory().set_high(nr_pages);
         let mut retries = MAX_RECLAIM_RETRIES;
         let mut drained = false;

@@ -134,7 +134,7 @@ pub(super) struct KswapdStall {
 
 impl CgroupTree {
     /// Installs the reclaim hook charging calls when a limit is hit.
-    pub fn set_reclaimer(&self, reclaim: Arc<dyn MemcgReclaim>) {
+    pub(crate) fn set_reclaimer(&self, reclaim: Arc<dyn MemcgReclaim>) {
         lock(&self.shared.hooks).reclaim = reclaim;
     }
 

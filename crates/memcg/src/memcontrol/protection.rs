@@ -28,14 +28,14 @@ impl CgroupTree {
 
     /// Whether `memcg`'s usage is within its effective `memory.low`
     /// (`mem_cgroup_below_low`); never for the root or the target itself.
-    pub fn below_low(&self, target: &MemCgroup, memcg: &MemCgroup) -> bool {
+    pub(crate) fn below_low(&self, target: &MemCgroup, memcg: &MemCgroup) -> bool {
         !unprotected(target, memcg) && memcg.memory().elow() >= memcg.memory().usage()
     }
 
     /// The swap pages `memcg` may still use: `free_slots` (the system's),
     /// capped by the room under `memory.swap.max` of it and of every
     /// ancestor below the root (`mem_cgroup_get_nr_swap_pages`).
-    pub fn nr_swap_pages(&self, memcg: &MemCgroup, free_slots: u64) -> u64 {
+    pub(crate) fn nr_swap_pages(&self, memcg: &MemCgroup, free_slots: u64) -> u64 {
         memcg
             .self_and_ancestors()
             .take_while(|m| !m.is_root())
@@ -47,7 +47,8 @@ impl CgroupTree {
     /// (`mem_cgroup_swap_full`): the system's swap is (`system_full`, the
     /// kernel's `vm_swap_full`: more than half used), or some level below
     /// the root uses half of its `memory.swap.high` or `memory.swap.max`.
-    pub fn swap_full(&self, memcg: &MemCgroup, system_full: bool) -> bool {
+    #[cfg(test)]
+    pub(crate) fn swap_full(&self, memcg: &MemCgroup, system_full: bool) -> bool {
         system_full
             || memcg
                 .self_and_ancestors()

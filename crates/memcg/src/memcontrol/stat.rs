@@ -73,7 +73,7 @@ impl MemCgroup {
     }
 
     /// A local event count (`memory.events.local`).
-    pub fn event_local(&self, event: MemcgEvent) -> u64 {
+    pub(crate) fn event_local(&self, event: MemcgEvent) -> u64 {
         self.acct.counts.events_local[event.index()].load(Ordering::Relaxed)
     }
 
@@ -94,7 +94,7 @@ impl MemCgroup {
     /// Raises `event` (`memcg_memory_event`): locally here, and
     /// hierarchically here and on every ancestor below the root (only here
     /// with the `memory_localevents` mount option).
-    pub fn memory_event(&self, event: MemcgEvent) {
+    pub(crate) fn memory_event(&self, event: MemcgEvent) {
         let i = event.index();
         // Relaxed: statistics.
         self.acct.counts.events_local[i].fetch_add(1, Ordering::Relaxed);
@@ -179,7 +179,7 @@ impl MemcgEvent {
     }
 
     /// Whether it belongs in `memory.swap.events`.
-    pub const fn is_swap(self) -> bool {
+    pub(crate) const fn is_swap(self) -> bool {
         matches!(
             self,
             MemcgEvent::SwapHigh | MemcgEvent::SwapMax | MemcgEvent::SwapFail

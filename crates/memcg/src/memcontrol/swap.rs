@@ -43,7 +43,7 @@ impl CgroupTree {
     /// one: a single try of the swap counters for all their pages (so a
     /// refusal moves no watermark and raises each event once), then one
     /// record per run. All or nothing.
-    pub fn swapout_charge_runs(
+    pub(crate) fn swapout_charge_runs(
         &self,
         cg: &Arc<MemCgroup>,
         swap_cgroup: &SwapCgroup,
@@ -87,7 +87,7 @@ impl CgroupTree {
     /// Raises the swap `fail` event for a swap-out that found no slot (no
     /// slot at all, or no contiguous run for a large folio, which is then
     /// split: `folio_alloc_swap` with `entry.val == 0`).
-    pub fn swapout_failed(&self, cg: &MemCgroup) {
+    pub(crate) fn swapout_failed(&self, cg: &MemCgroup) {
         cg.memory_event(MemcgEvent::SwapFail);
     }
 

@@ -83,7 +83,10 @@ impl RamBackend {
     /// A RAM disk of `size_bytes` whose pages are taken from `memory` as
     /// they are first written (a write fails with `ENOMEM` when the machine
     /// has none left, as `brd` does).
-    pub fn with_memory(size_bytes: u64, memory: Arc<dyn MachinePages>) -> Result<Self, SwapError> {
+    pub(crate) fn with_memory(
+        size_bytes: u64,
+        memory: Arc<dyn MachinePages>,
+    ) -> Result<Self, SwapError> {
         Self::build(size_bytes, Some(memory))
     }
 
@@ -102,7 +105,8 @@ impl RamBackend {
     }
 
     /// Bytes of page storage allocated so far.
-    pub fn resident_bytes(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn resident_bytes(&self) -> u64 {
         self.allocated.load(Ordering::Relaxed) * PAGE_SIZE
     }
 

@@ -337,7 +337,7 @@ impl Zswap {
     }
 
     /// Installs where entries are written back to.
-    pub fn set_writeback(&self, writeback: Arc<dyn ZswapWriteback>) {
+    pub(crate) fn set_writeback(&self, writeback: Arc<dyn ZswapWriteback>) {
         *lock(&self.writeback) = Some(writeback);
     }
 
@@ -694,7 +694,7 @@ impl Zswap {
 
     /// Puts back an entry a failed device write had taken (the page is
     /// stored again as it was).
-    pub fn restore_after_failed_writeback(
+    pub(crate) fn restore_after_failed_writeback(
         &self,
         slot: SwapEntry,
         page: &[u8],
@@ -844,7 +844,7 @@ impl Zswap {
     /// A folio charged to `memcg` was read back from a swap device, not
     /// from zswap (`zswap_folio_swapin`): the zswap shrinker spares that
     /// many more of the cgroup's entries at its next count.
-    pub fn folio_swapin(memcg: &MemCgroup) {
+    pub(crate) fn folio_swapin(memcg: &MemCgroup) {
         // Relaxed: a heuristic count, consumed by the shrinker's update.
         memcg
             .lruvec()
