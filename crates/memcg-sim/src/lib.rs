@@ -724,44 +724,14 @@ impl Sim {
         fill: Fill,
         faults: Faults,
     ) -> Result<u32, SimError> {
-        let folio_bytes = u64::from(folio_pages) * PAGE_BYTES as u64;
-        // Anonymous mTHP orders are 2..=9 (THP_ORDERS_ALL_ANON has no
-        // order 1), besides single pages.
-        if !folio_pages.is_power_of_two() || folio_pages > 512 || folio_pages == 2 {
-            return Err(SimError::BadFolioSize(folio_pages));
-        }
-        if size_bytes == 0 || !size_bytes.is_multiple_of(folio_bytes) {
-            return Err(SimError::BadMappingSize {
-                size_bytes,
-                folio_bytes,
-            });
-        }
-        let start = pgtable::mapping_start(size_bytes, folio_bytes)
-            .ok_or(SimError::NoAddressSpace(size_bytes))?;
+        let start = mapping_start(size_bytes, folio_pages)?;
         let cg = self.inner.machine.fs().cgroup(cgroup)?;
         if lock(&self.inner.mappings).contains_key(name) {
             return Err(SimError::MappingExists(name.to_owned()));
         }
         // The task forks into the cgroup first (refused where a task may
         // not be: the no-internal-process rule), maps, then populates.
-        let task = Arc::new(Task::new(
-            self.inner.next_pid.fetch_add(1, Ordering::Relaxed),
-            Arc::clone(&cg),
-            false,
-            self.nr_cpus(),
-        ));
-        self.inner
-            .machine
-            .fs()
-            .tree()
-            .enter(&cg, || {
-                lock(&self.inner.tasks).insert(task.pid, Arc::clone(&task));
-                self.inner.freeze_new_task(&task, &cg);
-            })
-            .map_err(|errno| SimError::Task {
-                cgroup: cgroup.to_owned(),
-                errno,
-            })?;
+        let task = self.fork_into(cgroup, &cg)?;
         let stream = fill::stream(self.inner.seed, name);
         let mapping = Arc::new(Mapping::new(Arc::clone(&task), fill, stream, start));
         {
@@ -791,6 +761,30 @@ impl Sim {
                 Err(e)
             }
         }
+    }
+
+    /// A new task forked into `cg` (named `cgroup` in the error), entered
+    /// under the tree's attach rules and frozen if `cg` is.
+    fn fork_into(&self, cgroup: &str, cg: &Arc<Cgroup>) -> Result<Arc<Task>, SimError> {
+        let task = Arc::new(Task::new(
+            self.inner.next_pid.fetch_add(1, Ordering::Relaxed),
+            Arc::clone(cg),
+            false,
+            self.nr_cpus(),
+        ));
+        self.inner
+            .machine
+            .fs()
+            .tree()
+            .enter(cg, || {
+                lock(&self.inner.tasks).insert(task.pid, Arc::clone(&task));
+                self.inner.freeze_new_task(&task, cg);
+            })
+            .map_err(|errno| SimError::Task {
+                cgroup: cgroup.to_owned(),
+                errno,
+            })?;
+        Ok(task)
     }
 
     /// Faults in every folio of a new mapping, filling its pages.
@@ -1112,63 +1106,79 @@ impl Sim {
                 }
             }
             let mut extents = block.lock();
-            let mut i = 0;
-            while i < extents.len() {
-                let (entry, first_page, nr) = match &extents[i].state {
-                    State::Resident(folio) => {
-                        lruvec::folio_mark_young(folio);
-                        i += 1;
-                        continue;
-                    }
-                    State::Swapped(entry) if result.is_ok() => {
-                        (*entry, extents[i].first_page, extents[i].nr)
-                    }
-                    State::Swapped(_) => {
-                        i += 1;
-                        continue;
-                    }
-                };
-                // The common case, the folio back whole, changes the extent
-                // in place; a fallback to pages replaces it with pieces.
-                let pieces = match self.fault_whole(&memcg, entry, nr) {
-                    Ok(folio) => {
-                        lruvec::folio_add_lru(&folio, block.rmap());
-                        extents[i].state = State::Resident(folio);
-                        faulted += u64::from(nr);
-                        i += 1;
-                        continue;
-                    }
-                    Err(Some(e)) => {
-                        result = Err(e.into());
-                        i += 1;
-                        continue;
-                    }
-                    Err(None) => match self.fault_pages(&memcg, entry, first_page, nr) {
-                        Ok(pieces) => {
-                            faulted += u64::from(nr);
-                            pieces
-                        }
-                        Err((e, left)) => {
-                            result = Err(e);
-                            left
-                        }
-                    },
-                };
-                for piece in &pieces {
-                    if let State::Resident(folio) = &piece.state {
-                        lruvec::folio_add_lru(folio, block.rmap());
-                    }
-                }
-                let n = pieces.len();
-                extents.splice(i..i + 1, pieces);
-                i += n;
-            }
+            faulted += self.touch_extents(&memcg, &block, &mut extents, &mut result);
         }
         self.inner.after_unlock();
         if m.task.is_killed() {
             return Err(self.finish(&m).unwrap_err());
         }
         result.map(|()| faulted)
+    }
+
+    /// [`Sim::touch`] over one block's extents (under its lock): marks
+    /// resident folios young and faults swapped runs back in while
+    /// `result` is still `Ok`, recording the first error there; returns the
+    /// pages faulted in.
+    fn touch_extents(
+        &self,
+        memcg: &Arc<MemCgroup>,
+        block: &Block,
+        extents: &mut Vec<Extent>,
+        result: &mut Result<(), SimError>,
+    ) -> u64 {
+        let mut faulted = 0;
+        let mut i = 0;
+        while i < extents.len() {
+            let (entry, first_page, nr) = match &extents[i].state {
+                State::Resident(folio) => {
+                    lruvec::folio_mark_young(folio);
+                    i += 1;
+                    continue;
+                }
+                State::Swapped(entry) if result.is_ok() => {
+                    (*entry, extents[i].first_page, extents[i].nr)
+                }
+                State::Swapped(_) => {
+                    i += 1;
+                    continue;
+                }
+            };
+            // The common case, the folio back whole, changes the extent
+            // in place; a fallback to pages replaces it with pieces.
+            let pieces = match self.fault_whole(memcg, entry, nr) {
+                Ok(folio) => {
+                    lruvec::folio_add_lru(&folio, block.rmap());
+                    extents[i].state = State::Resident(folio);
+                    faulted += u64::from(nr);
+                    i += 1;
+                    continue;
+                }
+                Err(Some(e)) => {
+                    *result = Err(e.into());
+                    i += 1;
+                    continue;
+                }
+                Err(None) => match self.fault_pages(memcg, entry, first_page, nr) {
+                    Ok(pieces) => {
+                        faulted += u64::from(nr);
+                        pieces
+                    }
+                    Err((e, left)) => {
+                        *result = Err(e);
+                        left
+                    }
+                },
+            };
+            for piece in &pieces {
+                if let State::Resident(folio) = &piece.state {
+                    lruvec::folio_add_lru(folio, block.rmap());
+                }
+            }
+            let n = pieces.len();
+            extents.splice(i..i + 1, pieces);
+            i += n;
+        }
+        faulted
     }
 
     /// The fault that brings back a swapped run of `nr` pages from `entry`
@@ -1313,6 +1323,24 @@ fn killed_or(task: &Task, e: SimError) -> SimError {
     } else {
         e
     }
+}
+
+/// Where a new mapping of `size_bytes` in folios of `folio_pages` pages
+/// starts, after checking both sizes.
+fn mapping_start(size_bytes: u64, folio_pages: u32) -> Result<u64, SimError> {
+    let folio_bytes = u64::from(folio_pages) * PAGE_BYTES as u64;
+    // Anonymous mTHP orders are 2..=9 (THP_ORDERS_ALL_ANON has no
+    // order 1), besides single pages.
+    if !folio_pages.is_power_of_two() || folio_pages > 512 || folio_pages == 2 {
+        return Err(SimError::BadFolioSize(folio_pages));
+    }
+    if size_bytes == 0 || !size_bytes.is_multiple_of(folio_bytes) {
+        return Err(SimError::BadMappingSize {
+            size_bytes,
+            folio_bytes,
+        });
+    }
+    pgtable::mapping_start(size_bytes, folio_bytes).ok_or(SimError::NoAddressSpace(size_bytes))
 }
 
 impl Drop for Sim {

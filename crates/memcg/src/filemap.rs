@@ -163,6 +163,16 @@ pub trait MappingHost: Send + Sync {
     fn mapping_shrinkable(&self);
 }
 
+/// What [`AddressSpace::add_folio`] goes on with once the insertion's
+/// nodes are charged.
+enum ForInsert<'a> {
+    /// The mapping's lock, the shadow the folio replaces, the nodes'
+    /// charges.
+    Locked(MutexGuard<'a, Pages>, Option<Shadow>, Vec<Arc<ObjCgroup>>),
+    /// Nothing to insert: the folio for the caller.
+    Done(Arc<Folio>),
+}
+
 /// What an index of the cache holds.
 enum Slot {
     Folio(Arc<Folio>),
@@ -592,6 +602,47 @@ impl AddressSpace {
             Some(Slot::Shadow(shadow)) if !write => Some(*shadow),
             _ => None,
         };
+        let folio = Arc::new(self.new_filled_folio(memcg, index, fill, gfp, shadow)?);
+        let (mut pages, shadow, mut charged) =
+            match self.lock_for_insert(memcg, index, write, gfp, &folio)? {
+                ForInsert::Locked(pages, shadow, charged) => (pages, shadow, charged),
+                ForInsert::Done(folio) => return Ok(folio),
+            };
+        if ra_mark {
+            folio.set_readahead();
+        }
+        let p = &mut *pages;
+        if p.slots
+            .insert(index, Slot::Folio(Arc::clone(&folio)))
+            .is_none()
+        {
+            for leaf in p.nodes.insert(&p.slots, index, &mut charged) {
+                self.update_leaf(&mut pages, leaf);
+            }
+        }
+        pages.nr_folios += 1;
+        self.update_leaf(&mut pages, xarray::leaf_of(index));
+        drop(pages);
+        self.uncharge_nodes(charged);
+        if let Some(shadow) = shadow {
+            let swap_free = || (self.swap)().free_pages;
+            workingset::workingset_refault(&self.tree, &folio, &shadow, &swap_free);
+        }
+        lruvec::folio_add_lru(&folio, self.rmap());
+        Ok(folio)
+    }
+
+    /// A new folio for `index`, charged to `memcg` with `gfp`, filled from
+    /// the backing store if `fill` (a memory stall when `shadow` is of a
+    /// page of the working set), else zeroed. No lock held.
+    fn new_filled_folio(
+        &self,
+        memcg: &Arc<MemCgroup>,
+        index: u64,
+        fill: bool,
+        gfp: Gfp,
+        shadow: Option<Shadow>,
+    ) -> Result<Folio, FilemapError> {
         let folio = Folio::new_file(&self.tree, memcg, 1, index, gfp)?;
         let swap_free = || (self.swap)().free_pages;
         // Reading back a page of the working set is a memory stall
@@ -614,11 +665,26 @@ impl AddressSpace {
                 bytes.fill(0);
             }
         }
-        let folio = Arc::new(folio);
+        Ok(folio)
+    }
+
+    /// The mapping locked with the nodes inserting `folio` at `index`
+    /// needs already charged (the shadow it replaces, unless a `write`),
+    /// or [`ForInsert::Done`] with the folio the caller gets: another
+    /// task's, found there meanwhile, or `folio` itself if the mapping
+    /// was truncated meanwhile.
+    fn lock_for_insert(
+        &self,
+        memcg: &Arc<MemCgroup>,
+        index: u64,
+        write: bool,
+        gfp: Gfp,
+        folio: &Arc<Folio>,
+    ) -> Result<ForInsert<'_>, FilemapError> {
         // Nodes the insertion needs, charged beforehand to the inserting
         // task with the lock dropped (`xas_nomem`): a charge may reclaim.
         let mut charged = Vec::new();
-        let (mut pages, shadow) = loop {
+        loop {
             let pages = lock(&self.pages);
             let shadow = match pages.slots.get(&index) {
                 // Another task brought it in meanwhile: use theirs.
@@ -626,7 +692,7 @@ impl AddressSpace {
                     let theirs = Arc::clone(theirs);
                     drop(pages);
                     self.uncharge_nodes(charged);
-                    return Ok(theirs);
+                    return Ok(ForInsert::Done(theirs));
                 }
                 Some(Slot::Shadow(shadow)) => (!write).then_some(*shadow),
                 None => None,
@@ -636,14 +702,14 @@ impl AddressSpace {
                 // keeps nothing.
                 drop(pages);
                 self.uncharge_nodes(charged);
-                return Ok(folio);
+                return Ok(ForInsert::Done(Arc::clone(folio)));
             }
             let needed = match pages.slots.contains_key(&index) {
                 true => 0,
                 false => pages.nodes.needed(&pages.slots, index).len(),
             };
             if charged.len() >= needed {
-                break (pages, shadow);
+                return Ok(ForInsert::Locked(pages, shadow, charged));
             }
             drop(pages);
             let objcg = memcg.obj_cgroup();
@@ -656,28 +722,7 @@ impl AddressSpace {
                 }
                 charged.push(Arc::clone(&objcg));
             }
-        };
-        if ra_mark {
-            folio.set_readahead();
         }
-        let p = &mut *pages;
-        if p.slots
-            .insert(index, Slot::Folio(Arc::clone(&folio)))
-            .is_none()
-        {
-            for leaf in p.nodes.insert(&p.slots, index, &mut charged) {
-                self.update_leaf(&mut pages, leaf);
-            }
-        }
-        pages.nr_folios += 1;
-        self.update_leaf(&mut pages, xarray::leaf_of(index));
-        drop(pages);
-        self.uncharge_nodes(charged);
-        if let Some(shadow) = shadow {
-            workingset::workingset_refault(&self.tree, &folio, &shadow, &swap_free);
-        }
-        lruvec::folio_add_lru(&folio, self.rmap());
-        Ok(folio)
     }
 
     /// Writes every dirty folio back and waits (`filemap_write_and_wait`,

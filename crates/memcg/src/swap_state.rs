@@ -778,15 +778,11 @@ impl SwapSystem {
                 (claim, Some(slot))
             }
         };
-        let result = self.read_folio(
-            &device,
-            entry,
-            nr,
-            faulting,
-            gfp,
-            claim.all_zero,
-            slot.is_some(),
-        );
+        let read = ReadClaim {
+            all_zero: claim.all_zero,
+            via_cache: slot.is_some(),
+        };
+        let result = self.read_folio(&device, entry, nr, faulting, gfp, read);
         if let Some(slot) = &slot {
             slot.resolve(result.as_ref().map(Arc::clone).map_err(SwapInError::errno));
         }
@@ -849,7 +845,6 @@ impl SwapSystem {
     /// Reads the folio at `entry` into a new folio charged per the swap-in
     /// rule; counts `pswpin` (or `swpin_zero`) where it is charged. A folio
     /// whose slots all hold zero pages is not read: a new folio is zeroed.
-    #[allow(clippy::too_many_arguments)] // one call site; a struct would only rename them
     fn read_folio(
         &self,
         device: &SwapDevice,
@@ -857,9 +852,12 @@ impl SwapSystem {
         nr: u32,
         faulting: &Arc<MemCgroup>,
         gfp: Gfp,
-        all_zero: bool,
-        swapcached: bool,
+        read: ReadClaim,
     ) -> Result<Arc<Folio>, SwapInError> {
+        let ReadClaim {
+            all_zero,
+            via_cache: swapcached,
+        } = read;
         let charged = self.tree.swapin_charge(
             &self.swap_cgroup,
             entry,
@@ -881,38 +879,10 @@ impl SwapSystem {
             let free = || self.swap_space().free_pages;
             workingset::workingset_refault(&self.tree, &folio, &shadow, &free);
         }
-        let mut from_device = 0;
-        if !all_zero {
-            let workingset = folio.lru().workingset();
-            let _stall = workingset.then(|| self.tree.memstall(false)).flatten();
-            if workingset {
-                self.tree.clock().work(Work::RefaultRead(u64::from(nr)));
-            }
-            let mut bytes = folio.bytes();
-            // The device's pages first (`pswpin`), then zswap's
-            // (`zswap_load`, exclusive, counting `zswpin`): a device error
-            // leaves zswap's copies for the retry.
-            let mut in_zswap = Vec::new();
-            for (i, page) in bytes.chunks_exact_mut(PAGE_BYTES).enumerate() {
-                let e = entry
-                    .add(i as u64)
-                    .map_err(|_| SwapError::BadEntry(entry))?;
-                if self.zswap.contains(e) {
-                    in_zswap.push(i);
-                } else {
-                    device.read(e, page)?;
-                    from_device += 1;
-                }
-            }
-            for i in in_zswap {
-                let e = entry
-                    .add(i as u64)
-                    .map_err(|_| SwapError::BadEntry(entry))?;
-                let page = &mut bytes[i * PAGE_BYTES..(i + 1) * PAGE_BYTES];
-                let loaded = self.zswap.load_page(e, page);
-                debug_assert!(loaded, "the slot's claim keeps its zswap page");
-            }
-        }
+        let from_device = match all_zero {
+            true => 0,
+            false => self.fill_from_swap(device, entry, &folio)?,
+        };
         let charged = folio.memcg();
         if swapcached {
             charged.mod_stat(MemcgStat::Swapcached, i64::from(nr));
@@ -926,6 +896,49 @@ impl SwapSystem {
         }
         debug_assert_eq!(folio.nr(), nr);
         Ok(Arc::new(folio))
+    }
+
+    /// Fills `folio`, the `nr`-page folio at `entry`, from the device and
+    /// zswap (a memory stall if it is of the working set); returns the
+    /// pages read from the device.
+    fn fill_from_swap(
+        &self,
+        device: &SwapDevice,
+        entry: SwapEntry,
+        folio: &Folio,
+    ) -> Result<u64, SwapInError> {
+        let nr = folio.nr();
+        let workingset = folio.lru().workingset();
+        let _stall = workingset.then(|| self.tree.memstall(false)).flatten();
+        if workingset {
+            self.tree.clock().work(Work::RefaultRead(u64::from(nr)));
+        }
+        let mut bytes = folio.bytes();
+        let mut from_device = 0;
+        // The device's pages first (`pswpin`), then zswap's
+        // (`zswap_load`, exclusive, counting `zswpin`): a device error
+        // leaves zswap's copies for the retry.
+        let mut in_zswap = Vec::new();
+        for (i, page) in bytes.chunks_exact_mut(PAGE_BYTES).enumerate() {
+            let e = entry
+                .add(i as u64)
+                .map_err(|_| SwapError::BadEntry(entry))?;
+            if self.zswap.contains(e) {
+                in_zswap.push(i);
+            } else {
+                device.read(e, page)?;
+                from_device += 1;
+            }
+        }
+        for i in in_zswap {
+            let e = entry
+                .add(i as u64)
+                .map_err(|_| SwapError::BadEntry(entry))?;
+            let page = &mut bytes[i * PAGE_BYTES..(i + 1) * PAGE_BYTES];
+            let loaded = self.zswap.load_page(e, page);
+            debug_assert!(loaded, "the slot's claim keeps its zswap page");
+        }
+        Ok(from_device)
     }
 
     /// Drops one mapping's reference to the folio at `entry`; the last one
@@ -1070,6 +1083,16 @@ impl SwapSystem {
         self.swap_cgroup.swapoff(ty)?;
         Ok(())
     }
+}
+
+/// What a read of a swapped folio goes by, from the caller's
+/// [`Claim`](crate::swapfile::Claim) on its slots.
+#[derive(Debug, Clone, Copy)]
+struct ReadClaim {
+    /// Every slot holds a zero page: nothing to read.
+    all_zero: bool,
+    /// The folio goes into the swap cache (counted `swapcached`).
+    via_cache: bool,
 }
 
 /// Where a swapped-out folio's pages went.
