@@ -719,7 +719,7 @@ mod tests {
         });
         swapon(&sim, &SwapKind::File(path.clone()), 4 << 20).unwrap();
         assert!(!path.exists(), "unlinked while on");
-        let swap_kb = crate::meminfo::value_kb(&sim.proc_meminfo(), "SwapTotal");
+        let swap_kb = memcg::meminfo::value_kb(&sim.proc_meminfo(), "SwapTotal");
         assert!(swap_kb.is_some_and(|kb| kb > 0), "the device is on");
         let config = KbuildConfig {
             swap: SwapKind::File(path.clone()),

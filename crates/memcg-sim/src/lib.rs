@@ -33,11 +33,11 @@ mod charges;
 pub mod fill;
 mod freezer;
 pub mod kbuild;
-pub mod meminfo;
 pub mod mm;
 mod mounts;
 pub mod oom_kill;
 mod pgtable;
+mod proc_pid;
 pub mod usemem;
 
 pub use charges::{ChargeTarget, LedgerError};
@@ -666,9 +666,9 @@ impl Sim {
     }
 
     /// `/proc/meminfo` of the simulated machine (the lines it can fill;
-    /// see [`meminfo`]).
+    /// see [`memcg::meminfo`]).
     pub fn proc_meminfo(&self) -> String {
-        meminfo::render(self.fs().tree(), self.swap())
+        memcg::meminfo::render(self.fs().tree(), self.swap())
     }
 
     /// Faults in host memory for `bytes` of the simulated machine's pages
@@ -1403,6 +1403,7 @@ fn test_sim_with(config: SimConfig) -> Sim {
 mod tests {
     use super::*;
     use memcg::memcontrol::{ChargeKind, MemcgEvent, MemcgStat};
+    use memcg::meminfo;
 
     fn sim() -> Sim {
         test_sim()

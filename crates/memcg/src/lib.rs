@@ -166,7 +166,9 @@
 //! | 9     | [`filemap`]      | mm/filemap.c, mm/truncate.c, fs/fs-writeback.c, mm/backing-dev.c | the page cache of a file, shadows, dirty accounting, the flushers |
 //! | 10    | [`fs`]           | fs/dcache.c, fs/inode.c, fs/super.c, fs/drop_caches.c, drivers/block/brd.c | a filesystem: dentry/inode caches on list_lru, its shrinker, drop_caches |
 //! | 11    | [`cgroupfs`]     | mm/memcontrol.c, kernel/cgroup/cgroup.c (cftypes) | the cgroup v2 interface files |
+//! | 11    | [`meminfo`]      | fs/proc/meminfo.c                      | `/proc/meminfo` of a hierarchy and its swap system |
 //! | 12    | [`machine`]      | include/linux/mmzone.h (`pglist_data`), mm/swapfile.c (`swap_info[]`), fs/namespace.c, the vm sysctls | the machine: tree, swap, mounts, the one memcg reclaimer |
+//! | 13    | [`procfs`]       | fs/proc, kernel/sysctl.c, mm's sysctl tables, module params, debugfs | the kernel files outside the cgroup tree: one table over a machine |
 //!
 //! Every atomic and lock comes from one shim (`sync`), which `--cfg loom`
 //! swaps for loom's model-checked types; the loom models live in
@@ -189,12 +191,16 @@ pub mod lruvec;
 #[cfg(not(loom))]
 pub mod machine;
 pub mod memcontrol;
+pub mod meminfo;
 pub mod mm_types;
 pub(crate) mod named;
 pub mod page_alloc;
 pub mod page_counter;
 pub mod page_writeback;
 pub(crate) mod percpu;
+// Reads a `Machine`: no loom build either.
+#[cfg(not(loom))]
+pub mod procfs;
 pub mod psi;
 pub mod readahead;
 pub mod shrinker;

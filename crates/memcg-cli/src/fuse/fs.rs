@@ -1,7 +1,7 @@
 //! The FUSE filesystem: requests from the kernel turned into calls on the
 //! simulator, replies with the kernel's errnos.
 //!
-//! - Interface files (`CgroupFs::open`) and kernel files (`sh::procfs`)
+//! - Interface files (`CgroupFs::open`) and kernel files (`ProcFs::open`)
 //!   are opened per `open(2)`, so per-descriptor state (a `memory.peak`
 //!   reset) lives as long as the descriptor. A read at offset 0 renders
 //!   the file afresh (as `seq_file` does); later offsets read from that
@@ -36,13 +36,13 @@ use fuser::{
 };
 use memcg::Errno;
 use memcg::cgroupfs::{Access, OpenFile, Tasks};
+use memcg::procfs::{ProcFile, ProcFs};
 use memcg::psi::PressurePoll;
 use memcg_sim::{CurrentTask, Sim};
 
 use super::host::HostProcs;
 use super::pidns::{self, PidNs};
 use super::tree::{self, Inodes, Node};
-use crate::sh::procfs::{self, ProcFile};
 
 /// How long the kernel may cache a node's name and attributes. The
 /// directories, interface files and kernel files: a second, since their
@@ -96,17 +96,8 @@ enum Handle {
 fn pressure_poll(sim: &Sim, handle: &Handle, consume: bool) -> Option<PressurePoll> {
     match handle {
         Handle::Cgroup { file, .. } => file.pressure_poll(consume),
-        Handle::Kernel { path, writer, .. } if path == "/proc/pressure/memory" => {
-            // Opened read-only: no trigger (`POLLERR | POLLPRI`).
-            Some(
-                writer
-                    .as_ref()
-                    .and_then(|w| w.pressure_poll(sim, consume))
-                    .unwrap_or(PressurePoll {
-                        pri: true,
-                        err: true,
-                    }),
-            )
+        Handle::Kernel { path, writer, .. } => {
+            sim.procfs().pressure_poll(path, writer.as_ref(), consume)
         }
         _ => None,
     }
@@ -222,7 +213,7 @@ impl SimFs {
                 self.sim.fs().file_mode(path).unwrap_or(0o444),
                 0,
             ),
-            Node::Kernel(path) => (FileType::RegularFile, procfs::mode(path), 0),
+            Node::Kernel(path) => (FileType::RegularFile, ProcFs::mode(path), 0),
             Node::File(path) => {
                 let size = self
                     .sim
@@ -313,17 +304,11 @@ impl SimFs {
                 })
             }
             Node::Kernel(path) => {
-                let mut writer = match access {
-                    Access::Read => None,
-                    _ => Some(procfs::open_for_write(&self.sim, path)?),
-                };
+                let mut writer = self.sim.procfs().open(path, access)?;
                 if req.uid() != 0
                     && let Some(w) = &mut writer
                 {
                     w.drop_privileges();
-                }
-                if access != Access::Write && path == "/proc/sys/vm/drop_caches" {
-                    return Err(Errno::EACCES);
                 }
                 Ok(Handle::Kernel {
                     path: path.clone(),
@@ -392,7 +377,7 @@ impl SimFs {
             }),
             Handle::Kernel { path, rendered, .. } => {
                 Self::rendered_slice(rendered, offset, size, || {
-                    procfs::read(&self.sim, path).unwrap_or(Err(Errno::ENOENT))
+                    self.sim.procfs().read(path).unwrap_or(Err(Errno::ENOENT))
                 })
             }
             Handle::File(file) => {
@@ -449,7 +434,7 @@ impl SimFs {
             }
             Handle::Kernel { writer, .. } => {
                 let writer = writer.as_ref().ok_or(Errno::EBADF)?;
-                procfs::write(&self.sim, writer, text()?)?;
+                self.sim.procfs().write(writer, text()?)?;
             }
             Handle::File(file) => {
                 let memcg = self.host.memcg_of_request(req.pid());

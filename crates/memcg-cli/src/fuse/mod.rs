@@ -4,7 +4,8 @@
 //! on a real machine.
 //!
 //! Under the mount point: the cgroup v2 hierarchy at `sys/fs/cgroup`, the
-//! kernel files `memcg sh` knows at their paths (`proc/meminfo`,
+//! library's kernel files (`memcg::procfs`, as `memcg sh` has them) at
+//! their paths (`proc/meminfo`,
 //! `proc/pressure/memory`, `proc/sys/vm/drop_caches`,
 //! `sys/module/zswap/parameters/*`, ...), and each `--fs` filesystem at its
 //! own path, its files read and written through the simulated page cache.

@@ -6,8 +6,9 @@
 //! `--fs` mount appears as soon as it exists. Paths inside the mount are
 //! the machine's own (`/sys/fs/cgroup/a/memory.max`, `/proc/meminfo`,
 //! `/tmp/test-fs/1`): the cgroupfs path is the part after
-//! `/sys/fs/cgroup`, the kernel files are those `memcg sh` serves
-//! (`sh::procfs`), and a `--fs` mount's files are under its directory.
+//! `/sys/fs/cgroup`, the kernel files are those of the library's table
+//! (`memcg::procfs`, as `memcg sh` serves them), and a `--fs` mount's
+//! files are under its directory.
 //!
 //! Inode numbers are handed out per path on lookup and forgotten when the
 //! kernel forgets the last lookup (FUSE's `forget`), so a long run with
@@ -18,8 +19,6 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 
 use memcg_sim::Sim;
-
-use crate::sh::procfs;
 
 /// Where the cgroup v2 hierarchy is.
 pub(crate) const CGROUP_ROOT: &str = "/sys/fs/cgroup";
@@ -34,7 +33,7 @@ pub(crate) enum Node {
     Cgroup(String),
     /// An interface file, by cgroupfs path (`/a/memory.max`).
     CgroupFile(String),
-    /// A kernel file `sh::procfs` serves, by its path.
+    /// A kernel file of `memcg::procfs`, by its path.
     Kernel(String),
     /// A `--fs` mount point, by its path.
     Mount(String),
@@ -71,7 +70,7 @@ fn cgroupfs_path(path: &str) -> Option<&str> {
 /// The fixed paths the tree is built around: the hierarchy, the kernel
 /// files and the mount points.
 fn anchors(sim: &Sim) -> Vec<String> {
-    let mut paths = procfs::kernel_files(sim);
+    let mut paths = sim.procfs().files();
     paths.push(CGROUP_ROOT.to_owned());
     paths.extend(sim.machine().mounts().into_iter().map(|(dir, _)| dir));
     paths
@@ -88,7 +87,7 @@ pub(crate) fn classify(sim: &Sim, path: &str) -> Option<Node> {
             .file_mode(cg_path)
             .map(|_| Node::CgroupFile(cg_path.to_owned()));
     }
-    if procfs::serves(sim, path) {
+    if sim.procfs().serves(path) {
         return Some(Node::Kernel(path.to_owned()));
     }
     if let Some((sb, name)) = sim.machine().resolve_file(path) {

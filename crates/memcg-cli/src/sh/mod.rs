@@ -14,12 +14,14 @@
 //! optional output redirection, so a new verb is a new row. [`Shell`] holds interpreter
 //! state only (cwd, `set -e`, `$?`, where output goes); everything a verb
 //! changes lives in the simulator ([`Sim`]), including direct charges and
-//! the swap slots they take.
+//! the swap slots they take. Kernel files outside the hierarchy (`/proc`,
+//! `/sys/module/zswap`, ...) are the library's table (`memcg::procfs`,
+//! over the simulator's machine and tasks: `Sim::procfs`), as FUSE serves
+//! them.
 
 mod files;
 mod grep;
 mod parse;
-pub(crate) mod procfs;
 mod verbs;
 
 use std::io::{BufRead, IsTerminal, Write};
@@ -30,6 +32,7 @@ use grep::cmd_grep;
 use memcg::Errno;
 use memcg::cgroupfs::{Access, OpenFile};
 use memcg::clock::{ReclaimCost, VirtualClock};
+use memcg::procfs::{self, ProcFile};
 use memcg_sim::{FrozenOps, Sim, SimConfig};
 use parse::{DEV_NULL, Join, List, ParseError, Simple};
 pub use verbs::verbs_help;
@@ -222,7 +225,7 @@ enum Sink {
     /// A cgroup interface file.
     Cgroup(OpenFile),
     /// A `/proc` file.
-    Proc(procfs::ProcFile),
+    Proc(ProcFile),
 }
 
 /// Where the current command's output goes.
@@ -513,7 +516,10 @@ impl<'a> Shell<'a> {
     /// what bash prints after the path.
     fn open_for_output(&mut self, target: &str) -> Result<Sink, String> {
         if procfs::is_kernel_file(target) {
-            return procfs::open_for_write(&self.sim, target)
+            return self
+                .sim
+                .procfs()
+                .open_for_write(target)
                 .map(Sink::Proc)
                 .map_err(|e| e.message().to_owned());
         }
@@ -532,7 +538,7 @@ impl<'a> Shell<'a> {
     fn write_sink(&self, sink: &mut Sink, text: &str) -> Result<(), Errno> {
         match sink {
             Sink::Cgroup(file) => file.write(text).map(drop).map_err(|e| e.errno),
-            Sink::Proc(file) => procfs::write(&self.sim, file, text),
+            Sink::Proc(file) => self.sim.procfs().write(file, text),
         }
     }
 

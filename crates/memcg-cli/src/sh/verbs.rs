@@ -86,7 +86,7 @@ pub(super) fn cmd_echo(sh: &mut Shell<'_>, args: &[String]) -> Result<(), Failur
 /// The text of a file `cat` and `grep` read: a kernel file or an
 /// interface file; on failure, its errno.
 pub(super) fn read_text(sh: &Shell<'_>, p: &str) -> Result<String, Errno> {
-    match super::procfs::read(&sh.sim, p) {
+    match sh.sim.procfs().read(p) {
         Some(result) => result,
         None => sh.sim.fs().read(&sh.resolve(p)).map_err(|e| e.errno),
     }

@@ -14,8 +14,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use memcg::Errno;
 use memcg::cgroupfs::{Access, OpenFile};
 use memcg::fs::ReadCalls;
+use memcg::meminfo;
 use memcg::mm_types::PAGE_BYTES;
-use memcg_sim::{Fill, Sim, SimConfig, SimError, meminfo};
+use memcg_sim::{Fill, Sim, SimConfig, SimError};
 
 /// The environment variable that overrides every port's default scale.
 pub const SCALE_VAR: &str = "MEMCG_SELFTEST_SCALE";

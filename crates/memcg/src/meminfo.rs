@@ -6,7 +6,8 @@
 //! carry its numbers, the rest read 0 until that mechanism exists, so tools
 //! that parse the file by key find every key they expect.
 //!
-//! - `MemTotal`: the machine's size ([`SimConfig::mem_bytes`](crate::SimConfig)).
+//! - `MemTotal`: the machine's size (the tree's
+//!   [`machine_pages`](CgroupTree::machine_pages), which `MachineConfig::mem_bytes` sets).
 //! - `MemFree`: what is neither charged to a cgroup nor taken by the kernel
 //!   itself (RAM disk pages, swap tables).
 //! - `MemAvailable`: free plus page cache (there is no reclaim reserve).
@@ -16,12 +17,17 @@
 //!   objects charged to cgroups, and the memory cgroups' own per-CPU and
 //!   slab structures).
 //! - `SwapTotal`, `SwapFree`: the swap devices' usable slots.
+//!
+//! It reads the hierarchy and the swap system only, so it sits below the
+//! machine; [`crate::procfs`] serves it as `/proc/meminfo`. Locking: none
+//! of its own; each number is read once, without a lock across them (the
+//! text is a snapshot only as far as the kernel's is).
 
 use std::fmt::Write as _;
 
-use memcg::memcontrol::{CgroupTree, MemcgStat};
-use memcg::mm_types::PAGE_SIZE;
-use memcg::swap_state::SwapSystem;
+use crate::memcontrol::{CgroupTree, MemcgStat};
+use crate::mm_types::PAGE_SIZE;
+use crate::swap_state::SwapSystem;
 
 /// The keys of `/proc/meminfo` in the kernel's order, up to `Hugetlb`
 /// (the `HugePages_*` counts and `Hugepagesize` come just before it, the
