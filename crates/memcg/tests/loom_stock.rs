@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use common::{explore, small_tree};
 use loom::thread;
-use memcg::memcontrol::ChargeKind;
+use memcg::memcontrol::{ChargeKind, Gfp};
 
 /// The counter always equals the pages charged plus the pages stocked:
 /// a drain never loses a stocked page nor gives back one a charge took,

@@ -23,7 +23,7 @@ use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread;
 use memcg::Errno;
 use memcg::folio::Folio;
-use memcg::memcontrol::{CgroupTree, MemCgroup, MemcgStat, VmEvent};
+use memcg::memcontrol::{CgroupTree, Gfp, MemCgroup, MemcgStat, VmEvent};
 use memcg::mm_types::{PAGE_SIZE, SWAPFILE_CLUSTER};
 use memcg::swap_cgroup::Design;
 use memcg::swap_state::{SwapInError, SwapSystem};

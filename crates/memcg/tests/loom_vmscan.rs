@@ -16,7 +16,7 @@ use common::{explore, small_tree};
 use loom::thread;
 use memcg::folio::Folio;
 use memcg::lruvec::{self, FolioRef, LruList, Rmap, RmapOutcome};
-use memcg::memcontrol::{MemCgroup, MemcgStat};
+use memcg::memcontrol::{Gfp, MemCgroup, MemcgStat};
 use memcg::vmscan;
 
 /// A mapping of one folio; reclaiming it "swaps it out" by dropping it.
