@@ -256,12 +256,12 @@ impl PageCounter {
     }
 
     /// Effective min protection from the last [`calculate_protection`](Self::calculate_protection).
-    pub(crate) fn emin(&self) -> u64 {
+    pub fn emin(&self) -> u64 {
         self.prot.emin.load(Ordering::Relaxed)
     }
 
     /// Effective low protection from the last [`calculate_protection`](Self::calculate_protection).
-    pub(crate) fn elow(&self) -> u64 {
+    pub fn elow(&self) -> u64 {
         self.prot.elow.load(Ordering::Relaxed)
     }
 
