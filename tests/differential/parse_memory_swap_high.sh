@@ -1,0 +1,10 @@
+#!/bin/bash
+# scenario: memory.swap.high's parser (page_counter_memparse): suffixes, bases,
+#   `max`, whitespace, overflow and the errnos of what it refuses; each
+#   write's result and what the file reads after it.
+# machine: mem=1G swap=64M fs=512M
+# cmp: * exact
+. "$(dirname "$0")/lib.sh"
+mkdir -p $T/a
+obs default "$(rd $T/a/memory.swap.high)"
+battery $T/a/memory.swap.high swap.high "${MEMPARSE_VALUES[@]}"
