@@ -96,12 +96,25 @@ enum Command {
 }
 
 /// The simulated machine's options (`sh`, `mount`, `run`).
+///
+/// `--kernel` picks a bundle of switches (`MachineConfig::for_kernel`);
+/// each switch's own flag, where it has one, overrides the bundle's value
+/// wherever it stands on the command line.
 #[derive(Debug, clap::Args)]
 struct MachineArgs {
+    /// The kernel whose behaviour the machine follows where kernels
+    /// differ: 6.12, 6.14 (the seeds' kernel) or 7.3. It sets the
+    /// swap_cgroup and list_lru designs, what rmdir does with LRU folios,
+    /// how sizes parse, what memory.reclaim accepts, the memory.stat and
+    /// memory.events keys and zswap's incompressible pages
+    /// (docs/kernel-profiles.md); the flags below override its choices.
+    #[arg(long, default_value = "6.14")]
+    kernel: memcg::profile::KernelVersion,
     /// The swap_cgroup design recording swap owners: locked, packed,
-    /// atomic-u16, cluster or memcg.
-    #[arg(long, default_value = "memcg")]
-    swap_cgroup: memcg::swap_cgroup::Design,
+    /// atomic-u16, cluster or memcg [default: the kernel's: locked on
+    /// 6.12, packed on 6.14, cluster on 7.3].
+    #[arg(long)]
+    swap_cgroup: Option<memcg::swap_cgroup::Design>,
     /// Seed of random fills.
     #[arg(long, default_value_t = 0x5eed)]
     seed: u64,
@@ -135,40 +148,50 @@ struct MachineArgs {
     #[arg(long, value_parser = parse_bytes)]
     memcg_metadata: Option<u64>,
     /// The list_lru design of mounted filesystems' dentry and inode
-    /// caches: split (v6.13+) or legacy.
-    #[arg(long, default_value = "split")]
-    list_lru: memcg::list_lru::LruDesign,
+    /// caches: split (v6.13+) or legacy [default: the kernel's: legacy on
+    /// 6.12, split after].
+    #[arg(long)]
+    list_lru: Option<memcg::list_lru::LruDesign>,
     /// What rmdir does with a cgroup's LRU folios: `off` leaves them to
-    /// pin the dying cgroup (v6.14), `on` moves them to the parent
-    /// (2026, "Eliminate Dying Memory Cgroup").
-    #[arg(long, value_enum, default_value = "off")]
-    reparent_lru_folios: Switch,
+    /// pin the dying cgroup (6.12, v6.14), `on` moves them to the parent
+    /// (7.3) [default: the kernel's].
+    #[arg(long, value_enum)]
+    reparent_lru_folios: Option<Switch>,
     /// Whether a swap-in may bring a large folio back whole once zswap has
     /// been enabled, loading its pages from zswap one by one: `off` swaps
-    /// in single pages then (v6.14), `on` goes beyond v6.14.
-    #[arg(long, value_enum, default_value = "off")]
-    zswap_large_folio_loads: Switch,
+    /// in single pages then (every profile: 6.12 to 7.3), `on` goes
+    /// beyond [default: the kernel's].
+    #[arg(long, value_enum)]
+    zswap_large_folio_loads: Option<Switch>,
     /// Whether a refault checks the serial of the memory cgroup that
     /// evicted the page besides its id: `off` takes a recycled id for the
-    /// same cgroup (v6.14), `on` does not (beyond v6.14).
-    #[arg(long, value_enum, default_value = "off")]
-    shadow_memcg_serial: Switch,
+    /// same cgroup (every profile: 6.12 to 7.3), `on` does not
+    /// [default: the kernel's].
+    #[arg(long, value_enum)]
+    shadow_memcg_serial: Option<Switch>,
 }
 
 impl MachineArgs {
+    /// The kernel's configuration, then each switch given on the command
+    /// line in place of the kernel's value.
     fn config(&self) -> memcg_sim::SimConfig {
+        let kernel = memcg_sim::SimConfig::for_kernel(self.kernel);
+        let on = |flag: Option<Switch>, default: bool| flag.map_or(default, |s| s == Switch::On);
         memcg_sim::SimConfig {
             seed: self.seed,
-            swap_cgroup: self.swap_cgroup,
+            swap_cgroup: self.swap_cgroup.unwrap_or(kernel.swap_cgroup),
             mem_bytes: machine_bytes(self.mem),
             charge_stock: self.charge_stock == Switch::On,
             memcg_metadata_bytes: self.memcg_metadata,
             nr_cpus: self.cpus,
-            list_lru: self.list_lru,
-            reparent_lru_folios: self.reparent_lru_folios == Switch::On,
-            zswap_large_folio_loads: self.zswap_large_folio_loads == Switch::On,
-            shadow_memcg_serial: self.shadow_memcg_serial == Switch::On,
-            ..memcg_sim::SimConfig::default()
+            list_lru: self.list_lru.unwrap_or(kernel.list_lru),
+            reparent_lru_folios: on(self.reparent_lru_folios, kernel.reparent_lru_folios),
+            zswap_large_folio_loads: on(
+                self.zswap_large_folio_loads,
+                kernel.zswap_large_folio_loads,
+            ),
+            shadow_memcg_serial: on(self.shadow_memcg_serial, kernel.shadow_memcg_serial),
+            ..kernel
         }
     }
 }
@@ -322,5 +345,54 @@ fn main() -> anyhow::Result<()> {
             let status = run::main(&served.spec(&machine), &cmd)?;
             std::process::exit(status)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memcg::list_lru::LruDesign;
+    use memcg::swap_cgroup::Design;
+
+    fn machine_of(args: &[&str]) -> memcg_sim::SimConfig {
+        let cli = Cli::try_parse_from(["memcg", "sh", "--mem", "64M"].iter().chain(args)).unwrap();
+        let Command::Sh { machine, .. } = cli.command else {
+            unreachable!("parsed sh")
+        };
+        machine.config()
+    }
+
+    /// `--kernel` sets every switch; a switch's own flag wins wherever it
+    /// stands.
+    #[test]
+    fn kernel_profiles_then_flags() {
+        let default = machine_of(&[]);
+        assert_eq!(
+            default.behaviour.version,
+            memcg::profile::KernelVersion::V6_14
+        );
+        assert_eq!(default.swap_cgroup, Design::Packed);
+        assert_eq!(default.list_lru, LruDesign::Split);
+        assert!(!default.reparent_lru_folios);
+        let old = machine_of(&["--kernel", "6.12"]);
+        assert_eq!(
+            (old.swap_cgroup, old.list_lru),
+            (Design::Locked, LruDesign::Legacy)
+        );
+        let new = machine_of(&["--kernel", "7.3"]);
+        assert_eq!(new.swap_cgroup, Design::Cluster);
+        assert!(new.reparent_lru_folios && new.behaviour.memparse_saturates);
+        let mixed = machine_of(&[
+            "--reparent-lru-folios",
+            "off",
+            "--kernel",
+            "7.3",
+            "--swap-cgroup",
+            "memcg",
+        ]);
+        assert_eq!(mixed.swap_cgroup, Design::Memcg);
+        assert!(!mixed.reparent_lru_folios);
+        assert!(mixed.behaviour.reclaim_swappiness_max, "the rest is 7.3's");
+        assert!(Cli::try_parse_from(["memcg", "sh", "--kernel", "6.13"]).is_err());
     }
 }

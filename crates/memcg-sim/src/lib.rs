@@ -115,6 +115,9 @@ pub struct SimConfig {
     /// Refaults check the evicting memory cgroup's serial besides its id
     /// (beyond v6.14: [`memcg::memcontrol::CgroupTree::shadow_memcg_serial`]).
     pub shadow_memcg_serial: bool,
+    /// The kernel version's interface and mechanism switches
+    /// ([`memcg::profile`]; v6.14's by default).
+    pub behaviour: memcg::profile::Behaviour,
     /// The pid of the first task the simulator starts. A simulator that
     /// also tracks host processes ([`Sim::adopt_task`]) starts its own at
     /// [`PID_MAX_LIMIT`], above every pid a Linux host hands out.
@@ -138,6 +141,22 @@ impl SimConfig {
             reparent_lru_folios: self.reparent_lru_folios,
             zswap_large_folio_loads: self.zswap_large_folio_loads,
             shadow_memcg_serial: self.shadow_memcg_serial,
+            behaviour: self.behaviour,
+        }
+    }
+
+    /// The default configuration with `kernel`'s designs and switches
+    /// ([`MachineConfig::for_kernel`]).
+    pub fn for_kernel(kernel: memcg::profile::KernelVersion) -> Self {
+        let m = MachineConfig::for_kernel(kernel);
+        Self {
+            swap_cgroup: m.swap_cgroup,
+            list_lru: m.list_lru,
+            reparent_lru_folios: m.reparent_lru_folios,
+            zswap_large_folio_loads: m.zswap_large_folio_loads,
+            shadow_memcg_serial: m.shadow_memcg_serial,
+            behaviour: m.behaviour,
+            ..Self::default()
         }
     }
 }
@@ -155,6 +174,7 @@ impl Default for SimConfig {
             reparent_lru_folios: false,
             zswap_large_folio_loads: false,
             shadow_memcg_serial: false,
+            behaviour: memcg::profile::Behaviour::default(),
             first_pid: 100,
         }
     }

@@ -97,8 +97,10 @@ use crate::memcontrol::{
 };
 use crate::mm_types::PAGE_SIZE;
 use crate::page_counter::{PAGE_COUNTER_MAX, PageCounter};
+use crate::profile::Behaviour;
 use crate::psi::{PressurePoll, TriggerError, TriggerSlot};
 use crate::sync::{Arc, lock};
+use crate::vmscan::SWAPPINESS_ANON_ONLY;
 
 /// Controllers the kernel knows but this hierarchy does not provide:
 /// enabling one is `ENOENT` (not available), not `EINVAL` (unknown).
@@ -153,12 +155,22 @@ pub struct BadSize {
 /// Parses a memory value as `page_counter_memparse` does: `max`, or bytes
 /// with an optional suffix; returns whole pages (rounded down, capped at
 /// [`PAGE_COUNTER_MAX`]).
+#[cfg(test)]
 pub(crate) fn parse_pages(text: &str) -> Result<u64, BadSize> {
+    parse_pages_as(text, Behaviour::default())
+}
+
+/// [`parse_pages`] with `memparse` as the kernel of `behaviour` has it
+/// ([`Behaviour::memparse_saturates`]: on 7.3 `16E` is `max`).
+pub(crate) fn parse_pages_as(text: &str, behaviour: Behaviour) -> Result<u64, BadSize> {
     let s = strstrip(text);
     if s == "max" {
         return Ok(PAGE_COUNTER_MAX);
     }
-    let bytes = memparse(s)?;
+    let bytes = match memparse_prefix_as(s, behaviour.memparse_saturates) {
+        (bytes, "") => bytes,
+        _ => return Err(BadSize { text: s.to_owned() }),
+    };
     Ok((bytes / PAGE_SIZE).min(PAGE_COUNTER_MAX))
 }
 
@@ -178,6 +190,14 @@ pub fn memparse(s: &str) -> Result<u64, BadSize> {
 /// `memparse` itself: the value of the longest prefix that parses, and the
 /// rest of the text (the kernel's `*retptr`).
 fn memparse_prefix(s: &str) -> (u64, &str) {
+    memparse_prefix_as(s, false)
+}
+
+/// `memparse` of the kernel whose [`Behaviour::memparse_saturates`] is
+/// `saturate`: with it (7.3), a suffix counts only after at least one
+/// digit and a shift that loses bits gives `u64::MAX`; without (6.12,
+/// v6.14), a bare suffix is 0 and the shift wraps.
+fn memparse_prefix_as(s: &str, saturate: bool) -> (u64, &str) {
     let bytes = s.as_bytes();
     let (digits, radix) = match bytes {
         [b'0', x, h, ..] if x.eq_ignore_ascii_case(&b'x') && h.is_ascii_hexdigit() => (&s[2..], 16),
@@ -202,7 +222,16 @@ fn memparse_prefix(s: &str) -> (u64, &str) {
         Some(b'e' | b'E') => 60,
         _ => return (value, rest),
     };
-    (value << shift, &rest[1..])
+    if !saturate {
+        return (value << shift, &rest[1..]);
+    }
+    if number.is_empty() {
+        return (value, rest);
+    }
+    match value.checked_shl(shift).filter(|v| v >> shift == value) {
+        Some(v) => (v, &rest[1..]),
+        None => (u64::MAX, &rest[1..]),
+    }
 }
 
 /// `strstrip`: the text without the leading and trailing bytes the
@@ -594,26 +623,26 @@ const FILES: &[FileSpec] = &[
         "memory.min",
         Scope::MemoryNotOnRoot,
         |_, m| line(format_pages(m.memory().min())),
-        Some(|_, m, v| write_pages(v, |p| m.memory().set_min(p))),
+        Some(|fs, m, v| write_pages(fs, v, |p| m.memory().set_min(p))),
     ),
     mem(
         "memory.low",
         Scope::MemoryNotOnRoot,
         |_, m| line(format_pages(m.memory().low())),
-        Some(|_, m, v| write_pages(v, |p| m.memory().set_low(p))),
+        Some(|fs, m, v| write_pages(fs, v, |p| m.memory().set_low(p))),
     ),
     mem(
         "memory.high",
         Scope::MemoryNotOnRoot,
         |_, m| line(format_pages(m.memory().high())),
-        Some(|fs, m, v| write_pages(v, |p| fs.tree.set_memory_high(m, p))),
+        Some(|fs, m, v| write_pages(fs, v, |p| fs.tree.set_memory_high(m, p))),
     ),
     mem(
         "memory.max",
         Scope::MemoryNotOnRoot,
         |_, m| line(format_pages(m.memory().max())),
         Some(|fs, m, v| {
-            write_pages(v, |p| {
+            write_pages(fs, v, |p| {
                 fs.tree.set_memory_max(m, p);
             })
         }),
@@ -668,14 +697,14 @@ const FILES: &[FileSpec] = &[
         "memory.swap.high",
         Scope::MemoryNotOnRoot,
         |_, m| line(format_pages(m.swap().high())),
-        Some(|_, m, v| write_pages(v, |p| m.swap().set_high(p))),
+        Some(|fs, m, v| write_pages(fs, v, |p| m.swap().set_high(p))),
     ),
     mem(
         "memory.swap.max",
         Scope::MemoryNotOnRoot,
         |_, m| line(format_pages(m.swap().max())),
-        Some(|_, m, v| {
-            write_pages(v, |p| {
+        Some(|fs, m, v| {
+            write_pages(fs, v, |p| {
                 m.swap().force_max(p);
             })
         }),
@@ -705,7 +734,7 @@ const FILES: &[FileSpec] = &[
         "memory.zswap.max",
         Scope::MemoryNotOnRoot,
         |_, m| line(format_pages(m.zswap_max())),
-        Some(|_, m, v| write_pages(v, |p| m.set_zswap_max(p))),
+        Some(|fs, m, v| write_pages(fs, v, |p| m.set_zswap_max(p))),
     ),
     mem(
         "memory.zswap.writeback",
@@ -715,8 +744,11 @@ const FILES: &[FileSpec] = &[
     ),
 ];
 
-fn write_pages(value: &str, set: impl FnOnce(u64)) -> Result<(), WriteError> {
-    set(parse_pages(value).map_err(|e| WriteError::new(Errno::EINVAL, e.to_string()))?);
+/// A `page_counter_memparse` value written to a limit file, parsed as the
+/// tree's kernel does.
+fn write_pages(fs: &CgroupFs, value: &str, set: impl FnOnce(u64)) -> Result<(), WriteError> {
+    set(parse_pages_as(value, fs.tree.behaviour())
+        .map_err(|e| WriteError::new(Errno::EINVAL, e.to_string()))?);
     Ok(())
 }
 
@@ -1021,12 +1053,14 @@ fn write_subtree_control(fs: &CgroupFs, cg: &Arc<Cgroup>, value: &str) -> Result
     Ok(())
 }
 
-/// `memory.reclaim`: `SIZE [swappiness=N]`; reclaims in batches of a
+/// `memory.reclaim`: `SIZE [swappiness=N]` (and `swappiness=max`, anon
+/// only, where [`Behaviour::reclaim_swappiness_max`]); reclaims in batches of a
 /// quarter of what is left, failing with `EAGAIN` after
 /// `MAX_RECLAIM_RETRIES` fruitless tries (`memory_reclaim`).
 fn write_reclaim(fs: &CgroupFs, m: &Arc<MemCgroup>, value: &str) -> Result<(), WriteError> {
     let text = strstrip(value);
-    let (bytes, rest) = memparse_prefix(text);
+    let behaviour = fs.tree.behaviour();
+    let (bytes, rest) = memparse_prefix_as(text, behaviour.memparse_saturates);
     if rest.len() == text.len() {
         return Err(WriteError::new(
             Errno::EINVAL,
@@ -1035,20 +1069,26 @@ fn write_reclaim(fs: &CgroupFs, m: &Arc<MemCgroup>, value: &str) -> Result<(), W
     }
     let mut swappiness = None;
     for token in strstrip(rest).split(' ').filter(|t| !t.is_empty()) {
+        if behaviour.reclaim_swappiness_max && token == "swappiness=max" {
+            swappiness = Some(SWAPPINESS_ANON_ONLY);
+            continue;
+        }
         // match_int: base 0, so 0x and octal too.
         let value = token
             .strip_prefix("swappiness=")
             .and_then(|v| kstrtoint(v).ok())
             .filter(|v| (0..=200).contains(v))
             .ok_or_else(|| {
-                WriteError::new(
-                    Errno::EINVAL,
-                    format!("{token:?}: expected swappiness=0..200"),
-                )
+                let expected = if behaviour.reclaim_swappiness_max {
+                    "swappiness=0..200 or swappiness=max"
+                } else {
+                    "swappiness=0..200"
+                };
+                WriteError::new(Errno::EINVAL, format!("{token:?}: expected {expected}"))
             })?;
         swappiness = Some(value as u32);
     }
-    debug_assert!(swappiness.is_none_or(|v| v <= 200));
+    debug_assert!(swappiness.is_none_or(|v| v <= SWAPPINESS_ANON_ONLY));
     fs.tree
         .reclaim_proactive(m, bytes / PAGE_SIZE, swappiness)
         .map_err(|errno| {
@@ -2266,6 +2306,74 @@ mod tests {
                 fs.write("/a/memory.reclaim", bad).unwrap_err().errno,
                 Errno::EINVAL,
                 "{bad}"
+            );
+        }
+    }
+
+    /// An interface following `kernel`, with `/a` made.
+    fn fs_of(kernel: crate::profile::KernelVersion) -> CgroupFs {
+        let fs = CgroupFs::new(TreeConfig {
+            behaviour: kernel.behaviour(),
+            ..TreeConfig::default()
+        });
+        fs.write("/cgroup.subtree_control", "+memory").unwrap();
+        fs.mkdir("/a").unwrap();
+        fs
+    }
+
+    /// `memparse` per kernel: 7.3 saturates an overflowing suffix shift
+    /// (`16E` reads back `max`) and wants digits before a suffix; 6.12
+    /// and v6.14 wrap (`16E` is 0) and take a bare suffix as 0.
+    #[test]
+    fn memparse_per_kernel() {
+        use crate::profile::KernelVersion;
+        assert_eq!(memparse_prefix_as("16E", true), (u64::MAX, ""));
+        assert_eq!(memparse_prefix_as("17E", true), (u64::MAX, ""));
+        assert_eq!(memparse_prefix_as("8E", true), (1 << 63, ""));
+        assert_eq!(memparse_prefix_as("K", true), (0, "K"));
+        assert_eq!(memparse_prefix_as("0x10k", true), (16 << 10, ""));
+        assert_eq!(memparse_prefix_as("16E", false), (0, ""));
+        assert_eq!(memparse_prefix_as("K", false), (0, ""));
+        for (kernel, max_16e, bare_k) in [
+            (KernelVersion::V6_12, "0\n", Ok("0\n")),
+            (KernelVersion::V6_14, "0\n", Ok("0\n")),
+            (KernelVersion::V7_3, "max\n", Err(Errno::EINVAL)),
+        ] {
+            let fs = fs_of(kernel);
+            fs.write("/a/memory.max", "16E").unwrap();
+            assert_eq!(fs.read("/a/memory.max").unwrap(), max_16e, "{kernel}");
+            fs.write("/a/memory.high", "4096").unwrap();
+            let got = fs
+                .write("/a/memory.high", "K")
+                .map(|()| fs.read("/a/memory.high").unwrap())
+                .map_err(|e| e.errno);
+            assert_eq!(got.as_deref(), bare_k.as_deref(), "{kernel}");
+            // memory.reclaim's size too: a bare suffix is 0 bytes before 7.3.
+            let reclaim_k = fs.write("/a/memory.reclaim", "K").map_err(|e| e.errno);
+            assert_eq!(reclaim_k.is_ok(), kernel != KernelVersion::V7_3, "{kernel}");
+        }
+    }
+
+    /// `swappiness=max` is a word of 7.3's `memory.reclaim` only.
+    #[test]
+    fn reclaim_swappiness_max_per_kernel() {
+        use crate::profile::KernelVersion;
+        for kernel in KernelVersion::ALL {
+            let fs = fs_of(kernel);
+            let got = fs
+                .write("/a/memory.reclaim", "0 swappiness=max")
+                .map_err(|e| e.errno);
+            let want = if kernel == KernelVersion::V7_3 {
+                Ok(())
+            } else {
+                Err(Errno::EINVAL)
+            };
+            assert_eq!(got, want, "{kernel}");
+            assert_eq!(
+                fs.write("/a/memory.reclaim", "0 swappiness=maxx")
+                    .unwrap_err()
+                    .errno,
+                Errno::EINVAL
             );
         }
     }

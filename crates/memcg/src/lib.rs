@@ -140,6 +140,7 @@
 //! | 0     | `sync`           | (none)                                 | the std ↔ loom shim every atomic and lock uses |
 //! | 0     | `named`          | (none)                                 | [`named_enum!`]: an enum's names, parsed and printed |
 //! | 0     | `weak_slab`      | (an intrusive `list_head`)             | weak references that leave their list in O(1)  |
+//! | 1     | [`profile`]      | Makefile (VERSION, PATCHLEVEL)         | kernel versions and the behaviour switches each sets |
 //! | 1     | [`clock`]        | include/linux/jiffies.h, kernel/time   | jiffies, a real and a virtual clock to sleep on |
 //! | 1     | `percpu`         | include/linux/percpu*.h                | per-thread slots and split counters            |
 //! | 1     | `idr`            | lib/idr.c                              | lazy two-level id tables, lowest-free ids      |
@@ -201,6 +202,7 @@ pub(crate) mod percpu;
 // Reads a `Machine`: no loom build either.
 #[cfg(not(loom))]
 pub mod procfs;
+pub mod profile;
 pub mod psi;
 pub mod readahead;
 pub mod shrinker;

@@ -79,6 +79,7 @@ use crate::list_lru::LruDesign;
 use crate::memcontrol::{CgroupTree, MemCgroup, MemcgReclaim, ReclaimOptions, TreeConfig};
 use crate::mm_types::PAGE_BYTES;
 use crate::mm_types::{DEFAULT_SWAPPINESS, MAX_SWAPPINESS};
+use crate::profile::{Behaviour, KernelVersion};
 use crate::swap_cgroup::Design;
 use crate::swap_state::{SwapOutPiece, SwapSystem};
 use crate::swapfile::{SwapBackend, SwapError};
@@ -121,6 +122,38 @@ pub struct MachineConfig {
     /// Refaults check the evicting memory cgroup's serial besides its id
     /// (beyond v6.14: [`CgroupTree::shadow_memcg_serial`]).
     pub shadow_memcg_serial: bool,
+    /// The kernel version's interface and mechanism switches
+    /// ([`crate::profile`]; v6.14's by default).
+    pub behaviour: Behaviour,
+}
+
+impl MachineConfig {
+    /// A 1 GiB machine as `kernel` builds it: its swap_cgroup design, its
+    /// list_lru design, what its rmdir does with LRU folios, and its
+    /// behaviour switches ([`KernelVersion::behaviour`]). The table of
+    /// every switch, with the kernel function behind each value, is
+    /// `docs/kernel-profiles.md`.
+    pub fn for_kernel(kernel: KernelVersion) -> Self {
+        let (swap_cgroup, list_lru, reparent_lru_folios) = match kernel {
+            // One spinlock per device around plain ids (mm/swap_cgroup.c),
+            // one lock per node for every list (mm/list_lru.c), folios
+            // left on the dying cgroup's LRU.
+            KernelVersion::V6_12 => (Design::Locked, LruDesign::Legacy, false),
+            // The seed: two ids per atomic word; per-list locks.
+            KernelVersion::V6_14 => (Design::Packed, LruDesign::Split, false),
+            // Ids in a per-cluster table under the cluster lock
+            // (mm/swap_table.h), per-list locks, and offline moves the
+            // LRU folios to the parent (`lru_reparent_memcg`).
+            KernelVersion::V7_3 => (Design::Cluster, LruDesign::Split, true),
+        };
+        Self {
+            swap_cgroup,
+            list_lru,
+            reparent_lru_folios,
+            behaviour: kernel.behaviour(),
+            ..Self::default()
+        }
+    }
 }
 
 impl Default for MachineConfig {
@@ -136,6 +169,7 @@ impl Default for MachineConfig {
             reparent_lru_folios: false,
             zswap_large_folio_loads: false,
             shadow_memcg_serial: false,
+            behaviour: Behaviour::default(),
         }
     }
 }
@@ -229,6 +263,7 @@ impl Machine {
     pub fn new(config: MachineConfig) -> Arc<Self> {
         let fs = CgroupFs::new(TreeConfig {
             nr_cpus: config.nr_cpus,
+            behaviour: config.behaviour,
             ..TreeConfig::default()
         });
         let tree = fs.tree();

@@ -155,6 +155,7 @@ use crate::cgroup::{Cgroup, CgroupError, CgroupRoot, CgroupSubsys, MemoryControl
 use crate::idr::{IdAllocator, IdTable};
 use crate::lruvec::Lruvec;
 use crate::page_alloc::PageAllocator;
+use crate::profile::Behaviour;
 use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering, lock};
 use crate::weak_slab::WeakSlab;
 use std::sync::Weak;
@@ -182,6 +183,9 @@ pub struct TreeConfig {
     /// per CPU (pressure stall counts, per-CPU memcg data) scales with it.
     /// Default [`DEFAULT_NR_CPUS`].
     pub nr_cpus: u32,
+    /// The kernel version's behaviour switches the tree and its interface
+    /// files follow (v6.14's by default).
+    pub behaviour: Behaviour,
 }
 
 /// CPUs of a machine when none is given: 2, the machine the project's
@@ -199,6 +203,7 @@ impl Default for TreeConfig {
             max_ids: MEM_CGROUP_ID_MAX,
             memory: MemoryController::default(),
             nr_cpus: DEFAULT_NR_CPUS,
+            behaviour: Behaviour::default(),
         }
     }
 }
@@ -752,6 +757,8 @@ struct Options {
     /// Refaults check the evicting memory cgroup's serial besides its id
     /// (beyond v6.14, which takes a recycled id for the same cgroup).
     shadow_memcg_serial: AtomicBool,
+    /// The kernel version's behaviour switches ([`TreeConfig::behaviour`]).
+    behaviour: Behaviour,
 }
 
 impl Default for Options {
@@ -762,6 +769,7 @@ impl Default for Options {
             metadata: Mutex::new(MemcgMetadata::NONE),
             reparent_lru_folios: AtomicBool::new(false),
             shadow_memcg_serial: AtomicBool::new(false),
+            behaviour: Behaviour::default(),
         }
     }
 }
@@ -855,6 +863,7 @@ impl CgroupTree {
         });
         let options = Arc::new(Options {
             metadata: Mutex::new(MemcgMetadata::v6_14(config.nr_cpus, config.nr_nodes)),
+            behaviour: config.behaviour,
             ..Options::default()
         });
         // The cgroup core calls the memory controller (this tree) back
@@ -1052,6 +1061,12 @@ impl CgroupTree {
             .options
             .shadow_memcg_serial
             .store(on, Ordering::Relaxed);
+    }
+
+    /// The kernel version's behaviour switches this tree follows
+    /// ([`TreeConfig::behaviour`]).
+    pub fn behaviour(&self) -> Behaviour {
+        self.shared.options.behaviour
     }
 
     /// Reclaim calls so far, and memory cgroups they visited.

@@ -167,7 +167,14 @@ enum ScanBalance {
     Anon,
     /// File only.
     File,
+    /// Nothing: anon only was asked for and anon cannot be reclaimed.
+    Nothing,
 }
+
+/// The swappiness `memory.reclaim`'s `swappiness=max` asks for on 7.3
+/// (`SWAPPINESS_ANON_ONLY`, one above `MAX_SWAPPINESS`): reclaim anonymous
+/// memory only, and nothing when it cannot swap.
+pub const SWAPPINESS_ANON_ONLY: u32 = MAX_SWAPPINESS + 1;
 
 /// Reclaim's view of the world: the tree, the subtree and the swap space.
 struct Reclaim<'a> {
@@ -493,6 +500,7 @@ impl Reclaim<'_> {
                         mul_div_round_up(scan, share, denominator)
                     }
                 }
+                ScanBalance::Nothing => 0,
                 ScanBalance::Anon if list.is_file() => 0,
                 ScanBalance::File if !list.is_file() => 0,
                 ScanBalance::Anon | ScanBalance::File => scan,
@@ -504,6 +512,13 @@ impl Reclaim<'_> {
     /// what proportion.
     fn scan_balance(&self, memcg: &MemCgroup, sc: &ScanControl) -> ScanBalance {
         let can_swap = sc.may_swap && self.tree.nr_swap_pages(memcg, (self.swap)().free_pages) > 0;
+        if sc.swappiness == SWAPPINESS_ANON_ONLY {
+            return if can_swap {
+                ScanBalance::Anon
+            } else {
+                ScanBalance::Nothing
+            };
+        }
         if !can_swap || (self.cgroup_reclaim && sc.swappiness == 0) {
             return ScanBalance::File;
         }
