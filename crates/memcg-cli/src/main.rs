@@ -18,6 +18,7 @@ mod run;
 mod seeds;
 mod served;
 pub(crate) mod sh;
+mod testbed;
 mod usemem;
 mod workload;
 
@@ -93,6 +94,10 @@ enum Command {
     /// Run every seed experiment for every design and write a report
     /// beside the seeds' published figures.
     Reproduce(reproduce::ReproduceArgs),
+    /// The real-kernel test bed: Debian's 6.12 and 7.3 kernels booted
+    /// under qemu, running the same scripts as the simulator.
+    #[command(subcommand)]
+    Testbed(testbed::TestbedCmd),
 }
 
 /// The simulated machine's options (`sh`, `mount`, `run`).
@@ -324,6 +329,7 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(args) => bench::run(args),
         Command::Workload(w) => workload::run(w),
         Command::Reproduce(args) => reproduce::run(&args),
+        Command::Testbed(cmd) => std::process::exit(testbed::main(cmd)?),
         Command::Sh {
             file,
             machine,
