@@ -97,7 +97,7 @@ use crate::memcontrol::{
 };
 use crate::mm_types::PAGE_SIZE;
 use crate::page_counter::{PAGE_COUNTER_MAX, PageCounter};
-use crate::profile::Behaviour;
+use crate::profile::{Behaviour, StatLayout};
 use crate::psi::{PressurePoll, TriggerError, TriggerSlot};
 use crate::sync::{Arc, lock};
 use crate::vmscan::SWAPPINESS_ANON_ONLY;
@@ -652,7 +652,7 @@ const FILES: &[FileSpec] = &[
         mem(
             "memory.events",
             Scope::MemoryNotOnRoot,
-            |_, m| events_text(m, EventsFile::Memory),
+            |fs, m| events_text(m, EventsFile::Memory, fs.tree.behaviour()),
             None,
         ),
     ),
@@ -661,11 +661,16 @@ const FILES: &[FileSpec] = &[
         mem(
             "memory.events.local",
             Scope::MemoryNotOnRoot,
-            |_, m| events_text(m, EventsFile::MemoryLocal),
+            |fs, m| events_text(m, EventsFile::MemoryLocal, fs.tree.behaviour()),
             None,
         ),
     ),
-    mem("memory.stat", Scope::Memory, |_, m| stat_text(m), None),
+    mem(
+        "memory.stat",
+        Scope::Memory,
+        |fs, m| stat_text(m, fs.tree.behaviour().stat_layout),
+        None,
+    ),
     mem(
         "memory.numa_stat",
         Scope::Memory,
@@ -720,7 +725,7 @@ const FILES: &[FileSpec] = &[
         mem(
             "memory.swap.events",
             Scope::MemoryNotOnRoot,
-            |_, m| events_text(m, EventsFile::Swap),
+            |fs, m| events_text(m, EventsFile::Swap, fs.tree.behaviour()),
             None,
         ),
     ),
@@ -795,11 +800,15 @@ enum EventsFile {
     Swap,
 }
 
-/// An event file's text: one `name count` line per event it shows.
-fn events_text(m: &MemCgroup, file: EventsFile) -> String {
+/// An event file's text: one `name count` line per event it shows
+/// (`sock_throttled` only where [`Behaviour::sock_throttled_event`]).
+fn events_text(m: &MemCgroup, file: EventsFile, behaviour: Behaviour) -> String {
     let swap = file == EventsFile::Swap;
     let mut out = String::new();
-    for e in MemcgEvent::ALL.into_iter().filter(|e| e.is_swap() == swap) {
+    let shown = |e: &MemcgEvent| {
+        e.is_swap() == swap && (*e != MemcgEvent::SockThrottled || behaviour.sock_throttled_event)
+    };
+    for e in MemcgEvent::ALL.into_iter().filter(shown) {
         let n = match file {
             EventsFile::MemoryLocal => m.event_local(e),
             EventsFile::Memory | EventsFile::Swap => m.event(e),
@@ -814,12 +823,54 @@ fn stat_value(m: &MemCgroup, s: MemcgStat) -> u64 {
     u64::try_from(m.stat(s)).unwrap_or(0) * s.unit().bytes()
 }
 
-/// `memory.stat`: every page state (with the `slab` sum after
-/// `slab_unreclaimable`), the `pgscan`/`pgsteal` totals, every vm event.
-fn stat_text(m: &MemCgroup) -> String {
+/// The reclaim counters 7.3 prints among the page states, just before
+/// `pgpromote_success` (after `pgdemote_*`), rather than as vm events.
+const RECLAIM_STATS_7_3: [VmEvent; 9] = [
+    VmEvent::PgstealKswapd,
+    VmEvent::PgstealDirect,
+    VmEvent::PgstealKhugepaged,
+    VmEvent::PgstealProactive,
+    VmEvent::PgscanKswapd,
+    VmEvent::PgscanDirect,
+    VmEvent::PgscanKhugepaged,
+    VmEvent::PgscanProactive,
+    VmEvent::Pgrefill,
+];
+
+/// Whether `layout`'s `memory.stat` has a line for page state `s`.
+fn stat_shown(s: MemcgStat, layout: StatLayout) -> bool {
+    match s {
+        MemcgStat::ZswapIncomp | MemcgStat::PgdemoteProactive => layout == StatLayout::V7_3,
+        _ => s.key().is_some(),
+    }
+}
+
+/// Whether `layout`'s `memory.stat` prints `e` among its vm events (the
+/// tail after `pgscan`/`pgsteal`).
+fn vm_event_shown(e: VmEvent, layout: StatLayout) -> bool {
+    match e {
+        VmEvent::PgscanProactive | VmEvent::PgstealProactive => false,
+        VmEvent::Pswpin | VmEvent::Pswpout => layout != StatLayout::V6_12,
+        _ if RECLAIM_STATS_7_3.contains(&e) => layout != StatLayout::V7_3,
+        _ => true,
+    }
+}
+
+/// `memory.stat` in `layout`'s key list (`memcg_stat_format`): the page
+/// states (with the `slab` sum after `slab_unreclaimable`; on 7.3 the
+/// reclaim counters before `pgpromote_success`), the `pgscan`/`pgsteal`
+/// totals, the vm events.
+fn stat_text(m: &MemCgroup, layout: StatLayout) -> String {
     let mut out = String::new();
     for &s in MemcgStat::ALL {
-        let Some(key) = s.key() else { continue };
+        let Some(key) = s.key().filter(|_| stat_shown(s, layout)) else {
+            continue;
+        };
+        if s == MemcgStat::PgpromoteSuccess && layout == StatLayout::V7_3 {
+            for e in RECLAIM_STATS_7_3 {
+                let _ = writeln!(out, "{} {}", e.key(), m.vm_event(e));
+            }
+        }
         let _ = writeln!(out, "{key} {}", stat_value(m, s));
         if s == MemcgStat::SlabUnreclaimable {
             let slab = stat_value(m, MemcgStat::SlabReclaimable)
@@ -827,33 +878,38 @@ fn stat_text(m: &MemCgroup) -> String {
             let _ = writeln!(out, "slab {slab}");
         }
     }
-    let sum = |events: [VmEvent; 3]| events.iter().map(|&e| m.vm_event(e)).sum::<u64>();
+    let sum = |events: [VmEvent; 4]| events.iter().map(|&e| m.vm_event(e)).sum::<u64>();
     let pgscan = sum([
         VmEvent::PgscanKswapd,
         VmEvent::PgscanDirect,
         VmEvent::PgscanKhugepaged,
+        VmEvent::PgscanProactive,
     ]);
     let pgsteal = sum([
         VmEvent::PgstealKswapd,
         VmEvent::PgstealDirect,
         VmEvent::PgstealKhugepaged,
+        VmEvent::PgstealProactive,
     ]);
     let _ = writeln!(out, "pgscan {pgscan}\npgsteal {pgsteal}");
     for &e in VmEvent::ALL {
-        let _ = writeln!(out, "{} {}", e.key(), m.vm_event(e));
+        if vm_event_shown(e, layout) {
+            let _ = writeln!(out, "{} {}", e.key(), m.vm_event(e));
+        }
     }
     out
 }
 
 /// Page states `memory.numa_stat` has no line for (memory cgroup items,
 /// not node ones).
-const NOT_PER_NODE: [MemcgStat; 6] = [
+const NOT_PER_NODE: [MemcgStat; 7] = [
     MemcgStat::Kernel,
     MemcgStat::Percpu,
     MemcgStat::Sock,
     MemcgStat::Vmalloc,
     MemcgStat::ZswapBytes,
     MemcgStat::Zswapped,
+    MemcgStat::ZswapIncomp,
 ];
 
 /// `memory.numa_stat`: the node-level page states, `key N0=v N1=v`. The
@@ -870,7 +926,7 @@ fn numa_stat_text(m: &MemCgroup, nr_nodes: usize) -> String {
     };
     for &s in MemcgStat::ALL {
         let Some(key) = s.key() else { continue };
-        if NOT_PER_NODE.contains(&s) {
+        if NOT_PER_NODE.contains(&s) || s == MemcgStat::PgdemoteProactive {
             continue;
         }
         line(key, stat_value(m, s));

@@ -49,8 +49,9 @@
 //! After a memory cgroup's lists, its shrinkers run (`shrinker.rs`; what
 //! they free counts as progress for the machine's reclaim only). Shadow
 //! entries and refaults are `workingset.rs`'s. Proactive reclaim counts in
-//! `pgscan_direct`/`pgsteal_direct`, as v6.14 does (`pgscan_proactive`
-//! came in v6.15).
+//! `pgscan_direct`/`pgsteal_direct`, as v6.14 does; under the 7.3 profile
+//! ([`crate::profile::StatLayout::V7_3`]) in `pgscan_proactive`/
+//! `pgsteal_proactive`.
 //!
 //! # Invariants
 //!
@@ -76,6 +77,7 @@ use crate::lruvec::{
 };
 use crate::memcontrol::{CgroupTree, MemCgroup, MemcgEvent, MemcgStat, ReclaimOptions, VmEvent};
 use crate::mm_types::{DEFAULT_SWAPPINESS, MAX_SWAPPINESS, SWAP_CLUSTER_MAX};
+use crate::profile::StatLayout;
 use crate::shrinker::shrink_slab;
 use crate::sync::{Arc, lock};
 
@@ -115,6 +117,9 @@ struct ScanControl {
     memcg_full_walk: bool,
     /// Run by kswapd (`current_is_kswapd()`).
     kswapd: bool,
+    /// Proactive (`memory.reclaim`) and counted apart from direct reclaim
+    /// (`sc->proactive` with 7.3's `pgscan_proactive`/`pgsteal_proactive`).
+    count_proactive: bool,
     /// Pages shrinkers freed since the last flush (`reclaim_state`):
     /// progress only for a root reclaim ([`Reclaim::flush_reclaim_state`]).
     reclaim_state: u64,
@@ -143,6 +148,7 @@ impl ScanControl {
             memcg_low_skipped: false,
             memcg_full_walk: false,
             kswapd: false,
+            count_proactive: false,
             reclaim_state: 0,
         }
     }
@@ -212,6 +218,7 @@ pub fn try_to_free_mem_cgroup_pages(
     let swappiness = opts.swappiness.unwrap_or(DEFAULT_SWAPPINESS);
     let mut sc = ScanControl::new(nr_pages, opts.may_swap, swappiness);
     sc.kswapd = opts.kswapd;
+    sc.count_proactive = opts.proactive && tree.behaviour().stat_layout == StatLayout::V7_3;
     let subtree = Subtree::of(target);
     tree.note_reclaim();
     let r = Reclaim {
@@ -564,6 +571,8 @@ impl Reclaim<'_> {
         let (isolated, nr_scanned) = lruvec.isolate(memcg, list, nr_to_scan);
         let (pgscan, pgsteal) = if sc.kswapd {
             (VmEvent::PgscanKswapd, VmEvent::PgstealKswapd)
+        } else if sc.count_proactive {
+            (VmEvent::PgscanProactive, VmEvent::PgstealProactive)
         } else {
             (VmEvent::PgscanDirect, VmEvent::PgstealDirect)
         };

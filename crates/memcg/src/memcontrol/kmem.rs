@@ -295,9 +295,13 @@ impl super::CgroupTree {
     /// past every limit, raising `max` where one is passed; counts the
     /// bytes in `zswap` and the page in `zswapped`.
     pub fn charge_zswap(&self, objcg: &ObjCgroup, bytes: u64) {
+        let incomp = self.counts_zswap_incomp(bytes);
         let charged = self.charge_obj(objcg, bytes, Gfp::MemAlloc, |memcg| {
             memcg.mod_stat(MemcgStat::ZswapBytes, bytes as i64);
             memcg.mod_stat(MemcgStat::Zswapped, 1);
+            if incomp {
+                memcg.mod_stat(MemcgStat::ZswapIncomp, 1);
+            }
         });
         debug_assert!(charged.is_ok(), "a forced charge cannot fail");
     }
@@ -326,6 +330,16 @@ impl super::CgroupTree {
         let memcg = self.uncharge_obj(objcg, bytes);
         memcg.mod_stat(MemcgStat::ZswapBytes, -(bytes as i64));
         memcg.mod_stat(MemcgStat::Zswapped, -1);
+        if self.counts_zswap_incomp(bytes) {
+            memcg.mod_stat(MemcgStat::ZswapIncomp, -1);
+        }
+    }
+
+    /// Whether a zswap object of `bytes` is an incompressible page stored
+    /// as is (`zswap_incomp`): a whole page, under a kernel that stores
+    /// such pages ([`crate::profile::Behaviour::zswap_store_incompressible`]).
+    fn counts_zswap_incomp(&self, bytes: u64) -> bool {
+        bytes == crate::mm_types::PAGE_SIZE && self.behaviour().zswap_store_incompressible
     }
 
     /// Charges `bytes` to `objcg`'s memory cgroup through its reserve

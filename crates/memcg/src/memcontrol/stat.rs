@@ -143,6 +143,9 @@ pub enum MemcgEvent {
     OomKill,
     /// A cgroup was OOM-killed as a group.
     OomGroupKill,
+    /// A socket's memory charge was throttled (7.3's `sock_throttled`,
+    /// printed only under its profile; never raised: no sockets here).
+    SockThrottled,
     /// Swap usage went over `memory.swap.high`.
     SwapHigh,
     /// A swap charge hit `memory.swap.max`.
@@ -153,13 +156,14 @@ pub enum MemcgEvent {
 
 impl MemcgEvent {
     /// Every event, `memory.events` ones then `memory.swap.events` ones.
-    pub const ALL: [MemcgEvent; 9] = [
+    pub const ALL: [MemcgEvent; 10] = [
         MemcgEvent::Low,
         MemcgEvent::High,
         MemcgEvent::Max,
         MemcgEvent::Oom,
         MemcgEvent::OomKill,
         MemcgEvent::OomGroupKill,
+        MemcgEvent::SockThrottled,
         MemcgEvent::SwapHigh,
         MemcgEvent::SwapMax,
         MemcgEvent::SwapFail,
@@ -174,6 +178,7 @@ impl MemcgEvent {
             MemcgEvent::Oom => "oom",
             MemcgEvent::OomKill => "oom_kill",
             MemcgEvent::OomGroupKill => "oom_group_kill",
+            MemcgEvent::SockThrottled => "sock_throttled",
             MemcgEvent::SwapFail => "fail",
         }
     }
@@ -296,6 +301,9 @@ memcg_stats! {
     ZswapBytes = "zswap", Bytes;
     /// Pages stored in zswap.
     Zswapped = "zswapped", Pages;
+    /// Pages stored in zswap as they are, not compressed (7.3; printed
+    /// only under its profile: [`crate::profile::StatLayout::V7_3`]).
+    ZswapIncomp = "zswap_incomp", Pages;
     /// Page cache mapped into page tables.
     FileMapped = "file_mapped", Pages;
     /// Dirty page cache.
@@ -344,6 +352,9 @@ memcg_stats! {
     PgdemoteDirect = "pgdemote_direct", Count;
     /// Pages demoted by khugepaged.
     PgdemoteKhugepaged = "pgdemote_khugepaged", Count;
+    /// Pages demoted by proactive reclaim (7.3; printed only under its
+    /// profile).
+    PgdemoteProactive = "pgdemote_proactive", Count;
     /// Pages promoted by NUMA balancing.
     PgpromoteSuccess = "pgpromote_success", Count;
 }
@@ -395,6 +406,12 @@ vm_events! {
     PgstealDirect = "pgsteal_direct";
     /// Pages reclaimed by khugepaged.
     PgstealKhugepaged = "pgsteal_khugepaged";
+    /// Pages scanned by proactive reclaim (`memory.reclaim`; 7.3, which
+    /// prints it among the page states; before, such scans count as
+    /// direct).
+    PgscanProactive = "pgscan_proactive";
+    /// Pages reclaimed by proactive reclaim (7.3, as `PgscanProactive`).
+    PgstealProactive = "pgsteal_proactive";
     /// Page faults.
     Pgfault = "pgfault";
     /// Major (I/O) page faults.
@@ -457,7 +474,7 @@ mod tests {
         for (i, e) in MemcgEvent::ALL.iter().enumerate() {
             assert_eq!(e.index(), i);
         }
-        assert_eq!(MemcgStat::ALL.len(), 38);
-        assert_eq!(VmEvent::ALL.len(), 27);
+        assert_eq!(MemcgStat::ALL.len(), 40);
+        assert_eq!(VmEvent::ALL.len(), 29);
     }
 }

@@ -216,6 +216,8 @@ struct Entry {
     /// What compressed it (entries keep their pool's compressor when the
     /// parameter changes).
     compressor: Compressor,
+    /// Stored as is, not compressed (an incompressible page, 7.3).
+    raw: bool,
 }
 
 /// Why writing an entry back failed (`zswap_writeback_entry`).
@@ -593,14 +595,18 @@ impl Zswap {
         slot: SwapEntry,
     ) -> Result<Entry, StoreReject> {
         let compressor = self.current_compressor();
-        let (handle, length) = self
+        // 7.3 stores a page that does not compress below a page as is,
+        // while its cgroup may write back (`zswap_compress`).
+        let keep_raw = self.tree.behaviour().zswap_store_incompressible
+            && objcg.memcg().zswap_writeback_enabled();
+        let (handle, length, raw) = self
             .codecs
             .compress(compressor, page, |compressed| {
-                let Some(compressed) = compressed else {
-                    return Err(PoolError::TooBig(PAGE_BYTES + 1));
-                };
-                let handle = self.pool.alloc(compressed)?;
-                Ok((handle, compressed.len() as u32))
+                match compressed.filter(|c| !keep_raw || c.len() < PAGE_BYTES) {
+                    Some(c) => Ok((self.pool.alloc(c)?, c.len() as u32, false)),
+                    None if keep_raw => Ok((self.pool.alloc(page)?, PAGE_BYTES as u32, true)),
+                    None => Err(PoolError::TooBig(PAGE_BYTES + 1)),
+                }
             })
             .map_err(|e| match e {
                 PoolError::TooBig(_) => {
@@ -631,6 +637,7 @@ impl Zswap {
             item,
             referenced: true,
             compressor,
+            raw,
         })
     }
 
@@ -682,9 +689,7 @@ impl Zswap {
         let Some(e) = self.shard(slot).remove(&slot) else {
             return false;
         };
-        let decompressed = self.pool.read(e.handle, e.length as usize, |compressed| {
-            self.codecs.decompress(e.compressor, compressed, page)
-        });
+        let decompressed = self.read_entry(&e, page);
         assert!(decompressed, "a stored page decompresses to a page");
         self.counts.stored_pages.fetch_sub(1, Ordering::Relaxed);
         count(&e);
@@ -876,8 +881,17 @@ impl Zswap {
         let Some(e) = shard.get(&slot) else {
             return false;
         };
-        self.pool.read(e.handle, e.length as usize, |compressed| {
-            self.codecs.decompress(e.compressor, compressed, page)
+        self.read_entry(e, page)
+    }
+
+    /// Decompresses (or, stored as is, copies) entry `e` into `page`.
+    fn read_entry(&self, e: &Entry, page: &mut [u8]) -> bool {
+        self.pool.read(e.handle, e.length as usize, |stored| {
+            if e.raw {
+                page.copy_from_slice(stored);
+                return true;
+            }
+            self.codecs.decompress(e.compressor, stored, page)
         })
     }
 
@@ -1025,6 +1039,42 @@ mod tests {
             assert_eq!(&page[..], &folio.bytes()[..], "slot {slot}");
         }
         assert_eq!(Compressor::from_name("lzo"), None);
+    }
+
+    /// 7.3 stores an incompressible page as is (counted in
+    /// `zswap_incomp`) while its cgroup may write back, and refuses it
+    /// when it may not; 6.14 refuses it.
+    #[test]
+    fn incompressible_pages_are_kept_as_is_on_7_3() {
+        use crate::memcontrol::TreeConfig;
+        use crate::profile::KernelVersion;
+        let t = CgroupTree::new(TreeConfig {
+            behaviour: KernelVersion::V7_3.behaviour(),
+            ..TreeConfig::default()
+        });
+        t.set_charge_stock(false);
+        let a = t.mkdir("/a").unwrap().memcg().unwrap();
+        let z = Zswap::new(&t, LruDesign::Split);
+        z.set_enabled(true);
+        let random = Folio::new(&t, &a, 1, Gfp::Kernel).unwrap();
+        let mut x = 0x9e37_79b9_u32;
+        for b in random.bytes().iter_mut() {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            *b = x as u8;
+        }
+        let entry = SwapEntry::new(0, 1).unwrap();
+        z.store(&random, entry).unwrap();
+        assert_eq!(a.stat(MemcgStat::ZswapIncomp), 1);
+        assert_eq!(a.stat(MemcgStat::ZswapBytes), PAGE_SIZE as i64);
+        let mut page = vec![0; PAGE_BYTES];
+        assert!(z.load_page(entry, &mut page));
+        assert_eq!(&page[..], &random.bytes()[..]);
+        assert_eq!(a.stat(MemcgStat::ZswapIncomp), 0);
+        a.set_zswap_writeback(false);
+        assert_eq!(z.store(&random, entry), Err(StoreReject::CompressPoor));
+        assert_eq!(a.stat(MemcgStat::ZswapIncomp), 0);
     }
 
     #[test]
