@@ -43,6 +43,11 @@ pub struct KbuildArgs {
     /// Take turns one task step at a time: every count replays exactly.
     #[arg(long)]
     pub lockstep: bool,
+    /// The kernel whose behaviour switches the machine follows (6.12,
+    /// 6.14 or 7.3; docs/kernel-profiles.md). The designs this workload
+    /// compares stay those its own flags name.
+    #[arg(long, default_value = "6.14")]
+    pub kernel: memcg::profile::KernelVersion,
     /// Seed of every job's choices.
     #[arg(long, default_value_t = 0x5eed)]
     pub seed: u64,
@@ -159,6 +164,7 @@ pub fn config(args: &KbuildArgs, swap_dir: &std::path::Path) -> anyhow::Result<K
         "--folio must be 4K or 64K"
     );
     let mut config = KbuildConfig::scaled(args.jobs);
+    config.behaviour = args.kernel.behaviour();
     config.tasks_per_job = args.tasks;
     if let Some(max) = args.memcg_max {
         config.memcg_max_bytes = max;

@@ -401,4 +401,26 @@ mod tests {
         assert!(mixed.behaviour.reclaim_swappiness_max, "the rest is 7.3's");
         assert!(Cli::try_parse_from(["memcg", "sh", "--kernel", "6.13"]).is_err());
     }
+
+    /// The workloads take `--kernel` too: its switches, their own designs.
+    #[test]
+    fn workloads_take_a_kernel() {
+        let cli = Cli::try_parse_from(["memcg", "workload", "kbuild", "--kernel", "7.3"]).unwrap();
+        let Command::Workload(workload::Workload::Kbuild(args)) = cli.command else {
+            unreachable!("parsed kbuild")
+        };
+        let config = kbuild::config(&args, std::path::Path::new("/tmp")).unwrap();
+        assert!(config.behaviour.zswap_store_incompressible);
+        assert_eq!(
+            config.swap_cgroup,
+            Design::Memcg,
+            "the workload's own design"
+        );
+        for cmd in ["usemem", "readers"] {
+            let cli = Cli::try_parse_from(["memcg", "workload", cmd, "--kernel", "6.12"]);
+            assert!(cli.is_ok(), "{cmd}");
+        }
+        let cli = Cli::try_parse_from(["memcg", "reproduce", "--smoke", "--kernel", "7.3"]);
+        assert!(cli.is_ok());
+    }
 }

@@ -38,6 +38,11 @@ pub struct UsememArgs {
     /// swap_cgroup designs, comma separated, each a run of its own.
     #[arg(long, value_delimiter = ',', default_value = "memcg")]
     pub swap_cgroup: Vec<Design>,
+    /// The kernel whose behaviour switches the machine follows (6.12,
+    /// 6.14 or 7.3; docs/kernel-profiles.md). The designs this workload
+    /// compares stay those its own flags name.
+    #[arg(long, default_value = "6.14")]
+    pub kernel: memcg::profile::KernelVersion,
     /// Seed of the page contents.
     #[arg(long, default_value_t = 0x5eed)]
     pub seed: u64,
@@ -95,6 +100,7 @@ pub fn run(args: &UsememArgs) -> anyhow::Result<()> {
         fill: args.fill,
         swap: args.swap.kind(temp.path(), "memcg-usemem.swap"),
         swap_cgroup: Design::Memcg,
+        behaviour: args.kernel.behaviour(),
         seed: args.seed,
         mem_bytes: None,
     };

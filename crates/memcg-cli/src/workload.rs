@@ -60,6 +60,11 @@ pub struct ReadersArgs {
     /// of the host's available memory].
     #[arg(long, value_parser = crate::parse_bytes)]
     pub mem: Option<u64>,
+    /// The kernel whose behaviour switches the machine follows (6.12,
+    /// 6.14 or 7.3; docs/kernel-profiles.md). The designs this workload
+    /// compares stay those its own flags name.
+    #[arg(long, default_value = "6.14")]
+    pub kernel: memcg::profile::KernelVersion,
     /// Seed (file contents are `seq`; the seed names the run).
     #[arg(long, default_value_t = 0x5eed)]
     pub seed: u64,
@@ -219,7 +224,7 @@ fn prepare(args: &ReadersArgs, design: Design, data: &[u8]) -> anyhow::Result<Si
         memcg_metadata_bytes: args.memcg_metadata,
         list_lru: design.list_lru,
         reparent_lru_folios: design.reparent_lru_folios,
-        ..SimConfig::default()
+        ..SimConfig::for_kernel(args.kernel)
     });
     let disk_bytes = (data.len().next_multiple_of(4096) * args.readers) as u64 + (16 << 20);
     sim.machine().mount(

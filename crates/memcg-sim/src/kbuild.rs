@@ -74,6 +74,9 @@ pub struct KbuildConfig {
     pub swap: SwapKind,
     /// The swap_cgroup design recording slot owners.
     pub swap_cgroup: Design,
+    /// The kernel version's behaviour switches (`--kernel`; v6.14's by
+    /// default): zswap's incompressible pages among them.
+    pub behaviour: memcg::profile::Behaviour,
     /// Seed of every job's choices.
     pub seed: u64,
     /// Take turns one task step at a time (exact replay; see module docs).
@@ -113,6 +116,7 @@ impl KbuildConfig {
             folio_pages: 1,
             swap: SwapKind::Ram,
             swap_cgroup: Design::Memcg,
+            behaviour: memcg::profile::Behaviour::default(),
             seed: 0x5eed,
             lockstep: false,
             sources: 256,
@@ -388,6 +392,7 @@ fn machine(config: &KbuildConfig) -> Result<Sim, KbuildError> {
             seed: config.seed,
             swap_cgroup: config.swap_cgroup,
             mem_bytes: config.machine_bytes(),
+            behaviour: config.behaviour,
             ..SimConfig::default()
         },
         &config.cgroup,

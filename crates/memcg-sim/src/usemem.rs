@@ -36,6 +36,9 @@ pub struct UsememConfig {
     pub swap: SwapKind,
     /// The swap_cgroup design.
     pub swap_cgroup: Design,
+    /// The kernel version's behaviour switches (`--kernel`; v6.14's by
+    /// default).
+    pub behaviour: memcg::profile::Behaviour,
     /// Seed of the page contents.
     pub seed: u64,
     /// The simulated machine's memory (`None`: what the run needs,
@@ -55,6 +58,7 @@ impl UsememConfig {
             fill: Fill::Random,
             swap: SwapKind::Ram,
             swap_cgroup: Design::Memcg,
+            behaviour: memcg::profile::Behaviour::default(),
             seed: 0x5eed,
             mem_bytes: None,
         }
@@ -128,6 +132,7 @@ pub fn run(config: &UsememConfig) -> Result<UsememResult, KbuildError> {
             seed: config.seed,
             swap_cgroup: config.swap_cgroup,
             mem_bytes: config.machine_bytes(),
+            behaviour: config.behaviour,
             ..SimConfig::default()
         },
         "/usemem",
