@@ -10,6 +10,7 @@ mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mount -t tmpfs tmpfs /tmp
 mkdir -p /dev/pts /dev/shm && mount -t devpts devpts /dev/pts
+mount -t debugfs debugfs /sys/kernel/debug
 
 fail() { echo "testbed init: $*" >&2; echo "$*" > /dev/ttyS0; poweroff -f; }
 

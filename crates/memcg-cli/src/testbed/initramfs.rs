@@ -72,6 +72,13 @@ pub(super) fn build(
         tree.insert(dir.to_string(), Entry::Dir);
     }
     tree.insert("init".into(), file(INIT_SCRIPT.as_bytes().to_vec(), 0o755));
+    // test_memcg_sock resolves "localhost" through glibc's files.
+    let hosts = b"127.0.0.1 localhost\n::1 localhost ip6-localhost\n";
+    tree.insert("etc/hosts".into(), file(hosts.to_vec(), 0o644));
+    tree.insert(
+        "etc/nsswitch.conf".into(),
+        file(b"hosts: files\n".to_vec(), 0o644),
+    );
     add_busybox(&mut tree)?;
     for (program, guest_path) in HOST_PROGRAMS {
         let host = which(program)?;
