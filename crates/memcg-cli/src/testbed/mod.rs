@@ -24,6 +24,7 @@
 mod initramfs;
 mod prepare;
 mod qemu;
+mod selftests;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -203,6 +204,9 @@ pub(crate) enum TestbedCmd {
     /// Boot KERNEL under qemu and run `bash SCRIPT ARGS...` in it as root;
     /// print its stdout and stderr, exit with its status.
     Run(RunArgs),
+    /// Run each kernel's own test_memcontrol and test_zswap on it and
+    /// compare the results with the record.
+    Selftests(selftests::SelftestArgs),
 }
 
 /// `memcg testbed run`'s options.
@@ -267,6 +271,7 @@ pub(crate) fn main(cmd: TestbedCmd) -> anyhow::Result<i32> {
             prepare::prepare(&testbed.cache, &kernels)?;
             Ok(0)
         }
+        TestbedCmd::Selftests(args) => selftests::main(&args),
         TestbedCmd::Run(args) => {
             let testbed = Testbed::open(args.cache.as_deref());
             let spec = GuestSpec {
