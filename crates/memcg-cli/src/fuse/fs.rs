@@ -845,15 +845,15 @@ impl Filesystem for SimFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        // The filesystem writes back as a whole (its superblock's `sync`).
+        // That file's dirty pages only, as the kernel's fsync.
         let result = self.node(ino).and_then(|(path, node)| match node {
             Node::File(_) => {
-                let (sb, _) = self
+                let (sb, name) = self
                     .sim
                     .machine()
                     .resolve_file(&path)
                     .ok_or(Errno::ENOENT)?;
-                sb.sync().map(drop).map_err(|e| e.errno())
+                sb.fsync(&name).map(drop).map_err(|e| e.errno())
             }
             _ => Ok(()),
         });

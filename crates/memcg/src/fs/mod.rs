@@ -687,6 +687,25 @@ impl Superblock {
         Ok(written)
     }
 
+    /// Writes back the dirty pages of `name` only and waits for them
+    /// (`fsync(2)`: the other files' dirty pages stay dirty); returns the
+    /// pages written. A file whose inode is not cached has nothing dirty.
+    pub fn fsync(&self, name: &str) -> Result<u64, FsError> {
+        let (mapping, size) = {
+            let ns = lock(&self.ns);
+            let meta = ns.files.get(name).ok_or_else(|| FsError::NotFound {
+                name: name.to_owned(),
+            })?;
+            let Some(inode) = ns.icache.get(&meta.ino) else {
+                return Ok(0);
+            };
+            (Arc::downgrade(&inode.mapping), meta.size_bytes)
+        };
+        let written = self.bdi.sync(Some(mapping))?;
+        self.disk.set_size(name, size)?;
+        Ok(written)
+    }
+
     /// The folio cached at page `index` of `name`, if its inode and that
     /// page are cached (for tests and checks).
     pub fn folio(&self, name: &str, index: u64) -> Option<Arc<Folio>> {
