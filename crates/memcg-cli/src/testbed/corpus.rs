@@ -64,11 +64,22 @@ pub(crate) fn main(args: CorpusArgs) -> anyhow::Result<i32> {
         .unwrap_or_else(|| PathBuf::from("tests/differential"));
     let scenarios = load_corpus(&dir, &args.only)?;
     anyhow::ensure!(!scenarios.is_empty(), "no scenario in {}", dir.display());
-    let profiles = profiles(&args.profiles)?;
+    // The binary's path, once: a rebuild during a run replaces the file,
+    // after which the running one's own path reads "(deleted)".
+    let exe = std::env::current_exe()?;
+    let profiles = profiles(&exe, &args.profiles)?;
+    let labels: Vec<&str> = profiles.iter().map(|p| p.label.as_str()).collect();
     let mut runs: BTreeMap<String, BTreeMap<String, ColumnRun>> = BTreeMap::new();
     if let Some(path) = &args.kernel_obs {
         for (name, kernel, run) in load_kernel_obs(path)? {
             runs.entry(name).or_default().insert(kernel, run);
+        }
+    }
+    let timeout = Duration::from_secs(args.timeout);
+    for profile in &profiles {
+        for (name, run) in run_sims(&exe, &scenarios, profile, timeout)? {
+            let column = format!("sim:{}", profile.label);
+            runs.entry(name).or_default().insert(column, run);
         }
     }
     let kernels = if args.kernels.is_empty() && args.kernel_obs.is_none() {
@@ -76,34 +87,17 @@ pub(crate) fn main(args: CorpusArgs) -> anyhow::Result<i32> {
     } else {
         args.kernels.clone()
     };
-    if !kernels.is_empty() {
-        let testbed = Testbed::open(args.cache.as_deref());
-        for &kernel in &kernels {
-            for (name, run) in run_kernel(&testbed, kernel, &scenarios, args.timeout)? {
-                runs.entry(name)
-                    .or_default()
-                    .insert(kernel.label().into(), run);
-            }
+    let testbed = Testbed::open(args.cache.as_deref());
+    for &kernel in &kernels {
+        for (name, run) in run_kernel(&testbed, kernel, &scenarios, args.timeout)? {
+            runs.entry(name).or_default().insert(kernel.label().into(), run);
+        }
+        // Kept as soon as measured: a later failure loses no boot.
+        if let Some(path) = &args.json {
+            let partial = super::report::judge_all(&scenarios, &runs, &labels);
+            std::fs::write(path, serde_json::to_string_pretty(&partial)?)?;
         }
     }
-    for profile in &profiles {
-        for scenario in &scenarios {
-            let run = run_sim(scenario, profile, Duration::from_secs(args.timeout))?;
-            eprintln!(
-                "sim {:<5} {:<34} {:>3} observations, status {}, {:.1} s",
-                profile.label,
-                scenario.name,
-                run.observations.len(),
-                run.status,
-                run.seconds
-            );
-            let column = format!("sim:{}", profile.label);
-            runs.entry(scenario.name.clone())
-                .or_default()
-                .insert(column, run);
-        }
-    }
-    let labels: Vec<&str> = profiles.iter().map(|p| p.label.as_str()).collect();
     let report = super::report::judge_all(&scenarios, &runs, &labels);
     super::report::print(&report, &labels);
     if let Some(path) = &args.json {
@@ -150,8 +144,8 @@ pub(crate) struct Profile {
 }
 
 /// The profiles asked for, or the default ones.
-fn profiles(asked: &[String]) -> anyhow::Result<Vec<Profile>> {
-    let help = Command::new(std::env::current_exe()?)
+fn profiles(exe: &Path, asked: &[String]) -> anyhow::Result<Vec<Profile>> {
+    let help = Command::new(exe)
         .args(["run", "--help"])
         .output()?;
     let has_flag = String::from_utf8_lossy(&help.stdout).contains("--kernel");
@@ -183,6 +177,29 @@ fn profiles(asked: &[String]) -> anyhow::Result<Vec<Profile>> {
         .collect())
 }
 
+/// Every scenario on the simulator under `profile`, one by one.
+fn run_sims(
+    exe: &Path,
+    scenarios: &[Scenario],
+    profile: &Profile,
+    timeout: Duration,
+) -> anyhow::Result<Vec<(String, ColumnRun)>> {
+    let mut runs = Vec::new();
+    for scenario in scenarios {
+        let run = run_sim(exe, scenario, profile, timeout)?;
+        eprintln!(
+            "sim {:<5} {:<34} {:>3} observations, status {}, {:.1} s",
+            profile.label,
+            scenario.name,
+            run.observations.len(),
+            run.status,
+            run.seconds
+        );
+        runs.push((scenario.name.clone(), run));
+    }
+    Ok(runs)
+}
+
 /// `memcg run`'s machine options for `needs`.
 pub(crate) fn sim_args(needs: &MachineNeeds) -> Vec<String> {
     let mut args = vec![
@@ -201,10 +218,15 @@ pub(crate) fn sim_args(needs: &MachineNeeds) -> Vec<String> {
 }
 
 /// Runs one scenario under `memcg run`, killed after `timeout`.
-fn run_sim(scenario: &Scenario, profile: &Profile, timeout: Duration) -> anyhow::Result<ColumnRun> {
+fn run_sim(
+    exe: &Path,
+    scenario: &Scenario,
+    profile: &Profile,
+    timeout: Duration,
+) -> anyhow::Result<ColumnRun> {
     let out = tempfile::tempfile()?;
     let err = tempfile::tempfile()?;
-    let mut command = Command::new(std::env::current_exe()?);
+    let mut command = Command::new(exe);
     command.arg("run");
     if let Some(flag) = &profile.flag {
         command.args(["--kernel", flag]);
