@@ -8,8 +8,9 @@
 //! settings, the write-only `/proc/sys/vm/drop_caches` (1, 2 or 3), each
 //! mounted filesystem's `/sys/class/bdi/0:N/read_ahead_kb`, and the
 //! process files `/proc/PID/*`. Read as the kernel prints them and
-//! written with its checks (a number in range, or `EINVAL`; the `dirty_*`
-//! ones parsed as `proc_dointvec` and `proc_doulongvec_minmax` parse). A
+//! written with its checks (a number in range, or `EINVAL`; the vm
+//! sysctls parsed as `proc_dointvec` and `proc_doulongvec_minmax` parse:
+//! base 0, only the first of several values taken). A
 //! write to `/proc/pressure/memory` makes a poll trigger for that open
 //! file (`psi_write`, see [`crate::psi`]).
 //!
@@ -153,20 +154,20 @@ const FILES: &[Spec] = &[
         path: "/proc/sys/vm/drop_caches",
         mode: 0o200,
         handler: Handler::WriteOnly(|m, t| {
-            let mode = u32::try_from(int(t)?).map_err(|_| Errno::EINVAL)?;
+            let mode = u32::try_from(proc_int(t)?).map_err(|_| Errno::EINVAL)?;
             m.drop_caches(mode).map(drop)
         }),
     },
     setting(
         "/proc/sys/vm/min_free_kbytes",
         |m| line(m.vm_min_free_kbytes()),
-        |m, t| m.set_vm_min_free_kbytes(int(t)?),
+        |m, t| m.set_vm_min_free_kbytes(proc_int(t)?),
     ),
     setting(
         "/proc/sys/vm/swappiness",
         |m| line(m.vm_swappiness()),
         |m, t| {
-            let v = u32::try_from(int(t)?).map_err(|_| Errno::EINVAL)?;
+            let v = u32::try_from(proc_int(t)?).map_err(|_| Errno::EINVAL)?;
             m.set_vm_swappiness(v)
         },
     ),
@@ -246,12 +247,6 @@ const FILES: &[Spec] = &[
 /// The row of fixed file `path`.
 fn spec(path: &str) -> Option<&'static Spec> {
     FILES.iter().find(|s| s.path == path)
-}
-
-/// A one-value `int` write as the plain settings parse it: surrounding
-/// blanks trimmed, decimal; anything else is `EINVAL`.
-fn int(text: &str) -> Result<i64, Errno> {
-    text.trim().parse().map_err(|_| Errno::EINVAL)
 }
 
 /// A module parameter's unsigned number.
