@@ -104,7 +104,16 @@ use crate::vmscan::SWAPPINESS_ANON_ONLY;
 
 /// Controllers the kernel knows but this hierarchy does not provide:
 /// enabling one is `ENOENT` (not available), not `EINVAL` (unknown).
-const OTHER_CONTROLLERS: [&str; 7] = ["cpuset", "cpu", "io", "hugetlb", "pids", "rdma", "misc"];
+const OTHER_CONTROLLERS: [&str; 8] = [
+    "cpuset",
+    "cpu",
+    "io",
+    "hugetlb",
+    "pids",
+    "rdma",
+    "misc",
+    "perf_event",
+];
 
 /// The most one `write(2)` to an interface file may carry (kernfs's
 /// `atomic_write_len` for cgroup files: `PAGE_SIZE`).
@@ -195,8 +204,8 @@ fn memparse_prefix(s: &str) -> (u64, &str) {
 
 /// `memparse` of the kernel whose [`Behaviour::memparse_saturates`] is
 /// `saturate`: with it (7.3), a suffix counts only after at least one
-/// digit and a shift that loses bits gives `u64::MAX`; without (6.12,
-/// v6.14), a bare suffix is 0 and the shift wraps.
+/// digit, and digits past `u64::MAX` or a shift that loses bits give
+/// `u64::MAX`; without (6.12, v6.14), a bare suffix is 0 and both wrap.
 fn memparse_prefix_as(s: &str, saturate: bool) -> (u64, &str) {
     let bytes = s.as_bytes();
     let (digits, radix) = match bytes {
@@ -211,7 +220,13 @@ fn memparse_prefix_as(s: &str, saturate: bool) -> (u64, &str) {
     let mut value: u64 = 0;
     for c in number.chars() {
         let d = u64::from(c.to_digit(radix).expect("checked digit"));
-        value = value.wrapping_mul(u64::from(radix)).wrapping_add(d);
+        // Where sizes saturate (7.3), so do the digits: `simple_strtoull`
+        // stops at `ULLONG_MAX` (`_parse_integer_limit`); before, it wraps.
+        value = if saturate {
+            value.saturating_mul(u64::from(radix)).saturating_add(d)
+        } else {
+            value.wrapping_mul(u64::from(radix)).wrapping_add(d)
+        };
     }
     let shift = match rest.as_bytes().first() {
         Some(b'k' | b'K') => 10,
@@ -1094,6 +1109,11 @@ fn write_subtree_control(fs: &CgroupFs, cg: &Arc<Cgroup>, value: &str) -> Result
             }
         };
         if !known {
+            // Never enabled here: disabling it is a no-op, enabling it
+            // finds it missing from the parent's controllers.
+            if !enable {
+                continue;
+            }
             return Err(WriteError::new(
                 Errno::ENOENT,
                 format!("the {name} controller is not available in this hierarchy"),

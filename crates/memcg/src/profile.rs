@@ -72,8 +72,9 @@ pub enum StatLayout {
 pub struct Behaviour {
     /// The version these switches came from (what a report names).
     pub version: KernelVersion,
-    /// `memparse` saturates a size whose suffix shift overflows at
-    /// `u64::MAX` (`16E` reads back `max` from `memory.max`) and takes a
+    /// `memparse` saturates a size whose digits or suffix shift overflow
+    /// at `u64::MAX` (`16E` and `18446744073709551616` read back `max`
+    /// from `memory.max`: 7.3's `_parse_integer_limit`) and takes a
     /// suffix only after digits (`K` alone is refused), as 7.3's
     /// lib/cmdline.c does; before, the shift wraps (`16E` is 0) and a bare
     /// suffix is 0.
