@@ -895,7 +895,7 @@ impl CgroupTree {
                 list_lrus: Mutex::new(Vec::new()),
                 shrinker_ids: Mutex::new(IdAllocator::new(0, MAX_SHRINKERS as u32 - 1)),
                 hooks: Mutex::new(Hooks::default()),
-                stocks: ChargeStocks::default(),
+                stocks: ChargeStocks::new(config.nr_cpus),
                 shrinkers: ShrinkerList::default(),
                 reclaim_calls: AtomicU64::new(0),
                 reclaim_visits: AtomicU64::new(0),

@@ -1,6 +1,7 @@
 //! The per-CPU charge stock (`memcg_stock_pcp` in mm/memcontrol.c, v6.14):
 //! a charge takes `MEMCG_CHARGE_BATCH` (64) pages from the page counters
-//! at once and keeps what it did not need in its thread slot's stock, so
+//! at once and keeps what it did not need in its thread slot's stock (one
+//! per simulated CPU, threads sharing them by slot), so
 //! the next small charges of the same memory cgroup touch no shared
 //! counter at all.
 //!
@@ -18,7 +19,7 @@
 //!   are drained at once.
 //!
 //! Stocked pages are charged: `memory.current` and the machine count them,
-//! as in the kernel (up to 64 pages per slot more than the pages in use).
+//! as in the kernel (up to 64 pages per CPU more than the pages in use).
 //! [`CgroupTree::set_charge_stock`] turns the stock off for exact figures.
 //!
 //! Locking: one mutex per slot (the kernel's `local_lock`), a leaf. A
@@ -59,18 +60,25 @@ pub(crate) struct ChargeStocks {
     enabled: AtomicBool,
 }
 
-impl Default for ChargeStocks {
-    fn default() -> Self {
+impl ChargeStocks {
+    /// The stocks of a machine of `nr_cpus` CPUs: one per CPU, as the
+    /// kernel's (at most [`NR_CPU_SLOTS`]; threads share them by slot), so
+    /// `memory.current` counts at most 64 pages per CPU more than in use.
+    pub(crate) fn new(nr_cpus: u32) -> Self {
+        let nr = (nr_cpus as usize).clamp(1, NR_CPU_SLOTS);
         Self {
-            slots: (0..NR_CPU_SLOTS)
+            slots: (0..nr)
                 .map(|_| CachePadded(Mutex::new(Stock::default())))
                 .collect(),
             enabled: AtomicBool::new(true),
         }
     }
-}
 
-impl ChargeStocks {
+    /// This thread's stock.
+    fn slot(&self) -> &Mutex<Stock> {
+        &self.slots[this_cpu() % self.slots.len()].0
+    }
+
     /// Whether charges go through the stock.
     pub(crate) fn enabled(&self) -> bool {
         // Relaxed: a setting; a charge racing the switch may use either
@@ -84,7 +92,7 @@ impl ChargeStocks {
         if nr_pages > MEMCG_CHARGE_BATCH {
             return false;
         }
-        let Some(mut stock) = self.slots[this_cpu()].0.try_lock().ok() else {
+        let Some(mut stock) = self.slot().try_lock().ok() else {
             return false;
         };
         let holds = stock
@@ -101,7 +109,7 @@ impl ChargeStocks {
     /// `refill_stock`: keeps `nr_pages` already charged to `memcg` in this
     /// slot's stock. When the slot is busy they go straight back.
     pub(crate) fn refill(&self, memcg: &Arc<MemCgroup>, nr_pages: u64) {
-        let Some(mut stock) = self.slots[this_cpu()].0.try_lock().ok() else {
+        let Some(mut stock) = self.slot().try_lock().ok() else {
             memcg.memory().uncharge(nr_pages);
             return;
         };
