@@ -4,6 +4,7 @@
 # machine: mem=1G swap=64M fs=512M
 # cmp: * exact
 # cmp: keys version
+# known: *keys the simulator's hierarchy has the memory controller only (its root cgroup.controllers is `memory`), so cgroup.stat lists nr_subsys_memory and nr_dying_subsys_memory; 6.12 and 7.3 list nr_subsys_* and nr_dying_subsys_* for each of their nine controllers (cpuset cpu io memory perf_event hugetlb pids rdma misc)
 . "$(dirname "$0")/lib.sh"
 mkdir -p $T/a/b/c $T/a/d
 obs keys "$(keys $T/cgroup.stat)"

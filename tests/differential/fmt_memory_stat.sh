@@ -6,6 +6,8 @@
 # cmp: * exact
 # cmp: keys version
 # cmp: nkeys version
+# known: *keys a version difference the profiles do not carry yet: 6.12 has no pswpin/pswpout; 7.3 adds zswap_incomp, pgdemote_proactive, pgsteal_proactive, pgscan_proactive and orders pgsteal_*/pgscan_* before pgrefill (profiles lane)
+# known: nkeys as keys
 . "$(dirname "$0")/lib.sh"
 mkdir -p $T/a
 obs keys "$(keys $T/a/memory.stat)"

@@ -3,6 +3,7 @@
 # machine: mem=1G swap=64M fs=512M
 # cmp: * exact
 # cmp: keys version
+# known: keys a version difference the profiles do not carry yet: 6.12 has no hugetlb line; 7.3 adds vmalloc, pgdemote_proactive, pgsteal_*, pgscan_* (kswapd, direct, khugepaged, proactive) and pgrefill (profiles lane)
 . "$(dirname "$0")/lib.sh"
 mkdir -p $T/a
 obs keys "$(keys $T/a/memory.numa_stat)"

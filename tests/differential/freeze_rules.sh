@@ -3,6 +3,7 @@
 #   frozen (and a child's inherits it), thawing resumes them.
 # machine: mem=1G swap=64M fs=512M
 # cmp: * exact
+# known: stopped the simulator freezes real processes with SIGSTOP (state T, stopped); the kernel's freezer leaves them in TASK_FROZEN, which /proc shows as S (6.12 and 7.3 both print S)
 . "$(dirname "$0")/lib.sh"
 mkdir -p $T/a && subtree $T/a && mkdir $T/a/x $T/a/b
 sleep 60 & p1=$!

@@ -124,8 +124,12 @@ in_cg() {
 # cgroup.
 mkfile() { dd if=/dev/zero of="$1" bs=1M count="$2" 2>/dev/null; }
 
-# readall PATH: read PATH to the end, discarding the data.
-readall() { cat "$1" > /dev/null; }
+# readall PATH: read PATH to the end in 1M reads, discarding the data.
+# One read(2) per 1M touches each page-cache folio once (xfs caches large
+# folios, up to the 128K readahead window: `cat`'s 128K reads would touch
+# one several times, which activates it), so a single read leaves the
+# pages inactive on a kernel as in the simulator (4K folios).
+readall() { dd if="$1" of=/dev/null bs=1M 2>/dev/null; }
 
 # kib BYTES: BYTES rounded to KiB (integer division).
 kib() { echo $(($1 / 1024)); }

@@ -5,6 +5,7 @@
 #   initial window.
 # machine: mem=1G swap=64M fs=512M
 # cmp: * num:abs=256K
+# cmp: current num:abs=512K
 # cmp: ra_* num:abs=64K
 . "$(dirname "$0")/lib.sh"
 mkdir -p $T/p && subtree $T/p && mkdir -p $T/p/a $T/p/b
