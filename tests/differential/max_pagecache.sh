@@ -4,9 +4,10 @@
 #   max event counts; lowering memory.max below usage reclaims to it.
 # machine: mem=1G swap=64M fs=512M
 # cmp: * exact
-# cmp: file num:abs=1M
-# cmp: current num:abs=1M
+# cmp: file num:abs=2M
+# cmp: current num:abs=2M
 # cmp: file_after_lower num:abs=512K
+# known: file_after_lower lowering memory.max from 8M to 2M leaves 1.7M of cache on 6.12 (and 7.3 in the first run, with cat reads): reclaim stops at the new limit; the simulator's memory_max_write loop reclaims everything (its do_try_to_free_pages reaches priority 0 on a 2K-page list before the goal, which the kernel's folio-sized isolation does not); open
 . "$(dirname "$0")/lib.sh"
 mkdir -p $T/a
 mkfile ${D}_f 32

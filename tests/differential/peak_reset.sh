@@ -4,7 +4,11 @@
 #   file resets only that writer's view, so a fresh read still sees it.
 # machine: mem=1G swap=64M fs=512M
 # cmp: * exact
-# cmp: peak* num:abs=256K
+# cmp: peak* num:abs=2M
+# cmp: current_after_drop num:abs=512K
+# The reader's own memory (dd's 1M buffer, its stack and page tables) is
+# charged to the cgroup on a kernel while it runs, and so counts in the
+# peak; the simulator charges page cache only: hence the 2M tolerance.
 . "$(dirname "$0")/lib.sh"
 mkdir -p $T/a
 mkfile ${D}_f 8
@@ -13,7 +17,7 @@ echo 3 > /proc/sys/vm/drop_caches
 in_cg $T/a readall ${D}_f
 obs peak "$(cat $T/a/memory.peak)"
 echo 1 > /proc/sys/vm/drop_caches
-obs current_after_drop_le_256K "$([ $(cat $T/a/memory.current) -le 262144 ] && echo 1 || echo 0)"
+obs current_after_drop "$(cat $T/a/memory.current)"
 obs peak_after_drop "$(cat $T/a/memory.peak)"
 echo reset > $T/a/memory.peak
 obs peak_after_reset_elsewhere "$(cat $T/a/memory.peak)"

@@ -28,10 +28,15 @@ pub(crate) struct CorpusArgs {
     /// Write every observation and verdict here as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
-    /// Take the kernels' observations from an earlier --json instead of
-    /// booting them (unless --kernels names some).
+    /// Take the kernels' observations from a file --record-kernels wrote
+    /// instead of booting them (unless --kernels names some): the
+    /// simulator is then judged with no kernel at hand.
     #[arg(long, value_name = "JSON")]
     kernel_obs: Option<PathBuf>,
+    /// Write the kernels' observations (only) to this file, for
+    /// --kernel-obs.
+    #[arg(long, value_name = "JSON")]
+    record_kernels: Option<PathBuf>,
     /// Run only the scenarios whose names match one of these globs.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
@@ -90,13 +95,18 @@ pub(crate) fn main(args: CorpusArgs) -> anyhow::Result<i32> {
     let testbed = Testbed::open(args.cache.as_deref());
     for &kernel in &kernels {
         for (name, run) in run_kernel(&testbed, kernel, &scenarios, args.timeout)? {
-            runs.entry(name).or_default().insert(kernel.label().into(), run);
+            runs.entry(name)
+                .or_default()
+                .insert(kernel.label().into(), run);
         }
         // Kept as soon as measured: a later failure loses no boot.
         if let Some(path) = &args.json {
             let partial = super::report::judge_all(&scenarios, &runs, &labels);
             std::fs::write(path, serde_json::to_string_pretty(&partial)?)?;
         }
+    }
+    if let Some(path) = &args.record_kernels {
+        std::fs::write(path, serde_json::to_string_pretty(&kernel_obs(&runs))?)?;
     }
     let report = super::report::judge_all(&scenarios, &runs, &labels);
     super::report::print(&report, &labels);
@@ -145,9 +155,7 @@ pub(crate) struct Profile {
 
 /// The profiles asked for, or the default ones.
 fn profiles(exe: &Path, asked: &[String]) -> anyhow::Result<Vec<Profile>> {
-    let help = Command::new(exe)
-        .args(["run", "--help"])
-        .output()?;
+    let help = Command::new(exe).args(["run", "--help"]).output()?;
     let has_flag = String::from_utf8_lossy(&help.stdout).contains("--kernel");
     if asked.is_empty() {
         if !has_flag {
@@ -397,10 +405,10 @@ pub(crate) fn split_delimited(text: &str) -> BTreeMap<String, (String, i32)> {
             parts.insert(name.trim().to_string(), (String::new(), -1));
         } else if let Some(rest) = line.strip_prefix(END) {
             let mut words = rest.split_whitespace();
-            if let (Some(name), Some(status)) = (words.next(), words.next()) {
-                if let Some(part) = parts.get_mut(name) {
-                    part.1 = status.parse().unwrap_or(-1);
-                }
+            if let (Some(name), Some(status)) = (words.next(), words.next())
+                && let Some(part) = parts.get_mut(name)
+            {
+                part.1 = status.parse().unwrap_or(-1);
             }
             current = None;
         } else if let Some(part) = current.as_ref().and_then(|n| parts.get_mut(n)) {
@@ -411,16 +419,38 @@ pub(crate) fn split_delimited(text: &str) -> BTreeMap<String, (String, i32)> {
     parts
 }
 
-/// The kernels' runs recorded in an earlier `--json`.
+/// Kernel observations as `--record-kernels` writes them:
+/// `kernel -> scenario -> key -> value`.
+type KernelObs = BTreeMap<String, BTreeMap<String, Observations>>;
+
+/// The kernels' observations of `runs` (the boots that ran).
+fn kernel_obs(runs: &BTreeMap<String, BTreeMap<String, ColumnRun>>) -> KernelObs {
+    let mut obs = KernelObs::new();
+    for (scenario, columns) in runs {
+        for (column, run) in columns {
+            let ran = !(run.status == -1 && run.observations.is_empty());
+            if ran && !column.starts_with("sim:") {
+                obs.entry(column.clone())
+                    .or_default()
+                    .insert(scenario.clone(), run.observations.clone());
+            }
+        }
+    }
+    obs
+}
+
+/// The kernels' runs recorded by `--record-kernels`.
 fn load_kernel_obs(path: &Path) -> anyhow::Result<Vec<(String, String, ColumnRun)>> {
-    let report: super::report::Report = serde_json::from_slice(&std::fs::read(path)?)
+    let obs: KernelObs = serde_json::from_slice(&std::fs::read(path)?)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     let mut runs = Vec::new();
-    for scenario in report.scenarios {
-        for (column, run) in scenario.columns {
-            if !column.starts_with("sim:") {
-                runs.push((scenario.name.clone(), column, run));
-            }
+    for (kernel, scenarios) in obs {
+        for (scenario, observations) in scenarios {
+            let run = ColumnRun {
+                observations,
+                ..ColumnRun::default()
+            };
+            runs.push((scenario, kernel.clone(), run));
         }
     }
     Ok(runs)
@@ -439,6 +469,36 @@ mod tests {
         assert_eq!(parts["b"], ("k=2\nj=3\n".to_string(), 143));
         assert_eq!(parts["c"], ("k=4\n".to_string(), -1));
         assert_eq!(parts.len(), 3);
+    }
+
+    #[test]
+    fn kernel_observations_round_trip() {
+        let mut runs: BTreeMap<String, BTreeMap<String, ColumnRun>> = BTreeMap::new();
+        let run = |k: &str, status| ColumnRun {
+            observations: [(k.to_string(), "1".to_string())].into(),
+            status,
+            ..ColumnRun::default()
+        };
+        runs.entry("s".into())
+            .or_default()
+            .insert("6.12".into(), run("a", 0));
+        runs.entry("s".into())
+            .or_default()
+            .insert("sim:6.14".into(), run("b", 0));
+        let failed = ColumnRun {
+            status: -1,
+            ..ColumnRun::default()
+        };
+        runs.entry("s".into())
+            .or_default()
+            .insert("7.3".into(), failed);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("k.json");
+        std::fs::write(&path, serde_json::to_string(&kernel_obs(&runs)).unwrap()).unwrap();
+        let back = load_kernel_obs(&path).unwrap();
+        assert_eq!(back.len(), 1);
+        assert_eq!((back[0].0.as_str(), back[0].1.as_str()), ("s", "6.12"));
+        assert_eq!(back[0].2.observations["a"], "1");
     }
 
     #[test]

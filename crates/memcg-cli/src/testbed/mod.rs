@@ -15,15 +15,22 @@
 //!   carries the script in and its stdout, stderr and status out, and the
 //!   machine options a scenario needs (memory, CPUs, swap on zram or a
 //!   disk, zswap, MGLRU, a brd filesystem at `/mnt/fs`).
+//! - `memcg testbed corpus` ([`corpus`], [`compare`], [`report`]) runs the
+//!   differential corpus (`tests/differential/`) on the simulator under
+//!   each kernel profile and on both kernels (one boot per set of machine
+//!   needs), and judges every observation by the rule of issue 23.
 //!
 //! The cache lives outside git (`~/.cache/memcg-testbed`, or
 //! `MEMCG_TESTBED_CACHE`, or `--cache`) and is re-created from packages on
 //! a fresh machine. Timings inside a TCG guest are relative only: compare
 //! runs inside one kernel, never a kernel with the simulator.
 
+mod compare;
+pub(crate) mod corpus;
 mod initramfs;
 mod prepare;
 mod qemu;
+mod report;
 mod selftests;
 
 use std::path::{Path, PathBuf};
@@ -207,6 +214,11 @@ pub(crate) enum TestbedCmd {
     /// Run each kernel's own test_memcontrol and test_zswap on it and
     /// compare the results with the record.
     Selftests(selftests::SelftestArgs),
+    /// Run the differential corpus (tests/differential) on the simulator
+    /// under each kernel profile and on each booted kernel; print the
+    /// agreement table; fail when an observation disagrees that no
+    /// scenario declares known.
+    Corpus(corpus::CorpusArgs),
 }
 
 /// `memcg testbed run`'s options.
@@ -272,6 +284,7 @@ pub(crate) fn main(cmd: TestbedCmd) -> anyhow::Result<i32> {
             Ok(0)
         }
         TestbedCmd::Selftests(args) => selftests::main(&args),
+        TestbedCmd::Corpus(args) => corpus::main(args),
         TestbedCmd::Run(args) => {
             let testbed = Testbed::open(args.cache.as_deref());
             let spec = GuestSpec {

@@ -132,46 +132,17 @@ fn judge_scenario(
         let known = scenario.known(&key).map(str::to_string);
         let (k612, k73) = (value(columns, "6.12", &key), value(columns, "7.3", &key));
         if let (Some(a), Some(b)) = (k612, k73) {
-            count(
-                &mut report.totals,
-                "6.12~7.3".into(),
-                cmp.rule.agrees(a, b),
-                false,
-            );
+            let agree = cmp.rule.agrees(a, b);
+            count(&mut report.totals, "6.12~7.3".into(), agree, false);
         }
-        let mut verdicts = BTreeMap::new();
-        for &profile in profiles {
-            let sim_column = format!("sim:{profile}");
-            let sim = value(columns, &sim_column, &key).flatten();
-            for (kernel, k) in [("6.12", k612), ("7.3", k73)] {
-                if let Some(k) = k {
-                    let agree = cmp.rule.agrees(sim, k);
-                    count(
-                        &mut report.totals,
-                        format!("{sim_column}~{kernel}"),
-                        agree,
-                        false,
-                    );
-                }
-            }
-            let verdict = match compare::judge(&cmp, profile, sim, k612, k73) {
-                None => "unjudged",
-                Some(agree) => {
-                    count(
-                        &mut report.totals,
-                        format!("rule:{profile}"),
-                        agree,
-                        known.is_some(),
-                    );
-                    match (agree, known.is_some()) {
-                        (true, _) => "agree",
-                        (false, true) => "known",
-                        (false, false) => "disagree",
-                    }
-                }
-            };
-            verdicts.insert(profile.to_string(), verdict.to_string());
-        }
+        let verdicts = profiles
+            .iter()
+            .map(|&p| {
+                let verdict =
+                    judge_key(&mut report.totals, &cmp, known.is_some(), columns, &key, p);
+                (p.to_string(), verdict.to_string())
+            })
+            .collect();
         let values = columns
             .keys()
             .map(|c| {
@@ -181,20 +152,46 @@ fn judge_scenario(
                 )
             })
             .collect();
-        let cmp_text = format!(
-            "{:?}{}",
-            cmp.rule,
-            if cmp.version { " version" } else { "" }
-        );
+        let version = if cmp.version { " version" } else { "" };
         report.keys.push(KeyReport {
             key,
-            cmp: cmp_text,
+            cmp: format!("{:?}{version}", cmp.rule),
             known,
             values,
             verdicts,
         });
     }
     report
+}
+
+/// One key under one profile: counts the simulator against each kernel
+/// and the rule's verdict into `totals`; returns the verdict.
+fn judge_key(
+    totals: &mut BTreeMap<String, Totals>,
+    cmp: &compare::Cmp,
+    known: bool,
+    columns: &BTreeMap<String, ColumnRun>,
+    key: &str,
+    profile: &str,
+) -> &'static str {
+    let (k612, k73) = (value(columns, "6.12", key), value(columns, "7.3", key));
+    let sim_column = format!("sim:{profile}");
+    let sim = value(columns, &sim_column, key).flatten();
+    for (kernel, k) in [("6.12", k612), ("7.3", k73)] {
+        if let Some(k) = k {
+            let agree = cmp.rule.agrees(sim, k);
+            count(totals, format!("{sim_column}~{kernel}"), agree, false);
+        }
+    }
+    let Some(agree) = compare::judge(cmp, profile, sim, k612, k73) else {
+        return "unjudged";
+    };
+    count(totals, format!("rule:{profile}"), agree, known);
+    match (agree, known) {
+        (true, _) => "agree",
+        (false, true) => "known",
+        (false, false) => "disagree",
+    }
 }
 
 /// Counts one comparison under `name`.
