@@ -41,7 +41,7 @@ echo +memory > /sys/fs/cgroup/cgroup.subtree_control
 mkdir -p /sys/fs/cgroup/system.slice
 echo +memory > /sys/fs/cgroup/system.slice/cgroup.subtree_control
 prepare
-sync /tmp/test-fs/1
+sync
 do_test
 echo "reader cgroups left: $(ls /sys/fs/cgroup/system.slice/bench/test/1 | grep -c '^[0-9]')"
 cat /sys/fs/cgroup/system.slice/bench/test/1/cgroup.stat

@@ -1,9 +1,10 @@
 # scripts/seed002_readers.sh for bash, under `memcg run --fs
-# /tmp/test-fs=ram:16G`: the files are written by `seq`, `sync FILE`
-# writes them back, and each read runs in a subshell that moved itself
-# into its reader cgroup (as do_test's read_worker does).
+# /tmp/test-fs=ram:16G`: the files are written by `seq`, `sync` (sync(2),
+# as the sh script's) writes them all back (`sync FILE` is fsync(2) of
+# that file alone, on a kernel as here), and each read runs in a subshell
+# that moved itself into its reader cgroup (as do_test's read_worker does).
 for i in 1 2 3; do seq 8000 > /tmp/test-fs/$i; done
-sync /tmp/test-fs/1
+sync
 mkdir -p /sys/fs/cgroup/system.slice/bench/test/1
 echo +memory > /sys/fs/cgroup/cgroup.subtree_control
 echo +memory > /sys/fs/cgroup/system.slice/cgroup.subtree_control
