@@ -4,7 +4,6 @@
 # machine: mem=1G swap=64M fs=512M
 # cmp: * exact
 # cmp: memory.events* version
-# known: memory.events* a version difference the 7.3 profile does not carry yet: 7.3 adds `sock_throttled` to memory.events and memory.events.local (profiles lane)
 . "$(dirname "$0")/lib.sh"
 mkdir -p $T/a
 for f in memory.current memory.peak memory.min memory.low memory.high memory.max \

@@ -15,7 +15,8 @@ pub(crate) struct Totals {
     pub(crate) agree: u64,
     /// Disagreements a scenario declares `known`.
     pub(crate) known: u64,
-    /// Disagreements nothing explains (a profile's rule only).
+    /// Disagreements no `known` line explains (for a pair of columns:
+    /// every disagreement; only a profile's rule fails a run).
     pub(crate) disagree: u64,
 }
 
