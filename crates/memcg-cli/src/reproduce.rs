@@ -19,6 +19,8 @@
 //! numbers (`seeds.rs`). Everything here is measured on this machine
 //! except the projection to 96 jobs, which says so.
 
+mod kernel;
+
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -57,6 +59,19 @@ pub struct ReproduceArgs {
     /// stay the seeds'. The seeds' figures were taken on 6.14.
     #[arg(long, default_value = "6.14")]
     pub kernel: memcg::profile::KernelVersion,
+    /// Readers of the real-kernel column (seed 002's shape on booted 6.12
+    /// and 7.3) [default: 400; --quick 200; --smoke 20].
+    #[arg(long)]
+    pub testbed_readers: Option<usize>,
+    /// Runs of the real-kernel column's readers [default: 4; --quick 3;
+    /// --smoke 2].
+    #[arg(long)]
+    pub testbed_runs: Option<usize>,
+    /// The test bed's cache [default: $MEMCG_TESTBED_CACHE, else
+    /// ~/.cache/memcg-testbed]; without prepared kernels the report says
+    /// so and has no real-kernel column.
+    #[arg(long)]
+    pub testbed_cache: Option<PathBuf>,
 }
 
 /// The scale of one reproduction.
@@ -137,7 +152,7 @@ struct ReproduceReport {
 }
 
 /// Every file `memcg reproduce` writes in its report directory.
-const OUTPUTS: [&str; 8] = [
+const OUTPUTS: [&str; 10] = [
     "kbuild.json",
     "kbuild.svg",
     "projection.svg",
@@ -145,6 +160,8 @@ const OUTPUTS: [&str; 8] = [
     "swap.svg",
     "readers.json",
     "readers.svg",
+    "kernel.json",
+    "kernel.svg",
     "report.md",
 ];
 
@@ -158,6 +175,8 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<()> {
     let projection = projection(&scale, args.seed, &kbuild, &args.out)?;
     swap_table(&scale, &args.out)?;
     readers_table(&scale, args.seed, &args.out)?;
+    let shape = kernel::Shape::of(scale.name, args.testbed_readers, args.testbed_runs);
+    let column = kernel::column(shape, args.testbed_cache.as_deref(), args.seed, &args.out)?;
     let report = ReproduceReport {
         head: ReportHead::new("reproduce", Machine::current()),
         scale: scale.name,
@@ -168,7 +187,8 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<()> {
     };
     report::write_json(&args.out.join("kbuild.json"), &report)?;
     report::write_svg(&args.out.join("kbuild.svg"), &kbuild_chart(&report))?;
-    let md = markdown(&report, &args.out)?;
+    let mut md = markdown(&report, &args.out)?;
+    md.push_str(&kernel::markdown(&column));
     std::fs::write(args.out.join("report.md"), &md)?;
     println!("{md}");
     println!("wrote {}", args.out.join("report.md").display());

@@ -251,9 +251,13 @@ fn usemem_workload_swaps_per_design_and_refuses_bad_shapes() {
 #[test]
 fn reproduce_smoke_writes_every_table_beside_the_seeds() {
     let dir = tempfile::tempdir().unwrap();
+    // An empty test bed cache: no kernel boots here, and the report says
+    // plainly that the real-kernel column is absent and why.
+    let no_testbed = tempfile::tempdir().unwrap();
     let out = memcg()
         .args(["reproduce", "--smoke", "--out"])
         .arg(dir.path())
+        .env("MEMCG_TESTBED_CACHE", no_testbed.path())
         .output()
         .unwrap();
     assert!(
@@ -321,9 +325,24 @@ fn reproduce_smoke_writes_every_table_beside_the_seeds() {
         "swap.svg",
         "readers.json",
         "readers.svg",
+        "kernel.json",
     ] {
         assert!(dir.path().join(file).exists(), "{file}");
     }
+    assert!(
+        md.contains("## Beside the real kernel")
+            && md.contains("**No real-kernel column**: no test bed: run `memcg testbed prepare`."),
+        "{md}"
+    );
+    let column: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("kernel.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        column["note"], "no test bed: run `memcg testbed prepare`",
+        "{column}"
+    );
+    assert_eq!(column["kernels"], serde_json::json!([]), "{column}");
+    assert!(!dir.path().join("kernel.svg").exists());
 }
 
 #[test]
