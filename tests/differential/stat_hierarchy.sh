@@ -6,8 +6,13 @@
 #   in the grandparent.
 # machine: mem=1G swap=64M fs=512M
 # cmp: * num:abs=256K
-# cmp: metadata_per_child* num:abs=8K
-# cmp: metadata_per_plain_child* num:abs=8K
+# cmp: metadata_per_child_kernel num:abs=8K
+# cmp: metadata_per_plain_child_kernel num:abs=8K
+# memory.current's view moves with the per-CPU stocks (up to 64 pages per
+# CPU, 16K per cgroup over 32): printed, not compared (6.12 7296 and 7.3
+# 27392 per child in one run, 6.12 4096 in another).
+# cmp: metadata_per_child ignore
+# cmp: metadata_per_plain_child ignore
 . "$(dirname "$0")/lib.sh"
 mkdir -p $T/p && subtree $T/p && mkdir $T/p/a $T/p/b
 mkfile ${D}_f1 4
