@@ -91,7 +91,7 @@ fn the_readme_and_help_quote_one_time_for_the_quick_reproduction() {
 
 /// A directory of stand-ins for `.ci/tools` to find on its `PATH`: a
 /// recording `apt-get`, `sudo` that runs its command, the real `bash` and
-/// `id`, and, where asked, a `cc` and a `python3`.
+/// `id`, and, where asked, a `cc`, a `python3` and the test bed's tools.
 fn fake_path(with_tools: bool) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("apt.log");
@@ -105,8 +105,16 @@ fn fake_path(with_tools: bool) -> (tempfile::TempDir, PathBuf) {
     script("apt-get", &format!("echo \"$*\" >> {}", log.display()));
     script("sudo", "exec \"$@\"");
     if with_tools {
-        script("cc", "exit 0");
-        script("python3", "exit 0");
+        for tool in [
+            "cc",
+            "python3",
+            "qemu-system-x86_64",
+            "busybox",
+            "mkfs.xfs",
+            "mke2fs",
+        ] {
+            script(tool, "exit 0");
+        }
     }
     for tool in ["bash", "id"] {
         let real = ["/usr/bin", "/bin"]
@@ -129,7 +137,7 @@ fn run_tools(path: &Path) -> std::process::Output {
 }
 
 #[test]
-fn ci_installs_a_c_compiler_and_python3_where_missing() {
+fn ci_installs_a_c_compiler_python3_and_the_test_beds_tools_where_missing() {
     let (dir, log) = fake_path(false);
     let out = run_tools(dir.path());
     assert!(
@@ -140,9 +148,9 @@ fn ci_installs_a_c_compiler_and_python3_where_missing() {
     let apt = std::fs::read_to_string(&log).unwrap();
     assert!(
         apt.lines().any(|l| l == "update -qq")
-            && apt
-                .lines()
-                .any(|l| l == "install -y -qq gcc libc6-dev python3"),
+            && apt.lines().any(|l| l
+                == "install -y -qq --no-install-recommends gcc libc6-dev python3 \
+                                qemu-system-x86 busybox-static xfsprogs e2fsprogs"),
         "{apt}"
     );
     // Where both are present, nothing is installed.
