@@ -1041,6 +1041,19 @@ mod tests {
         assert_eq!(Compressor::from_name("lzo"), None);
     }
 
+    /// A page of xorshift bytes: no compressor shrinks it.
+    fn random_folio(t: &CgroupTree, memcg: &Arc<MemCgroup>) -> Folio {
+        let folio = Folio::new(t, memcg, 1, Gfp::Kernel).unwrap();
+        let mut x = 0x9e37_79b9_u32;
+        for b in folio.bytes().iter_mut() {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            *b = x as u8;
+        }
+        folio
+    }
+
     /// 7.3 stores an incompressible page as is (counted in
     /// `zswap_incomp`) while its cgroup may write back, and refuses it
     /// when it may not; 6.14 refuses it.
@@ -1056,14 +1069,7 @@ mod tests {
         let a = t.mkdir("/a").unwrap().memcg().unwrap();
         let z = Zswap::new(&t, LruDesign::Split);
         z.set_enabled(true);
-        let random = Folio::new(&t, &a, 1, Gfp::Kernel).unwrap();
-        let mut x = 0x9e37_79b9_u32;
-        for b in random.bytes().iter_mut() {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            *b = x as u8;
-        }
+        let random = random_folio(&t, &a);
         let entry = SwapEntry::new(0, 1).unwrap();
         z.store(&random, entry).unwrap();
         assert_eq!(a.stat(MemcgStat::ZswapIncomp), 1);
@@ -1084,14 +1090,7 @@ mod tests {
         let a = t.mkdir("/a").unwrap().memcg().unwrap();
         let z = Zswap::new(&t, LruDesign::Split);
         z.set_enabled(true);
-        let random = Folio::new(&t, &a, 1, Gfp::Kernel).unwrap();
-        let mut x = 0x9e37_79b9_u32;
-        for b in random.bytes().iter_mut() {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            *b = x as u8;
-        }
+        let random = random_folio(&t, &a);
         let entry = SwapEntry::new(0, 1).unwrap();
         assert_eq!(z.store(&random, entry), Err(StoreReject::CompressPoor));
         assert_eq!(z.debug_counts().reject_compress_poor, 1);
