@@ -34,6 +34,8 @@ pub enum Errno {
     EBUSY = 16,
     /// File exists.
     EEXIST = 17,
+    /// Invalid cross-device link (a rename or link between filesystems).
+    EXDEV = 18,
     /// No such device (a file of a removed cgroup).
     ENODEV = 19,
     /// Not a directory.
@@ -46,15 +48,64 @@ pub enum Errno {
     EFBIG = 27,
     /// No space left on device.
     ENOSPC = 28,
+    /// Too many links (hard links of a file, or subdirectories).
+    EMLINK = 31,
     /// Numerical result out of range.
     ERANGE = 34,
     /// File name too long.
     ENAMETOOLONG = 36,
+    /// Directory not empty.
+    ENOTEMPTY = 39,
+    /// Too many levels of symbolic links.
+    ELOOP = 40,
     /// Operation not supported.
     EOPNOTSUPP = 95,
 }
 
 impl Errno {
+    /// Every errno this crate reports, for [`Errno::from_code`].
+    const ALL: [Errno; 25] = [
+        Errno::EPERM,
+        Errno::ENOENT,
+        Errno::ESRCH,
+        Errno::EINTR,
+        Errno::EIO,
+        Errno::E2BIG,
+        Errno::EBADF,
+        Errno::EAGAIN,
+        Errno::ENOMEM,
+        Errno::EACCES,
+        Errno::EBUSY,
+        Errno::EEXIST,
+        Errno::EXDEV,
+        Errno::ENODEV,
+        Errno::ENOTDIR,
+        Errno::EISDIR,
+        Errno::EINVAL,
+        Errno::EFBIG,
+        Errno::ENOSPC,
+        Errno::EMLINK,
+        Errno::ERANGE,
+        Errno::ENAMETOOLONG,
+        Errno::ENOTEMPTY,
+        Errno::ELOOP,
+        Errno::EOPNOTSUPP,
+    ];
+
+    /// The errno numbered `code`, if it is one this crate reports.
+    pub fn from_code(code: i32) -> Option<Errno> {
+        Self::ALL.into_iter().find(|e| e.code() == code)
+    }
+
+    /// The errno of a failed host system call (`EIO` for one this crate
+    /// does not report, or for an error that carries none).
+    pub fn from_io(error: &std::io::Error) -> Errno {
+        error
+            .raw_os_error()
+            .and_then(Errno::from_code)
+            .unwrap_or(Errno::EIO)
+    }
+
     /// The positive errno number, as `errno(3)` shows it.
     pub fn code(self) -> i32 {
         self as i32
@@ -75,14 +126,18 @@ impl Errno {
             Errno::EACCES => "EACCES",
             Errno::EBUSY => "EBUSY",
             Errno::EEXIST => "EEXIST",
+            Errno::EXDEV => "EXDEV",
             Errno::ENODEV => "ENODEV",
             Errno::ENOTDIR => "ENOTDIR",
             Errno::EISDIR => "EISDIR",
             Errno::EINVAL => "EINVAL",
             Errno::EFBIG => "EFBIG",
             Errno::ENOSPC => "ENOSPC",
+            Errno::EMLINK => "EMLINK",
             Errno::ERANGE => "ERANGE",
             Errno::ENAMETOOLONG => "ENAMETOOLONG",
+            Errno::ENOTEMPTY => "ENOTEMPTY",
+            Errno::ELOOP => "ELOOP",
             Errno::EOPNOTSUPP => "EOPNOTSUPP",
         }
     }
@@ -102,14 +157,18 @@ impl Errno {
             Errno::EACCES => "Permission denied",
             Errno::EBUSY => "Device or resource busy",
             Errno::EEXIST => "File exists",
+            Errno::EXDEV => "Invalid cross-device link",
             Errno::ENODEV => "No such device",
             Errno::ENOTDIR => "Not a directory",
             Errno::EISDIR => "Is a directory",
             Errno::EINVAL => "Invalid argument",
             Errno::EFBIG => "File too large",
             Errno::ENOSPC => "No space left on device",
+            Errno::EMLINK => "Too many links",
             Errno::ERANGE => "Numerical result out of range",
             Errno::ENAMETOOLONG => "File name too long",
+            Errno::ENOTEMPTY => "Directory not empty",
+            Errno::ELOOP => "Too many levels of symbolic links",
             Errno::EOPNOTSUPP => "Operation not supported",
         }
     }

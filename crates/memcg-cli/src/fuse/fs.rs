@@ -40,6 +40,7 @@ use memcg::procfs::{ProcFile, ProcFs};
 use memcg::psi::PressurePoll;
 use memcg_sim::{CurrentTask, Sim};
 
+use super::fsfiles;
 use super::host::HostProcs;
 use super::pidns::{self, PidNs};
 use super::tree::{self, Inodes, Node};
@@ -52,11 +53,8 @@ use super::tree::{self, Inodes, Node};
 /// with ENOENT). A `--fs` file: not at all, since its size changes under
 /// the kernel's feet. Without caching, every path component of every
 /// `open` costs a round trip (`cat memory.current` would cost seven).
-fn ttl(node: &Node) -> Duration {
-    match node {
-        Node::File(_) => Duration::ZERO,
-        _ => Duration::from_secs(1),
-    }
+fn ttl(_node: &Node) -> Duration {
+    Duration::from_secs(1)
 }
 
 // The largest text one write to an interface file may carry (kernfs's
@@ -68,7 +66,7 @@ fn fuse_errno(errno: Errno) -> FuseErrno {
 }
 
 /// An open file.
-enum Handle {
+pub(super) enum Handle {
     /// An interface file, and its last rendering.
     Cgroup {
         file: OpenFile,
@@ -159,7 +157,7 @@ pub(crate) struct SimFs {
     mounted_at: SystemTime,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -184,6 +182,18 @@ impl SimFs {
     /// The inode table, to tell which file an inode of the mount is.
     pub(crate) fn inodes(&self) -> Arc<Inodes> {
         Arc::clone(&self.inodes)
+    }
+
+    pub(super) fn sim(&self) -> &Sim {
+        &self.sim
+    }
+
+    pub(super) fn inodes_ref(&self) -> &Inodes {
+        &self.inodes
+    }
+
+    pub(super) fn host_ref(&self) -> &HostProcs {
+        &self.host
     }
 
     /// The path and node of inode `ino`.
@@ -214,15 +224,6 @@ impl SimFs {
                 0,
             ),
             Node::Kernel(path) => (FileType::RegularFile, ProcFs::mode(path), 0),
-            Node::File(path) => {
-                let size = self
-                    .sim
-                    .machine()
-                    .resolve_file(path)
-                    .and_then(|(sb, name)| sb.size_of(&name).ok())
-                    .unwrap_or(0);
-                (FileType::RegularFile, 0o644, size)
-            }
         };
         FileAttr {
             ino: INodeNo(ino),
@@ -272,13 +273,7 @@ impl SimFs {
     }
 
     /// Opens `node` for `flags` as the process behind `req`.
-    fn open_node(
-        &self,
-        req: &Request,
-        path: &str,
-        node: &Node,
-        flags: OpenFlags,
-    ) -> Result<Handle, Errno> {
+    fn open_node(&self, req: &Request, node: &Node, flags: OpenFlags) -> Result<Handle, Errno> {
         let access = match flags.acc_mode() {
             OpenAccMode::O_RDONLY => Access::Read,
             OpenAccMode::O_WRONLY => Access::Write,
@@ -315,15 +310,6 @@ impl SimFs {
                     writer,
                     rendered: None,
                 })
-            }
-            Node::File(_) => {
-                let (sb, name) = self.sim.machine().resolve_file(path).ok_or(Errno::ENOENT)?;
-                let memcg = self.host.memcg_of_request(req.pid());
-                let file = sb.open_file(&memcg, &name, false).map_err(|e| e.errno())?;
-                if flags.0 & libc::O_TRUNC != 0 && access != Access::Read {
-                    file.set_len(0).map_err(|e| e.errno())?;
-                }
-                Ok(Handle::File(file))
             }
             Node::Dir | Node::Cgroup(_) | Node::Mount(_) => Err(Errno::EISDIR),
         }
@@ -527,24 +513,6 @@ impl SimFs {
         }
     }
 
-    fn create_file(
-        &self,
-        req: &Request,
-        path: &str,
-        truncate: bool,
-    ) -> Result<(Node, memcg::fs::File), Errno> {
-        let (sb, name) = self.sim.machine().resolve_file(path).ok_or(Errno::EACCES)?;
-        if name.is_empty() || name.contains('/') {
-            return Err(Errno::EACCES);
-        }
-        let memcg = self.host.memcg_of_request(req.pid());
-        let file = sb.open_file(&memcg, &name, true).map_err(|e| e.errno())?;
-        if truncate {
-            file.set_len(0).map_err(|e| e.errno())?;
-        }
-        Ok((Node::File(path.to_owned()), file))
-    }
-
     fn list_dir(&self, path: &str, node: &Node) -> Vec<(u64, FileType, String)> {
         let parent = match path.rsplit_once('/') {
             Some(("", _)) | None => "/".to_owned(),
@@ -571,7 +539,20 @@ impl SimFs {
 }
 
 impl Filesystem for SimFs {
+    fn init(&mut self, _req: &Request, config: &mut fuser::KernelConfig) -> std::io::Result<()> {
+        // `--fs` files are direct I/O and still mappable (and so
+        // executable); a kernel without the flag (before 6.6) maps none.
+        let _ = config.add_capabilities(fuser::InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
+        Ok(())
+    }
+
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        if let Some(dir) = self.fs_node(parent) {
+            return match self.fs_lookup(&dir, name) {
+                Ok((ttl, attr)) => reply.entry(&ttl, &attr, Generation(0)),
+                Err(e) => reply.error(fuse_errno(e)),
+            };
+        }
         match self.child(parent, name) {
             Ok((path, Some(node))) => self.reply_entry(&path, &node, reply),
             Ok((_, None)) => reply.error(FuseErrno::ENOENT),
@@ -584,6 +565,12 @@ impl Filesystem for SimFs {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        if let Some(at) = self.fs_node(ino) {
+            return match self.fs_getattr(&at) {
+                Ok((ttl, attr)) => reply.attr(&ttl, &attr),
+                Err(e) => reply.error(fuse_errno(e)),
+            };
+        }
         match self.node(ino) {
             Ok((_, node)) => reply.attr(&ttl(&node), &self.attr(ino.0, &node)),
             Err(e) => reply.error(fuse_errno(e)),
@@ -592,14 +579,14 @@ impl Filesystem for SimFs {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
-        _mode: Option<u32>,
-        _uid: Option<u32>,
-        _gid: Option<u32>,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
         size: Option<u64>,
-        _atime: Option<fuser::TimeOrNow>,
-        _mtime: Option<fuser::TimeOrNow>,
+        atime: Option<fuser::TimeOrNow>,
+        mtime: Option<fuser::TimeOrNow>,
         _ctime: Option<SystemTime>,
         fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
@@ -608,30 +595,17 @@ impl Filesystem for SimFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        let result = (|| -> Result<FileAttr, Errno> {
-            let (path, node) = self.node(ino)?;
-            // `>` truncates: meaningless on interface and kernel files (as
-            // on cgroupfs and procfs), real on a `--fs` file.
-            if let (Some(size), Node::File(_)) = (size, &node) {
-                match fh.map(|fh| self.handle(fh)).transpose()? {
-                    Some(handle) => match &*lock(&handle) {
-                        Handle::File(file) => file.set_len(size).map_err(|e| e.errno())?,
-                        _ => return Err(Errno::EBADF),
-                    },
-                    None => {
-                        let (sb, name) = self
-                            .sim
-                            .machine()
-                            .resolve_file(&path)
-                            .ok_or(Errno::ENOENT)?;
-                        let root = self.sim.fs().memcg("/").map_err(|e| e.errno)?;
-                        let file = sb.open_file(&root, &name, false).map_err(|e| e.errno())?;
-                        file.set_len(size).map_err(|e| e.errno())?;
-                    }
-                }
-            }
-            Ok(self.attr(ino.0, &node))
-        })();
+        let result = if let Some(at) = self.fs_node(ino) {
+            let _current = self.as_requester(req);
+            let attr = fsfiles::set_attr(mode, uid, gid, atime, mtime);
+            fh.map(|fh| self.handle(fh))
+                .transpose()
+                .and_then(|handle| self.fs_setattr(req, &at, handle, size, attr))
+        } else {
+            // `>` truncates: meaningless on interface and kernel files, as
+            // on cgroupfs and procfs; owners and modes are fixed.
+            self.node(ino).map(|(_, node)| self.attr(ino.0, &node))
+        };
         match result {
             Ok(attr) => reply.attr(&Duration::ZERO, &attr),
             Err(e) => reply.error(fuse_errno(e)),
@@ -640,13 +614,23 @@ impl Filesystem for SimFs {
 
     fn mkdir(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
-        _mode: u32,
-        _umask: u32,
+        mode: u32,
+        umask: u32,
         reply: ReplyEntry,
     ) {
+        if let Some(dir) = self.fs_node(parent) {
+            return match self.fs_mkdir(req, &dir, name, mode, umask) {
+                Ok(attr) => reply.entry(
+                    &fsfiles::fs_ttl(memcg::fs::FileKind::Directory),
+                    &attr,
+                    Generation(0),
+                ),
+                Err(e) => reply.error(fuse_errno(e)),
+            };
+        }
         let result = self.child(parent, name).and_then(|(path, existing)| {
             if existing.is_some() {
                 return Err(Errno::EEXIST);
@@ -662,14 +646,18 @@ impl Filesystem for SimFs {
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let result = self.child(parent, name).and_then(|(_, node)| match node {
-            Some(Node::Cgroup(cg)) => self.rmdir_cgroup(&cg),
-            // A mount point is busy; the fixed directories cannot go.
-            Some(Node::Mount(_)) => Err(Errno::EBUSY),
-            Some(Node::Dir) => Err(Errno::EPERM),
-            Some(_) => Err(Errno::ENOTDIR),
-            None => Err(Errno::ENOENT),
-        });
+        let result = if let Some(dir) = self.fs_node(parent) {
+            self.fs_rmdir(&dir, name)
+        } else {
+            self.child(parent, name).and_then(|(_, node)| match node {
+                Some(Node::Cgroup(cg)) => self.rmdir_cgroup(&cg),
+                // A mount point is busy; the fixed directories cannot go.
+                Some(Node::Mount(_)) => Err(Errno::EBUSY),
+                Some(Node::Dir) => Err(Errno::EPERM),
+                Some(_) => Err(Errno::ENOTDIR),
+                None => Err(Errno::ENOENT),
+            })
+        };
         match result {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fuse_errno(e)),
@@ -677,17 +665,68 @@ impl Filesystem for SimFs {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let result = self
-            .child(parent, name)
-            .and_then(|(path, node)| match node {
-                Some(Node::File(_)) => self.sim.remove_file(&path).map_err(|e| e.errno()),
+        let result = if let Some(dir) = self.fs_node(parent) {
+            self.fs_unlink(&dir, name)
+        } else {
+            self.child(parent, name).and_then(|(_, node)| match node {
                 // cgroupfs, procfs and sysfs files cannot be removed.
                 Some(Node::CgroupFile(_) | Node::Kernel(_)) => Err(Errno::EPERM),
                 Some(_) => Err(Errno::EISDIR),
                 None => Err(Errno::ENOENT),
-            });
+            })
+        };
         match result {
             Ok(()) => reply.ok(),
+            Err(e) => reply.error(fuse_errno(e)),
+        }
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &std::path::Path,
+        reply: ReplyEntry,
+    ) {
+        // Links are made in `--fs` filesystems only, as on cgroupfs.
+        let result = match self.fs_node(parent) {
+            Some(dir) => self.fs_symlink(req, &dir, link_name, target),
+            None => Err(Errno::EPERM),
+        };
+        match result {
+            Ok(attr) => reply.entry(
+                &fsfiles::fs_ttl(memcg::fs::FileKind::Symlink),
+                &attr,
+                Generation(0),
+            ),
+            Err(e) => reply.error(fuse_errno(e)),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.fs_node(ino).map(|at| self.fs_readlink(&at)) {
+            Some(Ok(target)) => reply.data(target.as_bytes()),
+            Some(Err(e)) => reply.error(fuse_errno(e)),
+            None => reply.error(FuseErrno::EINVAL),
+        }
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let result = match (self.fs_node(ino), self.fs_node(newparent)) {
+            (Some(at), Some(dir)) => self.fs_link(&at, &dir, newname),
+            (Some(_), None) | (None, Some(_)) => Err(Errno::EXDEV),
+            (None, None) => Err(Errno::EPERM),
+        };
+        match result {
+            Ok(attr) => reply.entry(&Duration::ZERO, &attr, Generation(0)),
             Err(e) => reply.error(fuse_errno(e)),
         }
     }
@@ -696,45 +735,62 @@ impl Filesystem for SimFs {
         &self,
         _req: &Request,
         parent: INodeNo,
-        _name: &OsStr,
+        name: &OsStr,
         newparent: INodeNo,
-        _newname: &OsStr,
-        _flags: fuser::RenameFlags,
+        newname: &OsStr,
+        flags: fuser::RenameFlags,
         reply: ReplyEmpty,
     ) {
-        // Within the flat `--fs` filesystems: EXDEV, so `mv` copies and
-        // removes. cgroup2 refuses renames (`cgroup_rename`: EPERM), as do
-        // the fixed directories.
-        let in_mount = |ino| matches!(self.node(ino), Ok((_, Node::Mount(_))));
-        if in_mount(parent) && in_mount(newparent) {
-            reply.error(FuseErrno::EXDEV);
-        } else {
-            reply.error(FuseErrno::EPERM);
+        // Within one `--fs` filesystem; between two, or a `--fs` and the
+        // rest, EXDEV (`mv` copies and removes). cgroup2 refuses renames
+        // (`cgroup_rename`: EPERM), as do the fixed directories.
+        let result = match (self.fs_node(parent), self.fs_node(newparent)) {
+            (Some(dir), Some(new_dir)) => self.fs_rename(&dir, name, &new_dir, newname, flags),
+            (Some(_), None) | (None, Some(_)) => Err(Errno::EXDEV),
+            (None, None) => Err(Errno::EPERM),
+        };
+        match result {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fuse_errno(e)),
         }
     }
 
     fn mknod(
         &self,
-        _req: &Request,
-        _parent: INodeNo,
-        _name: &OsStr,
-        _mode: u32,
-        _umask: u32,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
         _rdev: u32,
         reply: ReplyEntry,
     ) {
-        // Neither kernfs nor the simulated filesystems make devices or
-        // pipes.
-        reply.error(FuseErrno::EPERM);
+        // Regular files only: neither kernfs nor the simulated
+        // filesystems make devices or pipes.
+        let result = match self.fs_node(parent) {
+            Some(dir) if mode & libc::S_IFMT == libc::S_IFREG => {
+                let _current = self.as_requester(req);
+                self.fs_create(req, &dir, name, mode, umask, libc::O_EXCL)
+                    .map(|(attr, _)| attr)
+            }
+            _ => Err(Errno::EPERM),
+        };
+        match result {
+            Ok(attr) => reply.entry(&Duration::ZERO, &attr, Generation(0)),
+            Err(e) => reply.error(fuse_errno(e)),
+        }
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         // The opener becomes a task (where fork put it), so that it lists
         // in its cgroup's `cgroup.procs` as it would on a real machine.
         let _current = self.as_requester(req);
-        let result = self
-            .node(ino)
-            .and_then(|(path, node)| self.open_node(req, &path, &node, flags));
+        let result = match self.fs_node(ino) {
+            Some(at) => self.fs_open(req, &at, flags.0),
+            None => self
+                .node(ino)
+                .and_then(|(_, node)| self.open_node(req, &node, flags)),
+        };
         match result {
             Ok(handle) => reply.opened(self.add_handle(handle), FopenFlags::FOPEN_DIRECT_IO),
             Err(e) => reply.error(fuse_errno(e)),
@@ -746,26 +802,21 @@ impl Filesystem for SimFs {
         req: &Request,
         parent: INodeNo,
         name: &OsStr,
-        _mode: u32,
-        _umask: u32,
+        mode: u32,
+        umask: u32,
         flags: i32,
         reply: ReplyCreate,
     ) {
         let _current = self.as_requester(req);
-        let result = self.child(parent, name).and_then(|(path, _)| {
-            // Files are made in `--fs` mounts only: cgroupfs, procfs and
-            // sysfs create none (`O_CREAT` there is EACCES).
-            let Ok((_, Node::Mount(_))) = self.node(parent) else {
-                return Err(Errno::EACCES);
-            };
-            let (node, file) = self.create_file(req, &path, flags & libc::O_TRUNC != 0)?;
-            Ok((path, node, file))
-        });
+        // Files are made in `--fs` mounts only: cgroupfs, procfs and
+        // sysfs create none (`O_CREAT` there is EACCES).
+        let result = match self.fs_node(parent) {
+            Some(dir) => self.fs_create(req, &dir, name, mode, umask, flags),
+            None => Err(Errno::EACCES),
+        };
         match result {
-            Ok((path, node, file)) => {
-                let ino = self.inodes.lookup(&path);
-                let attr = self.attr(ino, &node);
-                let fh = self.add_handle(Handle::File(file));
+            Ok((attr, handle)) => {
+                let fh = self.add_handle(handle);
                 reply.created(
                     &Duration::ZERO,
                     &attr,
@@ -822,19 +873,21 @@ impl Filesystem for SimFs {
     }
 
     fn statfs(&self, _req: &Request, ino: INodeNo, reply: fuser::ReplyStatfs) {
-        // A `--fs` filesystem shows its disk (a host directory: its
-        // files only); the rest, like cgroupfs and procfs, nothing.
-        let (blocks, used) = match self.node(ino) {
-            Ok((path, Node::Mount(_) | Node::File(_))) => self
-                .sim
-                .machine()
-                .resolve_file(&path)
-                .map(|(sb, _)| sb.space_pages())
-                .map_or((0, 0), |(capacity, used)| (capacity.unwrap_or(used), used)),
-            _ => (0, 0),
-        };
-        let free = blocks.saturating_sub(used);
-        reply.statfs(blocks, free, free, 0, 0, 4096, 255, 4096);
+        // A `--fs` filesystem shows its disk (a host directory: the
+        // host's); the rest, like cgroupfs and procfs, nothing.
+        match self.fs_node(ino).map(|at| self.fs_statfs(&at)) {
+            Some(st) => reply.statfs(
+                st.blocks,
+                st.bfree,
+                st.bfree,
+                st.files,
+                st.ffree,
+                4096,
+                memcg::fs::NAME_MAX as u32,
+                4096,
+            ),
+            None => reply.statfs(0, 0, 0, 0, 0, 4096, 255, 4096),
+        }
     }
 
     fn fsync(
@@ -845,18 +898,30 @@ impl Filesystem for SimFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        // That file's dirty pages only, as the kernel's fsync.
-        let result = self.node(ino).and_then(|(path, node)| match node {
-            Node::File(_) => {
-                let (sb, name) = self
-                    .sim
-                    .machine()
-                    .resolve_file(&path)
-                    .ok_or(Errno::ENOENT)?;
-                sb.fsync(&name).map(drop).map_err(|e| e.errno())
-            }
-            _ => Ok(()),
-        });
+        let result = match self.fs_node(ino) {
+            Some(at) => self.fs_fsync(&at),
+            None => Ok(()),
+        };
+        match result {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fuse_errno(e)),
+        }
+    }
+
+    fn fallocate(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let _current = self.as_requester(req);
+        let result = self
+            .handle(fh)
+            .and_then(|h| self.fs_fallocate(req, &lock(&h), offset, length, mode));
         match result {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fuse_errno(e)),
@@ -927,12 +992,18 @@ impl Filesystem for SimFs {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.node(ino) {
-            Ok((path, node)) if node.is_dir() => {
-                let entries = self.list_dir(&path, &node);
+        let entries = match self.fs_node(ino) {
+            Some(at) => self.fs_list(&at),
+            None => match self.node(ino) {
+                Ok((path, node)) if node.is_dir() => Ok(self.list_dir(&path, &node)),
+                Ok(_) => Err(Errno::ENOTDIR),
+                Err(e) => Err(e),
+            },
+        };
+        match entries {
+            Ok(entries) => {
                 reply.opened(self.add_handle(Handle::Dir(entries)), FopenFlags::empty());
             }
-            Ok(_) => reply.error(FuseErrno::ENOTDIR),
             Err(e) => reply.error(fuse_errno(e)),
         }
     }
@@ -940,7 +1011,7 @@ impl Filesystem for SimFs {
     fn readdir(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         mut reply: ReplyDirectory,
@@ -949,7 +1020,14 @@ impl Filesystem for SimFs {
             Ok(h) => h,
             Err(e) => return reply.error(fuse_errno(e)),
         };
-        let guard = lock(&handle);
+        let mut guard = lock(&handle);
+        // Offsets index the listing taken at `opendir`; reading from 0
+        // again (`rewinddir`) takes a fresh one of a `--fs` directory.
+        if offset == 0
+            && let Some(Ok(fresh)) = self.fs_node(ino).map(|at| self.fs_list(&at))
+        {
+            *guard = Handle::Dir(fresh);
+        }
         let Handle::Dir(entries) = &*guard else {
             return reply.error(FuseErrno::ENOTDIR);
         };

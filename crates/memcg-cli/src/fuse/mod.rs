@@ -16,6 +16,7 @@
 //! process still inside cannot keep the mount alive) and joins the server.
 
 mod fs;
+mod fsfiles;
 mod host;
 mod pidns;
 pub(crate) mod tree;
@@ -326,11 +327,12 @@ impl FsView {
         if dev != self.dev {
             return None;
         }
+        if let Some((minor, _)) = fsfiles::decode(ino) {
+            return self.sim.machine().bdi(&format!("0:{minor}"));
+        }
         let path = self.inodes.path(ino)?;
         match tree::classify(&self.sim, &path)? {
-            tree::Node::File(path) | tree::Node::Mount(path) => {
-                self.sim.machine().resolve_file(&path).map(|(sb, _)| sb)
-            }
+            tree::Node::Mount(path) => self.sim.machine().resolve_file(&path).map(|(sb, _)| sb),
             _ => None,
         }
     }

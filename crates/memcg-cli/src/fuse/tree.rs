@@ -35,10 +35,9 @@ pub(crate) enum Node {
     CgroupFile(String),
     /// A kernel file of `memcg::procfs`, by its path.
     Kernel(String),
-    /// A `--fs` mount point, by its path.
+    /// A `--fs` mount point, by its path (the root directory of its
+    /// filesystem, whose nodes `fsfiles.rs` serves by inode number).
     Mount(String),
-    /// A file of a `--fs` mount, by its path.
-    File(String),
 }
 
 impl Node {
@@ -90,11 +89,9 @@ pub(crate) fn classify(sim: &Sim, path: &str) -> Option<Node> {
     if sim.procfs().serves(path) {
         return Some(Node::Kernel(path.to_owned()));
     }
-    if let Some((sb, name)) = sim.machine().resolve_file(path) {
-        if name.is_empty() {
-            return Some(Node::Mount(path.to_owned()));
-        }
-        return sb.size_of(&name).ok().map(|_| Node::File(path.to_owned()));
+    if let Some((_, name)) = sim.machine().resolve_file(path) {
+        // Inside a mount, nodes go by inode number, not path.
+        return name.is_empty().then(|| Node::Mount(path.to_owned()));
     }
     let prefix = if path == "/" {
         "/".to_owned()
@@ -115,16 +112,6 @@ pub(crate) fn list(sim: &Sim, path: &str, node: &Node) -> Vec<(String, bool)> {
             .fs()
             .ls(cg)
             .map(|entries| entries.into_iter().map(|e| (e.name, e.is_dir)).collect())
-            .unwrap_or_default(),
-        Node::Mount(dir) => sim
-            .machine()
-            .resolve_file(dir)
-            .map(|(sb, _)| {
-                sb.list()
-                    .into_iter()
-                    .map(|(name, _)| (name, false))
-                    .collect()
-            })
             .unwrap_or_default(),
         Node::Dir => {
             let prefix = if path == "/" {
@@ -291,11 +278,7 @@ mod tests {
         assert_eq!(c("/proc/sys/vm"), Some(Node::Dir));
         assert_eq!(c("/tmp"), Some(Node::Dir));
         assert_eq!(c("/tmp/test-fs"), Some(Node::Mount("/tmp/test-fs".into())));
-        assert_eq!(
-            c("/tmp/test-fs/1"),
-            Some(Node::File("/tmp/test-fs/1".into()))
-        );
-        assert_eq!(c("/tmp/test-fs/2"), None);
+        assert_eq!(c("/tmp/test-fs/1"), None, "inside a mount: by inode");
         assert_eq!(c("/etc"), None);
         let root: Vec<String> = list(&sim, "/", &Node::Dir)
             .into_iter()

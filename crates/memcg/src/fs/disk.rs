@@ -4,13 +4,19 @@
 //! A RAM disk allocates a page of the machine's frames on the first write
 //! to it and keeps it until the file is removed or the disk unmounted;
 //! those pages are the kernel's (charged to no cgroup, counted against the
-//! machine). A host directory keeps each file as a host file of the same
-//! name.
+//! machine). A host directory keeps each node as the host node at the same
+//! path: its tree is read when mounted ([`scan_host_tree`]), every change
+//! of a name or attribute is made on the host at once (`namei.rs`), and
+//! each cached file's bytes go through a host file descriptor opened when
+//! its inode is cached (so a rename, or the removal of its last name, does
+//! not cut it off).
 
-use std::collections::HashMap;
-use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
+use std::collections::{BTreeMap, HashMap};
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
 
+use super::namei::{Body, MAX_NODES, Meta, Owner, ROOT_INO};
+use super::{FsError, Namespace};
 use crate::filemap::{Backing, BackingError};
 use crate::memcontrol::CgroupTree;
 use crate::mm_types::{PAGE_BYTES, PAGE_SIZE};
@@ -73,25 +79,24 @@ impl Drop for RamDisk {
 }
 
 impl Disk {
-    /// The backing store of file `ino` (`name` on a host directory).
+    /// The backing store of file `ino` (at `path` in a host directory).
     pub(crate) fn backing(
         self: &Arc<Self>,
         ino: u64,
-        name: &str,
-    ) -> Result<Arc<dyn Backing>, BackingError> {
+        path: Option<&Path>,
+    ) -> Result<Arc<dyn Backing>, FsError> {
         Ok(match &**self {
             Disk::Ram(_) => Arc::new(RamFile {
                 disk: Arc::clone(self),
                 ino,
             }),
             Disk::Dir(dir) => {
+                let path = path.ok_or(FsError::Stale { ino })?;
                 let file = std::fs::OpenOptions::new()
                     .read(true)
                     .write(true)
-                    .create(true)
-                    .truncate(false)
-                    .open(dir.join(name))
-                    .map_err(|e| BackingError::Io(e.kind()))?;
+                    .open(dir.join(path))
+                    .map_err(|e| FsError::host(&e))?;
                 Arc::new(HostFile { file })
             }
         })
@@ -106,18 +111,153 @@ impl Disk {
         }
     }
 
-    /// Removes file `ino`'s stored bytes.
-    pub(crate) fn remove(&self, ino: u64, name: &str) -> Result<(), BackingError> {
+    /// Whether it is a host directory.
+    pub(crate) fn is_host(&self) -> bool {
+        matches!(self, Disk::Dir(_))
+    }
+
+    /// Makes a change on the host for a host directory (nothing for a RAM
+    /// disk): `op` gets the host path of `name` in directory `parent` (of
+    /// `parent` itself without a name).
+    pub(crate) fn host_op(
+        &self,
+        ns: &Namespace,
+        parent: u64,
+        name: Option<&str>,
+        op: impl FnOnce(&Path) -> std::io::Result<()>,
+    ) -> Result<(), FsError> {
+        if !self.is_host() {
+            return Ok(());
+        }
+        let dir = ns.path_of(parent).ok_or(FsError::Stale { ino: parent })?;
+        let path = match name {
+            Some(name) => dir.join(name),
+            None => dir,
+        };
+        self.host_op_path(&path, op)
+    }
+
+    /// [`Disk::host_op`] at `path` below the host directory.
+    pub(crate) fn host_op_path(
+        &self,
+        path: &Path,
+        op: impl FnOnce(&Path) -> std::io::Result<()>,
+    ) -> Result<(), FsError> {
         match self {
-            Disk::Ram(ram) => {
-                ram.discard(ino);
-                Ok(())
+            Disk::Ram(_) => Ok(()),
+            Disk::Dir(dir) => op(&dir.join(path)).map_err(|e| FsError::host(&e)),
+        }
+    }
+
+    /// A host directory's filesystem: (blocks, free blocks), in pages.
+    pub(crate) fn host_space(&self) -> Option<(u64, u64)> {
+        let Disk::Dir(dir) = self else {
+            return None;
+        };
+        let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).ok()?;
+        // SAFETY: a zeroed statvfs is a valid value to be overwritten.
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: `c` is NUL-terminated and `st` is a valid out pointer.
+        if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+            return None;
+        }
+        let scale = |n: u64| n * st.f_frsize / PAGE_SIZE;
+        Some((scale(st.f_blocks), scale(st.f_bavail)))
+    }
+}
+
+/// The tree of host directory `dir` as a namespace: its directories,
+/// regular files and symbolic links with their owners, modes and times
+/// (other kinds, and names that are not UTF-8, are left out). More than
+/// [`MAX_NODES`] nodes is `ENOSPC`.
+pub(crate) fn scan_host_tree(dir: &Path) -> Result<Namespace, FsError> {
+    let root = std::fs::metadata(dir).map_err(|e| FsError::host(&e))?;
+    if !root.is_dir() {
+        return Err(FsError::NotDir {
+            name: dir.display().to_string(),
+        });
+    }
+    let mut ns = Namespace::new(owner_of(&root));
+    set_times(ns.node_mut(ROOT_INO)?, &root);
+    let mut todo = vec![(ROOT_INO, dir.to_path_buf())];
+    let mut linked: HashMap<(u64, u64), u64> = HashMap::new();
+    while let Some((ino, path)) = todo.pop() {
+        for entry in std::fs::read_dir(&path).map_err(|e| FsError::host(&e))? {
+            let entry = entry.map_err(|e| FsError::host(&e))?;
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            let meta = entry.metadata().map_err(|e| FsError::host(&e))?;
+            let body = if meta.is_dir() {
+                Body::Dir {
+                    entries: BTreeMap::new(),
+                }
+            } else if meta.is_file() {
+                Body::File
+            } else if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(entry.path()).map_err(|e| FsError::host(&e))?;
+                let Ok(target) = target.into_os_string().into_string() else {
+                    continue;
+                };
+                Body::Symlink { target }
+            } else {
+                continue;
+            };
+            let is_dir = meta.is_dir();
+            let host_ino = (meta.dev(), meta.ino());
+            if let Some(&same) = linked.get(&host_ino) {
+                ns.add_entry(ino, &name, same)?;
+                continue;
             }
-            Disk::Dir(dir) => {
-                std::fs::remove_file(dir.join(name)).map_err(|e| BackingError::Io(e.kind()))
+            let child = add_scanned(&mut ns, ino, &name, body, &meta)?;
+            if meta.is_file() && meta.nlink() > 1 {
+                linked.insert(host_ino, child);
+            }
+            if is_dir {
+                todo.push((child, entry.path()));
             }
         }
     }
+    Ok(ns)
+}
+
+/// Adds one scanned host node.
+fn add_scanned(
+    ns: &mut Namespace,
+    parent: u64,
+    name: &str,
+    body: Body,
+    host: &std::fs::Metadata,
+) -> Result<u64, FsError> {
+    if ns.nodes.len() >= MAX_NODES {
+        return Err(FsError::NoNodes { max: MAX_NODES });
+    }
+    let is_file = matches!(body, Body::File);
+    let mut meta = Meta::new(body, owner_of(host));
+    set_times(&mut meta, host);
+    let ino = ns.insert_scanned(parent, name, meta)?;
+    if is_file {
+        ns.set_size(ino, host.len());
+    }
+    Ok(ino)
+}
+
+fn owner_of(meta: &std::fs::Metadata) -> Owner {
+    Owner {
+        uid: meta.uid(),
+        gid: meta.gid(),
+        perm: meta.mode() & 0o7777,
+    }
+}
+
+fn set_times(meta: &mut Meta, host: &std::fs::Metadata) {
+    let at = |secs: i64, nsecs: i64| {
+        std::time::UNIX_EPOCH
+            + std::time::Duration::new(secs.max(0) as u64, nsecs.clamp(0, 999_999_999) as u32)
+    };
+    meta.atime = at(host.atime(), host.atime_nsec());
+    meta.mtime = at(host.mtime(), host.mtime_nsec());
+    meta.ctime = at(host.ctime(), host.ctime_nsec());
 }
 
 /// One file on a RAM disk.
@@ -238,19 +378,5 @@ impl Backing for HostFile {
         self.file
             .set_len(size_bytes)
             .map_err(|e| BackingError::Io(e.kind()))
-    }
-}
-
-impl Disk {
-    /// Trims a host file to the file's size (whole pages were written).
-    pub(crate) fn set_size(&self, name: &str, size_bytes: u64) -> Result<(), BackingError> {
-        match self {
-            Disk::Ram(_) => Ok(()),
-            Disk::Dir(dir) => std::fs::OpenOptions::new()
-                .write(true)
-                .open(dir.join(name))
-                .and_then(|f| f.set_len(size_bytes))
-                .map_err(|e| BackingError::Io(e.kind())),
-        }
     }
 }

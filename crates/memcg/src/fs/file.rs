@@ -1,12 +1,15 @@
 //! Open files with positional reads and writes (`pread`/`pwrite`,
-//! `ftruncate`), for callers that keep a file open across many calls: the
-//! FUSE server, where each request comes from a process of its own cgroup.
+//! `ftruncate`, `fallocate`), for callers that keep a file open across
+//! many calls: the FUSE server, where each request comes from a process of
+//! its own cgroup.
 //!
 //! A [`File`] is the handle of one `open`: it holds the dentry and inode
 //! (and the `struct file` charge) until dropped, as a file descriptor
-//! does. Each read or write names the memory cgroup of the task making it,
-//! so page-cache misses are charged to whoever caused them, as in the
-//! kernel, not to whoever opened the file.
+//! does; the file it reads and writes stays, with its bytes, while it is
+//! open, even once its last name is removed. Each read or write names the
+//! memory cgroup of the task making it, so page-cache misses are charged
+//! to whoever caused them, as in the kernel, not to whoever opened the
+//! file.
 //!
 //! Locking: writes and truncates of a superblock's files are serialised by
 //! its `resize` lock (so a space check and its size update are one step);
@@ -14,8 +17,9 @@
 //! size is updated under the namespace lock after the pages are written,
 //! so a reader never sees a size past written pages.
 
-use super::dcache::OpenFile;
-use super::{FsError, Superblock};
+use super::dcache::{Create, OpenFile};
+use super::namei::{Owner, Stat};
+use super::{FsError, Superblock, touch};
 use crate::memcontrol::MemCgroup;
 use crate::readahead::FileRaState;
 use crate::sync::{Arc, lock};
@@ -27,21 +31,72 @@ pub struct File {
     open: Option<OpenFile>,
 }
 
+/// What `fallocate(2)` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fallocate {
+    /// Reserves the range, growing the file over it (mode 0).
+    Allocate,
+    /// Reserves the range, the size kept (`FALLOC_FL_KEEP_SIZE`).
+    KeepSize,
+    /// Zeroes the range, the size kept (`FALLOC_FL_PUNCH_HOLE |
+    /// FALLOC_FL_KEEP_SIZE`).
+    PunchHole,
+}
+
 impl Superblock {
-    /// Opens `name` as a task of `memcg` would (`open(2)`): its dentry,
-    /// inode and open file are charged to `memcg` if not cached. `create`
-    /// makes a missing file (`O_CREAT`); without it a missing file is
-    /// `ENOENT`.
+    /// Opens `path` (from the root) as a task of `memcg` would
+    /// (`open(2)`): its dentry, inode and open file are charged to `memcg`
+    /// if not cached. `create` makes a missing file (`O_CREAT`, owned by
+    /// root, mode 0644); without it a missing file is `ENOENT`.
     pub fn open_file(
         &self,
         memcg: &Arc<MemCgroup>,
-        name: &str,
+        path: &str,
         create: bool,
     ) -> Result<File, FsError> {
-        let sb = self.me.upgrade().ok_or(FsError::NotFound {
-            name: name.to_owned(),
-        })?;
-        let open = self.open(memcg, name, create)?;
+        let open = self.open(memcg, path, create)?;
+        self.wrap(open)
+    }
+
+    /// Opens `name` in directory `parent`, making it if missing with
+    /// `owner` (`open(2)` with `O_CREAT`; `exclusive`: `O_EXCL`, an
+    /// existing name is `EEXIST`).
+    pub fn create_at(
+        &self,
+        memcg: &Arc<MemCgroup>,
+        parent: u64,
+        name: &str,
+        owner: Owner,
+        exclusive: bool,
+    ) -> Result<File, FsError> {
+        let create = Create { owner, exclusive };
+        let open = self.open_at(memcg, &(parent, name.to_owned()), Some(create))?;
+        self.wrap(open)
+    }
+
+    /// Opens node `ino` by one of its names (FUSE's `open`, which names
+    /// the inode only). A node whose names are all gone is `ENOENT`.
+    pub fn open_ino(&self, memcg: &Arc<MemCgroup>, ino: u64) -> Result<File, FsError> {
+        let key = lock(&self.ns)
+            .node(ino)?
+            .names
+            .first()
+            .cloned()
+            .ok_or(FsError::Stale { ino })?;
+        let open = self.open_at(memcg, &key, None)?;
+        if open.ino != ino {
+            // Renamed over meanwhile: the name is another file's now.
+            self.close(open);
+            return Err(FsError::Stale { ino });
+        }
+        self.wrap(open)
+    }
+
+    fn wrap(&self, open: OpenFile) -> Result<File, FsError> {
+        let Some(sb) = self.me.upgrade() else {
+            self.close(open);
+            return Err(FsError::Busy { nr_open: 0 });
+        };
         Ok(File {
             sb,
             open: Some(open),
@@ -54,21 +109,19 @@ impl File {
         self.open.as_ref().expect("a File is open until dropped")
     }
 
-    /// Its name in the mount.
-    pub fn name(&self) -> &str {
-        &self.open().name
+    /// Its inode number.
+    pub fn ino(&self) -> u64 {
+        self.open().ino
     }
 
-    /// Its size now (another handle may have changed it); 0 once it is
-    /// unlinked (a simplification: the kernel keeps an unlinked file's
-    /// size and bytes until its last close).
+    /// Its attributes now.
+    pub fn stat(&self) -> Result<Stat, FsError> {
+        self.sb.stat(self.ino())
+    }
+
+    /// Its size now (another handle may have changed it).
     pub fn size_bytes(&self) -> u64 {
-        let open = self.open();
-        lock(&self.sb.ns)
-            .files
-            .get(&open.name)
-            .filter(|meta| meta.ino == open.ino)
-            .map_or(0, |meta| meta.size_bytes)
+        lock(&self.sb.ns).size_of(self.ino())
     }
 
     /// Reads at most `buf.len()` bytes at `offset` (`pread`), bringing
@@ -103,25 +156,36 @@ impl File {
         offset: u64,
         data: &[u8],
     ) -> Result<(), FsError> {
-        let end = offset
-            .checked_add(data.len() as u64)
-            .ok_or_else(|| FsError::TooLarge {
-                name: self.name().to_owned(),
-                size_bytes: u64::MAX,
-            })?;
+        let end = self.end_of(offset, data.len() as u64)?;
         let _resizing = lock(&self.sb.resize);
         let old_size = self.size_bytes();
         if end > old_size {
             self.sb.reserve_space(old_size, end)?;
         }
         self.open().mapping.write(memcg, offset, data)?;
-        self.set_size_at_least(end);
+        let mut ns = lock(&self.sb.ns);
+        if end > ns.size_of(self.ino()) {
+            ns.set_size(self.ino(), end);
+        }
+        touch(&mut ns, self.ino());
         Ok(())
+    }
+
+    /// `offset + len`, or `EFBIG` past what a file can hold.
+    fn end_of(&self, offset: u64, len: u64) -> Result<u64, FsError> {
+        offset
+            .checked_add(len)
+            .filter(|end| *end <= i64::MAX as u64)
+            .ok_or(FsError::TooLarge {
+                name: format!("#{}", self.ino()),
+                size_bytes: u64::MAX,
+            })
     }
 
     /// Sets the size (`ftruncate`): a smaller size drops the pages past it,
     /// a larger one leaves a hole that reads as zeros.
     pub fn set_len(&self, size_bytes: u64) -> Result<(), FsError> {
+        self.end_of(size_bytes, 0)?;
         let _resizing = lock(&self.sb.resize);
         let old_size = self.size_bytes();
         if size_bytes > old_size {
@@ -129,24 +193,42 @@ impl File {
         } else if size_bytes < old_size {
             self.open().mapping.truncate_to(size_bytes)?;
         }
-        self.update_size(|_| size_bytes);
+        let mut ns = lock(&self.sb.ns);
+        ns.set_size(self.ino(), size_bytes);
+        touch(&mut ns, self.ino());
         Ok(())
     }
 
-    fn set_size_at_least(&self, size_bytes: u64) {
-        self.update_size(|size| size.max(size_bytes));
-    }
-
-    /// Changes the size of this file (not of a file made under its name
-    /// after it was unlinked).
-    fn update_size(&self, f: impl FnOnce(u64) -> u64) {
-        let open = self.open();
-        if let Some(meta) = lock(&self.sb.ns)
-            .files
-            .get_mut(&open.name)
-            .filter(|meta| meta.ino == open.ino)
-        {
-            meta.size_bytes = f(meta.size_bytes);
+    /// `fallocate(2)` of `len` bytes at `offset`: `ENOSPC` if the disk
+    /// cannot hold the file at its new size. A punched hole is written as
+    /// zeros through the page cache (charged to `memcg`), not freed.
+    pub fn fallocate(
+        &self,
+        memcg: &Arc<MemCgroup>,
+        mode: Fallocate,
+        offset: u64,
+        len: u64,
+    ) -> Result<(), FsError> {
+        let end = self.end_of(offset, len)?;
+        match mode {
+            Fallocate::Allocate if end > self.size_bytes() => self.set_len(end),
+            Fallocate::Allocate => Ok(()),
+            Fallocate::KeepSize => {
+                let _resizing = lock(&self.sb.resize);
+                let size = self.size_bytes();
+                self.sb.reserve_space(size, end.max(size))
+            }
+            Fallocate::PunchHole => {
+                let end = end.min(self.size_bytes());
+                let zeros = vec![0; super::IO_CHUNK_BYTES];
+                let mut at = offset;
+                while at < end {
+                    let n = (end - at).min(zeros.len() as u64) as usize;
+                    self.write_at(memcg, at, &zeros[..n])?;
+                    at += n as u64;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -161,6 +243,6 @@ impl Drop for File {
 
 impl std::fmt::Debug for File {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("File").field("name", &self.name()).finish()
+        f.debug_struct("File").field("ino", &self.ino()).finish()
     }
 }

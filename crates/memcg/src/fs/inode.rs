@@ -12,10 +12,10 @@ impl Superblock {
     /// Drops a reference to an inode: the last one puts it on the LRU, or
     /// evicts it if its file is gone (`iput_final`).
     pub(super) fn iput(&self, ns: &mut Namespace, ino: u64) {
-        let Some(inode) = ns.icache.get(&ino) else {
+        if !ns.icache.contains_key(&ino) {
             return;
-        };
-        let file_exists = ns.files.get(&inode.name).is_some_and(|m| m.ino == ino);
+        }
+        let file_exists = ns.nodes.contains_key(&ino);
         let Some(inode) = ns.icache.get_mut(&ino) else {
             return;
         };

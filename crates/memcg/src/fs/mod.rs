@@ -66,25 +66,30 @@ mod dcache;
 mod disk;
 mod file;
 mod inode;
+mod namei;
 mod shrinker;
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::errno::Errno;
 #[cfg(not(loom))]
 use crate::filemap::FlusherThread;
-use crate::filemap::{AddressSpace, BackingError, Bdi, FilemapError};
+use crate::filemap::{AddressSpace, Backing, BackingError, Bdi, FilemapError};
 use crate::folio::Folio;
 use crate::list_lru::{ItemId, ListLru, ListLruConfig, LruDesign};
 use crate::memcontrol::{CgroupTree, ChargeError, MemCgroup, ObjCgroup};
 use crate::shrinker::{ShrinkerHandle, register_shrinker};
 use crate::sync::{Arc, Mutex, lock};
 use crate::vmscan::SwapSpace;
-use dcache::check_name;
 use disk::{Disk, RamDisk};
-pub use file::File;
+pub use file::{Fallocate, File};
 use inode::InodeHost;
+use namei::{Body, DKey, Meta, pages};
+pub use namei::{
+    DirEntry, FileKind, MAX_LINKS, MAX_NODES, Owner, ROOT_INO, RenameMode, SYMLINK_MAX, SetAttr,
+    Stat, StatFs,
+};
 use shrinker::SbShrinker;
 
 /// Bytes of a dentry (`sizeof(struct dentry)` on x86-64).
@@ -135,11 +140,92 @@ pub enum FsError {
         /// The name looked up.
         name: String,
     },
-    /// A name the directory cannot hold (empty, `.`/`..`, a `/`, too long).
-    #[error("{name:?}: invalid file name (files sit directly in the mount; no subdirectories)")]
+    /// A name a directory cannot hold (empty, `.`/`..`, a `/`, too
+    /// long), or a symbolic link's target it cannot hold.
+    #[error("{name:?}: invalid file name")]
     InvalidName {
         /// The name.
         name: String,
+    },
+    /// The name exists already.
+    #[error("{name}: file exists")]
+    Exists {
+        /// The name.
+        name: String,
+    },
+    /// A path component, or a rename's source, is not a directory where
+    /// one is needed.
+    #[error("{name}: not a directory")]
+    NotDir {
+        /// The name.
+        name: String,
+    },
+    /// A directory where a non-directory is needed.
+    #[error("{name}: is a directory")]
+    IsDir {
+        /// The name.
+        name: String,
+    },
+    /// A directory removed or renamed over still has entries.
+    #[error("{name}: directory not empty")]
+    NotEmpty {
+        /// The name.
+        name: String,
+    },
+    /// A directory renamed into itself.
+    #[error("{name}: a directory cannot move into itself")]
+    IntoItself {
+        /// The name.
+        name: String,
+    },
+    /// More hard links (or subdirectories) than [`MAX_LINKS`].
+    #[error("{name}: too many links")]
+    TooManyLinks {
+        /// The name.
+        name: String,
+    },
+    /// A symbolic link opened as a file (`O_NOFOLLOW`; the VFS follows
+    /// links before it opens).
+    #[error("{name}: a symbolic link")]
+    Symlink {
+        /// The name.
+        name: String,
+    },
+    /// A hard link to a directory.
+    #[error("inode {ino}: directories cannot be hard-linked")]
+    LinkDir {
+        /// The directory.
+        ino: u64,
+    },
+    /// `readlink` of something that is no symbolic link.
+    #[error("inode {ino}: not a symbolic link")]
+    NotSymlink {
+        /// The node.
+        ino: u64,
+    },
+    /// A node that no longer exists (its last name and open file went).
+    #[error("inode {ino}: no such file (removed)")]
+    Stale {
+        /// The node.
+        ino: u64,
+    },
+    /// The filesystem holds [`MAX_NODES`] nodes.
+    #[error("no free inodes (at most {max})")]
+    NoNodes {
+        /// The limit.
+        max: usize,
+    },
+    /// An operation the filesystem does not do (a `fallocate` mode).
+    #[error("{op}: operation not supported")]
+    NotSupported {
+        /// The operation.
+        op: &'static str,
+    },
+    /// A host directory refused a change (it went away, or is full).
+    #[error("host directory: {errno}")]
+    Host {
+        /// The host's errno.
+        errno: Errno,
     },
     /// A file too large to read into memory at once.
     #[error("{name}: {size_bytes} bytes is more than the machine's memory")]
@@ -148,12 +234,6 @@ pub enum FsError {
         name: String,
         /// Its size.
         size_bytes: u64,
-    },
-    /// A truncate that would shrink the file (not supported).
-    #[error("{name}: shrinking a file is not supported")]
-    Shrink {
-        /// The file.
-        name: String,
     },
     /// Files are open (unmount).
     #[error("the filesystem is busy: {nr_open} files open")]
@@ -185,9 +265,21 @@ impl FsError {
     /// The errno a system call would return.
     pub fn errno(&self) -> Errno {
         match self {
-            FsError::NotFound { .. } => Errno::ENOENT,
+            FsError::NotFound { .. } | FsError::Stale { .. } => Errno::ENOENT,
             FsError::InvalidName { name } if name.len() > NAME_MAX => Errno::ENAMETOOLONG,
-            FsError::InvalidName { .. } | FsError::Shrink { .. } => Errno::EINVAL,
+            FsError::InvalidName { .. }
+            | FsError::IntoItself { .. }
+            | FsError::NotSymlink { .. } => Errno::EINVAL,
+            FsError::Exists { .. } => Errno::EEXIST,
+            FsError::NotDir { .. } => Errno::ENOTDIR,
+            FsError::IsDir { .. } => Errno::EISDIR,
+            FsError::NotEmpty { .. } => Errno::ENOTEMPTY,
+            FsError::TooManyLinks { .. } => Errno::EMLINK,
+            FsError::Symlink { .. } => Errno::ELOOP,
+            FsError::LinkDir { .. } => Errno::EPERM,
+            FsError::NoNodes { .. } => Errno::ENOSPC,
+            FsError::NotSupported { .. } => Errno::EOPNOTSUPP,
+            FsError::Host { errno } => *errno,
             FsError::Busy { .. } => Errno::EBUSY,
             FsError::TooLarge { .. } => Errno::EFBIG,
             FsError::CacheFull { .. } | FsError::Charge(_) => Errno::ENOMEM,
@@ -208,13 +300,6 @@ pub enum FsSource {
     Dir(PathBuf),
 }
 
-/// A file as the directory records it (on disk).
-#[derive(Debug, Clone, Copy)]
-struct FileMeta {
-    ino: u64,
-    size_bytes: u64,
-}
-
 /// A cached dentry (`struct dentry`).
 struct Dentry {
     ino: u64,
@@ -230,8 +315,10 @@ struct Dentry {
 
 /// A cached inode (`struct inode`).
 struct Inode {
-    name: String,
     mapping: Arc<AddressSpace>,
+    /// Where its bytes live (a host file is cut to the file's size after
+    /// writeback, which writes whole pages).
+    backing: Arc<dyn Backing>,
     objcg: Arc<ObjCgroup>,
     item: ItemId,
     /// `i_count`: the dentry's reference.
@@ -261,21 +348,62 @@ impl Items {
     }
 }
 
-/// The directory and the caches, under one lock.
-#[derive(Default)]
+/// The namespace and the caches, under one lock.
 struct Namespace {
-    files: BTreeMap<String, FileMeta>,
+    /// Every node, by inode number (`namei.rs`).
+    nodes: HashMap<u64, Meta>,
     next_ino: u64,
-    dcache: HashMap<String, Dentry>,
+    /// Pages the regular files' sizes take.
+    used_pages: u64,
+    dcache: HashMap<DKey, Dentry>,
     icache: HashMap<u64, Inode>,
-    dentry_of_item: HashMap<ItemId, String>,
+    dentry_of_item: HashMap<ItemId, DKey>,
     inode_of_item: HashMap<ItemId, u64>,
     dentry_items: Items,
     inode_items: Items,
-    /// Dentries of removed files still open, by inode (`d_delete` of a
-    /// dentry in use unhashes it; its last close frees it).
-    unlinked: HashMap<u64, Dentry>,
+    /// Dentries of names removed while in use, by list_lru item
+    /// (`d_delete` of a dentry in use unhashes it; its last close frees
+    /// it).
+    unlinked: HashMap<ItemId, Dentry>,
     nr_open: u64,
+}
+
+impl Namespace {
+    /// An empty root directory owned by root, mode 0755 (or the host
+    /// directory's).
+    fn new(root: Owner) -> Self {
+        let mut nodes = HashMap::new();
+        let dir = Body::Dir {
+            entries: BTreeMap::new(),
+        };
+        nodes.insert(ROOT_INO, Meta::new(dir, root));
+        Self {
+            nodes,
+            next_ino: ROOT_INO + 1,
+            used_pages: 0,
+            dcache: HashMap::new(),
+            icache: HashMap::new(),
+            dentry_of_item: HashMap::new(),
+            inode_of_item: HashMap::new(),
+            dentry_items: Items::default(),
+            inode_items: Items::default(),
+            unlinked: HashMap::new(),
+            nr_open: 0,
+        }
+    }
+
+    /// Sets regular file `ino`'s size, keeping `used_pages`.
+    fn set_size(&mut self, ino: u64, size_bytes: u64) {
+        if let Some(meta) = self.nodes.get_mut(&ino) {
+            self.used_pages = self.used_pages - pages(meta.size_bytes) + pages(size_bytes);
+            meta.size_bytes = size_bytes;
+        }
+    }
+
+    /// Regular file `ino`'s size (0 if it is gone).
+    fn size_of(&self, ino: u64) -> u64 {
+        self.nodes.get(&ino).map_or(0, |m| m.size_bytes)
+    }
 }
 
 /// A mounted filesystem (`struct super_block`).
@@ -340,23 +468,23 @@ struct Pruned {
 }
 
 impl Superblock {
-    /// Mounts a filesystem on `source` (`mount`): a RAM disk starts empty;
-    /// a host directory's regular files are the files. Its dentry and
-    /// inode lists use list_lru `design`; `swap` reports the swap space
-    /// (for refault distances).
+    /// Mounts a filesystem on `source` (`mount`): a RAM disk starts with
+    /// an empty root directory; a host directory's tree (directories,
+    /// regular files, symbolic links) is the tree. Its dentry and inode
+    /// lists use list_lru `design`; `swap` reports the swap space (for
+    /// refault distances).
     pub fn mount(
         tree: &CgroupTree,
         source: FsSource,
         design: LruDesign,
         swap: Arc<dyn Fn() -> SwapSpace + Send + Sync>,
     ) -> Result<Arc<Self>, FsError> {
-        let mut ns = Namespace::default();
-        let disk = match source {
-            FsSource::Ram { size_bytes } => Disk::Ram(RamDisk::new(tree, size_bytes)),
-            FsSource::Dir(dir) => {
-                scan_host_dir(&dir, &mut ns)?;
-                Disk::Dir(dir)
-            }
+        let (ns, disk) = match source {
+            FsSource::Ram { size_bytes } => (
+                Namespace::new(Owner::root(0o755)),
+                Disk::Ram(RamDisk::new(tree, size_bytes)),
+            ),
+            FsSource::Dir(dir) => (disk::scan_host_tree(&dir)?, Disk::Dir(dir)),
         };
         let config = ListLruConfig {
             memcg_aware: true,
@@ -408,6 +536,11 @@ impl Superblock {
         self.bdi.ra_pages()
     }
 
+    /// Whether its files live in a host directory.
+    pub fn is_host_dir(&self) -> bool {
+        self.disk.is_host()
+    }
+
     /// Unmounts (`umount`): refused while a file is open; writes dirty
     /// pages back, stops the flusher's thread, frees every dentry, inode
     /// and cached page, and stops the shrinker. The disk goes with the last
@@ -422,9 +555,9 @@ impl Superblock {
         }
         #[cfg(not(loom))]
         lock(&self.flusher).take();
-        let names: Vec<String> = ns.dcache.keys().cloned().collect();
-        for name in names {
-            self.kill_dentry(&mut ns, &name);
+        let keys: Vec<DKey> = ns.dcache.keys().cloned().collect();
+        for key in keys {
+            self.kill_dentry(&mut ns, &key);
         }
         let inos: Vec<u64> = ns.icache.keys().copied().collect();
         for ino in inos {
@@ -439,7 +572,11 @@ impl Superblock {
     pub fn counts(&self) -> SbCounts {
         let ns = lock(&self.ns);
         SbCounts {
-            nr_files: ns.files.len() as u64,
+            nr_files: ns
+                .nodes
+                .values()
+                .filter(|m| matches!(m.body, Body::File))
+                .count() as u64,
             nr_dentries: ns.dcache.len() as u64,
             nr_inodes: ns.icache.len() as u64,
             nr_unused: (self.dentry_lru.count_node(0).unwrap_or(0)
@@ -458,36 +595,44 @@ impl Superblock {
         }
     }
 
-    /// The files and their sizes, by name (`ls`).
+    /// The regular files of the root directory and their sizes, by name
+    /// (`ls`).
     pub fn list(&self) -> Vec<(String, u64)> {
-        lock(&self.ns)
-            .files
+        let ns = lock(&self.ns);
+        let Ok(root) = ns.node(ROOT_INO) else {
+            return Vec::new();
+        };
+        let Body::Dir { entries } = &root.body else {
+            return Vec::new();
+        };
+        entries
             .iter()
-            .map(|(name, meta)| (name.clone(), meta.size_bytes))
+            .filter_map(|(name, ino)| {
+                let meta = ns.nodes.get(ino)?;
+                matches!(meta.body, Body::File).then(|| (name.clone(), meta.size_bytes))
+            })
             .collect()
     }
 
     /// The disk's size and the pages its files take (`statfs`): `None`
     /// for the size of a host directory (as much as the host has).
     pub fn space_pages(&self) -> (Option<u64>, u64) {
-        let pages = |bytes: u64| bytes.div_ceil(crate::mm_types::PAGE_SIZE);
-        let used = lock(&self.ns)
-            .files
-            .values()
-            .map(|m| pages(m.size_bytes))
-            .sum();
-        (self.disk.capacity_pages(), used)
+        (self.disk.capacity_pages(), lock(&self.ns).used_pages)
     }
 
-    /// A file's size.
-    pub fn size_of(&self, name: &str) -> Result<u64, FsError> {
-        lock(&self.ns)
-            .files
-            .get(name)
-            .map(|m| m.size_bytes)
-            .ok_or_else(|| FsError::NotFound {
-                name: name.to_owned(),
-            })
+    /// The size of the regular file at `path` (from the root).
+    pub fn size_of(&self, path: &str) -> Result<u64, FsError> {
+        let ns = lock(&self.ns);
+        let ino = ns.resolve(path)?;
+        match ns.node(ino)?.body {
+            Body::File => Ok(ns.size_of(ino)),
+            Body::Dir { .. } => Err(FsError::IsDir {
+                name: path.to_owned(),
+            }),
+            Body::Symlink { .. } => Err(FsError::NotFound {
+                name: path.to_owned(),
+            }),
+        }
     }
 
     /// Reads the whole file `name` as a task of `memcg` would (open, read,
@@ -579,7 +724,7 @@ impl Superblock {
         let file = self.open(memcg, name, true)?;
         let resizing = lock(&self.resize);
         let result = (|| {
-            let old_size = self.size_of(&file.name).unwrap_or(0);
+            let old_size = lock(&self.ns).size_of(file.ino);
             self.reserve_space(old_size, size_bytes)?;
             let mut buf =
                 vec![0; IO_CHUNK_BYTES.min(usize::try_from(size_bytes).unwrap_or(usize::MAX))];
@@ -593,9 +738,9 @@ impl Superblock {
             if size_bytes < old_size {
                 file.mapping.truncate_to(size_bytes)?;
             }
-            if let Some(meta) = lock(&self.ns).files.get_mut(&file.name) {
-                meta.size_bytes = size_bytes;
-            }
+            let mut ns = lock(&self.ns);
+            ns.set_size(file.ino, size_bytes);
+            touch(&mut ns, file.ino);
             Ok(())
         })();
         drop(resizing);
@@ -610,62 +755,34 @@ impl Superblock {
         let Some(capacity) = self.disk.capacity_pages() else {
             return Ok(());
         };
-        let pages = |bytes: u64| bytes.div_ceil(crate::mm_types::PAGE_SIZE);
-        let used: u64 = lock(&self.ns)
-            .files
-            .values()
-            .map(|m| pages(m.size_bytes))
-            .sum();
+        let used = lock(&self.ns).used_pages;
         if used.saturating_sub(pages(old_size)) + pages(new_size) > capacity {
             return Err(BackingError::NoSpace.into());
         }
         Ok(())
     }
 
-    /// Extends `name` to `size_bytes` (`ftruncate` growing a file): the new
-    /// part is a hole, read as zeros. Shrinking is not supported
-    /// (`EINVAL`).
+    /// Extends `name` to `size_bytes` if it is smaller (the new part a
+    /// hole, read as zeros); a larger file keeps its size. Cutting a file
+    /// goes through an open file ([`File::set_len`]).
     pub fn extend(&self, name: &str, size_bytes: u64) -> Result<(), FsError> {
-        let mut ns = lock(&self.ns);
-        let meta = ns.files.get_mut(name).ok_or_else(|| FsError::NotFound {
-            name: name.to_owned(),
-        })?;
-        if size_bytes < meta.size_bytes {
-            return Err(FsError::Shrink {
-                name: name.to_owned(),
-            });
+        let _resizing = lock(&self.resize);
+        let old_size = self.size_of(name)?;
+        if size_bytes <= old_size {
+            return Ok(());
         }
-        meta.size_bytes = size_bytes;
+        self.reserve_space(old_size, size_bytes)?;
+        let mut ns = lock(&self.ns);
+        let ino = ns.resolve(name)?;
+        ns.set_size(ino, size_bytes);
         Ok(())
     }
 
-    /// Removes `name` (`unlink`): its data on the disk goes at once; its
-    /// dentry and inode, with their pages, as soon as no one uses them.
-    pub fn unlink(&self, name: &str) -> Result<(), FsError> {
-        let mut ns = lock(&self.ns);
-        let meta = ns.files.remove(name).ok_or_else(|| FsError::NotFound {
-            name: name.to_owned(),
-        })?;
-        if ns.dcache.get(name).is_some_and(|d| d.count == 0) {
-            self.kill_dentry(&mut ns, name);
-        } else if let Some(mut dentry) = ns.dcache.remove(name) {
-            if dentry.on_lru {
-                dentry.on_lru = false;
-                let _ = self.dentry_lru.del(dentry.item, 0, &dentry.objcg.memcg());
-            }
-            ns.dentry_of_item.remove(&dentry.item);
-            ns.unlinked.insert(meta.ino, dentry);
-        } else if ns.icache.get(&meta.ino).is_some_and(|i| i.count == 0) {
-            // No dentry (the shrinker took it) but the inode is cached,
-            // kept by its page cache: the VFS would look the name up,
-            // instantiating a dentry, and its final iput would evict the
-            // inode now that the file is gone. Without this its pages,
-            // dirty ones included, stayed charged forever.
-            self.evict_inode(&mut ns, meta.ino);
-        }
-        drop(ns);
-        self.disk.remove(meta.ino, name)?;
-        Ok(())
+    /// Removes `path` (`unlink`): its dentry and inode, with their pages
+    /// and its data on the disk, go as soon as no one uses them.
+    pub fn unlink(&self, path: &str) -> Result<(), FsError> {
+        let (parent, name) = lock(&self.ns).resolve_parent(path)?;
+        self.unlink_at(parent, &name)
     }
 
     /// Writes every dirty page back and waits for it (`syncfs(2)`, and
@@ -674,35 +791,48 @@ impl Superblock {
     /// writeback or of an earlier one not yet reported.
     pub fn sync(&self) -> Result<u64, FsError> {
         let written = self.bdi.sync(None)?;
-        let sizes: Vec<(String, u64)> = {
-            let ns = lock(&self.ns);
-            ns.icache
-                .values()
-                .filter_map(|i| Some((i.name.clone(), ns.files.get(&i.name)?.size_bytes)))
-                .collect()
-        };
-        for (name, size) in sizes {
-            self.disk.set_size(&name, size)?;
+        if self.disk.is_host() {
+            let sizes: Vec<(Arc<dyn Backing>, u64)> = {
+                let ns = lock(&self.ns);
+                ns.icache
+                    .iter()
+                    .map(|(ino, i)| (Arc::clone(&i.backing), ns.size_of(*ino)))
+                    .collect()
+            };
+            for (backing, size) in sizes {
+                backing.truncate(size)?;
+            }
         }
         Ok(written)
     }
 
-    /// Writes back the dirty pages of `name` only and waits for them
+    /// Writes back the dirty pages of `path` only and waits for them
     /// (`fsync(2)`: the other files' dirty pages stay dirty); returns the
-    /// pages written. A file whose inode is not cached has nothing dirty.
-    pub fn fsync(&self, name: &str) -> Result<u64, FsError> {
-        let (mapping, size) = {
+    /// pages written.
+    pub fn fsync(&self, path: &str) -> Result<u64, FsError> {
+        let ino = lock(&self.ns).resolve(path)?;
+        self.fsync_ino(ino)
+    }
+
+    /// [`Superblock::fsync`] of node `ino`. A file whose inode is not
+    /// cached has nothing dirty.
+    pub fn fsync_ino(&self, ino: u64) -> Result<u64, FsError> {
+        let (mapping, backing, size) = {
             let ns = lock(&self.ns);
-            let meta = ns.files.get(name).ok_or_else(|| FsError::NotFound {
-                name: name.to_owned(),
-            })?;
-            let Some(inode) = ns.icache.get(&meta.ino) else {
+            ns.node(ino)?;
+            let Some(inode) = ns.icache.get(&ino) else {
                 return Ok(0);
             };
-            (Arc::downgrade(&inode.mapping), meta.size_bytes)
+            (
+                Arc::downgrade(&inode.mapping),
+                Arc::clone(&inode.backing),
+                ns.size_of(ino),
+            )
         };
         let written = self.bdi.sync(Some(mapping))?;
-        self.disk.set_size(name, size)?;
+        if self.disk.is_host() {
+            backing.truncate(size)?;
+        }
         Ok(written)
     }
 
@@ -716,7 +846,7 @@ impl Superblock {
     /// checks).
     pub fn mapping(&self, name: &str) -> Option<Arc<AddressSpace>> {
         let ns = lock(&self.ns);
-        let ino = ns.files.get(name)?.ino;
+        let ino = ns.resolve(name).ok()?;
         Some(Arc::clone(&ns.icache.get(&ino)?.mapping))
     }
 
@@ -751,30 +881,23 @@ impl Superblock {
             .collect();
         mappings.iter().map(|m| m.invalidate()).sum()
     }
-}
 
-/// The regular files directly in a host directory, as the directory.
-fn scan_host_dir(dir: &Path, ns: &mut Namespace) -> Result<(), FsError> {
-    let io = |e: std::io::Error| FsError::from(BackingError::Io(e.kind()));
-    for entry in std::fs::read_dir(dir).map_err(io)? {
-        let entry = entry.map_err(io)?;
-        let meta = entry.metadata().map_err(io)?;
-        let Ok(name) = entry.file_name().into_string() else {
-            continue;
-        };
-        if meta.is_file() && check_name(&name).is_ok() {
-            let ino = ns.next_ino;
-            ns.next_ino += 1;
-            ns.files.insert(
-                name,
-                FileMeta {
-                    ino,
-                    size_bytes: meta.len(),
-                },
-            );
+    /// Frees the disk space of node `ino`, gone with its last name and
+    /// open file (a host directory's file went with its last name).
+    fn discard(&self, gone: Option<u64>) {
+        if let (Some(ino), Disk::Ram(ram)) = (gone, &*self.disk) {
+            ram.discard(ino);
         }
     }
-    Ok(())
+}
+
+/// A file's contents changed now (`file_update_time`).
+fn touch(ns: &mut Namespace, ino: u64) {
+    if let Ok(meta) = ns.node_mut(ino) {
+        let now = std::time::SystemTime::now();
+        meta.mtime = now;
+        meta.ctime = now;
+    }
 }
 
 /// `/proc/sys/vm/drop_caches`: `mode` 1 drops clean page cache of every
