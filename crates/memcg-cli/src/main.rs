@@ -205,9 +205,10 @@ impl MachineArgs {
 #[derive(Debug, clap::Args)]
 struct ServedArgs {
     /// A filesystem of the machine: DIR=ram:SIZE (a RAM disk) or
-    /// DIR=HOSTDIR (a host directory's files); its files are read and
-    /// written through the simulated page cache, charged to the cgroup
-    /// of the process doing it. Repeatable.
+    /// DIR=dir:HOSTDIR (a host directory's tree, its changes made on the
+    /// host; file contents on writeback, sync or unmount); its files are
+    /// read and written through the simulated page cache, charged to the
+    /// cgroup of the process doing it. Repeatable.
     #[arg(long = "fs", value_name = "DIR=SOURCE")]
     fs: Vec<fuse::FsSpec>,
     /// A RAM swap device of this size (K/M/G/T suffixes).

@@ -33,7 +33,8 @@ use memcg_sim::{PID_MAX_LIMIT, Sim, SimConfig};
 
 pub(crate) use host::HostProcs;
 
-/// `--fs DIR=ram:SIZE` or `--fs DIR=HOSTDIR`: a filesystem of the
+/// `--fs DIR=ram:SIZE`, `--fs DIR=dir:HOSTDIR` (or `DIR=HOSTDIR`): a
+/// filesystem of the
 /// simulated machine.
 #[derive(Debug, Clone)]
 pub(crate) struct FsSpec {
@@ -49,7 +50,7 @@ impl std::str::FromStr for FsSpec {
     fn from_str(text: &str) -> Result<Self, String> {
         let (dir, source) = text
             .split_once('=')
-            .ok_or_else(|| format!("{text:?}: expected DIR=ram:SIZE or DIR=HOSTDIR"))?;
+            .ok_or_else(|| format!("{text:?}: expected DIR=ram:SIZE or DIR=dir:HOSTDIR"))?;
         if !dir.starts_with('/') || dir.trim_end_matches('/').is_empty() {
             return Err(format!(
                 "{dir:?}: the directory must be an absolute path below /"
@@ -66,11 +67,14 @@ impl std::str::FromStr for FsSpec {
                 }
                 FsSource::Ram { size_bytes }
             }
-            None if source.starts_with('/') => FsSource::Dir(PathBuf::from(source)),
             None => {
-                return Err(format!(
-                    "{source:?}: expected ram:SIZE or an absolute HOSTDIR"
-                ));
+                let host = source.strip_prefix("dir:").unwrap_or(source);
+                if !host.starts_with('/') {
+                    return Err(format!(
+                        "{source:?}: expected ram:SIZE or dir:HOSTDIR (an absolute path)"
+                    ));
+                }
+                FsSource::Dir(PathBuf::from(host))
             }
         };
         Ok(Self {

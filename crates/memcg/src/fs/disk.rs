@@ -149,6 +149,15 @@ impl Disk {
         }
     }
 
+    /// Where `path` (below the root) is on the host (a RAM disk: nowhere,
+    /// `path` as it is).
+    pub(crate) fn host_path(&self, path: &Path) -> PathBuf {
+        match self {
+            Disk::Ram(_) => path.to_path_buf(),
+            Disk::Dir(dir) => dir.join(path),
+        }
+    }
+
     /// A host directory's filesystem: (blocks, free blocks), in pages.
     pub(crate) fn host_space(&self) -> Option<(u64, u64)> {
         let Disk::Dir(dir) = self else {

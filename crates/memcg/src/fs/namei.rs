@@ -605,7 +605,7 @@ impl Superblock {
                 name: name.to_owned(),
             });
         }
-        let from = ns.path_of(ino);
+        let from = ns.path_of(ino).map(|p| self.disk.host_path(&p));
         self.disk.host_op(&ns, parent, Some(name), |path| {
             host::link(from.as_deref(), path)
         })?;
@@ -624,8 +624,7 @@ impl Superblock {
                 name: name.to_owned(),
             });
         }
-        self.disk
-            .host_op(&ns, parent, Some(name), host::unlink)?;
+        self.disk.host_op(&ns, parent, Some(name), host::unlink)?;
         ns.remove_entry(parent, name)?;
         let gone = self.drop_name(&mut ns, (parent, name.to_owned()), ino);
         drop(ns);
@@ -646,8 +645,7 @@ impl Superblock {
                 name: name.to_owned(),
             });
         }
-        self.disk
-            .host_op(&ns, parent, Some(name), host::rmdir)?;
+        self.disk.host_op(&ns, parent, Some(name), host::rmdir)?;
         ns.remove_entry(parent, name)?;
         ns.nodes.remove(&ino);
         Ok(())
@@ -733,7 +731,9 @@ impl Superblock {
         if target == Some(ino) {
             return Ok(());
         }
-        let new_path = ns.path_of(new_parent).map(|p| p.join(new_name));
+        let new_path = ns
+            .path_of(new_parent)
+            .map(|p| self.disk.host_path(&p.join(new_name)));
         self.disk.host_op(&ns, parent, Some(name), |old| {
             host::rename(old, new_path.as_deref(), mode)
         })?;
