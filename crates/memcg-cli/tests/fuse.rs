@@ -1014,6 +1014,57 @@ fn sync_and_syncfs_in_run_write_back_the_simulated_page_cache() {
     });
 }
 
+#[test]
+fn a_whole_tree_in_fs_with_mmap_exec_and_a_host_directory() {
+    alone("a_whole_tree_in_fs", || {
+        let host = tempfile::tempdir().unwrap();
+        let ram = tests_tmp().join("tree-ram");
+        let out = memcg()
+            .args(["run", "--mem", "256M", "--fs"])
+            .arg(format!("{}=ram:16M", ram.display()))
+            .arg("--fs")
+            .arg(format!(
+                "/tmp/memcg-tree-host=dir:{}",
+                host.path().display()
+            ))
+            .args(["--", "python3"])
+            .arg(dir().join("fuse/fs_tree.py"))
+            .arg(&ram)
+            .arg("/tmp/memcg-tree-host")
+            .output()
+            .unwrap();
+        assert_eq!(
+            text(&out.stdout),
+            "shared store read back: hello\n\
+             write seen mapped: world\n\
+             private store private: True\n\
+             exec: ran\n\
+             unlinked open: still here! False\n\
+             tree: ['a', 'soft'] ['b', 'f', 'hard'] 2\n",
+            "stderr: {}",
+            text(&out.stderr)
+        );
+        assert!(out.status.success());
+        // The host directory holds the tree, contents written back when
+        // the run ended.
+        let h = host.path();
+        let x10000 = |p: &str| std::fs::read(h.join(p)).unwrap() == vec![b'x'; 10000];
+        assert!(x10000("a/f"), "a/f written back");
+        assert!(x10000("soft"), "soft names a/f");
+        assert!(h.join("a/b").is_dir());
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let meta = std::fs::metadata(h.join("a/hard")).unwrap();
+        assert_eq!(
+            (meta.nlink(), meta.permissions().mode() & 0o777),
+            (2, 0o600)
+        );
+        assert!(
+            !ram.exists(),
+            "the RAM disk's mount point made by run is gone"
+        );
+    });
+}
+
 /// The pid of the first child of `pid` (its watchdog, for `memcg mount`).
 fn first_child(pid: u32) -> Option<u32> {
     std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))

@@ -526,6 +526,11 @@ impl Drop for Mounted {
         if let Some(pruner) = self.pruner.take() {
             let _ = pruner.join();
         }
+        // As at a filesystem's unmount: dirty pages are written back, so
+        // a host directory (`--fs DIR=dir:HOSTDIR`) gets its contents.
+        if let Err(e) = self.view.sync_all() {
+            eprintln!("memcg: writing back the --fs filesystems at unmount: {e}");
+        }
     }
 }
 
