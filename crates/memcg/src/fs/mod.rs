@@ -392,9 +392,12 @@ impl Namespace {
         }
     }
 
-    /// Sets regular file `ino`'s size, keeping `used_pages`.
+    /// Sets regular file `ino`'s size, keeping `used_pages` (nothing for
+    /// a directory or a link).
     fn set_size(&mut self, ino: u64, size_bytes: u64) {
-        if let Some(meta) = self.nodes.get_mut(&ino) {
+        if let Some(meta) = self.nodes.get_mut(&ino)
+            && matches!(meta.body, Body::File)
+        {
             self.used_pages = self.used_pages - pages(meta.size_bytes) + pages(size_bytes);
             meta.size_bytes = size_bytes;
         }

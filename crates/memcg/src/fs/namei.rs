@@ -705,6 +705,68 @@ impl Superblock {
     }
 }
 
+impl Namespace {
+    /// Checks the invariants of the module docs, and that every cached
+    /// dentry names the node it says; panics with the first broken one.
+    fn validate(&self) {
+        let mut used_pages = 0;
+        for (&ino, meta) in &self.nodes {
+            for (parent, name) in &meta.names {
+                let entries = self.nodes[parent]
+                    .entries()
+                    .expect("a name is in a directory");
+                assert_eq!(entries.get(name), Some(&ino), "{parent}/{name} names {ino}");
+            }
+            match &meta.body {
+                Body::Dir { entries } => {
+                    let subdirs =
+                        entries.values().filter(|c| self.nodes[c].is_dir()).count() as u32;
+                    assert_eq!(meta.nlink, 2 + subdirs, "directory {ino}'s links");
+                    assert_eq!(
+                        meta.names.len(),
+                        usize::from(ino != ROOT_INO),
+                        "{ino}'s names"
+                    );
+                    for (name, child) in entries {
+                        let names = &self.nodes[child].names;
+                        assert!(names.contains(&(ino, name.clone())), "{ino}/{name} back");
+                    }
+                }
+                _ => {
+                    assert_eq!(meta.nlink as usize, meta.names.len(), "{ino}'s links");
+                    assert!(
+                        meta.nlink > 0 || meta.nr_open > 0,
+                        "{ino} nameless and closed"
+                    );
+                }
+            }
+            if matches!(meta.body, Body::File) {
+                used_pages += pages(meta.size_bytes);
+            }
+        }
+        assert_eq!(used_pages, self.used_pages, "used pages");
+        for ((parent, name), dentry) in &self.dcache {
+            let entries = self.nodes[parent].entries().expect("a dentry's directory");
+            assert_eq!(
+                entries.get(name),
+                Some(&dentry.ino),
+                "dentry {parent}/{name}"
+            );
+        }
+        let open: u64 = self.nodes.values().map(|m| u64::from(m.nr_open)).sum();
+        assert_eq!(open, self.nr_open, "open files");
+    }
+}
+
+impl Superblock {
+    /// Checks the namespace's invariants (names and entries agree, link
+    /// counts, the space in use, the dentry cache), panicking on the
+    /// first broken one: for tests and stress runs.
+    pub fn validate(&self) {
+        lock(&self.ns).validate();
+    }
+}
+
 /// The rename of [`Superblock::rename_at`], checked and then carried out.
 impl Superblock {
     /// Renames `name` in `parent` to `new_name` in `new_parent`
