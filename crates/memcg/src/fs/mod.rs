@@ -4,8 +4,10 @@
 //!
 //! # What it does
 //!
-//! A [`Superblock`] is one mounted filesystem: a flat directory of files
-//! whose bytes live on a RAM disk or in a host directory (`disk.rs`), read
+//! A [`Superblock`] is one mounted filesystem: a tree of directories,
+//! regular files and symbolic links (`namei.rs`: names, hard links,
+//! renames, owners, modes, times), whose files' bytes live on a RAM disk
+//! or in a host directory (`disk.rs`), read
 //! and written through each file's page cache ([`AddressSpace`]), whose
 //! dirty pages its backing device's flusher writes back ([`Bdi`]: inline,
 //! or on a thread of its own, [`Superblock::start_flusher_thread`]), and
@@ -39,15 +41,17 @@
 //!
 //! One file per part: this one is the superblock and its file API (mount,
 //! read, write, unlink, sync, the flusher's thread, drop_caches);
-//! `dcache.rs` looking files up
-//! and letting go of dentries; `inode.rs` inode references, the inode LRU
-//! and eviction; `shrinker.rs` the superblock shrinker and its prune
-//! walks; `disk.rs` the RAM disk and the host directory.
+//! `namei.rs` the namespace (directories, names, links, attributes);
+//! `dcache.rs` looking files up and letting go of dentries; `file.rs`
+//! open files; `inode.rs` inode references, the inode LRU and eviction;
+//! `shrinker.rs` the superblock shrinker and its prune walks; `disk.rs`
+//! the RAM disk and the host directory.
 //!
 //! # Invariants
 //!
-//! - A cached dentry names a file of the directory and holds one reference
-//!   to its cached inode; a dentry is on the dentry list_lru only while
+//! - A cached dentry is a name `(directory, name)` of a regular file and
+//!   holds one reference to its cached inode (a name removed while the
+//!   dentry is in use moves it off the cache until its last close); a dentry is on the dentry list_lru only while
 //!   cached, an inode on the inode list_lru only while cached.
 //! - Every cached dentry and inode is charged, in bytes, to its object
 //!   cgroup; freeing it uncharges exactly that.
