@@ -42,6 +42,7 @@ use memcg_sim::{CurrentTask, Sim};
 
 use super::fsfiles;
 use super::host::HostProcs;
+use super::owners::{Cred, Owners};
 use super::pidns::{self, PidNs};
 use super::tree::{self, Inodes, Node};
 
@@ -74,6 +75,9 @@ pub(super) enum Handle {
         /// For a file the kernel notifies (`poll`able): its contents when
         /// opened or last read, to tell whether an event came since.
         seen: Option<String>,
+        /// Who opened it: a migration written to it is checked against
+        /// the opener's credentials, as the kernel's.
+        opener: Cred,
     },
     /// A kernel file (its writer, if opened for writing), and its last
     /// rendering.
@@ -153,6 +157,8 @@ pub(crate) struct SimFs {
     handles: Mutex<HashMap<u64, Arc<Mutex<Handle>>>>,
     pollers: Arc<Pollers>,
     next_fh: std::sync::atomic::AtomicU64,
+    /// Owners and modes set on cgroup directories and files.
+    owners: Owners,
     /// The time every node shows.
     mounted_at: SystemTime,
 }
@@ -170,6 +176,7 @@ impl SimFs {
             handles: Mutex::new(HashMap::new()),
             pollers: Arc::default(),
             next_fh: std::sync::atomic::AtomicU64::new(1),
+            owners: Owners::default(),
             mounted_at: SystemTime::now(),
         }
     }
@@ -216,7 +223,7 @@ impl SimFs {
     }
 
     fn attr(&self, ino: u64, node: &Node) -> FileAttr {
-        let (kind, perm, size) = match node {
+        let (kind, mut perm, size) = match node {
             Node::Dir | Node::Cgroup(_) | Node::Mount(_) => (FileType::Directory, 0o755, 0),
             Node::CgroupFile(path) => (
                 FileType::RegularFile,
@@ -225,6 +232,13 @@ impl SimFs {
             ),
             Node::Kernel(path) => (FileType::RegularFile, ProcFs::mode(path), 0),
         };
+        let (mut uid, mut gid) = (0, 0);
+        if let Node::Cgroup(path) | Node::CgroupFile(path) = node
+            && let Some(owned) = self.owners.get(path)
+        {
+            (uid, gid) = (owned.uid, owned.gid);
+            perm = owned.perm.unwrap_or(perm);
+        }
         FileAttr {
             ino: INodeNo(ino),
             size,
@@ -236,8 +250,8 @@ impl SimFs {
             kind,
             perm,
             nlink: if kind == FileType::Directory { 2 } else { 1 },
-            uid: 0,
-            gid: 0,
+            uid,
+            gid,
             rdev: 0,
             blksize: 4096,
             flags: 0,
@@ -296,6 +310,10 @@ impl SimFs {
                     file,
                     rendered: None,
                     seen,
+                    opener: Cred {
+                        uid: req.uid(),
+                        gid: req.gid(),
+                    },
                 })
             }
             Node::Kernel(path) => {
@@ -344,6 +362,7 @@ impl SimFs {
                 file,
                 rendered,
                 seen,
+                ..
             } => Self::rendered_slice(rendered, offset, size, || {
                 // Contents that show which host processes live: the dead
                 // ones are dropped first.
@@ -393,7 +412,7 @@ impl SimFs {
             std::str::from_utf8(data).map_err(|_| Errno::EINVAL)
         };
         match handle {
-            Handle::Cgroup { file, .. } => {
+            Handle::Cgroup { file, opener, .. } => {
                 if data.len() > MAX_WRITE_BYTES {
                     return Err(Errno::E2BIG);
                 }
@@ -404,10 +423,12 @@ impl SimFs {
                 match file.props().tasks {
                     Tasks::Ids { threadgroup: true } => {
                         let pid = self.procs_pid(req, text)?;
+                        self.check_migration(*opener, file.path(), pid)?;
                         file.write(&pid.to_string()).map_err(|e| e.errno)?;
                     }
                     Tasks::Ids { threadgroup: false } => {
                         let pid = self.threads_pid(req, text)?;
+                        self.check_migration(*opener, file.path(), pid)?;
                         file.write(&pid.to_string()).map_err(|e| e.errno)?;
                     }
                     Tasks::WritesAll => {
@@ -485,7 +506,28 @@ impl SimFs {
     /// Removes a cgroup. Busy with tasks, it may hold processes that
     /// exited since the last prune (a cgroup whose processes all exited is
     /// empty): those are dropped and the removal tried again.
+    /// Task `pid` moving into the cgroup of `file_path` (its
+    /// `cgroup.procs` or `cgroup.threads`), by a file `opener` opened.
+    fn check_migration(&self, opener: Cred, file_path: &str, pid: u32) -> Result<(), Errno> {
+        if opener.uid == 0 {
+            return Ok(());
+        }
+        let dst = file_path.rsplit_once('/').map_or("/", |(dir, _)| dir);
+        let src = self.sim.task(pid).map(|t| t.cgroup().path());
+        let src = src.as_deref().unwrap_or("/");
+        let perm = self.sim.fs().file_mode("/cgroup.procs").unwrap_or(0o644);
+        self.owners.check_migration(opener, src, dst, perm)
+    }
+
     fn rmdir_cgroup(&self, cg: &str) -> Result<(), Errno> {
+        let result = self.rmdir_cgroup_once(cg);
+        if result.is_ok() {
+            self.owners.forget_under(cg);
+        }
+        result
+    }
+
+    fn rmdir_cgroup_once(&self, cg: &str) -> Result<(), Errno> {
         let fs = self.sim.fs();
         match fs.rmdir(cg) {
             Err(e)
@@ -603,8 +645,15 @@ impl Filesystem for SimFs {
                 .and_then(|handle| self.fs_setattr(req, &at, handle, size, attr))
         } else {
             // `>` truncates: meaningless on interface and kernel files, as
-            // on cgroupfs and procfs; owners and modes are fixed.
-            self.node(ino).map(|(_, node)| self.attr(ino.0, &node))
+            // on cgroupfs and procfs. A cgroup's directory and files keep
+            // an owner and mode set (kernfs's `iattr`); the rest are fixed.
+            self.node(ino).map(|(_, node)| {
+                if let Node::Cgroup(path) | Node::CgroupFile(path) = &node {
+                    let perm = mode.map(|m| (m & 0o7777) as u16);
+                    self.owners.set(path, uid, gid, perm);
+                }
+                self.attr(ino.0, &node)
+            })
         };
         match result {
             Ok(attr) => reply.attr(&Duration::ZERO, &attr),

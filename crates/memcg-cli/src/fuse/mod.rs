@@ -18,6 +18,7 @@
 mod fs;
 mod fsfiles;
 mod host;
+mod owners;
 mod pidns;
 pub(crate) mod tree;
 mod watchdog;
