@@ -86,6 +86,8 @@ pub(super) enum Handle {
     File(memcg::fs::File),
     /// A directory's entries as they were at `opendir`.
     Dir(Vec<(u64, FileType, String)>),
+    /// A hidden file for the shim, rendered at open (`shim_files`).
+    Shim(Vec<u8>),
 }
 
 /// What `poll(2)` on a pressure file (`memory.pressure`,
@@ -224,6 +226,7 @@ impl SimFs {
                 0,
             ),
             Node::Kernel(path) => (FileType::RegularFile, ProcFs::mode(path), 0),
+            Node::Shim(node) => node.attr(),
         };
         FileAttr {
             ino: INodeNo(ino),
@@ -311,6 +314,9 @@ impl SimFs {
                     rendered: None,
                 })
             }
+            Node::Shim(node) => {
+                super::shim_files::open(&self.host, req.pid(), node).map(Handle::Shim)
+            }
             Node::Dir | Node::Cgroup(_) | Node::Mount(_) => Err(Errno::EISDIR),
         }
     }
@@ -375,6 +381,10 @@ impl SimFs {
                 buf.truncate(n);
                 Ok(buf)
             }
+            Handle::Shim(text) => {
+                let start = (offset as usize).min(text.len());
+                Ok(text[start..start.saturating_add(size as usize).min(text.len())].to_vec())
+            }
             Handle::Dir(_) => Err(Errno::EISDIR),
         }
     }
@@ -427,6 +437,7 @@ impl SimFs {
                 file.write_at(&memcg, offset, data).map_err(|e| e.errno())?;
             }
             Handle::Dir(_) => return Err(Errno::EISDIR),
+            Handle::Shim(_) => return Err(Errno::EBADF),
         }
         Ok(data.len() as u32)
     }

@@ -19,6 +19,7 @@ mod fs;
 mod fsfiles;
 mod host;
 mod pidns;
+mod shim_files;
 pub(crate) mod tree;
 mod watchdog;
 

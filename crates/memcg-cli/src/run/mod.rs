@@ -44,6 +44,7 @@
 mod channel;
 mod init;
 mod seccomp;
+mod shim;
 
 use std::ffi::{CString, OsString};
 use std::fs::File;
@@ -410,7 +411,19 @@ pub(crate) fn main(spec: &MachineSpec, cmd: &[OsString]) -> anyhow::Result<i32> 
     }
     block_forwarded();
     enter_private_namespace()?;
-    let init = Init::start(cmd.to_vec())?;
+    shim::warn_if_static(&cmd[0]);
+    let shim = match shim::ShimFile::write(spec) {
+        Ok(shim) => Some(shim),
+        Err(e) => {
+            eprintln!("memcg run: warning: CMD runs without the shim: {e:#}");
+            None
+        }
+    };
+    let launch = init::Launch {
+        env: shim.as_ref().map(|s| s.env(spec)).unwrap_or_default(),
+        shim_dir: shim.as_ref().map(|s| s.dir().to_owned()),
+    };
+    let init = Init::start(cmd.to_vec(), launch)?;
     let machine = match Machine::set_up(spec, &init) {
         Ok(machine) => machine,
         Err(e) => {
@@ -429,5 +442,6 @@ pub(crate) fn main(spec: &MachineSpec, cmd: &[OsString]) -> anyhow::Result<i32> 
     let status = init.wait();
     drop(sync_server);
     drop(machine);
+    drop(shim);
     Ok(status)
 }
