@@ -11,7 +11,11 @@
 //! mount of that device is classified by its root (the path inside the
 //! machine): `/sys/fs/cgroup` and below is the cgroup2 hierarchy, an
 //! `--fs` directory (from [`FsTable`]) and below that filesystem, anything
-//! else (a kernel file) hidden. Every other line is copied byte for byte.
+//! else (a kernel file) hidden. The host's mounts that the machine's
+//! cgroup mount covers (listed before it, at or below its mount point: a
+//! host's cgroup v1 hierarchies, its own cgroup2) are hidden too, since
+//! the machine has nothing else there. Every other line is copied byte for
+//! byte.
 //!
 //! `/proc/PID/mounts` has no device or root: its lines are paired with
 //! `mountinfo`'s, which list the same mounts in the same order; a pairing
@@ -195,6 +199,31 @@ pub fn kind(m: &MountInfo<'_>, dev: Option<&[u8]>, fs: &FsTable) -> Kind {
     }
 }
 
+/// What each mount of a mountinfo text (by line) is shown as: [`kind`],
+/// and [`Kind::Hidden`] for a host mount the machine's cgroup mount
+/// covers.
+pub fn kinds(mountinfo: &[u8], fs: &FsTable) -> Vec<Kind> {
+    let dev = machine_dev(mountinfo);
+    let mounts: Vec<Option<MountInfo<'_>>> = lines(mountinfo).map(parse_mountinfo).collect();
+    let mut kinds: Vec<Kind> = mounts
+        .iter()
+        .map(|m| m.as_ref().map_or(Kind::Foreign, |m| kind(m, dev, fs)))
+        .collect();
+    for (i, m) in mounts.iter().enumerate() {
+        let Some(m) = m.as_ref().filter(|_| kinds[i] == Kind::Cgroup) else {
+            continue;
+        };
+        for (j, earlier) in mounts[..i].iter().enumerate() {
+            if kinds[j] == Kind::Foreign
+                && earlier.as_ref().is_some_and(|e| below(e.point, m.point).is_some())
+            {
+                kinds[j] = Kind::Hidden;
+            }
+        }
+    }
+    kinds
+}
+
 /// The root a kernel would show: the path inside the filesystem.
 fn shown_root<'a>(m: &MountInfo<'a>, kind: Kind, fs: &FsTable) -> &'a [u8] {
     let dir = match kind {
@@ -271,13 +300,11 @@ fn push_mountinfo(out: &mut Vec<u8>, m: &MountInfo<'_>, kind: Kind, fs: &FsTable
 /// `mountinfo` as a kernel would show it; `fs` names the `--fs`
 /// filesystems.
 pub fn rewrite_mountinfo(text: &[u8], fs: &FsTable) -> Vec<u8> {
-    let dev = machine_dev(text);
     let mut out = Vec::with_capacity(text.len());
-    for line in lines(text) {
-        let shown = parse_mountinfo(line).map(|m| (kind(&m, dev, fs), m));
-        match shown {
-            Some((Kind::Hidden, _)) => continue,
-            Some((kind @ (Kind::Cgroup | Kind::Fs(_)), m)) => push_mountinfo(&mut out, &m, kind, fs),
+    for (line, kind) in lines(text).zip(kinds(text, fs)) {
+        match (kind, parse_mountinfo(line)) {
+            (Kind::Hidden, _) => continue,
+            (Kind::Cgroup | Kind::Fs(_), Some(m)) => push_mountinfo(&mut out, &m, kind, fs),
             _ => out.extend_from_slice(line),
         }
         out.push(b'\n');
@@ -310,17 +337,17 @@ fn push_mounts(out: &mut Vec<u8>, m: &MountInfo<'_>, kind: Kind, fs: &FsTable) {
 /// `mounts` as a kernel would show it, given the same namespace's
 /// `mountinfo`: `None` when the two do not list the same mounts.
 pub fn rewrite_mounts(mounts: &[u8], mountinfo: &[u8], fs: &FsTable) -> Option<Vec<u8>> {
-    let dev = machine_dev(mountinfo);
     let mut out = Vec::with_capacity(mounts.len());
-    let mut infos = lines(mountinfo);
+    let mut infos = lines(mountinfo).zip(kinds(mountinfo, fs));
     for line in lines(mounts) {
-        let m = parse_mountinfo(infos.next()?)?;
+        let (info, kind) = infos.next()?;
+        let m = parse_mountinfo(info)?;
         // The mount point is the second field of a `mounts` line.
         let point = line.split(|&b| b == b' ').nth(1)?;
         if point != m.point {
             return None;
         }
-        match kind(&m, dev, fs) {
+        match kind {
             Kind::Hidden => continue,
             Kind::Foreign => out.extend_from_slice(line),
             k => push_mounts(&mut out, &m, k, fs),
