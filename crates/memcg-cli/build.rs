@@ -32,7 +32,11 @@ fn build_shim() {
         .arg(&source)
         .status()
         .expect("running rustc for the shim");
-    assert!(status.success(), "building the shim ({}) failed", source.display());
+    assert!(
+        status.success(),
+        "building the shim ({}) failed",
+        source.display()
+    );
     println!("cargo:rerun-if-changed=../memcg-shim/src");
 }
 

@@ -33,11 +33,20 @@ fn the_shim_answers_for_the_procfs_files_that_show_mounts_and_cgroups() {
         ("/proc/self/mounts", t(Shows::Mounts, Whose::OwnProcess)),
         ("/proc/mounts", t(Shows::Mounts, Whose::OwnProcess)),
         ("/etc/mtab", t(Shows::Mounts, Whose::OwnProcess)),
-        ("/proc/self/mountinfo", t(Shows::MountInfo, Whose::OwnProcess)),
-        ("/proc/thread-self/mountinfo", t(Shows::MountInfo, Whose::OwnThread)),
+        (
+            "/proc/self/mountinfo",
+            t(Shows::MountInfo, Whose::OwnProcess),
+        ),
+        (
+            "/proc/thread-self/mountinfo",
+            t(Shows::MountInfo, Whose::OwnThread),
+        ),
         ("/proc/42/mountinfo", t(Shows::MountInfo, Whose::Id(42))),
         ("/proc/self/cgroup", t(Shows::Cgroup, Whose::OwnProcess)),
-        ("/proc/thread-self/cgroup", t(Shows::Cgroup, Whose::OwnThread)),
+        (
+            "/proc/thread-self/cgroup",
+            t(Shows::Cgroup, Whose::OwnThread),
+        ),
         ("/proc/7/cgroup", t(Shows::Cgroup, Whose::Id(7))),
         ("/proc/7/task/9/cgroup", t(Shows::Cgroup, Whose::Id(9))),
         ("/proc/self/task/9/mounts", t(Shows::Mounts, Whose::Id(9))),
@@ -54,11 +63,7 @@ fn the_shim_answers_for_the_procfs_files_that_show_mounts_and_cgroups() {
     ];
     for (path, want) in cases {
         assert_eq!(classify(path.as_bytes()), *want, "{path}");
-        if want.is_some() {
-            assert!(paths::may_be_ours(path.as_bytes()), "{path}");
-        }
     }
-    assert!(!paths::may_be_ours(b"/etc/passwd"));
     assert_eq!(paths::cgroup_file(42), b"/sys/fs/cgroup/.memcg/42/cgroup\0");
     assert_eq!(
         paths::proc_file(Whose::Id(42), "mounts"),
@@ -278,16 +283,25 @@ fn cat_and_python_see_cgroup2_in_the_mount_tables() {
         python3 -c 'print(open("/proc/self/mountinfo").read(), end="")'
     "#));
     let (mounts, mountinfo) = out.split_once("==\n").unwrap();
-    let cgroup_lines = |text: &str, needle: &str| text.lines().filter(|l| l.contains(needle)).count();
+    let cgroup_lines =
+        |text: &str, needle: &str| text.lines().filter(|l| l.contains(needle)).count();
     assert_eq!(cgroup_lines(mounts, CGROUP2_MOUNTS), 4, "{mounts}");
     let info_line = " / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime - cgroup2 cgroup2 \
                      rw,nsdelegate,memory_recursiveprot";
     assert_eq!(cgroup_lines(mountinfo, info_line), 2, "{mountinfo}");
     let fs_line = format!("tmpfs {TEST_FS} tmpfs rw,nosuid,nodev,relatime,size=16384k 0 0");
     assert_eq!(cgroup_lines(mounts, &fs_line), 4, "{mounts}");
-    for text in [mounts, mountinfo] {
-        for gone in ["fuse", "memcg ", "/proc/meminfo", "/proc/sys/vm"] {
-            assert!(!text.contains(gone), "{gone} shows:\n{text}");
+    // The machine's mounts show no FUSE (other memcg mounts on the host,
+    // made by other tests meanwhile, may), and its kernel files none.
+    for line in mounts.lines().chain(mountinfo.lines()) {
+        for ours in ["/sys/fs/cgroup ", TEST_FS, "/proc/"] {
+            assert!(
+                !(line.contains(ours) && line.contains("fuse")),
+                "{line}\nin:\n{mounts}{mountinfo}"
+            );
+        }
+        for gone in ["/proc/meminfo", "/proc/sys/vm", "/sys/module/zswap"] {
+            assert!(!line.contains(gone), "{line}\nin:\n{mounts}{mountinfo}");
         }
     }
 }
@@ -407,8 +421,98 @@ fn a_statically_linked_cmd_is_warned_about_and_runs() {
     }
     assert_eq!(stdout_of(&out), "max\n");
     assert_eq!(
-        stderr.matches("is statically linked: it sees the host's").count(),
+        stderr
+            .matches("is statically linked: it sees the host's")
+            .count(),
         1,
         "{stderr}"
     );
+}
+
+// ---- the cost of the shim to calls it does not answer ----
+
+/// Opens and closes `path` `n` times; nanoseconds per pair.
+fn open_close_ns(path: &std::ffi::CStr, n: u32) -> f64 {
+    let start = std::time::Instant::now();
+    for _ in 0..n {
+        // SAFETY: a valid NUL-terminated path; the descriptor is closed.
+        unsafe {
+            let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+            assert!(fd >= 0);
+            libc::close(fd);
+        }
+    }
+    start.elapsed().as_nanos() as f64 / f64::from(n)
+}
+
+/// The loop [`open_close_cost`] runs in a child, with and without the
+/// shim preloaded: prints `untouched NS touched NS`.
+#[test]
+#[ignore = "run by open_close_cost"]
+fn open_close_loop() {
+    let untouched = (0..3)
+        .map(|_| open_close_ns(c"/etc/hostname", 100_000))
+        .fold(f64::MAX, f64::min);
+    let touched = (0..3)
+        .map(|_| open_close_ns(c"/proc/self/mountinfo", 1_000))
+        .fold(f64::MAX, f64::min);
+    println!("RESULT untouched {untouched:.1} touched {touched:.1}");
+}
+
+/// A benchmark, not a timed test: what the shim adds to an `open` +
+/// `close` of a path it does not answer (and of one it does: a
+/// `mountinfo`, read and rewritten where a machine is mounted, here
+/// passed on as the host has none). Each child takes the best of three
+/// rounds; twelve children alternate with and without, and the medians
+/// are printed.
+/// `cargo test --release -p memcg-cli --test shim -- --ignored
+/// open_close_cost --nocapture`.
+#[test]
+#[ignore = "a benchmark"]
+fn open_close_cost() {
+    let shim = concat!(env!("OUT_DIR"), "/libmemcg_shim.so");
+    let run = |preload: Option<&str>| -> String {
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        cmd.args(["--ignored", "--exact", "open_close_loop", "--nocapture"]);
+        match preload {
+            Some(p) => cmd.env("LD_PRELOAD", p),
+            None => cmd.env_remove("LD_PRELOAD"),
+        };
+        let out = cmd.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.lines()
+            .find_map(|l| l.strip_prefix("RESULT "))
+            .unwrap_or_else(|| panic!("{text}"))
+            .to_owned()
+    };
+    let parse = |text: String| -> (f64, f64) {
+        let f: Vec<f64> = text
+            .split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        (f[0], f[1])
+    };
+    let (mut without, mut with) = (Vec::new(), Vec::new());
+    for _ in 0..12 {
+        without.push(parse(run(None)));
+        with.push(parse(run(Some(shim))));
+    }
+    let median = |v: &[(f64, f64)], pick: fn(&(f64, f64)) -> f64| {
+        let mut xs: Vec<f64> = v.iter().map(pick).collect();
+        xs.sort_by(f64::total_cmp);
+        xs[xs.len() / 2]
+    };
+    for (what, pick) in [
+        (
+            "untouched (/etc/hostname)",
+            (|p: &(f64, f64)| p.0) as fn(&(f64, f64)) -> f64,
+        ),
+        ("touched (/proc/self/mountinfo)", |p: &(f64, f64)| p.1),
+    ] {
+        let (a, b) = (median(&without, pick), median(&with, pick));
+        println!(
+            "open+close {what}: {a:.0} ns without the shim, {b:.0} ns with it ({:+.0} ns)",
+            b - a
+        );
+    }
 }

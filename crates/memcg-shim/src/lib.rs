@@ -50,8 +50,11 @@ unsafe impl core::alloc::GlobalAlloc for Malloc {
             if layout.align() <= 16 {
                 sys::malloc(layout.size()).cast()
             } else {
-                sys::aligned_alloc(layout.align(), layout.size().next_multiple_of(layout.align()))
-                    .cast()
+                sys::aligned_alloc(
+                    layout.align(),
+                    layout.size().next_multiple_of(layout.align()),
+                )
+                .cast()
             }
         }
     }

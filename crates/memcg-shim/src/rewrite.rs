@@ -26,7 +26,8 @@ use alloc::vec::Vec;
 
 /// `CGROUP2_SUPER_MAGIC`.
 pub const CGROUP2_SUPER_MAGIC: u64 = 0x6367_7270;
-/// `TMPFS_MAGIC`.
+/// `TMPFS_MAGIC` (`memcg run` writes it in `MEMCG_SHIM_FS`).
+#[allow(dead_code)]
 pub const TMPFS_MAGIC: u64 = 0x0102_1994;
 /// `PROC_SUPER_MAGIC`.
 pub const PROC_SUPER_MAGIC: u64 = 0x9fa0;
@@ -215,7 +216,9 @@ pub fn kinds(mountinfo: &[u8], fs: &FsTable) -> Vec<Kind> {
         };
         for (j, earlier) in mounts[..i].iter().enumerate() {
             if kinds[j] == Kind::Foreign
-                && earlier.as_ref().is_some_and(|e| below(e.point, m.point).is_some())
+                && earlier
+                    .as_ref()
+                    .is_some_and(|e| below(e.point, m.point).is_some())
             {
                 kinds[j] = Kind::Hidden;
             }
@@ -245,7 +248,7 @@ fn rw_or_ro(options: &[u8]) -> &[u8] {
 
 /// The mount options shown: cgroup2's are `nosuid,nodev,noexec,relatime`
 /// (systemd's); an `--fs` keeps its bind mount's.
-fn shown_mount_options<'a>(m: &MountInfo<'a>, kind: Kind) -> Vec<u8> {
+fn shown_mount_options(m: &MountInfo<'_>, kind: Kind) -> Vec<u8> {
     match kind {
         Kind::Cgroup => {
             let mut o = rw_or_ro(m.mount_options).to_vec();
@@ -257,13 +260,17 @@ fn shown_mount_options<'a>(m: &MountInfo<'a>, kind: Kind) -> Vec<u8> {
 }
 
 /// Type, source and superblock options shown.
-fn shown_super<'a>(kind: Kind, fs: &'a FsTable) -> (&'a [u8], &'a [u8], &'a [u8]) {
+fn shown_super(kind: Kind, fs: &FsTable) -> (&[u8], &[u8], &[u8]) {
     match kind {
         Kind::Fs(i) => {
             let e = &fs.0[i];
             (&e.fstype, &e.source, &e.options)
         }
-        _ => (b"cgroup2", b"cgroup2", b"rw,nsdelegate,memory_recursiveprot"),
+        _ => (
+            b"cgroup2",
+            b"cgroup2",
+            b"rw,nsdelegate,memory_recursiveprot",
+        ),
     }
 }
 
@@ -316,7 +323,8 @@ pub fn rewrite_mountinfo(text: &[u8], fs: &FsTable) -> Vec<u8> {
 /// included).
 fn lines(text: &[u8]) -> impl Iterator<Item = &[u8]> {
     let text = text.strip_suffix(b"\n").unwrap_or(text);
-    text.split(|&b| b == b'\n').filter(move |_| !text.is_empty())
+    text.split(|&b| b == b'\n')
+        .filter(move |_| !text.is_empty())
 }
 
 /// A `mounts` line of the machine (`kind` Cgroup or Fs), as shown: its

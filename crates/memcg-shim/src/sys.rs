@@ -53,7 +53,6 @@ const RTLD_NEXT: *mut c_void = -1isize as *mut c_void;
 pub const AT_FDCWD: c_int = -100;
 pub const AT_EMPTY_PATH: c_int = 0x1000;
 pub const O_ACCMODE: c_int = 0o3;
-pub const O_RDWR: c_int = 0o2;
 pub const O_CREAT: c_int = 0o100;
 pub const O_EXCL: c_int = 0o200;
 pub const O_CLOEXEC: c_int = 0o2_000_000;
@@ -67,7 +66,6 @@ pub const O_TMPFILE: c_int = 0o20_000_000 | O_DIRECTORY;
 pub const MFD_CLOEXEC: c_uint = 1;
 pub const EEXIST: c_int = 17;
 pub const EOPNOTSUPP: c_int = 95;
-pub const ENOENT: c_int = 2;
 pub const EINTR: c_int = 4;
 /// `STATX_MNT_ID`.
 pub const STATX_MNT_ID: c_uint = 0x1000;

@@ -59,11 +59,16 @@ impl ShimFile {
     /// Writes the shim out where CMD will see it (see the module docs).
     pub(super) fn write(spec: &MachineSpec) -> anyhow::Result<Self> {
         let covered: Vec<PathBuf> = spec.fs.iter().map(|fs| PathBuf::from(&fs.dir)).collect();
-        let parent = [std::env::temp_dir(), "/tmp".into(), "/var/tmp".into(), "/run".into()]
-            .into_iter()
-            .filter_map(|d| std::fs::canonicalize(d).ok())
-            .find(|d| d.is_dir() && !covered.iter().any(|c| is_under(d, c)) && allows_exec(d))
-            .context("no directory to write memcg run's shim to (all noexec or under --fs)")?;
+        let parent = [
+            std::env::temp_dir(),
+            "/tmp".into(),
+            "/var/tmp".into(),
+            "/run".into(),
+        ]
+        .into_iter()
+        .filter_map(|d| std::fs::canonicalize(d).ok())
+        .find(|d| d.is_dir() && !covered.iter().any(|c| is_under(d, c)) && allows_exec(d))
+        .context("no directory to write memcg run's shim to (all noexec or under --fs)")?;
         let dir = tempfile::Builder::new()
             .prefix("memcg-run-shim.")
             .tempdir_in(&parent)
@@ -175,12 +180,11 @@ fn host_fs(source: &FsSource) -> (String, String, u64, String) {
         .filter_map(|line| {
             let (head, tail) = line.split_once(" - ")?;
             let point = head.split(' ').nth(4)?;
-            let held = point == "/"
-                || dir_text == point
-                || dir_text.starts_with(&format!("{point}/"));
+            let held =
+                point == "/" || dir_text == point || dir_text.starts_with(&format!("{point}/"));
             let mut tail = tail.split(' ');
             let (fstype, source, options) = (tail.next()?, tail.next()?, tail.next()?);
-            held.then(|| (point.len(), (source, fstype, options)))
+            held.then_some((point.len(), (source, fstype, options)))
         })
         .max_by_key(|(len, _)| *len);
     match best {
