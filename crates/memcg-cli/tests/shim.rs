@@ -50,6 +50,7 @@ fn the_shim_answers_for_the_procfs_files_that_show_mounts_and_cgroups() {
         ("/proc/7/cgroup", t(Shows::Cgroup, Whose::Id(7))),
         ("/proc/7/task/9/cgroup", t(Shows::Cgroup, Whose::Id(9))),
         ("/proc/self/task/9/mounts", t(Shows::Mounts, Whose::Id(9))),
+        ("/proc/cgroups", t(Shows::Controllers, Whose::OwnProcess)),
         ("/proc/self/status", None),
         ("/proc/meminfo", None),
         ("/proc/0/cgroup", None),
@@ -201,6 +202,15 @@ fn statfs_magics_follow_the_mount() {
 }
 
 #[test]
+fn proc_cgroups_puts_every_controller_on_hierarchy_0() {
+    let host = "#subsys_name\thierarchy\tnum_cgroups\tenabled\ncpuset\t3\t1\t1\nmemory\t5\t92\t1\n";
+    assert_eq!(
+        text(&rewrite::rewrite_controllers(host.as_bytes())),
+        "#subsys_name\thierarchy\tnum_cgroups\tenabled\ncpuset\t0\t1\t1\nmemory\t0\t92\t1\n"
+    );
+}
+
+#[test]
 fn malformed_lines_pass_untouched() {
     let fs = FsTable::parse(b"no tabs here\n/x\ta\tb\tnothex\tc\n");
     assert!(fs.0.is_empty());
@@ -314,11 +324,12 @@ fn stat_and_findmnt_see_cgroup2() {
     let out = stdout_of(&run(&format!(
         "stat -f -c %T /sys/fs/cgroup /sys/fs/cgroup/cgroup.procs {TEST_FS} /proc/meminfo
          findmnt -n -t cgroup2 -o TARGET,SOURCE,FSTYPE
-         findmnt -n -o FSTYPE {TEST_FS}"
+         findmnt -n -o FSTYPE {TEST_FS}
+         grep -v '^#' /proc/cgroups | cut -f2 | sort -u"
     )));
     assert_eq!(
         out,
-        "cgroup2fs\ncgroup2fs\ntmpfs\nproc\n/sys/fs/cgroup cgroup2 cgroup2\ntmpfs\n"
+        "cgroup2fs\ncgroup2fs\ntmpfs\nproc\n/sys/fs/cgroup cgroup2 cgroup2\ntmpfs\n0\n"
     );
 }
 

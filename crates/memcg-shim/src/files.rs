@@ -11,6 +11,8 @@
 //!   contents are those of the moment of the open (procfs renders at each
 //!   read from the start) and which `poll(2)` does not wake on mount
 //!   changes.
+//! - `/proc/cgroups`: every controller on hierarchy 0 (no v1 hierarchy),
+//!   by memfd likewise.
 //! - `cgroup` (`/proc/self`, `/proc/PID`, `/proc/thread-self`,
 //!   `/proc/PID/task/TID`): the descriptor of the machine's hidden file
 //!   `/sys/fs/cgroup/.memcg/ID/cgroup`, which the server renders for the
@@ -127,6 +129,16 @@ pub unsafe fn answer(path: *const c_char, flags: c_int) -> Option<c_int> {
     }
     match target.shows {
         Shows::Cgroup => cgroup_fd(target.whose, flags),
+        Shows::Controllers => {
+            let info = sys::read_file(b"/proc/self/mountinfo\0")?;
+            rewrite::machine_dev(&info)?;
+            let text = rewrite::rewrite_controllers(&sys::read_file(b"/proc/cgroups\0")?);
+            Some(sys::memfd_with(
+                b"cgroups\0",
+                &text,
+                flags & sys::O_CLOEXEC != 0,
+            ))
+        }
         shows => {
             let text = mounts_text(shows, target.whose)?;
             let name: &[u8] = if shows == Shows::Mounts {

@@ -16,6 +16,8 @@ pub enum Shows {
     MountInfo,
     /// `cgroup`: the task's cgroup of each hierarchy.
     Cgroup,
+    /// `/proc/cgroups`: the controllers and their v1 hierarchies.
+    Controllers,
 }
 
 /// Whose file it is.
@@ -62,6 +64,12 @@ fn shows(name: &[u8]) -> Option<Shows> {
 /// The file `path` names, if the shim answers for it. `/etc/mtab` is
 /// `/proc/self/mounts` here; the caller checks it is the usual symlink.
 pub fn classify(path: &[u8]) -> Option<Target> {
+    if path == b"/proc/cgroups" {
+        return Some(Target {
+            shows: Shows::Controllers,
+            whose: Whose::OwnProcess,
+        });
+    }
     if path == b"/etc/mtab" || path == b"/proc/mounts" {
         return Some(Target {
             shows: Shows::Mounts,

@@ -17,6 +17,9 @@
 //! the machine has nothing else there. Every other line is copied byte for
 //! byte.
 //!
+//! `/proc/cgroups` puts every controller on hierarchy 0, as a kernel with
+//! no v1 hierarchy mounted does.
+//!
 //! `/proc/PID/mounts` has no device or root: its lines are paired with
 //! `mountinfo`'s, which list the same mounts in the same order; a pairing
 //! that fails (a mount came or went between the two reads) is `None`, and
@@ -385,4 +388,27 @@ pub fn find_mount(mountinfo: &[u8], id: u64) -> Option<(MountInfo<'_>, Option<&[
         .filter_map(parse_mountinfo)
         .find(|m| m.id == digits.as_slice())?;
     Some((m, machine_dev(mountinfo)))
+}
+
+/// `/proc/cgroups` as a kernel with only cgroup v2 mounted shows it: every
+/// controller on hierarchy 0 (none is bound to a v1 hierarchy: the
+/// machine's `/sys/fs/cgroup` covers the host's).
+pub fn rewrite_controllers(text: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len());
+    for line in lines(text) {
+        let mut fields = line.split(|&b| b == b'\t');
+        match (fields.next(), fields.next()) {
+            (Some(name), Some(_)) if !line.starts_with(b"#") => {
+                out.extend_from_slice(name);
+                out.extend_from_slice(b"\t0");
+                for f in fields {
+                    out.push(b'\t');
+                    out.extend_from_slice(f);
+                }
+            }
+            _ => out.extend_from_slice(line),
+        }
+        out.push(b'\n');
+    }
+    out
 }
