@@ -132,8 +132,7 @@ fn fs_table(spec: &MachineSpec) -> String {
                     TMPFS_MAGIC,
                     format!("rw,size={}k", size_bytes / 1024),
                 ),
-                #[allow(unreachable_patterns)]
-                other => host_fs(other),
+                FsSource::Dir(dir) => host_fs(dir),
             };
             format!(
                 "{}\t{source}\t{fstype}\t{magic:x}\t{options}\n",
@@ -158,9 +157,9 @@ fn mangle(path: &str) -> String {
 /// The host filesystem holding a host directory `--fs`: source, type,
 /// magic and options, as `/proc/self/mountinfo` and `statfs` give them
 /// (a `tmpfs` where they cannot be read).
-fn host_fs(source: &FsSource) -> (String, String, u64, String) {
+fn host_fs(dir: &Path) -> (String, String, u64, String) {
     let fallback = || ("tmpfs".into(), "tmpfs".into(), TMPFS_MAGIC, "rw".into());
-    let Some(dir) = host_dir(source).and_then(|d| std::fs::canonicalize(d).ok()) else {
+    let Ok(dir) = std::fs::canonicalize(dir) else {
         return fallback();
     };
     let Ok(c_dir) = super::c_path(&dir) else {
@@ -195,17 +194,6 @@ fn host_fs(source: &FsSource) -> (String, String, u64, String) {
             options.to_owned(),
         ),
         None => fallback(),
-    }
-}
-
-/// The host directory a `--fs` source names, if it is one.
-fn host_dir(source: &FsSource) -> Option<&Path> {
-    match source {
-        FsSource::Ram { .. } => None,
-        #[allow(unreachable_patterns)]
-        FsSource::Dir(dir) => Some(dir),
-        #[allow(unreachable_patterns)]
-        _ => None,
     }
 }
 
