@@ -437,7 +437,8 @@ impl SimFs {
                 file.write_at(&memcg, offset, data).map_err(|e| e.errno())?;
             }
             Handle::Dir(_) => return Err(Errno::EISDIR),
-            Handle::Shim(_) => return Err(Errno::EBADF),
+            // As procfs's read-only files: no write method.
+            Handle::Shim(_) => return Err(Errno::EINVAL),
         }
         Ok(data.len() as u32)
     }
@@ -664,7 +665,7 @@ impl Filesystem for SimFs {
                 Some(Node::Cgroup(cg)) => self.rmdir_cgroup(&cg),
                 // A mount point is busy; the fixed directories cannot go.
                 Some(Node::Mount(_)) => Err(Errno::EBUSY),
-                Some(Node::Dir) => Err(Errno::EPERM),
+                Some(Node::Dir | Node::Shim(_)) => Err(Errno::EPERM),
                 Some(_) => Err(Errno::ENOTDIR),
                 None => Err(Errno::ENOENT),
             })
