@@ -325,11 +325,12 @@ fn stat_and_findmnt_see_cgroup2() {
         "stat -f -c %T /sys/fs/cgroup /sys/fs/cgroup/cgroup.procs {TEST_FS} /proc/meminfo
          findmnt -n -t cgroup2 -o TARGET,SOURCE,FSTYPE
          findmnt -n -o FSTYPE {TEST_FS}
-         grep -v '^#' /proc/cgroups | cut -f2 | sort -u"
+         grep -v '^#' /proc/cgroups | cut -f2 | sort -u
+         python3 -c 'import os; print(os.statvfs(\"/sys/fs/cgroup\").f_flag & os.ST_NOEXEC != 0)'"
     )));
     assert_eq!(
         out,
-        "cgroup2fs\ncgroup2fs\ntmpfs\nproc\n/sys/fs/cgroup cgroup2 cgroup2\ntmpfs\n0\n"
+        "cgroup2fs\ncgroup2fs\ntmpfs\nproc\n/sys/fs/cgroup cgroup2 cgroup2\ntmpfs\n0\nTrue\n"
     );
 }
 

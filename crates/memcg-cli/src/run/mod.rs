@@ -23,7 +23,9 @@
 //! The machine is mounted on a private tmpfs laid over a directory that is
 //! no bind target (the temporary directory, usually), only long enough to
 //! bind its files; then the tmpfs is detached, so no mount point is ever
-//! made on the host. Bind targets are opened before the tmpfs goes on and
+//! made on the host. The `/sys/fs/cgroup` bind is then made `nosuid,nodev,
+//! noexec`, as systemd mounts cgroup2. CMD is started with the shim
+//! preloaded ([`shim`]). Bind targets are opened before the tmpfs goes on and
 //! bound through their descriptors (`/proc/self/fd/N`).
 //!
 //! Ending: when CMD exits, the init exits with its status and the kernel
@@ -159,6 +161,27 @@ pub(super) fn bind(source: &Path, target: &Path) -> anyhow::Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Makes the bind mount at `target` `nosuid,nodev,noexec`, as systemd
+/// mounts cgroup2 (so `statvfs` and the mount tables say so); a failure
+/// leaves it as it was.
+fn make_noexec(target: &Path) {
+    let Ok(t) = c_path(target) else {
+        return;
+    };
+    let flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_NOSUID | libc::MS_NODEV;
+    // SAFETY: a valid NUL-terminated path; a remount of a bind takes no
+    // source, type or data.
+    unsafe {
+        libc::mount(
+            std::ptr::null(),
+            t.as_ptr(),
+            std::ptr::null(),
+            flags | libc::MS_NOEXEC,
+            std::ptr::null(),
+        );
+    }
 }
 
 fn unmount_lazily(target: &Path) {
@@ -355,6 +378,11 @@ impl Machine {
             binds.mounted.push(target.path.clone());
         }
         drop(scratch);
+        // By its path: the top mount there is the bind just made.
+        let cgroup = Path::new("/sys/fs/cgroup");
+        if binds.mounted.iter().any(|p| p == cgroup) {
+            make_noexec(cgroup);
+        }
         mounted.mount_point_detached();
         let workloads = Workloads::start(&sim, &spec.workloads)?;
         Ok(Self {
