@@ -90,6 +90,8 @@ pub(super) enum Handle {
     File(memcg::fs::File),
     /// A directory's entries as they were at `opendir`.
     Dir(Vec<(u64, FileType, String)>),
+    /// A hidden file for the shim, rendered at open (`shim_files`).
+    Shim(Vec<u8>),
 }
 
 /// What `poll(2)` on a pressure file (`memory.pressure`,
@@ -231,6 +233,7 @@ impl SimFs {
                 0,
             ),
             Node::Kernel(path) => (FileType::RegularFile, ProcFs::mode(path), 0),
+            Node::Shim(node) => node.attr(),
         };
         let (mut uid, mut gid) = (0, 0);
         if let Node::Cgroup(path) | Node::CgroupFile(path) = node
@@ -329,6 +332,9 @@ impl SimFs {
                     rendered: None,
                 })
             }
+            Node::Shim(node) => {
+                super::shim_files::open(&self.host, req.pid(), node).map(Handle::Shim)
+            }
             Node::Dir | Node::Cgroup(_) | Node::Mount(_) => Err(Errno::EISDIR),
         }
     }
@@ -394,6 +400,10 @@ impl SimFs {
                 buf.truncate(n);
                 Ok(buf)
             }
+            Handle::Shim(text) => {
+                let start = (offset as usize).min(text.len());
+                Ok(text[start..start.saturating_add(size as usize).min(text.len())].to_vec())
+            }
             Handle::Dir(_) => Err(Errno::EISDIR),
         }
     }
@@ -448,6 +458,8 @@ impl SimFs {
                 file.write_at(&memcg, offset, data).map_err(|e| e.errno())?;
             }
             Handle::Dir(_) => return Err(Errno::EISDIR),
+            // As procfs's read-only files: no write method.
+            Handle::Shim(_) => return Err(Errno::EINVAL),
         }
         Ok(data.len() as u32)
     }
@@ -702,7 +714,7 @@ impl Filesystem for SimFs {
                 Some(Node::Cgroup(cg)) => self.rmdir_cgroup(&cg),
                 // A mount point is busy; the fixed directories cannot go.
                 Some(Node::Mount(_)) => Err(Errno::EBUSY),
-                Some(Node::Dir) => Err(Errno::EPERM),
+                Some(Node::Dir | Node::Shim(_)) => Err(Errno::EPERM),
                 Some(_) => Err(Errno::ENOTDIR),
                 None => Err(Errno::ENOENT),
             })

@@ -20,6 +20,7 @@ mod fsfiles;
 mod host;
 mod owners;
 mod pidns;
+mod shim_files;
 pub(crate) mod tree;
 mod watchdog;
 

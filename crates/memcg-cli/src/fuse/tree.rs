@@ -38,12 +38,15 @@ pub(crate) enum Node {
     /// A `--fs` mount point, by its path (the root directory of its
     /// filesystem, whose nodes `fsfiles.rs` serves by inode number).
     Mount(String),
+    /// A hidden file for `memcg run`'s shim (`shim_files`).
+    Shim(super::shim_files::ShimNode),
 }
 
 impl Node {
     /// Whether it lists as a directory.
     pub(crate) fn is_dir(&self) -> bool {
         matches!(self, Node::Dir | Node::Cgroup(_) | Node::Mount(_))
+            || matches!(self, Node::Shim(s) if s.is_dir())
     }
 }
 
@@ -78,6 +81,9 @@ fn anchors(sim: &Sim) -> Vec<String> {
 /// What `path` is, if anything.
 pub(crate) fn classify(sim: &Sim, path: &str) -> Option<Node> {
     if let Some(cg_path) = cgroupfs_path(path) {
+        if let Some(node) = super::shim_files::classify(cg_path) {
+            return Some(Node::Shim(node));
+        }
         let fs = sim.fs();
         if fs.cgroup(cg_path).is_ok() {
             return Some(Node::Cgroup(cg_path.to_owned()));

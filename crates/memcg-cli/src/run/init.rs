@@ -37,6 +37,14 @@ use anyhow::Context;
 use super::channel::{ToInit, ToServer};
 use super::{c_path, last_os_error, seccomp};
 
+/// How CMD is started: its environment's additions (the shim's), and the
+/// shim's directory, which the init removes should the server die.
+#[derive(Default)]
+pub(super) struct Launch {
+    pub(super) env: Vec<(OsString, OsString)>,
+    pub(super) shim_dir: Option<PathBuf>,
+}
+
 /// The server's handle of the init.
 pub(super) struct Init {
     pid: libc::pid_t,
@@ -71,7 +79,7 @@ pub(super) fn signal_set(signals: &[libc::c_int]) -> libc::sigset_t {
 impl Init {
     /// Forks the init of a new pid namespace, to run `cmd` when told.
     /// Must be called while this process has a single thread.
-    pub(super) fn start(cmd: Vec<OsString>) -> anyhow::Result<Self> {
+    pub(super) fn start(cmd: Vec<OsString>, launch: Launch) -> anyhow::Result<Self> {
         let (server_end, init_end) = UnixStream::pair().context("the init's channel")?;
         let own_ns = File::open("/proc/self/ns/pid").context("/proc/self/ns/pid")?;
         // SAFETY: changes where this process's next child goes; undone
@@ -84,7 +92,7 @@ impl Init {
         let pid = unsafe { libc::fork() };
         if pid == 0 {
             drop((server_end, own_ns));
-            let status = std::panic::catch_unwind(|| run(&init_end, cmd)).unwrap_or(1);
+            let status = std::panic::catch_unwind(|| run(&init_end, cmd, &launch)).unwrap_or(1);
             // SAFETY: ending the forked child without running the
             // server's exit handlers.
             unsafe { libc::_exit(status) }
@@ -179,16 +187,22 @@ fn exit_status(status: libc::c_int) -> i32 {
 }
 
 /// The init's life; returns its exit status.
-fn run(channel: &UnixStream, cmd: Vec<OsString>) -> i32 {
+fn run(channel: &UnixStream, cmd: Vec<OsString>, launch: &Launch) -> i32 {
     let signals = init_signals();
     // SAFETY: blocking signals of this single-threaded process.
     unsafe {
         libc::sigprocmask(libc::SIG_BLOCK, &signals, std::ptr::null_mut());
     }
     let mut created = Vec::new();
+    let remove_made = |created: &[PathBuf]| {
+        remove_created(created);
+        if let Some(dir) = &launch.shim_dir {
+            super::shim::remove(dir);
+        }
+    };
     let Some(fuse_dev) = wait_for_go(channel, &mut created) else {
         // The server failed or died before the machine was up.
-        remove_created(&created);
+        remove_made(&created);
         return 1;
     };
     let Some(listener) = enter_machine(fuse_dev) else {
@@ -198,10 +212,10 @@ fn run(channel: &UnixStream, cmd: Vec<OsString>) -> i32 {
         listener: listener.as_ref().map(AsRawFd::as_raw_fd),
     };
     if ready.send(channel).is_err() {
-        remove_created(&created);
+        remove_made(&created);
         return 1;
     }
-    let cmd_pid = match spawn_cmd(&cmd) {
+    let cmd_pid = match spawn_cmd(&cmd, &launch.env) {
         Ok(pid) => pid,
         Err(status) => return status,
     };
@@ -213,7 +227,7 @@ fn run(channel: &UnixStream, cmd: Vec<OsString>) -> i32 {
     let status = supervise(channel, cmd_pid, &signals);
     if status.is_none() {
         kill_everything();
-        remove_created(&created);
+        remove_made(&created);
     }
     // The listener stays open until now: the server took its copy.
     drop(listener);
@@ -260,12 +274,12 @@ fn enter_machine(fuse_dev: u64) -> Option<Option<OwnedFd>> {
 
 /// Starts CMD with no signal blocked; its pid, or the status to exit
 /// with when it cannot start (1 for no CMD, 127 not found, 126 else).
-fn spawn_cmd(cmd: &[OsString]) -> Result<libc::pid_t, i32> {
+fn spawn_cmd(cmd: &[OsString], env: &[(OsString, OsString)]) -> Result<libc::pid_t, i32> {
     let Some((program, args)) = cmd.split_first() else {
         return Err(1);
     };
     let mut command = std::process::Command::new(program);
-    command.args(args);
+    command.args(args).envs(env.iter().map(|(k, v)| (k, v)));
     {
         use std::os::unix::process::CommandExt;
         // SAFETY: runs in the child between fork and exec, calling only

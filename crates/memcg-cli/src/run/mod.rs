@@ -23,7 +23,9 @@
 //! The machine is mounted on a private tmpfs laid over a directory that is
 //! no bind target (the temporary directory, usually), only long enough to
 //! bind its files; then the tmpfs is detached, so no mount point is ever
-//! made on the host. Bind targets are opened before the tmpfs goes on and
+//! made on the host. The `/sys/fs/cgroup` bind is then made `nosuid,nodev,
+//! noexec`, as systemd mounts cgroup2. CMD is started with the shim
+//! preloaded ([`shim`]). Bind targets are opened before the tmpfs goes on and
 //! bound through their descriptors (`/proc/self/fd/N`).
 //!
 //! Ending: when CMD exits, the init exits with its status and the kernel
@@ -44,6 +46,7 @@
 mod channel;
 mod init;
 mod seccomp;
+mod shim;
 
 use std::ffi::{CString, OsString};
 use std::fs::File;
@@ -158,6 +161,27 @@ pub(super) fn bind(source: &Path, target: &Path) -> anyhow::Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Makes the bind mount at `target` `nosuid,nodev,noexec`, as systemd
+/// mounts cgroup2 (so `statvfs` and the mount tables say so); a failure
+/// leaves it as it was.
+fn make_noexec(target: &Path) {
+    let Ok(t) = c_path(target) else {
+        return;
+    };
+    let flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_NOSUID | libc::MS_NODEV;
+    // SAFETY: a valid NUL-terminated path; a remount of a bind takes no
+    // source, type or data.
+    unsafe {
+        libc::mount(
+            std::ptr::null(),
+            t.as_ptr(),
+            std::ptr::null(),
+            flags | libc::MS_NOEXEC,
+            std::ptr::null(),
+        );
+    }
 }
 
 fn unmount_lazily(target: &Path) {
@@ -354,6 +378,11 @@ impl Machine {
             binds.mounted.push(target.path.clone());
         }
         drop(scratch);
+        // By its path: the top mount there is the bind just made.
+        let cgroup = Path::new("/sys/fs/cgroup");
+        if binds.mounted.iter().any(|p| p == cgroup) {
+            make_noexec(cgroup);
+        }
         mounted.mount_point_detached();
         let workloads = Workloads::start(&sim, &spec.workloads)?;
         Ok(Self {
@@ -410,7 +439,19 @@ pub(crate) fn main(spec: &MachineSpec, cmd: &[OsString]) -> anyhow::Result<i32> 
     }
     block_forwarded();
     enter_private_namespace()?;
-    let init = Init::start(cmd.to_vec())?;
+    shim::warn_if_static(&cmd[0]);
+    let shim = match shim::ShimFile::write(spec) {
+        Ok(shim) => Some(shim),
+        Err(e) => {
+            eprintln!("memcg run: warning: CMD runs without the shim: {e:#}");
+            None
+        }
+    };
+    let launch = init::Launch {
+        env: shim.as_ref().map(|s| s.env(spec)).unwrap_or_default(),
+        shim_dir: shim.as_ref().map(|s| s.dir().to_owned()),
+    };
+    let init = Init::start(cmd.to_vec(), launch)?;
     let machine = match Machine::set_up(spec, &init) {
         Ok(machine) => machine,
         Err(e) => {
@@ -429,5 +470,6 @@ pub(crate) fn main(spec: &MachineSpec, cmd: &[OsString]) -> anyhow::Result<i32> 
     let status = init.wait();
     drop(sync_server);
     drop(machine);
+    drop(shim);
     Ok(status)
 }
