@@ -78,7 +78,15 @@ pub(super) fn main(
 fn run_sim(exe: &Path, kernel: Kernel, binary: &Path) -> anyhow::Result<Results> {
     let out = tempfile::tempfile()?;
     let mut child = Command::new(exe)
-        .args(["run", "--kernel", kernel.label(), "--mem", "2G", "--cpus", "2"])
+        .args([
+            "run",
+            "--kernel",
+            kernel.label(),
+            "--mem",
+            "2G",
+            "--cpus",
+            "2",
+        ])
         .args(["--swap", "2G", "--fs", "/mnt/fs=ram:400M", "--"])
         .args(["sh", "-c", "cd /mnt/fs && exec \"$0\" 2>&1"])
         .arg(binary)
@@ -106,7 +114,18 @@ fn run_sim(exe: &Path, kernel: Kernel, binary: &Path) -> anyhow::Result<Results>
         start.elapsed().as_secs_f64()
     );
     let prefixed: String = text.lines().map(|l| format!("{name}: {l}\n")).collect();
-    Ok(parse_tap(&prefixed))
+    let results = parse_tap(&prefixed);
+    if results.is_empty() {
+        // A whole-program skip ("1..0 # SKIP cgroup v2 isn't mounted":
+        // the program did not recognise the simulated cgroup2) or a crash.
+        let tail: Vec<&str> = text.lines().rev().take(5).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        eprintln!(
+            "sim {kernel:<4} {name} ran no test; its output ends:\n{}",
+            tail.join("\n")
+        );
+    }
+    Ok(results)
 }
 
 fn read_back(mut file: std::fs::File) -> anyhow::Result<String> {
@@ -197,8 +216,8 @@ fn print_table(kernel: Kernel, program: &str, rows: &[Row]) -> usize {
 
 /// Reads `PROGRAM TEST RESULT: why` lines (`#` comments, blank lines).
 pub(super) fn read_known(path: &Path) -> anyhow::Result<Known> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     let mut known = Known::new();
     for line in text
         .lines()
