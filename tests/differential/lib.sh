@@ -6,9 +6,9 @@
 # A scenario prints observations, one `key=value` a line, through `obs`;
 # any other output line is ignored by the comparator. It works below its
 # own top cgroup $T (unique per scenario and process) and in its own
-# file prefix $D on /mnt/fs (the simulator's --fs has no
-# subdirectories: files are ${D}_NAME), and `finish` (an EXIT trap) removes both, so
-# many scenarios can run in one boot.
+# file prefix $D on /mnt/fs (files ${D}_NAME, or a tree under the
+# directory $D), and `finish` (an EXIT trap) removes both, so many
+# scenarios can run in one boot.
 
 CG=/sys/fs/cgroup
 SCEN=$(basename "$0" .sh)
@@ -46,6 +46,8 @@ errname() {
 	"Interrupted system call") echo EINTR ;;
 	"Cannot allocate memory") echo ENOMEM ;;
 	"Bad file descriptor") echo EBADF ;;
+	"File name too long") echo ENAMETOOLONG ;;
+	"Too many levels of symbolic links") echo ELOOP ;;
 	*) echo "${m// /_}" ;;
 	esac
 }
@@ -156,7 +158,7 @@ finish() {
 			wait_for rmdir "$d" 2>/dev/null
 		done
 	fi
-	[ -d /mnt/fs ] && rm -f "${D}"_*
+	[ -d /mnt/fs ] && rm -rf "${D}" "${D}"_*
 	rm -f "$ERRF"
 	# A scenario's status is not an observation (its last command may
 	# be a `wait` for a process it killed).

@@ -91,7 +91,8 @@ fn the_readme_and_help_quote_one_time_for_the_quick_reproduction() {
 
 /// A directory of stand-ins for `.ci/tools` to find on its `PATH`: a
 /// recording `apt-get`, `sudo` that runs its command, the real `bash` and
-/// `id`, and, where asked, a `cc`, a `python3` and the test bed's tools.
+/// `id`, and, where asked, a `cc`, a `python3`, the test bed's tools and the
+/// cgroup programs of the acceptance tests.
 fn fake_path(with_tools: bool) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("apt.log");
@@ -112,6 +113,8 @@ fn fake_path(with_tools: bool) -> (tempfile::TempDir, PathBuf) {
             "busybox",
             "mkfs.xfs",
             "mke2fs",
+            "cgcreate",
+            "systemd-cgls",
         ] {
             script(tool, "exit 0");
         }
@@ -137,7 +140,7 @@ fn run_tools(path: &Path) -> std::process::Output {
 }
 
 #[test]
-fn ci_installs_a_c_compiler_python3_and_the_test_beds_tools_where_missing() {
+fn ci_installs_a_c_compiler_python3_the_test_beds_tools_and_cgroup_programs_where_missing() {
     let (dir, log) = fake_path(false);
     let out = run_tools(dir.path());
     assert!(
@@ -150,7 +153,8 @@ fn ci_installs_a_c_compiler_python3_and_the_test_beds_tools_where_missing() {
         apt.lines().any(|l| l == "update -qq")
             && apt.lines().any(|l| l
                 == "install -y -qq --no-install-recommends gcc libc6-dev python3 \
-                                qemu-system-x86 busybox-static xfsprogs e2fsprogs"),
+                                qemu-system-x86 busybox-static xfsprogs e2fsprogs \
+                                cgroup-tools systemd"),
         "{apt}"
     );
     // Where both are present, nothing is installed.

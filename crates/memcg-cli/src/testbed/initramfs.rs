@@ -3,7 +3,8 @@
 //!
 //! It holds our `/init` ([`INIT_SCRIPT`], `init.sh` beside this file),
 //! busybox with a link per applet, the host's bash, mkfs.xfs and mke2fs
-//! with the shared libraries `ldd` names, the kernel's cgroup selftests in
+//! with the shared libraries `ldd` names (and `libgcc_s.so.1`, which glibc
+//! `dlopen`s for `pthread_cancel`), the kernel's cgroup selftests in
 //! `/selftests`, and the modules a scenario may need, decompressed, with
 //! `/lib/modules/load-order` listing them dependencies first (busybox's
 //! `insmod` reads neither `.ko.xz` nor `modules.dep`, so the host resolves
@@ -14,6 +15,8 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use anyhow::Context;
 
 use super::{Kernel, TestbedError, run_command};
 
@@ -34,6 +37,9 @@ const HOST_PROGRAMS: [(&str, &str); 3] = [
     ("mkfs.xfs", "/sbin/mkfs.xfs"),
     ("mke2fs", "/sbin/mke2fs"),
 ];
+
+/// Libraries glibc loads at run time, put beside `libc.so.6`.
+const DLOPENED: [&str; 1] = ["libgcc_s.so.1"];
 
 /// One file of the archive.
 enum Entry {
@@ -89,6 +95,7 @@ pub(super) fn build(
         let name = path.file_name().unwrap_or_default().to_string_lossy();
         add_with_libraries(&mut tree, &path, &format!("/selftests/{name}"))?;
     }
+    add_dlopened(&mut tree)?;
     add_modules(&mut tree, kernel, modules)?;
     write_cpio(&tree, out)
 }
@@ -144,6 +151,26 @@ fn add_with_libraries(
         }
         add_parents(tree, &guest);
         tree.insert(guest, file(std::fs::read(word)?, 0o755));
+    }
+    Ok(())
+}
+
+/// The libraries glibc `dlopen`s, which `ldd` cannot name, beside the
+/// libc the programs link: `libgcc_s.so.1`, the unwinder
+/// `pthread_cancel` and `pthread_exit` load (test_core's thread tests
+/// cancel their threads; without it glibc aborts the whole program).
+fn add_dlopened(tree: &mut BTreeMap<String, Entry>) -> anyhow::Result<()> {
+    let libc = tree
+        .keys()
+        .find(|path| path.ends_with("/libc.so.6"))
+        .context("no libc.so.6 among the guest programs' libraries")?;
+    let dir = Path::new(libc).parent().unwrap_or(Path::new("")).to_owned();
+    for library in DLOPENED {
+        let guest = dir.join(library).to_string_lossy().into_owned();
+        let host = Path::new("/").join(&guest);
+        let data = std::fs::read(&host)
+            .with_context(|| format!("{} (Debian's libgcc-s1 package)", host.display()))?;
+        tree.insert(guest, file(data, 0o755));
     }
     Ok(())
 }

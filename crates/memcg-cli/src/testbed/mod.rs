@@ -32,6 +32,7 @@ mod prepare;
 mod qemu;
 mod report;
 mod selftests;
+mod sim_selftests;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -211,8 +212,9 @@ pub(crate) enum TestbedCmd {
     /// Boot KERNEL under qemu and run `bash SCRIPT ARGS...` in it as root;
     /// print its stdout and stderr, exit with its status.
     Run(RunArgs),
-    /// Run each kernel's own test_memcontrol and test_zswap on it and
-    /// compare the results with the record.
+    /// Run each kernel's own test_memcontrol, test_zswap and test_core on
+    /// it and compare the results with the record; with --sim, run them on
+    /// the simulator and compare with the kernels' record.
     Selftests(selftests::SelftestArgs),
     /// Run the differential corpus (tests/differential) on the simulator
     /// under each kernel profile and on each booted kernel; print the

@@ -17,7 +17,7 @@ use anyhow::Context;
 use super::{Kernel, TestbedError, initramfs, require_tool, run_command};
 
 /// Bumped when what prepare builds changes, so old caches rebuild.
-const RECIPE_VERSION: u32 = 3;
+const RECIPE_VERSION: u32 = 4;
 
 /// The selftests built from each kernel's source.
 pub(super) const SELFTESTS: [&str; 3] = ["test_memcontrol", "test_zswap", "test_core"];

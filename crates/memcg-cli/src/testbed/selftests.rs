@@ -1,9 +1,12 @@
 //! `memcg testbed selftests`: the kernels' own cgroup selftests
-//! (`test_memcontrol`, `test_zswap`, built from each kernel's source
-//! package by `prepare`) run on the kernel they came with, as that kernel
-//! ships (MGLRU on), one boot per kernel, their TAP results compared with
-//! the expectations recorded in `tests/differential/selftests.expected`.
-//! The same binaries run on the simulator under issue 25's shim.
+//! (`test_memcontrol`, `test_zswap`, `test_core`, built from each kernel's
+//! source package by `prepare`) run on the kernel they came with, as that
+//! kernel ships (MGLRU on), one boot per kernel, their TAP results
+//! compared with the expectations recorded in
+//! `tests/differential/selftests.expected`. With `--sim` the same binaries
+//! run on the simulator instead and are compared with that record
+//! ([`sim_selftests`](super::sim_selftests)): `test_core` today, the
+//! memory ones under issue 25's shim.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -13,12 +16,14 @@ use super::{GuestSpec, GuestSwap, Kernel, Testbed};
 
 /// The guest script: the selftests with their cwd on a real filesystem
 /// (test_memcontrol makes its page-cache files there) and zswap on for
-/// test_zswap, as its skip message asks.
+/// test_zswap, as its skip message asks; then test_core (cgroup core
+/// rules only: 2 s).
 const SCRIPT: &str = "\
 cd /mnt/fs || exit 1
 /selftests/test_memcontrol 2>&1 | sed 's/^/test_memcontrol: /'
 echo 1 > /sys/module/zswap/parameters/enabled
 /selftests/test_zswap 2>&1 | sed 's/^/test_zswap: /'
+/selftests/test_core 2>&1 | sed 's/^/test_core: /'
 ";
 
 /// `memcg testbed selftests`'s options.
@@ -33,12 +38,24 @@ pub(crate) struct SelftestArgs {
     /// The recorded results (`KERNEL PROGRAM TEST RESULT` lines).
     #[arg(long, default_value = "tests/differential/selftests.expected")]
     expected: PathBuf,
+    /// Run the selftests on the simulator (`memcg run --kernel K`, root
+    /// and /dev/fuse) instead of booting the kernels, and compare them
+    /// with each kernel's record; differences must be known.
+    #[arg(long)]
+    sim: bool,
+    /// With --sim: the known differences (`PROGRAM TEST RESULT: why`)
+    /// [default: selftests.sim-known beside --expected].
+    #[arg(long)]
+    known: Option<PathBuf>,
     #[arg(long)]
     cache: Option<PathBuf>,
 }
 
-/// One test's outcome, per kernel.
-type Results = BTreeMap<(String, String), String>;
+/// One test's outcome: (program, test) -> ok | not ok | skip.
+pub(super) type Results = BTreeMap<(String, String), String>;
+
+/// The record: (kernel, program, test) -> ok | not ok | skip | any.
+pub(super) type Expected = BTreeMap<(String, String, String), String>;
 
 /// Runs the selftests; returns 1 when a result differs from the record.
 pub(crate) fn main(args: &SelftestArgs) -> anyhow::Result<i32> {
@@ -49,6 +66,14 @@ pub(crate) fn main(args: &SelftestArgs) -> anyhow::Result<i32> {
         args.kernel.clone()
     };
     let expected = read_expected(&args.expected)?;
+    if args.sim {
+        let known_path = args
+            .known
+            .clone()
+            .unwrap_or_else(|| super::sim_selftests::known_path(&args.expected));
+        let known = super::sim_selftests::read_known(&known_path)?;
+        return super::sim_selftests::main(&testbed, &kernels, &expected, &known);
+    }
     let mut changed = 0;
     for kernel in kernels {
         let results = run_kernel(&testbed, kernel, args.mglru == crate::Switch::On)?;
@@ -96,7 +121,7 @@ fn run_kernel(testbed: &Testbed, kernel: Kernel, mglru: bool) -> anyhow::Result<
 /// NAME` lines as (program, test) -> ok | not ok | skip. A test printed
 /// twice (a forked child flushing the parent's buffered output) counts
 /// once.
-fn parse_tap(text: &str) -> Results {
+pub(super) fn parse_tap(text: &str) -> Results {
     let mut results = Results::new();
     for line in text.lines() {
         let Some((program, rest)) = line.split_once(": ") else {
@@ -119,7 +144,7 @@ fn parse_tap(text: &str) -> Results {
     results
 }
 
-fn read_expected(path: &Path) -> anyhow::Result<BTreeMap<(String, String, String), String>> {
+fn read_expected(path: &Path) -> anyhow::Result<Expected> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let mut expected = BTreeMap::new();
     for line in text

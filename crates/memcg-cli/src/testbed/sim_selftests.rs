@@ -1,0 +1,295 @@
+//! `memcg testbed selftests --sim`: the same selftest binaries `prepare`
+//! built for each kernel, unmodified and dynamically linked, run on the
+//! simulator under `memcg run --kernel K` (its shim makes them find the
+//! simulated cgroup2), their TAP results compared test by test with what
+//! the booted kernel K gave (the record, `selftests.expected`).
+//!
+//! A test may differ only where `selftests.sim-known` says why, naming the
+//! result the simulator gives: a known line whose result changes, or that
+//! now agrees, fails the run as an unexplained difference does, so the
+//! record stays what the simulator does. Only [`SIM_PROGRAMS`] run: the
+//! memory selftests need a real process's anonymous memory charged, which
+//! issue 25's shim brings.
+//!
+//! Needs root and `/dev/fuse` (as `memcg run`) and a prepared cache; no
+//! kernel boots.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::selftests::{Expected, Results, parse_tap};
+use super::{Kernel, Testbed, TestbedError, prepare};
+
+/// The selftests that run on the simulator today.
+pub(super) const SIM_PROGRAMS: [&str; 1] = ["test_core"];
+
+/// How long one program may run under `memcg run`.
+const TIMEOUT: Duration = Duration::from_secs(300);
+
+/// `(program, test)` -> (the simulator's result, why it differs).
+pub(super) type Known = BTreeMap<(String, String), (String, String)>;
+
+/// One test's verdict.
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    Agree,
+    /// The kernel's result is recorded as flaky (`any`).
+    Flaky,
+    Known(String),
+    /// Differs with no known line, or from what its known line says.
+    Differs(String),
+}
+
+/// Runs [`SIM_PROGRAMS`] of each kernel in `kernels` on the simulator and
+/// prints the comparison; returns 1 when a test differs unexplained.
+pub(super) fn main(
+    testbed: &Testbed,
+    kernels: &[Kernel],
+    expected: &Expected,
+    known: &Known,
+) -> anyhow::Result<i32> {
+    let exe = std::env::current_exe()?;
+    let mut unexplained = 0;
+    for &kernel in kernels {
+        let dir = testbed.kernel_dir(kernel);
+        if !prepare::is_current(&dir) {
+            return Err(TestbedError::NotPrepared(kernel, testbed.cache.clone()).into());
+        }
+        for program in SIM_PROGRAMS {
+            let results = run_sim(&exe, kernel, &dir.join("selftests").join(program))?;
+            let rows = compare(kernel, program, &results, expected, known);
+            unexplained += print_table(kernel, program, &rows);
+        }
+    }
+    if unexplained > 0 {
+        eprintln!(
+            "memcg testbed: {unexplained} selftest results on the simulator differ from the \
+             booted kernels' with no known reason (tests/differential/selftests.sim-known)"
+        );
+        return Ok(1);
+    }
+    Ok(0)
+}
+
+/// `memcg run --kernel K` on the test bed guest's machine (2G, 2 CPUs, 2G
+/// swap, a RAM filesystem at `/mnt/fs` as the cwd), running `binary`.
+fn run_sim(exe: &Path, kernel: Kernel, binary: &Path) -> anyhow::Result<Results> {
+    let out = tempfile::tempfile()?;
+    let mut child = Command::new(exe)
+        .args([
+            "run",
+            "--kernel",
+            kernel.label(),
+            "--mem",
+            "2G",
+            "--cpus",
+            "2",
+        ])
+        .args(["--swap", "2G", "--fs", "/mnt/fs=ram:400M", "--"])
+        .args(["sh", "-c", "cd /mnt/fs && exec \"$0\" 2>&1"])
+        .arg(binary)
+        .stdin(Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(Stdio::inherit())
+        .spawn()?;
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break Some(status);
+        }
+        if start.elapsed() > TIMEOUT {
+            child.kill()?;
+            child.wait()?;
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let text = read_back(out)?;
+    let name = binary.file_name().unwrap_or_default().to_string_lossy();
+    eprintln!(
+        "sim {kernel:<4} {name}: {} in {:.1} s",
+        status.map_or("timed out".to_string(), |s| s.to_string()),
+        start.elapsed().as_secs_f64()
+    );
+    let prefixed: String = text.lines().map(|l| format!("{name}: {l}\n")).collect();
+    let results = parse_tap(&prefixed);
+    if results.is_empty() {
+        // A whole-program skip ("1..0 # SKIP cgroup v2 isn't mounted":
+        // the program did not recognise the simulated cgroup2) or a crash.
+        let tail: Vec<&str> = text.lines().rev().take(5).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        eprintln!(
+            "sim {kernel:<4} {name} ran no test; its output ends:\n{}",
+            tail.join("\n")
+        );
+    }
+    Ok(results)
+}
+
+fn read_back(mut file: std::fs::File) -> anyhow::Result<String> {
+    use std::io::{Read, Seek};
+    let mut bytes = Vec::new();
+    file.seek(std::io::SeekFrom::Start(0))?;
+    file.read_to_end(&mut bytes)?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// One row per test either side ran: (test, kernel's, simulator's, verdict).
+type Row = (String, String, String, Verdict);
+
+fn compare(
+    kernel: Kernel,
+    program: &str,
+    sim: &Results,
+    expected: &Expected,
+    known: &Known,
+) -> Vec<Row> {
+    let mut tests: Vec<String> = expected
+        .keys()
+        .filter(|(k, p, _)| k == kernel.label() && p == program)
+        .map(|(_, _, t)| t.clone())
+        .collect();
+    tests.extend(
+        sim.keys()
+            .filter(|(p, _)| p == program)
+            .map(|(_, t)| t.clone()),
+    );
+    tests.sort();
+    tests.dedup();
+    tests
+        .into_iter()
+        .map(|test| {
+            let want = expected
+                .get(&(kernel.label().into(), program.into(), test.clone()))
+                .cloned()
+                .unwrap_or_else(|| "-".into());
+            let got = sim
+                .get(&(program.into(), test.clone()))
+                .cloned()
+                .unwrap_or_else(|| "-".into());
+            let why = known.get(&(program.into(), test.clone()));
+            let verdict = verdict(&want, &got, why);
+            (test, want, got, verdict)
+        })
+        .collect()
+}
+
+/// The rule: equal results agree; a difference needs a known line naming
+/// the simulator's result; a known line for a test that agrees is stale.
+fn verdict(kernel: &str, sim: &str, known: Option<&(String, String)>) -> Verdict {
+    match known {
+        None if kernel == "any" => Verdict::Flaky,
+        None if kernel == sim => Verdict::Agree,
+        None => Verdict::Differs("no known reason".into()),
+        Some((result, _)) if kernel == sim || kernel == "any" => Verdict::Differs(format!(
+            "agrees now: its known line (simulator: {result}) is stale"
+        )),
+        Some((result, why)) if result == sim => Verdict::Known(why.clone()),
+        Some((result, _)) => Verdict::Differs(format!("the known line says {result}")),
+    }
+}
+
+/// Prints one program's table; returns how many rows differ unexplained.
+fn print_table(kernel: Kernel, program: &str, rows: &[Row]) -> usize {
+    let count = |f: fn(&Verdict) -> bool| rows.iter().filter(|r| f(&r.3)).count();
+    let agree = count(|v| matches!(v, Verdict::Agree | Verdict::Flaky));
+    let known = count(|v| matches!(v, Verdict::Known(_)));
+    let differs = count(|v| matches!(v, Verdict::Differs(_)));
+    println!(
+        "{program} on kernel {kernel} and on the simulator (memcg run --kernel {kernel}): \
+         {agree} of {} agree, {known} known differences, {differs} unexplained",
+        rows.len()
+    );
+    for (test, want, got, verdict) in rows {
+        let note = match verdict {
+            Verdict::Agree => "agree".to_string(),
+            Verdict::Flaky => "agree (flaky on the kernel: not compared)".to_string(),
+            Verdict::Known(why) => format!("known: {why}"),
+            Verdict::Differs(why) => format!("DIFFERS: {why}"),
+        };
+        println!("  {test:54} {want:7} {got:7} {note}");
+    }
+    differs
+}
+
+/// Reads `PROGRAM TEST RESULT: why` lines (`#` comments, blank lines).
+pub(super) fn read_known(path: &Path) -> anyhow::Result<Known> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let mut known = Known::new();
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    {
+        let parsed = line.split_once(": ").and_then(|(what, why)| {
+            let words: Vec<&str> = what.split_whitespace().collect();
+            (words.len() >= 3).then(|| {
+                let key = (words[0].to_string(), words[1].to_string());
+                (key, (words[2..].join(" "), why.trim().to_string()))
+            })
+        });
+        let (key, value) = parsed.ok_or_else(|| {
+            anyhow::anyhow!(
+                "{}: {line:?} is not `PROGRAM TEST RESULT: why`",
+                path.display()
+            )
+        })?;
+        known.insert(key, value);
+    }
+    Ok(known)
+}
+
+/// The known-differences file beside the record.
+pub(super) fn known_path(expected: &Path) -> PathBuf {
+    expected.with_file_name("selftests.sim-known")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn known(result: &str) -> (String, String) {
+        (result.to_string(), "threaded cgroups".to_string())
+    }
+
+    #[test]
+    fn a_difference_needs_a_known_line_naming_the_simulators_result() {
+        assert_eq!(verdict("ok", "ok", None), Verdict::Agree);
+        assert_eq!(verdict("any", "not ok", None), Verdict::Flaky);
+        assert!(matches!(verdict("ok", "skip", None), Verdict::Differs(_)));
+        assert_eq!(
+            verdict("ok", "not ok", Some(&known("not ok"))),
+            Verdict::Known("threaded cgroups".into())
+        );
+        assert!(matches!(
+            verdict("ok", "skip", Some(&known("not ok"))),
+            Verdict::Differs(_)
+        ));
+        // A known line for a test that now agrees is stale.
+        assert!(matches!(
+            verdict("ok", "ok", Some(&known("not ok"))),
+            Verdict::Differs(_)
+        ));
+    }
+
+    #[test]
+    fn known_lines_parse_with_two_word_results() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("known");
+        std::fs::write(
+            &path,
+            "# comment\n\ntest_core test_x not ok: why: because\ntest_core test_y skip: no cpu\n",
+        )
+        .unwrap();
+        let known = read_known(&path).unwrap();
+        assert_eq!(
+            known[&("test_core".into(), "test_x".into())],
+            ("not ok".into(), "why: because".into())
+        );
+        assert_eq!(known[&("test_core".into(), "test_y".into())].0, "skip");
+        std::fs::write(&path, "test_core test_x\n").unwrap();
+        assert!(read_known(&path).is_err());
+    }
+}
