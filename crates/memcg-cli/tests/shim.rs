@@ -120,7 +120,7 @@ fn mountinfo_shows_the_machine_as_a_kernel_would() {
         shown,
         "\
 22 27 0:21 / /proc rw,relatime - proc proc rw
-147 35 0:43 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime - cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot
+147 35 0:43 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime - cgroup2 cgroup2 rw,memory_recursiveprot
 155 104 0:43 / /tmp/t rw,nosuid,nodev,relatime - tmpfs tmpfs rw,size=16384k
 156 104 0:43 / /srv rw,nosuid,nodev,relatime - ext4 /dev/sda1 rw
 157 155 0:43 /sub /mnt/sub rw,nosuid,nodev,relatime - tmpfs tmpfs rw,size=16384k
@@ -146,7 +146,7 @@ fn mounts_show_the_machine_as_a_kernel_would_or_ask_to_read_again() {
         text(&shown),
         "\
 proc /proc proc rw,relatime 0 0
-cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid,nodev,noexec,relatime,nsdelegate,memory_recursiveprot 0 0
+cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid,nodev,noexec,relatime,memory_recursiveprot 0 0
 tmpfs /tmp/t tmpfs rw,nosuid,nodev,relatime,size=16384k 0 0
 /dev/sda1 /srv ext4 rw,nosuid,nodev,relatime 0 0
 tmpfs /mnt/sub tmpfs rw,nosuid,nodev,relatime,size=16384k 0 0
@@ -218,7 +218,7 @@ fn malformed_lines_pass_untouched() {
     assert_eq!(
         text(&rewrite::rewrite_mountinfo(odd.as_bytes(), &fs)),
         "garbage\n\n147 35 0:43 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime - cgroup2 \
-         cgroup2 rw,nsdelegate,memory_recursiveprot\n"
+         cgroup2 rw,memory_recursiveprot\n"
     );
 }
 
@@ -278,7 +278,7 @@ fn stdout_of(out: &Output) -> String {
 }
 
 const CGROUP2_MOUNTS: &str = "cgroup2 /sys/fs/cgroup cgroup2 \
-                              rw,nosuid,nodev,noexec,relatime,nsdelegate,memory_recursiveprot 0 0";
+                              rw,nosuid,nodev,noexec,relatime,memory_recursiveprot 0 0";
 
 #[test]
 fn cat_and_python_see_cgroup2_in_the_mount_tables() {
@@ -297,7 +297,7 @@ fn cat_and_python_see_cgroup2_in_the_mount_tables() {
         |text: &str, needle: &str| text.lines().filter(|l| l.contains(needle)).count();
     assert_eq!(cgroup_lines(mounts, CGROUP2_MOUNTS), 4, "{mounts}");
     let info_line = " / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime - cgroup2 cgroup2 \
-                     rw,nsdelegate,memory_recursiveprot";
+                     rw,memory_recursiveprot";
     assert_eq!(cgroup_lines(mountinfo, info_line), 2, "{mountinfo}");
     let fs_line = format!("tmpfs {TEST_FS} tmpfs rw,nosuid,nodev,relatime,size=16384k 0 0");
     assert_eq!(cgroup_lines(mounts, &fs_line), 4, "{mounts}");

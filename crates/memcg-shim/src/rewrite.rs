@@ -272,7 +272,8 @@ fn shown_super(kind: Kind, fs: &FsTable) -> (&[u8], &[u8], &[u8]) {
         _ => (
             b"cgroup2",
             b"cgroup2",
-            b"rw,nsdelegate,memory_recursiveprot",
+            // No `nsdelegate`: cgroup namespaces are not simulated.
+            b"rw,memory_recursiveprot",
         ),
     }
 }

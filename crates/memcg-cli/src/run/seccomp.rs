@@ -16,6 +16,15 @@
 //!   (`/proc/PID/fd/N` of the caller, matched by device and inode against
 //!   the mount's files), and nothing for a file elsewhere.
 //!
+//! The same filter fails `clone3(2)` with `ENOSYS`, as container runtimes
+//! do: `CLONE_INTO_CGROUP` names a cgroup directory of the host kernel's
+//! cgroupfs, and a directory of the simulated one is not (the host says
+//! `EBADF`), while on `ENOSYS` glibc and programs that call `clone3`
+//! themselves (the kernel's cgroup selftests, systemd) fall back to
+//! `clone`/`fork` and a write to `cgroup.procs`, which the simulator
+//! sees. (seccomp cannot read the flags behind `clone3`'s pointer, so it
+//! is every `clone3` or none.)
+//!
 //! Writeback itself is the library's (`Superblock::sync`, `Machine::sync`),
 //! as `fsync` over FUSE uses it. The filter installs with the init's
 //! `CAP_SYS_ADMIN` (root, or root of `memcg run`'s user namespace), so
@@ -62,7 +71,7 @@ fn jump_if_equal(k: u32, jt: u8, jf: u8) -> libc::sock_filter {
 }
 
 /// The filter: this architecture's `sync` and `syncfs` notify the
-/// listener, everything else goes on.
+/// listener, `clone3` fails with `ENOSYS`, everything else goes on.
 fn sync_filter() -> Vec<libc::sock_filter> {
     let load = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
     let ret = libc::BPF_RET | libc::BPF_K;
@@ -71,10 +80,12 @@ fn sync_filter() -> Vec<libc::sock_filter> {
         jump_if_equal(AUDIT_ARCH, 1, 0),
         stmt(ret, libc::SECCOMP_RET_ALLOW),
         stmt(load, DATA_NR),
+        jump_if_equal(libc::SYS_clone3 as u32, 4, 0),
         jump_if_equal(libc::SYS_sync as u32, 2, 0),
         jump_if_equal(libc::SYS_syncfs as u32, 1, 0),
         stmt(ret, libc::SECCOMP_RET_ALLOW),
         stmt(ret, libc::SECCOMP_RET_USER_NOTIF),
+        stmt(ret, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
     ]
 }
 
@@ -292,6 +303,10 @@ mod tests {
         assert_eq!(run(AUDIT_ARCH, libc::SYS_syncfs as u32), notify);
         assert_eq!(run(AUDIT_ARCH, libc::SYS_fsync as u32), allow);
         assert_eq!(run(AUDIT_ARCH, libc::SYS_write as u32), allow);
+        assert_eq!(
+            run(AUDIT_ARCH, libc::SYS_clone3 as u32),
+            libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32
+        );
         assert_eq!(run(0x4000_0003, libc::SYS_sync as u32), allow, "i386");
     }
 }
