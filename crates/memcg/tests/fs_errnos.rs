@@ -109,3 +109,28 @@ fn names_and_kinds_refused_with_the_kernels_errnos() {
     assert_eq!(errno(sb.link_at(d.ino, ROOT_INO, "dl")), Errno::EPERM);
     assert_eq!(errno(sb.readlink(f.ino())), Errno::EINVAL);
 }
+
+#[test]
+fn exchange_of_a_hard_linked_file_with_a_directory_holding_its_other_name() {
+    // Regression (fs_fuzz seed 16): the check that a directory does not
+    // move into itself looked at the file's first name, inside the
+    // directory, not at where it was renamed from: `EINVAL`, where tmpfs
+    // exchanges them.
+    let (_t, a, sb) = setup(1 << 20);
+    let root = Owner::root(0o755);
+    let d = sb.mkdir_at(ROOT_INO, "d", root).unwrap();
+    let p = sb.mkdir_at(ROOT_INO, "p", root).unwrap();
+    let f = sb.create_at(&a, d.ino, "a", root, true).unwrap();
+    sb.link_at(f.ino(), p.ino, "f").unwrap();
+    sb.rename_at(p.ino, "f", ROOT_INO, "d", memcg::fs::RenameMode::Exchange)
+        .unwrap();
+    assert_eq!(sb.lookup_at(ROOT_INO, "d").unwrap().ino, f.ino());
+    assert_eq!(sb.lookup_at(p.ino, "f").unwrap().ino, d.ino);
+    assert_eq!(sb.lookup_at(d.ino, "a").unwrap().ino, f.ino());
+    assert_eq!(sb.stat(p.ino).unwrap().nlink, 3, "p holds directory d now");
+    // Still refused: a directory exchanged with a name inside it.
+    let inner = sb.mkdir_at(d.ino, "inner", root).unwrap();
+    let into = sb.rename_at(d.ino, "inner", p.ino, "f", memcg::fs::RenameMode::Exchange);
+    assert_eq!(errno(into), Errno::EINVAL);
+    assert_eq!(sb.lookup_at(d.ino, "inner").unwrap().ino, inner.ino);
+}

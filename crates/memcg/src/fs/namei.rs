@@ -789,7 +789,8 @@ impl Superblock {
         check_name(new_name)?;
         ns.dir(new_parent)?;
         let target = ns.dir(new_parent)?.get(new_name).copied();
-        self.check_rename(&ns, ino, new_parent, new_name, target, mode)?;
+        let to = (new_parent, new_name);
+        self.check_rename(&ns, (parent, ino), to, target, mode)?;
         if target == Some(ino) {
             return Ok(());
         }
@@ -835,12 +836,13 @@ impl Superblock {
         Ok(())
     }
 
+    /// The kernel's refusals of a rename of node `ino`, named in directory
+    /// `parent`, to `new_name` in `new_parent` (naming `target`).
     fn check_rename(
         &self,
         ns: &Namespace,
-        ino: u64,
-        new_parent: u64,
-        new_name: &str,
+        (parent, ino): (u64, u64),
+        (new_parent, new_name): (u64, &str),
         target: Option<u64>,
         mode: RenameMode,
     ) -> Result<(), FsError> {
@@ -861,8 +863,11 @@ impl Superblock {
         match mode {
             RenameMode::NoReplace => return Err(FsError::Exists { name: named() }),
             RenameMode::Exchange => {
+                // The directory the source is named in (not its first
+                // name's: a hard-linked file may have one inside the
+                // target).
                 let other = ns.node(target)?;
-                if other.is_dir() && ns.is_within(ns.node(ino)?.names[0].0, target) {
+                if other.is_dir() && ns.is_within(parent, target) {
                     return Err(FsError::IntoItself { name: named() });
                 }
                 return Ok(());

@@ -1,0 +1,161 @@
+//! The `--fs` filesystems against the host kernel's tmpfs: random
+//! operation sequences (`tests/fuse/fs_fuzz.py`, run inside `memcg run`)
+//! applied to a `--fs` directory and to a tmpfs directory at once, every
+//! result compared (errno, bytes, listing, stat), then the whole trees;
+//! and the refusals the kernel gives (errnos, a full RAM disk, a host
+//! directory that goes away).
+//!
+//! `MEMCG_FUZZ_SEED` replays one seed (the failure message names it),
+//! `MEMCG_FUZZ_OPS` sets the operations per seed, `MEMCG_FUZZ_SEEDS` how
+//! many seeds from the first. These need root and `/dev/fuse`; where
+//! either is missing each test says so on stderr and passes without
+//! running.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Mutex;
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn memcg() -> Command {
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("memcg"));
+    cmd.env("LC_ALL", "C");
+    cmd.env("TMPDIR", scratch("tmp"));
+    cmd
+}
+
+/// A fresh, empty directory of these tests (`name` under the target's
+/// temporary directory).
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("fs-fuzz")
+        .join(name);
+    if name != "tmp" {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuse/fs_fuzz.py")
+}
+
+/// Whether FUSE mounts can be made here and python3 runs; says why not
+/// otherwise. Returns the lock that runs these tests one at a time.
+fn usable(test: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
+    // SAFETY: `geteuid` has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let python = Command::new("python3").arg("-V").output().is_ok();
+    if !(root && Path::new("/dev/fuse").exists() && python) {
+        eprintln!("{test}: skipped: needs root, /dev/fuse and python3");
+        return None;
+    }
+    Some(ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A directory on the host's tmpfs for the reference: `/dev/shm` where it
+/// is one (`None` otherwise: the test is skipped).
+fn tmpfs_dir(name: &str) -> Option<PathBuf> {
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    let shm = Path::new("/dev/shm");
+    let c = std::ffi::CString::new("/dev/shm").unwrap();
+    // SAFETY: a zeroed statfs is a valid out-buffer; the path is a C string.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 || st.f_type as i64 != TMPFS_MAGIC {
+        eprintln!("{name}: skipped: /dev/shm is not a tmpfs");
+        return None;
+    }
+    let dir = shm.join(format!("memcg-fs-fuzz-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir(&dir).unwrap();
+    Some(dir)
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Runs the fuzz script for each seed on `--fs MNT=source` against a
+/// fresh tmpfs directory, then `after(reference)`.
+fn fuzz(test: &str, source: &dyn Fn() -> String, extra: &[&str], after: &dyn Fn(&Path)) {
+    let Some(_serial) = usable(test) else {
+        return;
+    };
+    let first = env_u64("MEMCG_FUZZ_SEED", 1);
+    let seeds = if std::env::var("MEMCG_FUZZ_SEED").is_ok() {
+        1
+    } else {
+        env_u64("MEMCG_FUZZ_SEEDS", 2)
+    };
+    let ops = env_u64("MEMCG_FUZZ_OPS", 1500).to_string();
+    let mnt = scratch(&format!("{test}-mnt"));
+    for seed in first..first + seeds {
+        let Some(reference) = tmpfs_dir(test) else {
+            return;
+        };
+        let fs = format!("{}={}", mnt.display(), source());
+        let out = memcg()
+            .args(["run", "--mem", "1G", "--fs", &fs, "--", "python3"])
+            .arg(script())
+            .arg(&mnt)
+            .arg(&reference)
+            .args(["--seed", &seed.to_string(), "--ops", &ops])
+            .args(extra)
+            .output()
+            .unwrap();
+        let ok = out.status.success();
+        if ok {
+            after(&reference);
+        }
+        let _ = std::fs::remove_dir_all(&reference);
+        assert!(ok, "{test}: seed {seed}: {}", text(&out));
+        eprint!("{}", String::from_utf8_lossy(&out.stdout));
+    }
+}
+
+#[test]
+fn random_operations_on_a_ram_fs_match_tmpfs() {
+    fuzz(
+        "random_operations_on_a_ram_fs_match_tmpfs",
+        &|| "ram:256M".to_owned(),
+        &[],
+        &|_| {},
+    );
+}
+
+#[test]
+fn random_operations_on_a_host_dir_match_tmpfs_and_reach_the_host() {
+    let host = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fs-fuzz/host-dir");
+    fuzz(
+        "random_operations_on_a_host_dir",
+        &|| scratch("host-dir").display().to_string(),
+        // The host directory is no tmpfs: its directories' sizes are its
+        // own filesystem's inside, as the kernel's would be.
+        &["--no-dir-sizes"],
+        &|reference| {
+            // Everything written is on the host once the run is over.
+            let out = Command::new("python3")
+                .arg(script())
+                .arg("--compare-trees")
+                .arg(&host)
+                .arg(reference)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "host dir vs tmpfs: {}", text(&out));
+        },
+    );
+}
