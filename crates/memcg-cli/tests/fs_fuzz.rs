@@ -159,3 +159,133 @@ fn random_operations_on_a_host_dir_match_tmpfs_and_reach_the_host() {
         },
     );
 }
+
+fn errnos_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuse/fs_errnos.py")
+}
+
+/// `memcg run --mem 1G FS_ARGS -- CMD...`, which must succeed: its stdout.
+fn run_ok(fs_args: &[String], cmd: &[&str]) -> String {
+    let out = memcg()
+        .args(["run", "--mem", "1G"])
+        .args(fs_args)
+        .arg("--")
+        .args(cmd)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{cmd:?}: {}", text(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn refused_calls_get_the_errnos_tmpfs_gives() {
+    let test = "refused_calls_get_the_errnos_tmpfs_gives";
+    let Some(_serial) = usable(test) else {
+        return;
+    };
+    let Some(reference) = tmpfs_dir(test) else {
+        return;
+    };
+    let out = Command::new("python3")
+        .arg(errnos_script())
+        .arg(&reference)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&reference);
+    assert!(out.status.success(), "on tmpfs: {}", text(&out));
+    let want = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mnt = scratch("errnos-mnt");
+    let fs = vec!["--fs".to_owned(), format!("{}=ram:64M", mnt.display())];
+    let script = errnos_script().display().to_string();
+    let got = run_ok(&fs, &["python3", &script, &mnt.display().to_string()]);
+    // Extended attributes are not kept (ENOTSUP), where tmpfs keeps user.*.
+    let want = want
+        .replace("getxattr: ENODATA", "getxattr: ENOTSUP")
+        .replace("setxattr: ok", "setxattr: ENOTSUP");
+    assert_eq!(got, want);
+    for errno in ["ENAMETOOLONG", "ELOOP", "ENOTEMPTY", "EISDIR", "ENOTDIR", "EEXIST"] {
+        assert!(got.contains(errno), "{errno} checked");
+    }
+}
+
+#[test]
+fn renames_and_links_between_filesystems_are_exdev() {
+    let Some(_serial) = usable("renames_and_links_between_filesystems_are_exdev") else {
+        return;
+    };
+    let (a, b) = (scratch("exdev-a"), scratch("exdev-b"));
+    let fs = [
+        "--fs".to_owned(),
+        format!("{}=ram:16M", a.display()),
+        "--fs".to_owned(),
+        format!("{}=ram:16M", b.display()),
+    ];
+    let script = format!(
+        "python3 {s} --exdev {a} {b} && python3 {s} --exdev {b} /sys/fs/cgroup",
+        s = errnos_script().display(),
+        a = a.display(),
+        b = b.display()
+    );
+    let got = run_ok(&fs, &["bash", "-c", &script]);
+    let one = "rename file across mounts: EXDEV\nrename dir across mounts: EXDEV\n\
+               link across mounts: EXDEV\nrename EXCHANGE across mounts: EXDEV\n";
+    assert_eq!(got, one.repeat(2));
+}
+
+#[test]
+fn a_full_ram_fs_is_enospc_and_keeps_every_byte_written() {
+    let Some(_serial) = usable("a_full_ram_fs_is_enospc_and_keeps_every_byte_written") else {
+        return;
+    };
+    let mnt = scratch("enospc-mnt");
+    let fs = ["--fs".to_owned(), format!("{}=ram:8M", mnt.display())];
+    let script = errnos_script().display().to_string();
+    let got = run_ok(&fs, &["python3", &script, "--enospc", &mnt.display().to_string()]);
+    // What an 8 MiB tmpfs prints: 8 files of 1 MiB, the ninth refused.
+    assert_eq!(
+        got,
+        "full: ENOSPC\nappend to a full disk: ENOSPC\n\
+         files: 9, bytes: 8388608, lost: []\nappend after freeing: ok\nf0 grew: True\n"
+    );
+}
+
+#[test]
+fn a_host_dir_that_disappears_gives_clean_errors() {
+    let Some(_serial) = usable("a_host_dir_that_disappears_gives_clean_errors") else {
+        return;
+    };
+    let host = scratch("vanishing-host");
+    std::fs::create_dir(host.join("sub")).unwrap();
+    std::fs::write(host.join("sub/old"), "before\n").unwrap();
+    let mnt = scratch("vanishing-mnt");
+    let fs = ["--fs".to_owned(), format!("{}={}", mnt.display(), host.display())];
+    // `kept` is cached and open when the directory goes; `old` was never
+    // read (nothing cached).
+    let script = format!(
+        r#"cd {mnt} && echo written > kept && sync && exec 3<kept
+        rm -rf {host}
+        cat kept; cat sub/old; echo new > new; mkdir d; mv kept k2; rm kept
+        cat <&3; sync && echo synced; cd /"#,
+        mnt = mnt.display(),
+        host = host.display()
+    );
+    let out = memcg()
+        .args(["run", "--mem", "1G"])
+        .args(&fs)
+        .args(["--", "bash", "-c", &script])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "written\nwritten\nsynced\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for line in [
+        "cat: sub/old: No such file or directory",
+        "new: No such file or directory",
+        "mkdir: cannot create directory 'd': No such file or directory",
+        "mv: cannot move 'kept' to 'k2': No such file or directory",
+        "rm: cannot remove 'kept': No such file or directory",
+    ] {
+        assert!(stderr.contains(line), "{line:?} in {stderr}");
+    }
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

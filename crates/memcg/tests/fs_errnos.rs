@@ -134,3 +134,38 @@ fn exchange_of_a_hard_linked_file_with_a_directory_holding_its_other_name() {
     assert_eq!(errno(into), Errno::EINVAL);
     assert_eq!(sb.lookup_at(d.ino, "inner").unwrap().ino, inner.ino);
 }
+
+#[test]
+fn renames_and_links_in_a_host_directory_stay_in_it() {
+    // Regression (fs_fuzz, host directory): a rename's target and a link's
+    // source were host paths relative to the server's working directory,
+    // not to the host directory: `mv d/x d/y` was ENOENT, and `mv a b` at
+    // the top moved the file out of the host directory into the cwd.
+    let tmp = tempfile::tempdir().unwrap();
+    let host = tmp.path().to_path_buf();
+    std::fs::create_dir_all(host.join("d")).unwrap();
+    std::fs::write(host.join("a"), "a").unwrap();
+    std::fs::write(host.join("d/x"), "x").unwrap();
+    std::fs::write(host.join("d/y"), "y").unwrap();
+    let t = CgroupTree::default();
+    let sb = Superblock::mount(
+        &t,
+        FsSource::Dir(host.clone()),
+        LruDesign::Split,
+        Arc::new(SwapSpace::default),
+    )
+    .unwrap();
+    let d = sb.lookup_at(ROOT_INO, "d").unwrap().ino;
+    let replace = memcg::fs::RenameMode::Replace;
+    sb.rename_at(d, "x", d, "y", replace).unwrap();
+    sb.rename_at(ROOT_INO, "a", ROOT_INO, "b", replace).unwrap();
+    let b = sb.lookup_at(ROOT_INO, "b").unwrap().ino;
+    sb.link_at(b, d, "b2").unwrap();
+    let read = |p: &str| std::fs::read_to_string(host.join(p)).ok();
+    assert_eq!(read("d/y").as_deref(), Some("x"));
+    assert_eq!(read("d/x"), None);
+    assert_eq!(read("b").as_deref(), Some("a"));
+    assert_eq!(read("d/b2").as_deref(), Some("a"));
+    assert_eq!(read("a"), None);
+    sb.unmount().unwrap();
+}
