@@ -7,7 +7,9 @@
 //!
 //! `MEMCG_FUZZ_SEED` replays one seed (the failure message names it),
 //! `MEMCG_FUZZ_OPS` sets the operations per seed, `MEMCG_FUZZ_SEEDS` how
-//! many seeds from the first. These need root and `/dev/fuse`; where
+//! many seeds from the first; `MEMCG_FUZZ_DIR_FDS=1` keeps directories
+//! open across operations too (open directories removed differ today:
+//! see the ignored test at the end). These need root and `/dev/fuse`; where
 //! either is missing each test says so on stderr and passes without
 //! running.
 
@@ -90,8 +92,9 @@ fn text(out: &Output) -> String {
 }
 
 /// Runs the fuzz script for each seed on `--fs MNT=source` against a
-/// fresh tmpfs directory, then `after(reference)`.
-fn fuzz(test: &str, source: &dyn Fn() -> String, extra: &[&str], after: &dyn Fn(&Path)) {
+/// fresh tmpfs directory, then `after(reference)`. (On a host directory
+/// too, a directory's size is the simulator's, counted as tmpfs counts.)
+fn fuzz(test: &str, source: &dyn Fn() -> String, after: &dyn Fn(&Path)) {
     let Some(_serial) = usable(test) else {
         return;
     };
@@ -101,7 +104,8 @@ fn fuzz(test: &str, source: &dyn Fn() -> String, extra: &[&str], after: &dyn Fn(
     } else {
         env_u64("MEMCG_FUZZ_SEEDS", 2)
     };
-    let ops = env_u64("MEMCG_FUZZ_OPS", 1500).to_string();
+    let ops = env_u64("MEMCG_FUZZ_OPS", 2000).to_string();
+    let keep_dir_fds = std::env::var_os("MEMCG_FUZZ_DIR_FDS").is_some();
     let mnt = scratch(&format!("{test}-mnt"));
     for seed in first..first + seeds {
         let Some(reference) = tmpfs_dir(test) else {
@@ -114,7 +118,7 @@ fn fuzz(test: &str, source: &dyn Fn() -> String, extra: &[&str], after: &dyn Fn(
             .arg(&mnt)
             .arg(&reference)
             .args(["--seed", &seed.to_string(), "--ops", &ops])
-            .args(extra)
+            .args(keep_dir_fds.then_some("--keep-dir-fds"))
             .output()
             .unwrap();
         let ok = out.status.success();
@@ -132,7 +136,6 @@ fn random_operations_on_a_ram_fs_match_tmpfs() {
     fuzz(
         "random_operations_on_a_ram_fs_match_tmpfs",
         &|| "ram:256M".to_owned(),
-        &[],
         &|_| {},
     );
 }
@@ -143,9 +146,6 @@ fn random_operations_on_a_host_dir_match_tmpfs_and_reach_the_host() {
     fuzz(
         "random_operations_on_a_host_dir",
         &|| scratch("host-dir").display().to_string(),
-        // The host directory is no tmpfs: its directories' sizes are its
-        // own filesystem's inside, as the kernel's would be.
-        &["--no-dir-sizes"],
         &|reference| {
             // Everything written is on the host once the run is over.
             let out = Command::new("python3")
@@ -288,4 +288,23 @@ fn a_host_dir_that_disappears_gives_clean_errors() {
         assert!(stderr.contains(line), "{line:?} in {stderr}");
     }
     assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+#[ignore = "open directories removed read as ENOENT on a --fs (the lead's fs: a directory node goes with its name)"]
+fn an_open_directory_removed_still_answers_fstat_and_getdents() {
+    let Some(_serial) = usable("an_open_directory_removed_still_answers_fstat_and_getdents") else {
+        return;
+    };
+    let mnt = scratch("open-dir-mnt");
+    let fs = ["--fs".to_owned(), format!("{}=ram:16M", mnt.display())];
+    // What tmpfs prints: nlink 0, size 40, no entries.
+    let script = format!(
+        r#"import os
+os.chdir("{}")
+os.mkdir("x"); fd = os.open("x", os.O_RDONLY); os.rmdir("x")
+st = os.fstat(fd); print(st.st_nlink, st.st_size, os.listdir(fd))"#,
+        mnt.display()
+    );
+    assert_eq!(run_ok(&fs, &["python3", "-c", &script]), "0 40 []\n");
 }

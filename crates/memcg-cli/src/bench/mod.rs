@@ -17,6 +17,7 @@
 //! measured alongside, rates. No bench file imports from another.
 
 pub mod charge;
+pub mod fs;
 pub mod fuse;
 pub mod list_lru;
 pub mod page_counter;
@@ -72,6 +73,9 @@ pub enum BenchCommand {
     /// Interface files and page-cache reads through the FUSE mount vs in
     /// process vs the host kernel.
     Fuse(fuse::FuseArgs),
+    /// A `--fs` filesystem's metadata operations and 4K/1M reads and
+    /// writes through the FUSE mount vs the host's tmpfs vs in process.
+    Fs(fs::FsArgs),
 }
 
 /// Runs `memcg bench`.
@@ -91,6 +95,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         Some(BenchCommand::Charge(a)) => charge::run(&a),
         Some(BenchCommand::Zswap(a)) => zswap::run(&a),
         Some(BenchCommand::Fuse(a)) => fuse::run(&a),
+        Some(BenchCommand::Fs(a)) => fs::run(&a),
         None => run_suite(args.smoke, args.out_dir.as_deref()),
     }
 }
@@ -114,17 +119,20 @@ fn run_suite(smoke: bool, dir: Option<&std::path::Path>) -> anyhow::Result<()> {
     rc.common.files = files("reclaim")?;
     let mut zs = zswap::ZswapArgs::for_suite(smoke);
     zs.common.files = files("zswap")?;
-    let fu = if fuse::usable() {
+    let (fu, fs) = if fuse::usable() {
         let mut fu = fuse::FuseArgs::for_suite(smoke);
         fu.common.files = files("fuse")?;
-        Some(fu)
+        let mut fs = fs::FsArgs::for_suite(smoke);
+        fs.common.files = files("fs")?;
+        (Some(fu), Some(fs))
     } else {
-        None
+        (None, None)
     };
     let commons = [
         &sc.common, &ll.common, &pc.common, &ch.common, &sw.common, &rc.common, &zs.common,
     ];
-    for common in commons.into_iter().chain(fu.as_ref().map(|f| &f.common)) {
+    let mounted = fu.as_ref().map(|f| &f.common);
+    for common in commons.into_iter().chain(mounted).chain(fs.as_ref().map(|f| &f.common)) {
         common.files.validate()?;
     }
     swap_cgroup::run(&sc)?;
@@ -134,10 +142,13 @@ fn run_suite(smoke: bool, dir: Option<&std::path::Path>) -> anyhow::Result<()> {
     swap::run(&sw)?;
     reclaim::run(&rc)?;
     zswap::run(&zs)?;
-    match fu {
-        Some(fu) => fuse::run(&fu),
-        None => {
-            eprintln!("memcg bench: fuse skipped: it needs root and /dev/fuse");
+    match (fu, fs) {
+        (Some(fu), Some(fs)) => {
+            fuse::run(&fu)?;
+            fs::run(&fs)
+        }
+        _ => {
+            eprintln!("memcg bench: fuse and fs skipped: they need root and /dev/fuse");
             Ok(())
         }
     }
