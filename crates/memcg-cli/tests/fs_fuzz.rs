@@ -203,7 +203,14 @@ fn refused_calls_get_the_errnos_tmpfs_gives() {
         .replace("getxattr: ENODATA", "getxattr: ENOTSUP")
         .replace("setxattr: ok", "setxattr: ENOTSUP");
     assert_eq!(got, want);
-    for errno in ["ENAMETOOLONG", "ELOOP", "ENOTEMPTY", "EISDIR", "ENOTDIR", "EEXIST"] {
+    for errno in [
+        "ENAMETOOLONG",
+        "ELOOP",
+        "ENOTEMPTY",
+        "EISDIR",
+        "ENOTDIR",
+        "EEXIST",
+    ] {
         assert!(got.contains(errno), "{errno} checked");
     }
 }
@@ -240,7 +247,10 @@ fn a_full_ram_fs_is_enospc_and_keeps_every_byte_written() {
     let mnt = scratch("enospc-mnt");
     let fs = ["--fs".to_owned(), format!("{}=ram:8M", mnt.display())];
     let script = errnos_script().display().to_string();
-    let got = run_ok(&fs, &["python3", &script, "--enospc", &mnt.display().to_string()]);
+    let got = run_ok(
+        &fs,
+        &["python3", &script, "--enospc", &mnt.display().to_string()],
+    );
     // What an 8 MiB tmpfs prints: 8 files of 1 MiB, the ninth refused.
     assert_eq!(
         got,
@@ -258,7 +268,10 @@ fn a_host_dir_that_disappears_gives_clean_errors() {
     std::fs::create_dir(host.join("sub")).unwrap();
     std::fs::write(host.join("sub/old"), "before\n").unwrap();
     let mnt = scratch("vanishing-mnt");
-    let fs = ["--fs".to_owned(), format!("{}={}", mnt.display(), host.display())];
+    let fs = [
+        "--fs".to_owned(),
+        format!("{}={}", mnt.display(), host.display()),
+    ];
     // `kept` is cached and open when the directory goes; `old` was never
     // read (nothing cached).
     let script = format!(
@@ -276,7 +289,10 @@ fn a_host_dir_that_disappears_gives_clean_errors() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out));
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "written\nwritten\nsynced\n");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "written\nwritten\nsynced\n"
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     for line in [
         "cat: sub/old: No such file or directory",

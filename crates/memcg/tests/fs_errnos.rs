@@ -35,7 +35,9 @@ fn errno<T: std::fmt::Debug>(r: Result<T, memcg::fs::FsError>) -> Errno {
 #[test]
 fn link_past_max_links_is_emlink_and_so_is_mkdir() {
     let (_t, a, sb) = setup(64 << 20);
-    let f = sb.create_at(&a, ROOT_INO, "f", Owner::root(0o644), true).unwrap();
+    let f = sb
+        .create_at(&a, ROOT_INO, "f", Owner::root(0o644), true)
+        .unwrap();
     let d = sb.mkdir_at(ROOT_INO, "d", Owner::root(0o755)).unwrap();
     for i in 1..MAX_LINKS {
         sb.link_at(f.ino(), d.ino, &i.to_string()).unwrap();
@@ -62,9 +64,12 @@ fn a_symlink_removed_frees_no_space_it_never_took() {
     // never added: `ln -s x l; rm l` underflowed (a panic in a debug
     // build, every later write `ENOSPC` in a release one).
     let (_t, a, sb) = setup(1 << 20);
-    sb.symlink_at(ROOT_INO, "l", "x", Owner::root(0o777)).unwrap();
+    sb.symlink_at(ROOT_INO, "l", "x", Owner::root(0o777))
+        .unwrap();
     sb.unlink_at(ROOT_INO, "l").unwrap();
-    let f = sb.create_at(&a, ROOT_INO, "f", Owner::root(0o644), true).unwrap();
+    let f = sb
+        .create_at(&a, ROOT_INO, "f", Owner::root(0o644), true)
+        .unwrap();
     f.write_at(&a, 0, b"still room").unwrap();
     assert_eq!(sb.space_pages(), (Some(256), 1));
 }
@@ -72,12 +77,19 @@ fn a_symlink_removed_frees_no_space_it_never_took() {
 #[test]
 fn a_full_disk_is_enospc_and_keeps_what_was_written() {
     let (_t, a, sb) = setup(64 << 10);
-    let f = sb.create_at(&a, ROOT_INO, "f", Owner::root(0o644), true).unwrap();
+    let f = sb
+        .create_at(&a, ROOT_INO, "f", Owner::root(0o644), true)
+        .unwrap();
     let data: Vec<u8> = (0..60 << 10).map(|i| (i % 251) as u8).collect();
     f.write_at(&a, 0, &data).unwrap();
-    assert_eq!(errno(f.write_at(&a, 60 << 10, &[1; 8 << 10])), Errno::ENOSPC);
+    assert_eq!(
+        errno(f.write_at(&a, 60 << 10, &[1; 8 << 10])),
+        Errno::ENOSPC
+    );
     assert_eq!(errno(f.set_len(1 << 20)), Errno::ENOSPC);
-    let g = sb.create_at(&a, ROOT_INO, "g", Owner::root(0o644), true).unwrap();
+    let g = sb
+        .create_at(&a, ROOT_INO, "g", Owner::root(0o644), true)
+        .unwrap();
     assert_eq!(errno(g.write_at(&a, 0, &[2; 8 << 10])), Errno::ENOSPC);
     assert_eq!(f.size_bytes(), 60 << 10);
     let mut back = vec![0; 60 << 10];
@@ -94,7 +106,10 @@ fn names_and_kinds_refused_with_the_kernels_errnos() {
     let (_t, a, sb) = setup(1 << 20);
     let long = "n".repeat(256);
     let root = Owner::root(0o755);
-    assert_eq!(errno(sb.mkdir_at(ROOT_INO, &long, root)), Errno::ENAMETOOLONG);
+    assert_eq!(
+        errno(sb.mkdir_at(ROOT_INO, &long, root)),
+        Errno::ENAMETOOLONG
+    );
     let create = sb.create_at(&a, ROOT_INO, &long, root, false);
     assert_eq!(errno(create), Errno::ENAMETOOLONG);
     sb.mkdir_at(ROOT_INO, &"n".repeat(255), root).unwrap();

@@ -132,7 +132,11 @@ fn run_suite(smoke: bool, dir: Option<&std::path::Path>) -> anyhow::Result<()> {
         &sc.common, &ll.common, &pc.common, &ch.common, &sw.common, &rc.common, &zs.common,
     ];
     let mounted = fu.as_ref().map(|f| &f.common);
-    for common in commons.into_iter().chain(mounted).chain(fs.as_ref().map(|f| &f.common)) {
+    for common in commons
+        .into_iter()
+        .chain(mounted)
+        .chain(fs.as_ref().map(|f| &f.common))
+    {
         common.files.validate()?;
     }
     swap_cgroup::run(&sc)?;
