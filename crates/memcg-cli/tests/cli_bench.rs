@@ -438,3 +438,30 @@ fn swap_bench_times_every_experiment_per_design_against_the_limits() {
         "unknown swap_cgroup design",
     );
 }
+
+#[test]
+fn bench_fs_measures_every_operation_three_ways() {
+    // SAFETY: `geteuid` has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || !std::path::Path::new("/dev/fuse").exists() {
+        eprintln!(
+            "bench_fs_measures_every_operation_three_ways: skipped: needs root and /dev/fuse"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("fs.json");
+    run_ok(
+        memcg()
+            .args(["bench", "fs", "--quick", "--reps", "1", "--threads", "1"])
+            .args(["--ops", "50", "--json"])
+            .arg(&json),
+    );
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    check_cpu_shares(&report);
+    let rows = report["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 8 * 3, "8 operations, 3 ways");
+    for way in ["mount", "tmpfs", "in-process"] {
+        assert_eq!(rows.iter().filter(|r| r["way"] == way).count(), 8, "{way}");
+    }
+    assert!(rows.iter().all(|r| r["kops"].as_f64().unwrap() > 0.0));
+}
