@@ -163,8 +163,14 @@ class Fuzz:
         r = self.rng
         p = self.any_path()
         flags = r.choice([os.O_RDONLY, os.O_WRONLY, os.O_RDWR, os.O_RDWR])
-        for extra, chance in [(os.O_CREAT, 0.6), (os.O_EXCL, 0.2), (os.O_TRUNC, 0.2),
-                              (os.O_APPEND, 0.1), (os.O_NOFOLLOW, 0.1), (os.O_DIRECTORY, 0.05)]:
+        extras = [(os.O_CREAT, 0.6), (os.O_EXCL, 0.2), (os.O_TRUNC, 0.2),
+                  (os.O_APPEND, 0.1), (os.O_NOFOLLOW, 0.1), (os.O_DIRECTORY, 0.05)]
+        if r.random() < 0.05:
+            # An unnamed file in a directory (O_TMPFILE: it goes with its
+            # last close).
+            flags = os.O_TMPFILE | r.choice([os.O_WRONLY, os.O_RDWR])
+            extras = []
+        for extra, chance in extras:
             if r.random() < chance:
                 flags |= extra
         what = "open %s flags %#o" % (p, flags)
