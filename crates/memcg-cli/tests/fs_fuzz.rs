@@ -122,11 +122,14 @@ fn fuzz(test: &str, source: &dyn Fn() -> String, after: &dyn Fn(&Path)) {
             .output()
             .unwrap();
         let ok = out.status.success();
-        if ok {
-            after(&reference);
-        }
+        let checked = ok
+            && std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| after(&reference))).is_ok();
         let _ = std::fs::remove_dir_all(&reference);
         assert!(ok, "{test}: seed {seed}: {}", text(&out));
+        assert!(
+            checked,
+            "{test}: seed {seed}: the check after the run failed"
+        );
         eprint!("{}", String::from_utf8_lossy(&out.stdout));
     }
 }
