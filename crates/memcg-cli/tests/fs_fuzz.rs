@@ -7,9 +7,9 @@
 //!
 //! `MEMCG_FUZZ_SEED` replays one seed (the failure message names it),
 //! `MEMCG_FUZZ_OPS` sets the operations per seed, `MEMCG_FUZZ_SEEDS` how
-//! many seeds from the first; `MEMCG_FUZZ_DIR_FDS=1` keeps directories
-//! open across operations too (open directories removed differ today:
-//! see the ignored test at the end). These need root and `/dev/fuse`; where
+//! many seeds from the first; directories are held open across
+//! operations too (removed while open, they still answer), unless
+//! `MEMCG_FUZZ_DIR_FDS=0`. These need root and `/dev/fuse`; where
 //! either is missing each test says so on stderr and passes without
 //! running.
 
@@ -105,7 +105,7 @@ fn fuzz(test: &str, source: &dyn Fn() -> String, after: &dyn Fn(&Path)) {
         env_u64("MEMCG_FUZZ_SEEDS", 2)
     };
     let ops = env_u64("MEMCG_FUZZ_OPS", 2000).to_string();
-    let keep_dir_fds = std::env::var_os("MEMCG_FUZZ_DIR_FDS").is_some();
+    let keep_dir_fds = std::env::var("MEMCG_FUZZ_DIR_FDS").map_or(true, |v| v != "0");
     let mnt = scratch(&format!("{test}-mnt"));
     for seed in first..first + seeds {
         let Some(reference) = tmpfs_dir(test) else {
@@ -310,7 +310,6 @@ fn a_host_dir_that_disappears_gives_clean_errors() {
 }
 
 #[test]
-#[ignore = "open directories removed read as ENOENT on a --fs (the lead's fs: a directory node goes with its name)"]
 fn an_open_directory_removed_still_answers_fstat_and_getdents() {
     let Some(_serial) = usable("an_open_directory_removed_still_answers_fstat_and_getdents") else {
         return;

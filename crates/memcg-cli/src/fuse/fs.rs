@@ -1054,7 +1054,7 @@ impl Filesystem for SimFs {
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         let entries = match self.fs_node(ino) {
-            Some(at) => self.fs_list(&at),
+            Some(at) => self.fs_opendir(&at),
             None => match self.node(ino) {
                 Ok((path, node)) if node.is_dir() => Ok(self.list_dir(&path, &node)),
                 Ok(_) => Err(Errno::ENOTDIR),
@@ -1103,12 +1103,15 @@ impl Filesystem for SimFs {
     fn releasedir(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
         lock(&self.handles).remove(&fh.0);
+        if let Some(at) = self.fs_node(ino) {
+            at.sb.releasedir(at.ino);
+        }
         reply.ok();
     }
 }

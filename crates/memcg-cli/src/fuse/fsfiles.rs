@@ -390,6 +390,14 @@ impl SimFs {
             .map_err(fs_errno)
     }
 
+    /// `opendir`: the listing, and the directory held until
+    /// `releasedir` (removed meanwhile, it still answers, empty).
+    pub(super) fn fs_opendir(&self, at: &FsNode) -> Result<Vec<(u64, FileType, String)>, Errno> {
+        let entries = self.fs_list(at)?;
+        at.sb.opendir(at.ino).map_err(fs_errno)?;
+        Ok(entries)
+    }
+
     /// The entries of directory `at`, `.` and `..` first.
     pub(super) fn fs_list(&self, at: &FsNode) -> Result<Vec<(u64, FileType, String)>, Errno> {
         let entries: Vec<DirEntry> = at.sb.readdir(at.ino).map_err(fs_errno)?;

@@ -22,7 +22,8 @@
 //! - Each entry of a directory names a node; a node's `names` are exactly
 //!   the entries naming it; a regular file's or symlink's `nlink` is the
 //!   number of its names; a directory has one name (the root none) and
-//!   `nlink` 2 + its subdirectories.
+//!   `nlink` 2 + its subdirectories, or, removed while open, no name and
+//!   `nlink` 0 until its last close.
 //! - A node without names stays while a file is open on it
 //!   (`nr_open`); its last close removes it and its bytes.
 //! - `used_pages` is the sum over regular files of their sizes in pages.
@@ -305,6 +306,28 @@ impl Namespace {
         }
     }
 
+    /// `ENOENT` if directory `ino` was removed (open still: nothing can
+    /// be made or moved in it).
+    fn check_live_dir(&self, ino: u64, name: &str) -> Result<(), FsError> {
+        if self.dir(ino).is_ok() && self.node(ino)?.nlink == 0 {
+            return Err(FsError::NotFound {
+                name: name.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// A directory lost its name: it goes, unless open (then with its
+    /// last close, [`Superblock::releasedir`]).
+    fn drop_dir(&mut self, ino: u64) {
+        match self.nodes.get_mut(&ino) {
+            Some(meta) if meta.nr_open > 0 => meta.nlink = 0,
+            _ => {
+                self.nodes.remove(&ino);
+            }
+        }
+    }
+
     /// The node `name` names in directory `parent`.
     pub(super) fn child(&self, parent: u64, name: &str) -> Result<u64, FsError> {
         check_name(name)?;
@@ -578,6 +601,7 @@ impl Superblock {
     /// `EEXIST` if `parent` holds `name`; `ENOTDIR` if it is no directory.
     fn check_new(&self, ns: &Namespace, parent: u64, name: &str) -> Result<(), FsError> {
         check_name(name)?;
+        ns.check_live_dir(parent, name)?;
         if ns.dir(parent)?.contains_key(name) {
             return Err(FsError::Exists {
                 name: name.to_owned(),
@@ -647,8 +671,34 @@ impl Superblock {
         }
         self.disk.host_op(&ns, parent, Some(name), host::rmdir)?;
         ns.remove_entry(parent, name)?;
-        ns.nodes.remove(&ino);
+        ns.drop_dir(ino);
         Ok(())
+    }
+
+    /// `opendir` of directory `ino`: a directory removed while open
+    /// stays (no names, no entries, `nlink` 0) until its last close.
+    pub fn opendir(&self, ino: u64) -> Result<(), FsError> {
+        let mut ns = lock(&self.ns);
+        let meta = ns.node_mut(ino)?;
+        if !meta.is_dir() {
+            return Err(FsError::NotDir {
+                name: format!("#{ino}"),
+            });
+        }
+        meta.nr_open += 1;
+        Ok(())
+    }
+
+    /// `releasedir` of directory `ino` ([`Superblock::opendir`]).
+    pub fn releasedir(&self, ino: u64) {
+        let mut ns = lock(&self.ns);
+        let Some(meta) = ns.nodes.get_mut(&ino) else {
+            return;
+        };
+        meta.nr_open = meta.nr_open.saturating_sub(1);
+        if meta.nr_open == 0 && meta.nlink == 0 {
+            ns.nodes.remove(&ino);
+        }
     }
 
     /// Changes owner, mode or times of node `ino` (`chmod`, `chown`,
@@ -718,6 +768,12 @@ impl Namespace {
                 assert_eq!(entries.get(name), Some(&ino), "{parent}/{name} names {ino}");
             }
             match &meta.body {
+                Body::Dir { .. } if meta.names.is_empty() && ino != ROOT_INO => {
+                    assert!(
+                        meta.nlink == 0 && meta.nr_open > 0,
+                        "removed dir {ino} open"
+                    );
+                }
                 Body::Dir { entries } => {
                     let subdirs =
                         entries.values().filter(|c| self.nodes[c].is_dir()).count() as u32;
@@ -753,7 +809,12 @@ impl Namespace {
                 "dentry {parent}/{name}"
             );
         }
-        let open: u64 = self.nodes.values().map(|m| u64::from(m.nr_open)).sum();
+        let open: u64 = self
+            .nodes
+            .values()
+            .filter(|m| matches!(m.body, Body::File))
+            .map(|m| u64::from(m.nr_open))
+            .sum();
         assert_eq!(open, self.nr_open, "open files");
     }
 }
@@ -788,6 +849,7 @@ impl Superblock {
         let ino = ns.child(parent, name)?;
         check_name(new_name)?;
         ns.dir(new_parent)?;
+        ns.check_live_dir(new_parent, new_name)?;
         let target = ns.dir(new_parent)?.get(new_name).copied();
         let to = (new_parent, new_name);
         self.check_rename(&ns, (parent, ino), to, target, mode)?;
@@ -818,7 +880,7 @@ impl Superblock {
         if let Some(old) = target {
             ns.remove_entry(new_parent, new_name)?;
             if ns.node(old)?.is_dir() {
-                ns.nodes.remove(&old);
+                ns.drop_dir(old);
             } else {
                 gone = self.drop_name(&mut ns, (new_parent, new_name.to_owned()), old);
             }
