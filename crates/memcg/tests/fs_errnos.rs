@@ -3,22 +3,16 @@
 //! a regression wants the smallest reproducer; the rest is checked through
 //! a real mount (`crates/memcg-cli/tests/fs_fuzz.rs`).
 
+mod common;
+
 use std::sync::Arc;
 
 use memcg::errno::Errno;
 use memcg::fs::{FsSource, MAX_LINKS, Owner, ROOT_INO, Superblock};
-use memcg::list_lru::LruDesign;
 use memcg::memcontrol::{CgroupTree, MemCgroup};
-use memcg::vmscan::SwapSpace;
 
 fn ram(tree: &CgroupTree, size_bytes: u64) -> Arc<Superblock> {
-    Superblock::mount(
-        tree,
-        FsSource::Ram { size_bytes },
-        LruDesign::Split,
-        Arc::new(SwapSpace::default),
-    )
-    .unwrap()
+    common::ram_fs(tree, size_bytes)
 }
 
 fn setup(size_bytes: u64) -> (CgroupTree, Arc<MemCgroup>, Arc<Superblock>) {
@@ -163,13 +157,7 @@ fn renames_and_links_in_a_host_directory_stay_in_it() {
     std::fs::write(host.join("d/x"), "x").unwrap();
     std::fs::write(host.join("d/y"), "y").unwrap();
     let t = CgroupTree::default();
-    let sb = Superblock::mount(
-        &t,
-        FsSource::Dir(host.clone()),
-        LruDesign::Split,
-        Arc::new(SwapSpace::default),
-    )
-    .unwrap();
+    let sb = common::mount_fs(&t, FsSource::Dir(host.clone()));
     let d = sb.lookup_at(ROOT_INO, "d").unwrap().ino;
     let replace = memcg::fs::RenameMode::Replace;
     sb.rename_at(d, "x", d, "y", replace).unwrap();

@@ -2,25 +2,16 @@
 //! while open, attributes and the kernel's errnos; on a RAM disk and on a
 //! host directory (whose tree must follow every change).
 
+mod common;
+
 use std::sync::Arc;
 
 use memcg::Errno;
 use memcg::fs::{FileKind, FsSource, MAX_LINKS, Owner, ROOT_INO, RenameMode, SetAttr, Superblock};
-use memcg::list_lru::LruDesign;
 use memcg::memcontrol::{CgroupTree, MemCgroup, MemcgStat};
-use memcg::vmscan::SwapSpace;
-
-fn mount(tree: &CgroupTree, source: FsSource) -> Arc<Superblock> {
-    Superblock::mount(tree, source, LruDesign::Split, Arc::new(SwapSpace::default)).unwrap()
-}
 
 fn ram(tree: &CgroupTree) -> Arc<Superblock> {
-    mount(
-        tree,
-        FsSource::Ram {
-            size_bytes: 4 << 20,
-        },
-    )
+    common::ram_fs(tree, 4 << 20)
 }
 
 fn root_memcg(tree: &CgroupTree) -> Arc<MemCgroup> {
@@ -215,7 +206,7 @@ fn a_host_directory_follows_every_change() {
     std::fs::write(host.path().join("src/main.c"), b"int main;").unwrap();
     std::os::unix::fs::symlink("src/main.c", host.path().join("link")).unwrap();
     let t = CgroupTree::default();
-    let sb = mount(&t, FsSource::Dir(host.path().to_path_buf()));
+    let sb = common::mount_fs(&t, FsSource::Dir(host.path().to_path_buf()));
     let m = root_memcg(&t);
     assert_eq!(sb.read(&m, "src/main.c").unwrap(), b"int main;");
     let link = sb.lookup_at(ROOT_INO, "link").unwrap();

@@ -6,12 +6,12 @@
 //! no disk page, no page-cache charge. `MEMCG_STRESS_SEED` replays a run
 //! (the seed is printed), `MEMCG_STRESS_OPS` scales it.
 
+mod common;
+
 use std::sync::Arc;
 
-use memcg::fs::{FsSource, Owner, ROOT_INO, RenameMode, Superblock};
-use memcg::list_lru::LruDesign;
+use memcg::fs::{Owner, ROOT_INO, RenameMode, Superblock};
 use memcg::memcontrol::{CgroupTree, MemcgStat};
-use memcg::vmscan::SwapSpace;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -103,20 +103,11 @@ fn clear(sb: &Superblock, dir: u64) {
 
 #[test]
 fn concurrent_namespace_changes_keep_the_invariants_and_leak_nothing() {
-    let seed = env("MEMCG_STRESS_SEED", rand::rng().random());
+    let seed = common::stress_seed("stress_fs_namespace");
     let ops = env("MEMCG_STRESS_OPS", 3000);
-    eprintln!("stress_fs_namespace: MEMCG_STRESS_SEED={seed} MEMCG_STRESS_OPS={ops}");
     let t = CgroupTree::default();
     let m = Arc::clone(t.root());
-    let sb = Superblock::mount(
-        &t,
-        FsSource::Ram {
-            size_bytes: 64 << 20,
-        },
-        LruDesign::Split,
-        Arc::new(SwapSpace::default),
-    )
-    .unwrap();
+    let sb = common::ram_fs(&t, 64 << 20);
     let top: Vec<u64> = (0..3)
         .map(|i| {
             sb.mkdir_at(ROOT_INO, &format!("d{i}"), Owner::root(0o755))

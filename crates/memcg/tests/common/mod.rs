@@ -3,7 +3,12 @@
 //! it, hence the `dead_code` allowance.
 #![allow(dead_code)]
 
+use std::sync::Arc;
+
+use memcg::fs::{FsSource, Superblock};
+use memcg::list_lru::LruDesign;
 use memcg::memcontrol::{CgroupTree, MemcgMetadata, TreeConfig};
+use memcg::vmscan::SwapSpace;
 
 /// The seed for a randomised stress test: `MEMCG_STRESS_SEED` if set, else
 /// derived from the clock. Printed so a failing run can be replayed (the
@@ -75,4 +80,15 @@ pub fn explore<T: Ord + std::fmt::Debug + Send + 'static>(
         sink.lock().unwrap().insert(outcome);
     });
     std::mem::take(&mut *seen.lock().unwrap())
+}
+
+/// A filesystem on `source` in `tree`, its caches on `Split` list_lrus,
+/// with no swap (refault distances against an empty swap space).
+pub fn mount_fs(tree: &CgroupTree, source: FsSource) -> Arc<Superblock> {
+    Superblock::mount(tree, source, LruDesign::Split, Arc::new(SwapSpace::default)).unwrap()
+}
+
+/// [`mount_fs`] of a RAM disk of `size_bytes`.
+pub fn ram_fs(tree: &CgroupTree, size_bytes: u64) -> Arc<Superblock> {
+    mount_fs(tree, FsSource::Ram { size_bytes })
 }
