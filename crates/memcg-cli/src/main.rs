@@ -83,6 +83,12 @@ enum Command {
         machine: MachineArgs,
         #[command(flatten)]
         served: ServedArgs,
+        /// CMD's anonymous memory (its heap and anonymous mappings) under
+        /// the simulated memcg: charged on first touch, reclaimed to the
+        /// machine's swap, swapped back on the next touch, OOM-killed
+        /// (userfaultfd, through the shim; needs root).
+        #[arg(long, value_enum, default_value = "on")]
+        anon: Switch,
         /// The command and its arguments (after `--` if they start with
         /// a dash).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
@@ -347,9 +353,10 @@ fn main() -> anyhow::Result<()> {
         Command::Run {
             machine,
             served,
+            anon,
             cmd,
         } => {
-            let status = run::main(&served.spec(&machine), &cmd)?;
+            let status = run::main(&served.spec(&machine), &cmd, anon == Switch::On)?;
             std::process::exit(status)
         }
     }

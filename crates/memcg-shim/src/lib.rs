@@ -37,6 +37,13 @@ mod rewrite;
 mod statfs;
 mod sys;
 mod tmpfile;
+mod uffd;
+
+/// The shim's constructor (`.init_array`): anonymous memory under the
+/// simulator (`uffd`).
+#[used]
+#[unsafe(link_section = ".init_array")]
+static INIT: extern "C" fn() = uffd::init;
 
 /// The heap: the C library's `malloc`.
 struct Malloc;

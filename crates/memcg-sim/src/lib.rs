@@ -32,6 +32,7 @@
 mod charges;
 pub mod fill;
 mod freezer;
+pub mod host_mm;
 pub mod kbuild;
 pub mod mm;
 mod mounts;
@@ -62,6 +63,7 @@ use memcg::swap_cgroup::Design;
 use memcg::swap_state::{SwapInError, SwapOutError, SwapSystem, SwapoffError};
 use memcg::swapfile::SwapError;
 use memcg::swapops::SwapEntry;
+use host_mm::{HostMm, HostPages};
 use mm::{Block, Extent, Mapping, State};
 pub use mm::{Residency, Task};
 pub use oom_kill::CurrentTask;
@@ -358,6 +360,9 @@ struct Inner {
     /// `killed_mappings.len()`, for a look without its lock
     /// ([`Inner::after_unlock`]).
     killed_pending: AtomicUsize,
+    /// Host processes' anonymous memory (`host_mm.rs`), by pid: a kill
+    /// releases it at once, as the oom_reaper would.
+    host_mms: Mutex<BTreeMap<u32, Weak<HostMm>>>,
     seed: u64,
 }
 
@@ -448,6 +453,10 @@ impl Inner {
         let hook = lock(&self.kill_hook).clone();
         if let Some(hook) = hook {
             hook(task.pid);
+        }
+        let host_mm = lock(&self.host_mms).remove(&task.pid);
+        if let Some(mm) = host_mm.and_then(|w| w.upgrade()) {
+            mm.release();
         }
         let gone: Vec<Arc<Mapping>> = {
             let mut mappings = lock(&self.mappings);
@@ -578,6 +587,7 @@ impl Sim {
             ledger: Mutex::new(charges::Ledger::default()),
             killed_mappings: Mutex::new(Vec::new()),
             killed_pending: AtomicUsize::new(0),
+            host_mms: Mutex::new(BTreeMap::new()),
             seed: config.seed,
         });
         let tree = inner.machine.tree();
@@ -997,6 +1007,30 @@ impl Sim {
                 cgroup: cgroup.to_owned(),
                 errno,
             })
+    }
+
+    /// Puts the anonymous memory of host process `task` (adopted) under
+    /// the simulator (`host_mm.rs`), reached through `host`. A process that
+    /// exec'd replaces its old memory, which is released.
+    pub fn attach_host_mm(&self, task: &Arc<Task>, host: Box<dyn HostPages>) -> Arc<HostMm> {
+        let mm = HostMm::new(&self.inner, Arc::clone(task), host);
+        let old = lock(&self.inner.host_mms).insert(task.pid, Arc::downgrade(&mm));
+        if let Some(old) = old.and_then(|w| w.upgrade()) {
+            old.release();
+        }
+        mm
+    }
+
+    /// The process `mm` belongs to is gone (it exited or exec'd): its
+    /// memory is released.
+    pub fn detach_host_mm(&self, mm: &Arc<HostMm>) {
+        let pid = mm.task().pid;
+        let mut mms = lock(&self.inner.host_mms);
+        if mms.get(&pid).is_some_and(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(mm))) {
+            mms.remove(&pid);
+        }
+        drop(mms);
+        mm.release();
     }
 
     /// Installs `hook`, called with the pid of every task the simulator

@@ -132,6 +132,45 @@ impl Folio {
         }
     }
 
+    /// An anonymous folio of `nr` pages charged to `memcg` whose bytes live
+    /// elsewhere: in a host process's page that the simulator accounts
+    /// (`memcg run`'s anonymous memory). It holds no frame until
+    /// [`Folio::backed_bytes`] gives it one to copy the page into on its
+    /// way to swap; the charge is the same as [`Folio::new`]'s.
+    pub fn new_unbacked(
+        tree: &CgroupTree,
+        memcg: &Arc<MemCgroup>,
+        nr: u32,
+        gfp: Gfp,
+    ) -> Result<Self, ChargeError> {
+        tree.try_charge(memcg, u64::from(nr), ChargeKind::Anon, gfp)?;
+        // A one-page frame, given back at once: no frame until swap-out.
+        let mut folio = Self::with_buffer(Arc::clone(memcg), 1, FolioKind::Anon, false);
+        folio.release_bytes();
+        folio.nr = nr;
+        folio.charged = nr;
+        Ok(folio)
+    }
+
+    /// Its bytes, locked, with a frame taken first if it has none (a folio
+    /// made by [`Folio::new_unbacked`], or one whose bytes went back with
+    /// [`Folio::release_bytes`]): the caller fills every byte.
+    pub fn backed_bytes(&self) -> MutexGuard<'_, PageBuf> {
+        let mut data = lock(&self.data);
+        if data.is_empty() {
+            *data = self.memcg().page_allocator().alloc(self.nr, false);
+        }
+        debug_assert_eq!(data.len(), self.nr as usize * PAGE_BYTES);
+        data
+    }
+
+    /// Gives its frame back, keeping the charge: its bytes now live in the
+    /// host process that mapped them (a swap-in copied them there).
+    pub fn release_bytes(&self) {
+        let buf = std::mem::replace(&mut *lock(&self.data), PageBuf::empty());
+        self.memcg().page_allocator().free(buf);
+    }
+
     /// Splits a large anonymous folio into single-page folios with the
     /// same bytes, moving its charge to them (no page is charged twice, as
     /// the kernel's `split_folio`). Fails, returning the folio, if it is

@@ -320,12 +320,23 @@ fn recover_dead_mount(dir: &Path) -> anyhow::Result<()> {
 /// of the mount is on.
 pub(crate) struct FsView {
     sim: Arc<Sim>,
+    host: Arc<HostProcs>,
     inodes: Arc<tree::Inodes>,
     /// The mount's device (`st_dev` of its files).
     dev: u64,
 }
 
 impl FsView {
+    /// The simulator served.
+    pub(crate) fn sim(&self) -> &Arc<Sim> {
+        &self.sim
+    }
+
+    /// The host processes it knows as tasks.
+    pub(crate) fn host_procs(&self) -> &Arc<HostProcs> {
+        &self.host
+    }
+
     /// The simulated filesystem that file `ino` of device `dev` is on (or
     /// is the root of): `None` for a file of no `--fs` filesystem (an
     /// interface file, a directory of the tree) or of another mount.
@@ -431,7 +442,7 @@ pub(crate) fn serve_at(sim: Arc<Sim>, dir: &Path) -> anyhow::Result<Mounted> {
     let stop_pruner = Arc::new(AtomicBool::new(false));
     let pruner = {
         let stop = Arc::clone(&stop_pruner);
-        let sim = Arc::clone(&sim);
+        let (sim, host) = (Arc::clone(&sim), Arc::clone(&host));
         std::thread::Builder::new()
             .name("memcg-prune".into())
             .spawn(move || background(&sim, &host, &pollers, &stop))?
@@ -440,6 +451,7 @@ pub(crate) fn serve_at(sim: Arc<Sim>, dir: &Path) -> anyhow::Result<Mounted> {
         dir: Some(dir.to_owned()),
         view: Arc::new(FsView {
             sim,
+            host,
             inodes,
             dev: *dev.as_ref().unwrap_or(&0),
         }),

@@ -43,6 +43,7 @@
 //! separate SIGKILLs: the init leaves the process group) leaves the `--fs`
 //! directories made (empty) behind.
 
+mod anon;
 mod channel;
 mod init;
 mod seccomp;
@@ -433,7 +434,7 @@ fn forward_signals(to_init: UnixStream) -> anyhow::Result<()> {
 }
 
 /// Runs `memcg run`; returns CMD's exit status.
-pub(crate) fn main(spec: &MachineSpec, cmd: &[OsString]) -> anyhow::Result<i32> {
+pub(crate) fn main(spec: &MachineSpec, cmd: &[OsString], anon: bool) -> anyhow::Result<i32> {
     if cmd.is_empty() {
         bail!("memcg run: no command given (memcg run [OPTIONS] -- CMD ARGS...)");
     }
@@ -447,8 +448,16 @@ pub(crate) fn main(spec: &MachineSpec, cmd: &[OsString]) -> anyhow::Result<i32> 
             None
         }
     };
+    let mut env = shim.as_ref().map(|s| s.env(spec)).unwrap_or_default();
+    let anon_dir = shim.as_ref().filter(|_| anon).map(|s| s.dir().to_owned());
+    if let Some(dir) = &anon_dir {
+        env.push((
+            anon::SOCKET_ENV.into(),
+            anon::AnonServer::socket_path(dir).into_os_string(),
+        ));
+    }
     let launch = init::Launch {
-        env: shim.as_ref().map(|s| s.env(spec)).unwrap_or_default(),
+        env,
         shim_dir: shim.as_ref().map(|s| s.dir().to_owned()),
     };
     let init = Init::start(cmd.to_vec(), launch)?;
@@ -458,6 +467,17 @@ pub(crate) fn main(spec: &MachineSpec, cmd: &[OsString]) -> anyhow::Result<i32> 
             init.abandon();
             return Err(e);
         }
+    };
+    // Listening before CMD starts: its first process connects at once.
+    let anon_server = match &anon_dir {
+        Some(dir) => match anon::AnonServer::start(dir, machine.mounted.view()) {
+            Ok(server) => Some(server),
+            Err(e) => {
+                eprintln!("memcg run: warning: CMD's anonymous memory stays the host's: {e}");
+                None
+            }
+        },
+        None => None,
     };
     let sync_server = match init.go(machine.mounted.dev()) {
         Some(listener) => Some(seccomp::SyncServer::start(
@@ -469,6 +489,7 @@ pub(crate) fn main(spec: &MachineSpec, cmd: &[OsString]) -> anyhow::Result<i32> 
     forward_signals(init.forwarder()?)?;
     let status = init.wait();
     drop(sync_server);
+    drop(anon_server);
     drop(machine);
     drop(shim);
     Ok(status)

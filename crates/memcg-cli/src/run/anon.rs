@@ -1,0 +1,528 @@
+//! The server's side of CMD's anonymous memory (`memcg run --anon on`):
+//! the shim in each process hands over a `userfaultfd` on a socket, and a
+//! handler thread per process turns its faults and events into the
+//! simulator's ([`memcg_sim::host_mm`]).
+//!
+//! The socket (`anon.sock` in the shim's directory, named to the shim by
+//! `MEMCG_ANON_SOCKET`) takes two kinds of connection, told apart by
+//! their first byte:
+//!
+//! - `H` with the `userfaultfd` attached (`SCM_RIGHTS`): a process
+//!   (identified by `SO_PEERCRED`, in this server's pid namespace) puts
+//!   its memory under the simulator; answered `K` once served. The
+//!   connection stays: the server writes to it the address of each page
+//!   it reclaimed (8 bytes), for the shim's agent to drop; its end is the
+//!   process's end (exit, exec, kill), which releases the memory.
+//! - `F`: the process is about to fork: its handler brings every page on
+//!   swap back in and keeps reclaim away until this connection closes
+//!   (after the fork); answered `K`.
+//!
+//! A handler serves one process: it polls the `userfaultfd` (faults;
+//! unmap, remove and remap events), its connection (the end) and an
+//! eventfd (fork requests), and retries faults that met `EAGAIN` (an event
+//! was waiting) after reading the events.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use memcg_sim::host_mm::{FaultIo, FaultKind, FaultOutcome, HostMm, HostPages};
+
+use crate::fuse::FsView;
+
+/// The socket's file name, in the shim's directory.
+const SOCKET_NAME: &str = "anon.sock";
+
+/// The variable that names the socket to the shim.
+pub(super) const SOCKET_ENV: &str = "MEMCG_ANON_SOCKET";
+
+const UFFDIO_WAKE: libc::c_ulong = 0x8010_aa02;
+const UFFDIO_COPY: libc::c_ulong = 0xc028_aa03;
+const UFFDIO_ZEROPAGE: libc::c_ulong = 0xc020_aa04;
+const UFFDIO_WRITEPROTECT: libc::c_ulong = 0xc018_aa06;
+const UFFD_EVENT_PAGEFAULT: u8 = 0x12;
+const UFFD_EVENT_REMAP: u8 = 0x14;
+const UFFD_EVENT_REMOVE: u8 = 0x15;
+const UFFD_EVENT_UNMAP: u8 = 0x16;
+const UFFD_PAGEFAULT_FLAG_WRITE: u64 = 1;
+const UFFD_PAGEFAULT_FLAG_WP: u64 = 2;
+/// `struct uffd_msg`.
+const MSG_BYTES: usize = 32;
+const PAGE: u64 = 4096;
+/// How long a fork waits for the pages being dropped to be gone before
+/// it goes ahead with what came back.
+const FORK_SWAPIN_WAIT: Duration = Duration::from_secs(2);
+
+static ZERO_PAGE: [u8; PAGE as usize] = [0; PAGE as usize];
+
+/// What a process's handler is handed, in order: by its reader (the
+/// `userfaultfd`'s messages, the connection's end) and by the accept
+/// thread (forks).
+enum Msg {
+    Fault(u64, FaultKind),
+    Remove(u64, u64),
+    Remap(u64, u64, u64),
+    /// Bring every swapped page in and pin; say so on the channel.
+    Fork(mpsc::Sender<()>),
+    /// The fork is over.
+    Unpin,
+    /// The process is gone.
+    End,
+}
+
+/// Each served process's handler, by pid, with a serial number (a pid
+/// that exec'd is served anew under the same pid).
+type Mailboxes = Arc<Mutex<HashMap<u32, (u64, mpsc::Sender<Msg>)>>>;
+
+static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The socket and its accept thread; dropping it removes the socket.
+pub(super) struct AnonServer {
+    path: PathBuf,
+}
+
+impl AnonServer {
+    /// Listens in `dir` (the shim's directory) and serves processes of
+    /// the machine `view` shows.
+    pub(super) fn start(dir: &Path, view: Arc<FsView>) -> io::Result<Self> {
+        let path = dir.join(SOCKET_NAME);
+        let listener = UnixListener::bind(&path)?;
+        let mailboxes = Mailboxes::default();
+        std::thread::Builder::new()
+            .name("memcg-anon".into())
+            .spawn(move || accept_loop(&listener, &view, &mailboxes))?;
+        Ok(Self { path })
+    }
+
+    /// The socket's path (the shim's `MEMCG_ANON_SOCKET`).
+    pub(super) fn socket_path(dir: &Path) -> PathBuf {
+        dir.join(SOCKET_NAME)
+    }
+}
+
+impl Drop for AnonServer {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn accept_loop(listener: &UnixListener, view: &Arc<FsView>, mailboxes: &Mailboxes) {
+    for conn in listener.incoming() {
+        let Ok(conn) = conn else { continue };
+        let (view, mailboxes) = (Arc::clone(view), Arc::clone(mailboxes));
+        // A connection's first message decides; a slow client blocks only
+        // its own thread.
+        let _ = std::thread::Builder::new()
+            .name("memcg-anon-conn".into())
+            .spawn(move || {
+                if let Err(e) = connection(conn, &view, &mailboxes) {
+                    eprintln!("memcg run: anonymous memory: {e}");
+                }
+            });
+    }
+}
+
+/// Serves one connection (see the module docs).
+fn connection(conn: UnixStream, view: &Arc<FsView>, mailboxes: &Mailboxes) -> io::Result<()> {
+    let pid = peer_pid(&conn)?;
+    let (kind, fd) = recv_with_fd(&conn)?;
+    match (kind, fd) {
+        (b'H', Some(uffd)) => {
+            let task = view
+                .host_procs()
+                .task(pid)
+                .map_err(|e| io::Error::from_raw_os_error(e.code()))?;
+            let host = UffdPages::new(uffd, pid, conn.try_clone()?)?;
+            let uffd = Arc::clone(&host.uffd);
+            let mm = view.sim().attach_host_mm(&task, Box::new(host));
+            let (tx, rx) = mpsc::channel();
+            // Relaxed: a unique number, nothing more.
+            let serial = SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            lock(mailboxes).insert(pid, (serial, tx.clone()));
+            write_byte(&conn, b'K')?;
+            let reader = {
+                let (mm, uffd) = (Arc::clone(&mm), Arc::clone(&uffd));
+                std::thread::Builder::new()
+                    .name("memcg-anon-read".into())
+                    .spawn(move || read_loop(&mm, &uffd, &conn, &tx))?
+            };
+            Handler::new(Arc::clone(&mm), uffd).run(&rx);
+            let _ = reader.join();
+            let mut boxes = lock(mailboxes);
+            if boxes.get(&pid).is_some_and(|(s, _)| *s == serial) {
+                boxes.remove(&pid);
+            }
+            drop(boxes);
+            view.sim().detach_host_mm(&mm);
+            Ok(())
+        }
+        (b'F', None) => fork_window(conn, pid, mailboxes),
+        _ => Err(io::Error::new(io::ErrorKind::InvalidData, "unknown request")),
+    }
+}
+
+/// The `F` connection: the process's handler brings its pages in and pins
+/// them; `K` says so; the connection's end (after the fork) unpins.
+fn fork_window(mut conn: UnixStream, pid: u32, mailboxes: &Mailboxes) -> io::Result<()> {
+    let mailbox = lock(mailboxes).get(&pid).map(|(_, tx)| tx.clone());
+    let Some(mailbox) = mailbox else {
+        // Not served (yet): nothing of it is on swap.
+        return write_byte(&conn, b'K');
+    };
+    let (tx, rx) = mpsc::channel();
+    let _ = mailbox.send(Msg::Fork(tx));
+    let _ = rx.recv();
+    write_byte(&conn, b'K')?;
+    let mut rest = [0u8; 16];
+    while matches!(conn.read(&mut rest), Ok(n) if n > 0) {}
+    let _ = mailbox.send(Msg::Unpin);
+    Ok(())
+}
+
+/// The reader: takes every message off the `userfaultfd` as it comes (an
+/// unread event holds up the ioctls of reclaim, which may be running on
+/// the handler itself), resolves a reclaimer's own faults at once
+/// ([`HostMm::fault_by_reclaim`]), and hands the rest to the handler in
+/// order. Ends (and tells the handler) when the process's connection
+/// ends.
+fn read_loop(mm: &HostMm, uffd: &OwnedFd, conn: &UnixStream, handler: &mpsc::Sender<Msg>) {
+    let mut buf = [0u8; MSG_BYTES * 64];
+    loop {
+        let mut fds = [pollfd(uffd.as_raw_fd()), pollfd(conn.as_raw_fd())];
+        // SAFETY: polls two descriptors we hold, in `fds`.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        if n < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            break;
+        }
+        if fds[1].revents != 0 && connection_ended(conn) {
+            break;
+        }
+        loop {
+            // SAFETY: reads whole messages into `buf`.
+            let n = unsafe { libc::read(uffd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+            let Ok(n) = usize::try_from(n) else { break };
+            if n == 0 {
+                break;
+            }
+            for msg in buf[..n].chunks_exact(MSG_BYTES) {
+                if let Some(msg) = decode(mm, uffd, msg) {
+                    let _ = handler.send(msg);
+                }
+            }
+        }
+    }
+    let _ = handler.send(Msg::End);
+}
+
+/// A `struct uffd_msg` as the handler's message; `None` for what the
+/// reader resolved itself or does not know.
+fn decode(mm: &HostMm, uffd: &OwnedFd, msg: &[u8]) -> Option<Msg> {
+    let word = |i: usize| u64::from_ne_bytes(msg[8 + i * 8..16 + i * 8].try_into().expect("8 bytes"));
+    match msg[0] {
+        UFFD_EVENT_PAGEFAULT => {
+            let (flags, addr) = (word(0), word(1) & !(PAGE - 1));
+            if flags & UFFD_PAGEFAULT_FLAG_WP != 0 {
+                return Some(Msg::Fault(addr, FaultKind::WriteProtect));
+            }
+            if mm.fault_by_reclaim(addr, &mut UffdIo(uffd.as_raw_fd())) {
+                return None;
+            }
+            let write = flags & UFFD_PAGEFAULT_FLAG_WRITE != 0;
+            Some(Msg::Fault(addr, FaultKind::Missing { write }))
+        }
+        UFFD_EVENT_REMOVE | UFFD_EVENT_UNMAP => Some(Msg::Remove(word(0), word(1))),
+        UFFD_EVENT_REMAP => Some(Msg::Remap(word(0), word(1), word(2))),
+        _ => None,
+    }
+}
+
+/// One process's handler (module docs).
+struct Handler {
+    mm: Arc<HostMm>,
+    uffd: Arc<OwnedFd>,
+    /// Faults that met `EAGAIN` or a failed charge, to try again.
+    pending: VecDeque<(u64, FaultKind)>,
+    /// Pinned for a fork (answered once the swapped pages are in).
+    fork: Option<mpsc::Sender<()>>,
+    /// When the fork goes ahead with what came back.
+    fork_deadline: Instant,
+}
+
+impl Handler {
+    fn new(mm: Arc<HostMm>, uffd: Arc<OwnedFd>) -> Self {
+        Self {
+            mm,
+            uffd,
+            pending: VecDeque::new(),
+            fork: None,
+            fork_deadline: Instant::now(),
+        }
+    }
+
+    /// Serves until the process is gone.
+    fn run(&mut self, rx: &mpsc::Receiver<Msg>) {
+        loop {
+            let msg = if self.pending.is_empty() && self.fork.is_none() {
+                rx.recv().ok()
+            } else {
+                match rx.recv_timeout(Duration::from_millis(1)) {
+                    Ok(msg) => Some(msg),
+                    Err(mpsc::RecvTimeoutError::Timeout) => None,
+                    Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                }
+            };
+            match msg {
+                Some(Msg::End) => return,
+                Some(msg) => self.handle(msg),
+                None if self.pending.is_empty() && self.fork.is_none() => return,
+                None => {}
+            }
+            self.retry();
+            self.fork_progress();
+        }
+    }
+
+    fn handle(&mut self, msg: Msg) {
+        let mut io = UffdIo(self.uffd.as_raw_fd());
+        match msg {
+            Msg::Fault(addr, kind) => self.fault(addr, kind),
+            Msg::Remove(start, end) => self.mm.remove(start, end, &mut io),
+            Msg::Remap(from, to, len) => self.mm.remap(from, to, len),
+            Msg::Fork(done) => {
+                self.mm.pin(true);
+                self.fork = Some(done);
+                self.fork_deadline = Instant::now() + FORK_SWAPIN_WAIT;
+            }
+            Msg::Unpin => self.mm.pin(false),
+            Msg::End => {}
+        }
+    }
+
+    fn fault(&mut self, addr: u64, kind: FaultKind) {
+        let mut io = UffdIo(self.uffd.as_raw_fd());
+        match self.mm.fault(addr, kind, &mut io) {
+            Ok(FaultOutcome::Again) => self.pending.push_back((addr, kind)),
+            Ok(_) => {}
+            Err(_) => {
+                // A charge that failed with nothing left to reclaim or
+                // kill: the kernel's fault would retry; so does this, a
+                // little later.
+                std::thread::sleep(Duration::from_millis(10));
+                self.pending.push_back((addr, kind));
+            }
+        }
+    }
+
+    fn retry(&mut self) {
+        for _ in 0..self.pending.len() {
+            if let Some((addr, kind)) = self.pending.pop_front() {
+                self.fault(addr, kind);
+            }
+        }
+    }
+
+    /// Before a fork: every page on swap back in the process (a page being
+    /// dropped comes back once its drop is read); then the fork may go.
+    fn fork_progress(&mut self) {
+        if self.fork.is_none() {
+            return;
+        }
+        let swapped = self.mm.swapped_pages();
+        if !swapped.is_empty() && Instant::now() < self.fork_deadline {
+            for addr in swapped {
+                self.fault(addr, FaultKind::Missing { write: false });
+            }
+            return;
+        }
+        if let Some(done) = self.fork.take() {
+            let _ = done.send(());
+        }
+    }
+}
+
+fn pollfd(fd: RawFd) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}
+
+/// Whether the process's connection ended (anything it sends is ignored).
+/// Without blocking, and without changing the descriptor's flags, which
+/// it shares with the reclaimers' writes.
+fn connection_ended(conn: &UnixStream) -> bool {
+    let mut buf = [0u8; 64];
+    // SAFETY: reads into `buf`.
+    let n = unsafe {
+        libc::recv(
+            conn.as_raw_fd(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            libc::MSG_DONTWAIT,
+        )
+    };
+    match n {
+        0 => true,
+        n if n > 0 => false,
+        _ => !matches!(
+            io::Error::last_os_error().raw_os_error(),
+            Some(libc::EAGAIN | libc::EINTR)
+        ),
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The `userfaultfd` ioctls that resolve faults.
+struct UffdIo(RawFd);
+
+impl UffdIo {
+    fn ioctl(&self, request: libc::c_ulong, arg: &mut [u64]) -> io::Result<()> {
+        // SAFETY: `arg` is the struct this ioctl reads and writes (the
+        // callers size it as the uapi header does).
+        let rc = unsafe { libc::ioctl(self.0, request, arg.as_mut_ptr()) };
+        if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+    }
+}
+
+impl FaultIo for UffdIo {
+    fn zero(&mut self, addr: u64, write: bool) -> io::Result<()> {
+        if write {
+            return self.copy(addr, &ZERO_PAGE);
+        }
+        // struct uffdio_zeropage: range, mode, zeropage (out).
+        self.ioctl(UFFDIO_ZEROPAGE, &mut [addr, PAGE, 0, 0])
+    }
+
+    fn copy(&mut self, addr: u64, bytes: &[u8]) -> io::Result<()> {
+        // struct uffdio_copy: dst, src, len, mode, copy (out).
+        self.ioctl(UFFDIO_COPY, &mut [addr, bytes.as_ptr() as u64, bytes.len() as u64, 0, 0])
+    }
+
+    fn unprotect(&mut self, addr: u64) -> io::Result<()> {
+        // struct uffdio_writeprotect: range, mode (0: clear and wake).
+        self.ioctl(UFFDIO_WRITEPROTECT, &mut [addr, PAGE, 0])
+    }
+
+    fn wake(&mut self, addr: u64) {
+        let _ = self.ioctl(UFFDIO_WAKE, &mut [addr, PAGE]);
+    }
+}
+
+/// What reclaim needs of a process: its `userfaultfd`, its memory
+/// (`process_vm_readv`) and its agent (drop requests on its connection).
+struct UffdPages {
+    uffd: Arc<OwnedFd>,
+    pid: libc::pid_t,
+    conn: Mutex<UnixStream>,
+}
+
+impl UffdPages {
+    fn new(uffd: OwnedFd, pid: u32, conn: UnixStream) -> io::Result<Self> {
+        Ok(Self {
+            uffd: Arc::new(uffd),
+            pid: libc::pid_t::try_from(pid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?,
+            conn: Mutex::new(conn),
+        })
+    }
+}
+
+impl HostPages for UffdPages {
+    fn write_protect(&self, addr: u64, on: bool) -> io::Result<()> {
+        // Protecting: don't wake (nobody waits); unprotecting wakes.
+        UffdIo(self.uffd.as_raw_fd()).ioctl(UFFDIO_WRITEPROTECT, &mut [addr, PAGE, u64::from(on)])
+    }
+
+    fn read(&self, addr: u64, buf: &mut [u8]) -> io::Result<()> {
+        let local = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        let remote = libc::iovec {
+            iov_base: addr as *mut libc::c_void,
+            iov_len: buf.len(),
+        };
+        // SAFETY: reads `buf.len()` bytes of the process into `buf`.
+        let n = unsafe { libc::process_vm_readv(self.pid, &local, 1, &remote, 1, 0) };
+        match usize::try_from(n) {
+            Ok(n) if n == buf.len() => Ok(()),
+            Ok(_) => Err(io::Error::from_raw_os_error(libc::EFAULT)),
+            Err(_) => Err(io::Error::last_os_error()),
+        }
+    }
+
+    fn drop_page(&self, addr: u64) {
+        // The agent reads as fast as it drops; a full socket (a stopped
+        // process) blocks this reclaimer until it continues.
+        let conn = lock(&self.conn);
+        let _ = (&*conn).write_all(&addr.to_ne_bytes());
+    }
+}
+
+
+fn write_byte(mut conn: &UnixStream, byte: u8) -> io::Result<()> {
+    conn.write_all(&[byte])
+}
+
+/// The pid of the process at the other end (`SO_PEERCRED`).
+fn peer_pid(conn: &UnixStream) -> io::Result<u32> {
+    let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: fills `cred`, of the size given.
+    let rc = unsafe {
+        libc::getsockopt(
+            conn.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    u32::try_from(cred.pid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))
+}
+
+/// One byte and the descriptor attached to it, if any.
+fn recv_with_fd(conn: &UnixStream) -> io::Result<(u8, Option<OwnedFd>)> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut control = [0u64; 8];
+    // SAFETY: all-zero is a valid msghdr, filled in below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control);
+    // SAFETY: receives into the buffers `msg` points at.
+    let n = unsafe { libc::recvmsg(conn.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    if n != 1 {
+        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "no request"));
+    }
+    let mut fd = None;
+    // SAFETY: walks the control messages the kernel wrote into `control`.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                let raw = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>());
+                fd = Some(OwnedFd::from_raw_fd(raw));
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+    }
+    Ok((byte[0], fd))
+}
+

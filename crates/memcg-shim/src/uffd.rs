@@ -1,0 +1,527 @@
+//! The process's anonymous memory under the simulator: every region the
+//! heap (`heap`, through `anon`) or the program (`mmap` of private
+//! anonymous memory) maps is registered with a `userfaultfd` whose other
+//! end the `memcg run` server holds (sent at start over the socket named
+//! by `MEMCG_ANON_SOCKET`). The server resolves each fault (charging the
+//! page to the process's simulated memory cgroup, or swapping it back in)
+//! and learns of unmaps, `MADV_DONTNEED`s and moves from the kernel's
+//! events; the process keeps running its own code.
+//!
+//! The agent: a thread of the shim's own, on a stack no region of which
+//! is registered, that drops the pages the server reclaimed
+//! (`MADV_DONTNEED` of a page the server wrote-protected and copied out:
+//! a page no longer write-protected was written or replaced since, and is
+//! left alone). When the server goes (its socket ends), the agent kills
+//! the process: its swapped-out pages would otherwise read as zeros.
+//!
+//! fork: the child's regions lose their registration (no
+//! `UFFD_FEATURE_EVENT_FORK`), so before the fork the server brings every
+//! swapped-out page of the process back in and keeps reclaim away
+//! (`pthread_atfork` prepare, over a connection of its own); the child
+//! starts afresh (its own `userfaultfd`, socket and agent), registers the
+//! same regions again and write-protects them, so its first write to an
+//! inherited page charges it as the kernel's copy on write does. Programs
+//! that fork without the C library (`syscall(SYS_clone)`, `_Fork`) skip
+//! this: documented as a limit.
+//!
+//! Locking: `REGIONS` (the registered regions, for the child) is one spin
+//! lock, also held across `fork` (prepare to parent/child).
+
+use core::ffi::{c_int, c_long, c_void};
+use core::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+
+use crate::sys;
+
+/// The socket's path comes from here.
+const ENV: &[u8] = b"MEMCG_ANON_SOCKET\0";
+
+#[cfg(target_arch = "x86_64")]
+mod nr {
+    use core::ffi::c_long;
+    pub const USERFAULTFD: c_long = 323;
+    pub const MMAP: c_long = 9;
+    pub const MUNMAP: c_long = 11;
+    pub const MREMAP: c_long = 25;
+    pub const MADVISE: c_long = 28;
+    pub const SOCKET: c_long = 41;
+    pub const CONNECT: c_long = 42;
+    pub const SENDMSG: c_long = 46;
+    pub const IOCTL: c_long = 16;
+    pub const PREAD64: c_long = 17;
+    pub const KILL: c_long = 62;
+}
+#[cfg(target_arch = "aarch64")]
+mod nr {
+    use core::ffi::c_long;
+    pub const USERFAULTFD: c_long = 282;
+    pub const MMAP: c_long = 222;
+    pub const MUNMAP: c_long = 215;
+    pub const MREMAP: c_long = 216;
+    pub const MADVISE: c_long = 233;
+    pub const SOCKET: c_long = 198;
+    pub const CONNECT: c_long = 203;
+    pub const SENDMSG: c_long = 211;
+    pub const IOCTL: c_long = 29;
+    pub const PREAD64: c_long = 67;
+    pub const KILL: c_long = 129;
+}
+
+const UFFD_API: u64 = 0xAA;
+const UFFDIO_API: c_long = 0xc018_aa3f;
+const UFFDIO_REGISTER: c_long = 0xc020_aa00;
+const UFFDIO_WRITEPROTECT: c_long = 0xc018_aa06;
+const MODE_MISSING: u64 = 1;
+const MODE_WP: u64 = 2;
+/// `PAGEFAULT_FLAG_WP | EVENT_REMAP | EVENT_REMOVE | EVENT_UNMAP |
+/// THREAD_ID`.
+const FEATURES: u64 = 0x1 | 0x4 | 0x8 | 0x40 | 0x100;
+
+const PROT_RW: c_int = 0x3;
+const MAP_PRIVATE: c_int = 0x02;
+const MAP_ANONYMOUS: c_int = 0x20;
+const MAP_NORESERVE: c_int = 0x4000;
+const MREMAP_MAYMOVE: c_int = 1;
+const MADV_DONTNEED: c_int = 4;
+const AF_UNIX: c_int = 1;
+const SOCK_STREAM: c_int = 1;
+const SOCK_CLOEXEC: c_int = 0o2_000_000;
+const SIGKILL: c_int = 9;
+const PAGE: usize = 4096;
+/// The agent's stack.
+const AGENT_STACK_BYTES: usize = 64 * 1024;
+/// Regions remembered for a fork's child; past this, new ones are left
+/// unregistered (their memory is then the host's alone).
+const MAX_REGIONS: usize = 1 << 16;
+
+/// The `userfaultfd` (-1: not in use) and the server's socket.
+static UFFD: AtomicI32 = AtomicI32::new(-1);
+static SOCK: AtomicI32 = AtomicI32::new(-1);
+/// The connection a fork in progress holds (prepare to parent).
+static FORK_CONN: AtomicI32 = AtomicI32::new(-1);
+static ATFORK_DONE: AtomicBool = AtomicBool::new(false);
+
+struct Regions {
+    len: usize,
+    list: [(usize, usize); MAX_REGIONS],
+}
+
+static REGIONS_LOCK: AtomicBool = AtomicBool::new(false);
+static mut REGIONS: Regions = Regions {
+    len: 0,
+    list: [(0, 0); MAX_REGIONS],
+};
+
+fn lock_regions() {
+    while REGIONS_LOCK
+        .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        core::hint::spin_loop();
+    }
+}
+
+fn unlock_regions() {
+    // Release: pairs with the acquire in `lock_regions`.
+    REGIONS_LOCK.store(false, Ordering::Release);
+}
+
+/// Runs `f` on the region list, locked.
+fn with_regions<R>(f: impl FnOnce(&mut Regions) -> R) -> R {
+    lock_regions();
+    // SAFETY: the spin lock above serialises every access to REGIONS.
+    let r = f(unsafe { &mut *core::ptr::addr_of_mut!(REGIONS) });
+    unlock_regions();
+    r
+}
+
+fn raw(nr: c_long, a: [usize; 6]) -> isize {
+    // SAFETY: every caller passes the system call's arguments by value
+    // or as pointers to live buffers of the sizes the call expects.
+    unsafe { sys::syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]) as isize }
+}
+
+/// Maps `len` bytes of fresh anonymous memory and registers them: null
+/// on failure (errno set).
+pub(crate) fn map_registered(len: usize, flags: c_int, prot: c_int) -> *mut u8 {
+    let p = raw(
+        nr::MMAP,
+        [0, len, prot as usize, (flags | MAP_PRIVATE | MAP_ANONYMOUS) as usize, usize::MAX, 0],
+    );
+    if p < 0 {
+        sys::set_errno(-p as c_int);
+        return core::ptr::null_mut();
+    }
+    register(p as usize, len);
+    p as *mut u8
+}
+
+/// [`map_registered`] with read/write access.
+pub(crate) fn map(len: usize) -> *mut u8 {
+    map_registered(len, MAP_NORESERVE, PROT_RW)
+}
+
+/// Unmaps (the server learns of it from the kernel's unmap event).
+pub(crate) fn unmap(ptr: *mut u8, len: usize) {
+    forget(ptr as usize, len);
+    raw(nr::MUNMAP, [ptr as usize, len, 0, 0, 0, 0]);
+}
+
+/// Moves or resizes a mapping (`mremap` with `MREMAP_MAYMOVE`): null on
+/// failure. The registration moves with it; the server learns of the
+/// move from the kernel's remap event.
+pub(crate) fn remap(ptr: *mut u8, old_len: usize, new_len: usize) -> *mut u8 {
+    let p = raw(
+        nr::MREMAP,
+        [ptr as usize, old_len, new_len, MREMAP_MAYMOVE as usize, 0, 0],
+    );
+    if p < 0 {
+        sys::set_errno(-p as c_int);
+        return core::ptr::null_mut();
+    }
+    forget(ptr as usize, old_len);
+    remember(p as usize, new_len);
+    p as *mut u8
+}
+
+/// Registers `[start, start + len)` (missing and write-protect faults),
+/// if the process is under the simulator.
+pub(crate) fn register(start: usize, len: usize) {
+    let uffd = UFFD.load(Ordering::Relaxed);
+    if uffd < 0 || len == 0 {
+        return;
+    }
+    if register_range(uffd, start, len) {
+        remember(start, len);
+    }
+}
+
+fn register_range(uffd: c_int, start: usize, len: usize) -> bool {
+    // struct uffdio_register: range { start, len }, mode, ioctls (out).
+    let mut reg = [start as u64, len as u64, MODE_MISSING | MODE_WP, 0];
+    raw(
+        nr::IOCTL,
+        [uffd as usize, UFFDIO_REGISTER as usize, reg.as_mut_ptr() as usize, 0, 0, 0],
+    ) == 0
+}
+
+fn remember(start: usize, len: usize) {
+    with_regions(|r| {
+        if r.len < MAX_REGIONS {
+            r.list[r.len] = (start, len);
+            r.len += 1;
+        }
+    });
+}
+
+/// Forgets the regions inside `[start, start + len)` (whole ones: the
+/// heap unmaps what it mapped).
+fn forget(start: usize, len: usize) {
+    with_regions(|r| {
+        let mut i = 0;
+        while i < r.len {
+            let (s, l) = r.list[i];
+            if s >= start && s + l <= start + len {
+                r.len -= 1;
+                r.list[i] = r.list[r.len];
+            } else {
+                i += 1;
+            }
+        }
+    });
+}
+
+/// The shim's constructor: under `memcg run` with anonymous memory on,
+/// connects to the server.
+pub(crate) extern "C" fn init() {
+    if sys::env(ENV).is_none() {
+        return;
+    }
+    if start() && !ATFORK_DONE.swap(true, Ordering::Relaxed) {
+        // SAFETY: three plain functions of ours.
+        unsafe { sys::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
+    }
+}
+
+/// Makes the `userfaultfd`, hands it to the server and starts the agent;
+/// false (and nothing is registered) if any of it fails.
+fn start() -> bool {
+    // O_CLOEXEC | O_NONBLOCK.
+    let uffd = raw(nr::USERFAULTFD, [0o2_000_000 | 0o4000, 0, 0, 0, 0, 0]) as c_int;
+    if uffd < 0 {
+        return false;
+    }
+    let mut api = [UFFD_API, FEATURES, 0];
+    let ok = raw(nr::IOCTL, [uffd as usize, UFFDIO_API as usize, api.as_mut_ptr() as usize, 0, 0, 0]) == 0;
+    let sock = if ok { connect() } else { -1 };
+    if sock < 0 || !hello(sock, uffd) || !start_agent(sock) {
+        // SAFETY: closing our own descriptors.
+        unsafe {
+            sys::close(uffd);
+            if sock >= 0 {
+                sys::close(sock);
+            }
+        }
+        return false;
+    }
+    SOCK.store(sock, Ordering::Relaxed);
+    UFFD.store(uffd, Ordering::Relaxed);
+    true
+}
+
+/// A connection to the server's socket, or -1.
+fn connect() -> c_int {
+    let Some(path) = sys::env(ENV) else {
+        return -1;
+    };
+    // struct sockaddr_un: family, then the path (108 bytes).
+    let mut addr = [0u8; 110];
+    if path.len() >= 108 {
+        return -1;
+    }
+    addr[..2].copy_from_slice(&(AF_UNIX as u16).to_ne_bytes());
+    addr[2..2 + path.len()].copy_from_slice(path);
+    let fd = raw(nr::SOCKET, [AF_UNIX as usize, (SOCK_STREAM | SOCK_CLOEXEC) as usize, 0, 0, 0, 0]) as c_int;
+    if fd < 0 {
+        return -1;
+    }
+    if raw(nr::CONNECT, [fd as usize, addr.as_ptr() as usize, addr.len(), 0, 0, 0]) != 0 {
+        // SAFETY: our own descriptor.
+        unsafe { sys::close(fd) };
+        return -1;
+    }
+    fd
+}
+
+/// Sends `byte` on `sock`, with descriptor `fd` attached if not -1.
+fn send(sock: c_int, byte: u8, fd: c_int) -> bool {
+    let data = [byte];
+    let iov = [data.as_ptr() as usize, 1];
+    // struct cmsghdr (len, level SOL_SOCKET, type SCM_RIGHTS) + one int,
+    // padded to 8 bytes.
+    let mut cmsg = [0u8; 24];
+    cmsg[..8].copy_from_slice(&20u64.to_ne_bytes());
+    cmsg[8..12].copy_from_slice(&1i32.to_ne_bytes());
+    cmsg[12..16].copy_from_slice(&1i32.to_ne_bytes());
+    cmsg[16..20].copy_from_slice(&fd.to_ne_bytes());
+    // struct msghdr: name, namelen, iov, iovlen, control, controllen, flags.
+    let msg: [usize; 7] = [
+        0,
+        0,
+        iov.as_ptr() as usize,
+        1,
+        if fd >= 0 { cmsg.as_ptr() as usize } else { 0 },
+        if fd >= 0 { cmsg.len() } else { 0 },
+        0,
+    ];
+    raw(nr::SENDMSG, [sock as usize, msg.as_ptr() as usize, 0, 0, 0, 0]) == 1
+}
+
+/// Reads one byte from `sock`; None at its end or on an error.
+fn recv_byte(sock: c_int) -> Option<u8> {
+    let mut b = [0u8; 1];
+    loop {
+        // SAFETY: one byte into `b`.
+        let n = unsafe { sys::read(sock, b.as_mut_ptr().cast(), 1) };
+        match n {
+            1 => return Some(b[0]),
+            _ if n < 0 && sys::errno() == sys::EINTR => {}
+            _ => return None,
+        }
+    }
+}
+
+/// Hands `uffd` to the server and waits for it to be served.
+fn hello(sock: c_int, uffd: c_int) -> bool {
+    send(sock, b'H', uffd) && recv_byte(sock) == Some(b'K')
+}
+
+/// Starts the agent, reading `sock`, on a stack of its own (never
+/// registered).
+fn start_agent(sock: c_int) -> bool {
+    let stack = raw(
+        nr::MMAP,
+        [0, AGENT_STACK_BYTES, PROT_RW as usize, (MAP_PRIVATE | MAP_ANONYMOUS) as usize, usize::MAX, 0],
+    );
+    if stack < 0 {
+        return false;
+    }
+    let mut attr = [0u64; 8];
+    let mut thread = 0u64;
+    // SAFETY: `attr` is larger than glibc's pthread_attr_t (56 bytes);
+    // the stack is ours for the thread's life (never unmapped).
+    unsafe {
+        sys::pthread_attr_init(attr.as_mut_ptr().cast()) == 0
+            && sys::pthread_attr_setstack(attr.as_mut_ptr().cast(), stack as *mut c_void, AGENT_STACK_BYTES) == 0
+            && sys::pthread_create(&mut thread, attr.as_ptr().cast(), agent, sock as usize as *mut c_void) == 0
+    }
+}
+
+/// The agent's loop: each 8 bytes the server sends on `sock` are the
+/// address of a page to drop.
+extern "C" fn agent(sock: *mut c_void) -> *mut c_void {
+    let sock = sock as usize as c_int;
+    let pagemap = sys::open_raw(sys::AT_FDCWD, b"/proc/self/pagemap\0", sys::O_CLOEXEC, 0);
+    let mut buf = [0u8; 8];
+    loop {
+        if !read_exact(sock, &mut buf) {
+            // The server is gone, and with it the memory it held for us.
+            // SAFETY: getpid has no preconditions.
+            let pid = unsafe { sys::getpid() };
+            raw(nr::KILL, [pid as usize, SIGKILL as usize, 0, 0, 0, 0]);
+            return core::ptr::null_mut();
+        }
+        let addr = u64::from_ne_bytes(buf) as usize;
+        if still_protected(pagemap, addr) {
+            raw(nr::MADVISE, [addr, PAGE, MADV_DONTNEED as usize, 0, 0, 0]);
+        }
+    }
+}
+
+/// Whether the page at `addr` is still write-protected (pagemap's
+/// `PM_UFFD_WP`, bit 57): the server's copy of it is then current.
+fn still_protected(pagemap: c_int, addr: usize) -> bool {
+    let mut entry = [0u8; 8];
+    let n = raw(
+        nr::PREAD64,
+        [pagemap as usize, entry.as_mut_ptr() as usize, 8, (addr / PAGE) * 8, 0, 0],
+    );
+    n == 8 && u64::from_ne_bytes(entry) & (1 << 57) != 0
+}
+
+fn read_exact(fd: c_int, buf: &mut [u8]) -> bool {
+    let mut done = 0;
+    while done < buf.len() {
+        // SAFETY: reads into the rest of `buf`.
+        let n = unsafe { sys::read(fd, buf[done..].as_mut_ptr().cast(), buf.len() - done) };
+        if n < 0 && sys::errno() == sys::EINTR {
+            continue;
+        }
+        if n <= 0 {
+            return false;
+        }
+        done += n as usize;
+    }
+    true
+}
+
+/// `pthread_atfork` prepare: the server brings every swapped-out page of
+/// the process back and keeps reclaim away until the fork is done.
+extern "C" fn prepare() {
+    lock_regions();
+    if UFFD.load(Ordering::Relaxed) < 0 {
+        return;
+    }
+    let conn = connect();
+    if conn >= 0 && send(conn, b'F', -1) && recv_byte(conn) == Some(b'K') {
+        FORK_CONN.store(conn, Ordering::Relaxed);
+    } else if conn >= 0 {
+        // SAFETY: our own descriptor.
+        unsafe { sys::close(conn) };
+    }
+}
+
+/// `pthread_atfork` parent: the fork is done; reclaim may come back.
+extern "C" fn parent() {
+    let conn = FORK_CONN.swap(-1, Ordering::Relaxed);
+    if conn >= 0 {
+        // SAFETY: our own descriptor; closing it ends the fork.
+        unsafe { sys::close(conn) };
+    }
+    unlock_regions();
+}
+
+/// `pthread_atfork` child: a process of its own to the server, with the
+/// parent's regions registered again and write-protected.
+extern "C" fn child() {
+    let conn = FORK_CONN.swap(-1, Ordering::Relaxed);
+    let (uffd, sock) = (UFFD.swap(-1, Ordering::Relaxed), SOCK.swap(-1, Ordering::Relaxed));
+    // SAFETY: the parent's descriptors, copied into this process.
+    unsafe {
+        for fd in [conn, uffd, sock] {
+            if fd >= 0 {
+                sys::close(fd);
+            }
+        }
+    }
+    if uffd < 0 || !start() {
+        // SAFETY: the lock taken in `prepare`.
+        with_regions_locked(|r| r.len = 0);
+        unlock_regions();
+        return;
+    }
+    let uffd = UFFD.load(Ordering::Relaxed);
+    with_regions_locked(|r| {
+        for &(start, len) in &r.list[..r.len] {
+            if register_range(uffd, start, len) {
+                // struct uffdio_writeprotect: range, mode (WP).
+                let mut wp = [start as u64, len as u64, 1];
+                raw(nr::IOCTL, [uffd as usize, UFFDIO_WRITEPROTECT as usize, wp.as_mut_ptr() as usize, 0, 0, 0]);
+            }
+        }
+    });
+    unlock_regions();
+}
+
+/// Runs `f` on the region list, whose lock the caller holds.
+fn with_regions_locked<R>(f: impl FnOnce(&mut Regions) -> R) -> R {
+    // SAFETY: the caller holds REGIONS_LOCK.
+    f(unsafe { &mut *core::ptr::addr_of_mut!(REGIONS) })
+}
+
+const MAP_SHARED: c_int = 0x01;
+const MAP_SHARED_VALIDATE: c_int = 0x03;
+const MAP_STACK: c_int = 0x2_0000;
+const MAP_HUGETLB: c_int = 0x4_0000;
+
+/// `mmap`: the program's private anonymous mappings (not stacks, not
+/// huge pages) are registered; everything else passes through.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mmap(
+    addr: *mut c_void,
+    len: usize,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    offset: i64,
+) -> *mut c_void {
+    let p = raw(
+        nr::MMAP,
+        [addr as usize, len, prot as usize, flags as usize, fd as usize, offset as usize],
+    );
+    if (-4095..0).contains(&p) {
+        sys::set_errno(-p as c_int);
+        return usize::MAX as *mut c_void;
+    }
+    let private_anon = flags & MAP_ANONYMOUS != 0 && flags & MAP_SHARED_VALIDATE != MAP_SHARED;
+    if private_anon && flags & (MAP_STACK | MAP_HUGETLB) == 0 {
+        register(p as usize, len.next_multiple_of(PAGE));
+    }
+    p as *mut c_void
+}
+
+/// `mmap64`: the same call on 64-bit systems.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mmap64(
+    addr: *mut c_void,
+    len: usize,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    offset: i64,
+) -> *mut c_void {
+    // SAFETY: the same contract.
+    unsafe { mmap(addr, len, prot, flags, fd, offset) }
+}
+
+/// `munmap`: the region is forgotten for a fork's child (the server
+/// learns of the unmap from the kernel).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn munmap(addr: *mut c_void, len: usize) -> c_int {
+    let rc = raw(nr::MUNMAP, [addr as usize, len, 0, 0, 0, 0]);
+    if rc < 0 {
+        sys::set_errno(-rc as c_int);
+        return -1;
+    }
+    forget(addr as usize, len.next_multiple_of(PAGE));
+    0
+}

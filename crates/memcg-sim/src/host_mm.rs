@@ -1,0 +1,634 @@
+//! A host process's anonymous memory under the simulator (`memcg run`):
+//! the page table of a real address space whose pages the simulated memcg
+//! charges, reclaims to the simulated swap and brings back.
+//!
+//! The process's memory is registered with `userfaultfd` (by the shim, in
+//! the process), and the server's handler for that process turns each
+//! fault into a call here ([`HostMm::fault`]); the process's own unmaps
+//! and `MADV_DONTNEED`s arrive as [`HostMm::remove`], moves as
+//! [`HostMm::remap`]. The bytes stay in the process: a resident page is a
+//! charged folio with no frame of its own ([`Folio::new_unbacked`]) on its
+//! memory cgroup's LRU, with this table as its reverse map.
+//!
+//! - First touch (`do_anonymous_page`): the page is charged to the
+//!   process's memory cgroup through the charge path simulated tasks use
+//!   (stock, reclaim, `memory.high` throttling, OOM), then the handler maps
+//!   a zero page (read) or a zeroed copy (write).
+//! - Reclaim ([`Rmap::reclaim`]): the page is write-protected in the
+//!   process (a write now waits in the handler), copied out of it into a
+//!   frame, and swapped out as any anonymous folio (swap cache,
+//!   `swap_cgroup` record, zswap); the folio goes, uncharging it; the
+//!   process is asked to drop its copy ([`HostPages::drop_page`]), and the
+//!   `MADV_DONTNEED` that does it arrives back as a one-page remove that
+//!   completes the eviction and wakes any writer.
+//! - Next touch (`do_swap_page`): swapped in with the kernel's charge rule
+//!   (the recorded memory cgroup, refault/workingset, `pgmajfault`), copied
+//!   into the process, and its frame given back.
+//! - Write-protect fault on a page this table does not hold: a page the
+//!   process inherited from its parent, written first (copy on write):
+//!   charged to this process from then on.
+//!
+//! What the simulator sees of accesses: faults only (first touch, swap-in,
+//! a write during eviction). A resident page is young once, when faulted;
+//! it is not seen again, so reclaim ages host pages by fault order.
+//!
+//! Invariants: every page in the table as [`Page::Resident`] holds one
+//! folio charged to it, listed in `by_folio` under its address, and on an
+//! LRU list or isolated by a reclaimer; a [`Page::Swapped`] or
+//! [`Page::Dropping`] page holds one reference to its swap entry. When the
+//! process dies ([`HostMm::release`]) every folio and entry goes.
+//!
+//! Locking: `pages` is held only for table changes and the handler's calls
+//! into the process that cannot wait on it (`UFFDIO_COPY`/`ZEROPAGE`);
+//! charging and reclaim's copy-out run without it, the page marked
+//! (`Faulting`, `Evicting`) meanwhile. Reclaim only
+//! try-locks it. One handler thread serves a process's faults and
+//! events in order, so no two faults of a process are in flight at once.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, TryLockError, Weak};
+
+use memcg::folio::Folio;
+use memcg::lruvec::{self, FolioRef, Rmap, RmapOutcome};
+use memcg::memcontrol::{Gfp, MemCgroup, VmEvent};
+use memcg::mm_types::PAGE_BYTES;
+use memcg::swapops::SwapEntry;
+
+use crate::mm::Task;
+use crate::oom_kill::CurrentTask;
+use crate::{Inner, SimError, lock};
+
+/// Bytes of a page, as an address step.
+const PAGE: u64 = PAGE_BYTES as u64;
+
+/// What the simulator needs of the process beyond the fault handler:
+/// implemented over `userfaultfd`, `process_vm_readv` and the shim's agent
+/// by the server.
+pub trait HostPages: Send + Sync {
+    /// Write-protects (`on`) or unprotects the page at `addr`
+    /// (`UFFDIO_WRITEPROTECT`; unprotecting wakes its waiting writers).
+    fn write_protect(&self, addr: u64, on: bool) -> io::Result<()>;
+    /// Copies the page at `addr` out of the process into `buf`.
+    fn read(&self, addr: u64, buf: &mut [u8]) -> io::Result<()>;
+    /// Asks the process to drop the (write-protected) page at `addr`; its
+    /// `MADV_DONTNEED` comes back as a one-page [`HostMm::remove`].
+    fn drop_page(&self, addr: u64);
+}
+
+/// How the handler resolves a fault in the process (`userfaultfd`
+/// ioctls). `EAGAIN` (the address space is changing: an event is waiting
+/// to be read) makes the fault come back later as [`FaultOutcome::Again`].
+pub trait FaultIo {
+    /// Maps a zero page at `addr` (`UFFDIO_ZEROPAGE`), or a zeroed copy
+    /// for a `write`.
+    fn zero(&mut self, addr: u64, write: bool) -> io::Result<()>;
+    /// Maps a copy of `bytes` at `addr` (`UFFDIO_COPY`).
+    fn copy(&mut self, addr: u64, bytes: &[u8]) -> io::Result<()>;
+    /// Clears the write protection of the page at `addr` and wakes.
+    fn unprotect(&mut self, addr: u64) -> io::Result<()>;
+    /// Wakes the threads waiting on a fault at `addr` (`UFFDIO_WAKE`).
+    fn wake(&mut self, addr: u64);
+}
+
+/// What a fault came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultOutcome {
+    /// Resolved: the faulting thread runs on.
+    Done,
+    /// Not now (`EAGAIN`): hand it in again after the pending events.
+    Again,
+    /// Left waiting: the page is on its way out; the remove that completes
+    /// the eviction wakes it.
+    Parked,
+    /// The process was killed (or is gone): left for its death to end.
+    Killed,
+}
+
+/// Which fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultKind {
+    /// No page there (`UFFD_PAGEFAULT_FLAG_WRITE` says `write`).
+    Missing {
+        /// A write access.
+        write: bool,
+    },
+    /// A write to a write-protected page (`UFFD_PAGEFAULT_FLAG_WP`).
+    WriteProtect,
+}
+
+/// Where one page of the process is.
+enum Page {
+    /// In the process, charged.
+    Resident(Arc<Folio>),
+    /// Being charged by the handler (no lock held meanwhile).
+    Faulting,
+    /// Swapped in and charged, its bytes in the folio, not yet mapped
+    /// (the copy met `EAGAIN`): mapped at the fault's retry.
+    Filled(Arc<Folio>),
+    /// Being copied out by a reclaimer, which holds the folio.
+    /// `removed`: unmapped meanwhile, so the eviction is dropped.
+    Evicting { removed: bool },
+    /// Swapped out; the process's copy not yet dropped (write-protected).
+    Dropping(SwapEntry),
+    /// Swapped out and gone from the process.
+    Swapped(SwapEntry),
+}
+
+#[derive(Default)]
+struct Pages {
+    map: BTreeMap<u64, Page>,
+    /// Resident folios by address of the folio, to their page address.
+    by_folio: HashMap<usize, u64>,
+}
+
+fn key(folio: &Arc<Folio>) -> usize {
+    Arc::as_ptr(folio) as usize
+}
+
+impl Pages {
+    fn insert_resident(&mut self, addr: u64, folio: Arc<Folio>) {
+        self.by_folio.insert(key(&folio), addr);
+        let old = self.map.insert(addr, Page::Resident(folio));
+        debug_assert!(
+            !matches!(old, Some(Page::Resident(_))),
+            "a page charged twice"
+        );
+    }
+}
+
+/// A host process's anonymous memory; see the module docs.
+pub struct HostMm {
+    me: Weak<HostMm>,
+    sim: Weak<Inner>,
+    task: Arc<Task>,
+    host: Box<dyn HostPages>,
+    pages: Mutex<Pages>,
+    /// Released: the process died or exec'd; nothing is charged again.
+    dead: AtomicBool,
+    /// Reclaim leaves it alone (a fork is copying it).
+    pinned: AtomicBool,
+}
+
+/// Pages of a host process by where they are.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HostResidency {
+    /// Resident and charged.
+    pub resident: u64,
+    /// On swap (dropped from the process or being dropped).
+    pub swapped: u64,
+}
+
+impl HostMm {
+    pub(crate) fn new(sim: &Arc<Inner>, task: Arc<Task>, host: Box<dyn HostPages>) -> Arc<Self> {
+        Arc::new_cyclic(|me| HostMm {
+            me: me.clone(),
+            sim: Arc::downgrade(sim),
+            task,
+            host,
+            pages: Mutex::new(Pages::default()),
+            dead: AtomicBool::new(false),
+            pinned: AtomicBool::new(false),
+        })
+    }
+
+    /// The task it belongs to.
+    pub fn task(&self) -> &Arc<Task> {
+        &self.task
+    }
+
+    fn rmap(&self) -> Weak<dyn Rmap> {
+        self.me.clone()
+    }
+
+    fn is_dead(&self) -> bool {
+        // Acquire: pairs with the store in `release`.
+        self.dead.load(Ordering::Acquire) || self.task.is_killed()
+    }
+
+    /// Its pages by where they are.
+    pub fn residency(&self) -> HostResidency {
+        let pages = lock(&self.pages);
+        let mut r = HostResidency::default();
+        for page in pages.map.values() {
+            match page {
+                Page::Resident(_) | Page::Evicting { .. } | Page::Faulting | Page::Filled(_) => {
+                    r.resident += 1
+                }
+                Page::Dropping(_) | Page::Swapped(_) => r.swapped += 1,
+            }
+        }
+        r
+    }
+
+    /// Keeps reclaim away (`on`) while a fork copies the address space,
+    /// or lets it back.
+    pub fn pin(&self, on: bool) {
+        // Relaxed: a hint reclaim reads under the table lock.
+        self.pinned.store(on, Ordering::Relaxed);
+    }
+
+    /// The addresses of its pages on swap (to bring back before a fork).
+    pub fn swapped_pages(&self) -> Vec<u64> {
+        lock(&self.pages)
+            .map
+            .iter()
+            .filter(|(_, p)| matches!(p, Page::Swapped(_) | Page::Dropping(_)))
+            .map(|(&a, _)| a)
+            .collect()
+    }
+
+    /// A fault at `addr` (page aligned), resolved through `io`.
+    pub fn fault(
+        &self,
+        addr: u64,
+        kind: FaultKind,
+        io: &mut dyn FaultIo,
+    ) -> Result<FaultOutcome, SimError> {
+        debug_assert_eq!(addr % PAGE, 0);
+        let Some(sim) = self.sim.upgrade() else {
+            return Ok(FaultOutcome::Killed);
+        };
+        if self.is_dead() {
+            return Ok(FaultOutcome::Killed);
+        }
+        let mut pages = lock(&self.pages);
+        let entry = match (pages.map.get(&addr), kind) {
+            (Some(Page::Resident(_)), FaultKind::WriteProtect) => {
+                return Ok(settled(io.unprotect(addr), addr, io));
+            }
+            (Some(Page::Resident(_)), FaultKind::Missing { .. }) => {
+                // Another thread's fault on the same page got there first
+                // (`EEXIST`: wake this one), or a reclaimer's read of a
+                // page the process dropped as it evicted it.
+                return Ok(settled(io.zero(addr, false), addr, io));
+            }
+            (Some(Page::Evicting { .. }), FaultKind::Missing { .. }) => {
+                if let Some(Page::Evicting { removed }) = pages.map.get_mut(&addr) {
+                    *removed = true;
+                }
+                return Ok(settled(io.zero(addr, false), addr, io));
+            }
+            (Some(Page::Evicting { .. } | Page::Dropping(_)), FaultKind::WriteProtect) => {
+                return Ok(FaultOutcome::Parked);
+            }
+            (Some(Page::Swapped(_)), FaultKind::WriteProtect) => {
+                io.wake(addr);
+                return Ok(FaultOutcome::Done);
+            }
+            (Some(Page::Filled(_)), _) => return Ok(self.map_filled(&mut pages, addr, io)),
+            (Some(Page::Swapped(e) | Page::Dropping(e)), FaultKind::Missing { .. }) => Some(*e),
+            (Some(Page::Faulting), _) => unreachable!("one fault of a process at a time"),
+            (None, _) => None,
+        };
+        pages.map.insert(addr, Page::Faulting);
+        drop(pages);
+        self.charge_and_map(&sim, addr, kind, entry, io)
+    }
+
+    /// A fault of `kind` at `addr`, [`Page::Faulting`] there: the charge
+    /// (no lock held), then the page mapped in the process.
+    fn charge_and_map(
+        &self,
+        sim: &Inner,
+        addr: u64,
+        kind: FaultKind,
+        entry: Option<SwapEntry>,
+        io: &mut dyn FaultIo,
+    ) -> Result<FaultOutcome, SimError> {
+        let charged = self.charge(sim, entry);
+        let mut pages = lock(&self.pages);
+        debug_assert!(matches!(pages.map.get(&addr), Some(Page::Faulting)));
+        let folio = match charged {
+            Ok(folio) => folio,
+            Err(e) => {
+                // A failed swap-in keeps its entry.
+                match entry {
+                    Some(entry) => pages.map.insert(addr, Page::Swapped(entry)),
+                    None => pages.map.remove(&addr),
+                };
+                drop(pages);
+                return match self.is_dead() {
+                    true => Ok(FaultOutcome::Killed),
+                    false => Err(e),
+                };
+            }
+        };
+        if self.is_dead() {
+            pages.map.remove(&addr);
+            return Ok(FaultOutcome::Killed);
+        }
+        if entry.is_some() {
+            pages.map.insert(addr, Page::Filled(folio));
+            return Ok(self.map_filled(&mut pages, addr, io));
+        }
+        let write = matches!(kind, FaultKind::Missing { write: true });
+        let mapped = match kind {
+            FaultKind::WriteProtect => io.unprotect(addr),
+            FaultKind::Missing { .. } => io.zero(addr, write),
+        };
+        match settled(mapped, addr, io) {
+            FaultOutcome::Done => {
+                lruvec::folio_add_lru(&folio, self.rmap());
+                pages.insert_resident(addr, folio);
+                Ok(FaultOutcome::Done)
+            }
+            other => {
+                // Not mapped: the charge goes back with the folio.
+                pages.map.remove(&addr);
+                Ok(other)
+            }
+        }
+    }
+
+    /// The folio for a fault: swapped in from `entry` (`do_swap_page`:
+    /// the kernel's charge rule, `pgmajfault`) or a new page charged to
+    /// the process's memory cgroup, as its task (`current`).
+    fn charge(&self, sim: &Inner, entry: Option<SwapEntry>) -> Result<Arc<Folio>, SimError> {
+        let tree = sim.machine.fs().tree();
+        let memcg = self.task.memcg();
+        let _current = CurrentTask::enter(tree, &self.task);
+        memcg.count_vm_event(VmEvent::Pgfault, 1);
+        match entry {
+            Some(entry) => Ok(sim
+                .machine
+                .swap()
+                .do_swap_page(entry, 1, &memcg, Gfp::Kernel)?),
+            None => Ok(Arc::new(Folio::new_unbacked(tree, &memcg, 1, Gfp::Kernel)?)),
+        }
+    }
+
+    /// Maps the swapped-in folio waiting at `addr` ([`Page::Filled`]) and
+    /// gives its frame back; on `EAGAIN` it keeps waiting.
+    fn map_filled(&self, pages: &mut Pages, addr: u64, io: &mut dyn FaultIo) -> FaultOutcome {
+        let Some(Page::Filled(folio)) = pages.map.remove(&addr) else {
+            unreachable!("called on a filled page")
+        };
+        let copied = io.copy(addr, &folio.bytes());
+        match settled(copied, addr, io) {
+            FaultOutcome::Again => {
+                pages.map.insert(addr, Page::Filled(folio));
+                FaultOutcome::Again
+            }
+            FaultOutcome::Done => {
+                folio.release_bytes();
+                lruvec::folio_add_lru(&folio, self.rmap());
+                pages.insert_resident(addr, folio);
+                FaultOutcome::Done
+            }
+            // The range is gone: so is the page.
+            other => other,
+        }
+    }
+
+    /// A fault the handler's reader resolves at once, before the handler
+    /// sees it: a reclaimer's own read of a page the process dropped while
+    /// it was being evicted (the reclaimer may be the handler itself). It
+    /// reads zeros, as the process would, and the eviction is dropped.
+    /// False for any other fault.
+    pub fn fault_by_reclaim(&self, addr: u64, io: &mut dyn FaultIo) -> bool {
+        let mut pages = lock(&self.pages);
+        let Some(Page::Evicting { removed }) = pages.map.get_mut(&addr) else {
+            return false;
+        };
+        *removed = true;
+        let _ = io.zero(addr, false);
+        true
+    }
+
+    /// The process unmapped, or dropped (`MADV_DONTNEED`/`MADV_FREE`),
+    /// `[start, end)`: its pages and swap entries there go. A one-page
+    /// remove of a page being dropped is the drop reclaim asked for: the
+    /// page is now only on swap, and its waiting writers fault again.
+    pub fn remove(&self, start: u64, end: u64, io: &mut dyn FaultIo) {
+        let Some(sim) = self.sim.upgrade() else {
+            return;
+        };
+        let mut freed = Vec::new();
+        let mut pages = lock(&self.pages);
+        let addrs: Vec<u64> = pages.map.range(start..end).map(|(&a, _)| a).collect();
+        for addr in addrs {
+            if end - start == PAGE
+                && let Some(Page::Dropping(entry)) = pages.map.get(&addr)
+            {
+                let entry = *entry;
+                pages.map.insert(addr, Page::Swapped(entry));
+                io.wake(addr);
+                continue;
+            }
+            match pages.map.remove(&addr) {
+                Some(Page::Resident(folio)) => {
+                    pages.by_folio.remove(&key(&folio));
+                    freed.push(Freed::Folio(folio));
+                }
+                Some(Page::Evicting { .. }) => {
+                    pages.map.insert(addr, Page::Evicting { removed: true });
+                }
+                Some(Page::Dropping(entry) | Page::Swapped(entry)) => {
+                    freed.push(Freed::Entry(entry));
+                }
+                Some(Page::Filled(folio)) => freed.push(Freed::Folio(folio)),
+                Some(Page::Faulting) => unreachable!("one handler per process"),
+                None => {}
+            }
+        }
+        drop(pages);
+        release(&sim, freed);
+    }
+
+    /// The process moved `[from, from + len)` to `to` (`mremap`): its
+    /// pages move with it.
+    pub fn remap(&self, from: u64, to: u64, len: u64) {
+        let mut pages = lock(&self.pages);
+        let moved: Vec<(u64, Page)> = pages
+            .map
+            .range(from..from + len)
+            .map(|(&a, _)| a)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .filter_map(|a| pages.map.remove(&a).map(|p| (a, p)))
+            .collect();
+        for (addr, page) in moved {
+            let new = addr - from + to;
+            if let Page::Resident(folio) = &page {
+                pages.by_folio.insert(key(folio), new);
+            }
+            pages.map.insert(new, page);
+        }
+    }
+
+    /// The process is gone (exit, exec, kill): every page's charge and
+    /// swap entry goes. Pages a reclaimer or the handler holds go when
+    /// they let go (they find it dead).
+    pub fn release(&self) {
+        // Release: pairs with the load in `is_dead`.
+        self.dead.store(true, Ordering::Release);
+        let Some(sim) = self.sim.upgrade() else {
+            return;
+        };
+        let mut pages = lock(&self.pages);
+        let mut freed = Vec::new();
+        let all = std::mem::take(&mut pages.map);
+        pages.by_folio.clear();
+        for (addr, page) in all {
+            match page {
+                Page::Resident(folio) | Page::Filled(folio) => freed.push(Freed::Folio(folio)),
+                Page::Dropping(entry) | Page::Swapped(entry) => freed.push(Freed::Entry(entry)),
+                Page::Evicting { .. } | Page::Faulting => {
+                    // Its holder sees the mm dead and frees it.
+                    pages.map.insert(addr, page);
+                }
+            }
+        }
+        drop(pages);
+        release(&sim, freed);
+    }
+}
+
+/// What a table change let go of, released with no lock held.
+enum Freed {
+    Folio(Arc<Folio>),
+    Entry(SwapEntry),
+}
+
+fn release(sim: &Inner, freed: Vec<Freed>) {
+    for f in freed {
+        match f {
+            Freed::Folio(folio) => drop(folio),
+            Freed::Entry(entry) => {
+                // An entry we hold a reference to: only a broken device
+                // fails here, and there is nothing left to undo.
+                let _ = sim.machine.swap().swap_free(entry, 1);
+            }
+        }
+    }
+}
+
+/// What an ioctl's result means for the fault: done (`EEXIST`: another
+/// fault mapped it first, wake this one), again (`EAGAIN`), or gone
+/// (`ENOENT`/`ESRCH`: the range or the process went).
+fn settled(result: io::Result<()>, addr: u64, io: &mut dyn FaultIo) -> FaultOutcome {
+    match result.map_err(|e| e.raw_os_error()) {
+        Ok(()) => FaultOutcome::Done,
+        Err(Some(e)) if e == EEXIST => {
+            io.wake(addr);
+            FaultOutcome::Done
+        }
+        Err(Some(e)) if e == EAGAIN => FaultOutcome::Again,
+        Err(_) => FaultOutcome::Killed,
+    }
+}
+
+const EEXIST: i32 = 17;
+/// Tries of a write protection that meets `EAGAIN` before the eviction is
+/// given up (the folio stays, busy).
+const MAX_PROTECT_TRIES: u32 = 10_000;
+const EAGAIN: i32 = 11;
+
+impl Rmap for HostMm {
+    /// Reclaim of a host page: write-protect it in the process, copy it
+    /// out, swap the copy out, and have the process drop its page (module
+    /// docs). Only try-locks the table; the copy-out runs without it.
+    fn reclaim(
+        &self,
+        folio: Arc<Folio>,
+        target: &MemCgroup,
+        references: &mut dyn FnMut(&Folio) -> FolioRef,
+    ) -> RmapOutcome {
+        let Some(sim) = self.sim.upgrade() else {
+            return RmapOutcome::Gone;
+        };
+        let mut pages = match self.pages.try_lock() {
+            Ok(p) => p,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return RmapOutcome::Busy(folio),
+        };
+        let Some(&addr) = pages.by_folio.get(&key(&folio)) else {
+            return RmapOutcome::Gone;
+        };
+        match references(&folio) {
+            FolioRef::Reclaim => {}
+            referenced => return RmapOutcome::Referenced(folio, referenced),
+        }
+        // Relaxed: set around a fork by the handler, a hint here.
+        if self.is_dead() || self.pinned.load(Ordering::Relaxed) {
+            return RmapOutcome::Busy(folio);
+        }
+        pages.by_folio.remove(&key(&folio));
+        pages.map.insert(addr, Page::Evicting { removed: false });
+        drop(pages);
+        let outcome = self.evict(&sim, addr, folio, target);
+        sim.after_unlock();
+        outcome
+    }
+}
+
+impl HostMm {
+    /// [`Rmap::reclaim`] of the page at `addr`, marked evicting: copies
+    /// it out and swaps it out.
+    fn evict(&self, sim: &Inner, addr: u64, folio: Arc<Folio>, target: &MemCgroup) -> RmapOutcome {
+        let copied = self.protect(addr).and_then(|()| {
+            let mut bytes = folio.backed_bytes();
+            self.host.read(addr, &mut bytes)
+        });
+        if copied.is_err() {
+            return self.keep(addr, folio).map_or(RmapOutcome::Gone, RmapOutcome::Busy);
+        }
+        let mut pieces = sim.machine.reclaim_pageout(folio, target);
+        let piece = pieces.pop().expect("a single page is one piece");
+        let mut pages = lock(&self.pages);
+        let removed = !matches!(pages.map.get(&addr), Some(Page::Evicting { removed: false }));
+        match piece.outcome {
+            Ok(entry) if removed || self.is_dead() => {
+                pages.map.remove(&addr);
+                drop(pages);
+                release(sim, vec![Freed::Entry(entry)]);
+                RmapOutcome::Reclaimed { nr_pages: 1 }
+            }
+            Ok(entry) => {
+                pages.map.insert(addr, Page::Dropping(entry));
+                drop(pages);
+                self.host.drop_page(addr);
+                RmapOutcome::Reclaimed { nr_pages: 1 }
+            }
+            Err((folio, _)) => {
+                drop(pages);
+                folio.release_bytes();
+                self.keep(addr, folio).map_or(RmapOutcome::Gone, RmapOutcome::NoSwap)
+            }
+        }
+    }
+
+    /// Write-protects the page at `addr`, waiting out `EAGAIN` (an event
+    /// not yet read: the handler's reader takes it at once).
+    fn protect(&self, addr: u64) -> io::Result<()> {
+        let mut tries = 0;
+        loop {
+            match self.host.write_protect(addr, true) {
+                Err(e) if e.raw_os_error() == Some(EAGAIN) && tries < MAX_PROTECT_TRIES => {
+                    tries += 1;
+                    std::thread::yield_now();
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// An eviction that did not happen: the page stays resident (and is
+    /// unprotected), unless it went meanwhile; the folio is returned for
+    /// the reclaimer to put back if it stays.
+    fn keep(&self, addr: u64, folio: Arc<Folio>) -> Option<Arc<Folio>> {
+        let mut pages = lock(&self.pages);
+        let removed = !matches!(pages.map.get(&addr), Some(Page::Evicting { removed: false }));
+        if removed || self.is_dead() {
+            pages.map.remove(&addr);
+            return None;
+        }
+        // A failure leaves writers waiting on a page the process keeps:
+        // nothing more can be done for them from here.
+        let _ = self.host.write_protect(addr, false);
+        pages.insert_resident(addr, Arc::clone(&folio));
+        Some(folio)
+    }
+}
