@@ -364,6 +364,14 @@ fn invalid(what: &[u8]) -> ! {
     }
 }
 
+/// Whether a large block at `base` with a mapping of `len` bytes is
+/// plausible: the mapping starts a page, and is whole pages.
+fn large_at(base: *mut u8, len: usize) -> bool {
+    (base as usize).wrapping_sub(HEADER).is_multiple_of(PAGE)
+        && len >= PAGE
+        && len.is_multiple_of(PAGE)
+}
+
 /// The block of the header before `base`, if it is one.
 ///
 /// # Safety
@@ -373,7 +381,7 @@ unsafe fn block_at(base: *mut u8) -> Option<Block> {
     let h = unsafe { header(base).read() };
     match h.kind {
         _ if h.magic != MAGIC => None,
-        LARGE if h.word >= PAGE && h.word % PAGE == 0 => Some(Block::Large(h.word)),
+        LARGE if large_at(base, h.word) => Some(Block::Large(h.word)),
         kind if (kind as usize) < CLASSES => Some(Block::Small(kind as usize)),
         _ => None,
     }
@@ -385,7 +393,7 @@ unsafe fn block_at(base: *mut u8) -> Option<Block> {
 /// # Safety
 /// `p` came from the heap (anything else may abort or crash).
 unsafe fn find(p: *mut u8, what: &[u8]) -> Found {
-    if p as usize % HEADER != 0 {
+    if !(p as usize).is_multiple_of(HEADER) {
         invalid(what);
     }
     // SAFETY: a pointer from the heap has its header before it.
@@ -395,7 +403,7 @@ unsafe fn find(p: *mut u8, what: &[u8]) -> Found {
     } else {
         0
     };
-    if offset % HEADER != 0 || offset > p as usize {
+    if !offset.is_multiple_of(HEADER) || offset > p as usize {
         invalid(what);
     }
     let base = p.wrapping_sub(offset);
@@ -443,7 +451,7 @@ pub(crate) fn allocate_aligned(align: usize, size: usize) -> *mut u8 {
         return null_mut();
     };
     let (p, _) = allocate(total);
-    if p.is_null() || p as usize % align == 0 {
+    if p.is_null() || (p as usize).is_multiple_of(align) {
         return p;
     }
     let q = p.wrapping_add(align - p as usize % align);
@@ -589,7 +597,7 @@ pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
 /// multiple of `sizeof(void *)`, ENOMEM without memory.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> c_int {
-    if !align.is_power_of_two() || align % size_of::<*mut c_void>() != 0 {
+    if !align.is_power_of_two() || !align.is_multiple_of(size_of::<*mut c_void>()) {
         return sys::EINVAL;
     }
     let p = allocate_aligned(align, size);

@@ -22,8 +22,8 @@
 //! Every other call goes straight to the next definition
 //! (`dlsym(RTLD_NEXT)`, looked up once per function); a call the shim
 //! replaces but does not answer costs a look at the path's first bytes.
-//! The anonymous memory of the simulated machine (`userfaultfd`) is to be
-//! a module of its own beside these.
+//! The heap's memory is to be the simulated machine's (`userfaultfd`),
+//! through `anon`; the other anonymous mappings, to follow.
 //!
 //! What it cannot reach: statically linked programs and programs that
 //! make system calls themselves (Go) see the host's mounts and cgroups;
