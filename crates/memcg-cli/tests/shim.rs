@@ -12,6 +12,8 @@
 
 extern crate alloc;
 
+#[path = "../../memcg-shim/src/heap/classes.rs"]
+mod heap_classes;
 #[allow(dead_code)]
 #[path = "../../memcg-shim/src/paths.rs"]
 mod paths;
@@ -222,6 +224,24 @@ fn malformed_lines_pass_untouched() {
         "garbage\n\n147 35 0:43 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime - cgroup2 \
          cgroup2 rw,memory_recursiveprot\n"
     );
+}
+
+#[test]
+fn every_small_size_has_a_class_that_wastes_under_16_bytes_or_a_quarter() {
+    use heap_classes::{CLASSES, SMALL_MAX, class_of, class_size};
+    let mut last = 0;
+    for size in 0..=SMALL_MAX {
+        let class = class_of(size);
+        let got = class_size(class);
+        assert!(class < CLASSES && class >= last, "{size}: class {class}");
+        assert!(got >= size && got % 16 == 0, "{size}: {got}");
+        let waste = got - size.max(1);
+        assert!(waste < 16 || waste * 4 <= got, "{size}: {got}");
+        assert!(class == 0 || class_size(class - 1) < size.max(1), "{size}");
+        last = class;
+    }
+    assert_eq!(class_of(SMALL_MAX), CLASSES - 1);
+    assert_eq!(class_size(CLASSES - 1), SMALL_MAX);
 }
 
 // ---- under `memcg run` ----

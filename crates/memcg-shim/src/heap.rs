@@ -7,13 +7,13 @@
 //! anonymous memory is where the simulator can charge it.
 //!
 //! Layout:
-//! - small sizes (up to [`SMALL_MAX`]) fall in size classes with at most
-//!   25% waste: 16-byte steps up to 64 bytes, then four classes per power
-//!   of two. Blocks are carved by a bump pointer from chunks of
-//!   [`CHUNK`] bytes (`anon::map`); each is a 16-byte [`Header`] (magic,
-//!   class) then the payload, 16-byte aligned. A freed block goes on its
-//!   class's free list, linked through its first payload word; chunks are
-//!   never given back.
+//! - small sizes (up to [`SMALL_MAX`]) fall in size classes (`classes`)
+//!   wasting under 16 bytes or at most 25%: 16-byte steps up to 64
+//!   bytes, then four classes per power of two. Blocks are carved by a
+//!   bump pointer from chunks of [`CHUNK`] bytes (`anon::map`); each is
+//!   a 16-byte [`Header`] (magic, class) then the payload, 16-byte
+//!   aligned. A freed block goes on its class's free list, linked
+//!   through its first payload word; chunks are never given back.
 //! - large sizes have a mapping each, a header (magic, mapping length) at
 //!   its start; `free` unmaps it, `realloc` remaps it (`anon::remap`).
 //! - alignments above 16 are over-allocated; the pointer returned has a
@@ -42,17 +42,15 @@ use core::ptr::null_mut;
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use crate::{anon, sys};
+use classes::{CLASSES, SMALL_MAX, class_of, class_size};
+
+mod classes;
 
 /// The alignment of every block, and the size of a header.
 const HEADER: usize = 16;
 const PAGE: usize = 4096;
 /// The size of the mappings small blocks are carved from.
 const CHUNK: usize = 4 << 20;
-/// The largest size served from chunks.
-const SMALL_MAX: usize = 128 << 10;
-/// Size classes: 4 of 16-byte steps, then 4 per power of two from 2^6
-/// to 2^17.
-const CLASSES: usize = 4 + 4 * 11;
 
 /// A block in use ("mcgh").
 const MAGIC: u32 = 0x6d63_6768;
@@ -114,6 +112,7 @@ const FUTEX_WAKE_PRIVATE: c_int = 128 | 1;
 
 // ---- the lock ----
 
+/// Takes the lock: one compare-and-swap when it is free.
 fn lock() {
     if HEAP
         .lock
@@ -124,6 +123,8 @@ fn lock() {
     }
 }
 
+/// Takes a held lock: spins a little, then sleeps on the futex (marking
+/// the lock contended, 2), keeping errno as it was.
 #[cold]
 fn lock_contended() {
     for _ in 0..100 {
@@ -153,6 +154,7 @@ fn lock_contended() {
     sys::set_errno(saved);
 }
 
+/// Releases the lock, waking a sleeper if it was contended.
 fn unlock() {
     if HEAP.lock.swap(0, Ordering::Release) == 2 {
         // SAFETY: wakes one waiter on the static lock word.
@@ -176,6 +178,8 @@ fn locked<R>(f: impl FnOnce(&mut State) -> R) -> R {
     r
 }
 
+/// `fork`'s prepare handler: no other thread is inside the heap when the
+/// process is copied.
 extern "C" fn before_fork() {
     lock();
 }
@@ -208,28 +212,6 @@ fn register_fork_handlers() {
             )
         };
     }
-}
-
-// ---- size classes ----
-
-/// The class of `size` (1..=SMALL_MAX).
-fn class_of(size: usize) -> usize {
-    if size <= 64 {
-        return size.max(1).div_ceil(16) - 1;
-    }
-    let power = (usize::BITS - 1 - (size - 1).leading_zeros()) as usize;
-    let step = 1 << (power - 2);
-    let sub = (size - (1 << power)).div_ceil(step);
-    4 + (power - 6) * 4 + sub - 1
-}
-
-/// The payload size of `class`.
-fn class_size(class: usize) -> usize {
-    if class < 4 {
-        return (class + 1) * 16;
-    }
-    let power = 6 + (class - 4) / 4;
-    (1 << power) + ((class - 4) % 4 + 1) * (1 << (power - 2))
 }
 
 // ---- blocks ----
