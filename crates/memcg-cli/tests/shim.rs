@@ -234,7 +234,7 @@ fn every_small_size_has_a_class_that_wastes_under_16_bytes_or_a_quarter() {
         let class = class_of(size);
         let got = class_size(class);
         assert!(class < CLASSES && class >= last, "{size}: class {class}");
-        assert!(got >= size && got % 16 == 0, "{size}: {got}");
+        assert!(got >= size && got.is_multiple_of(16), "{size}: {got}");
         let waste = got - size.max(1);
         assert!(waste < 16 || waste * 4 <= got, "{size}: {got}");
         assert!(class == 0 || class_size(class - 1) < size.max(1), "{size}");
