@@ -7,6 +7,11 @@
 //! calls themselves (never through `mmap`, which the shim may come to
 //! replace). Lengths are multiples of the page size (4096); the memory
 //! is zero until first written, and `heap` relies on that.
+//!
+//! `map` may be called with the heap's lock held (a new chunk), `unmap`
+//! and `remap` are not: none of them may allocate from the heap (the
+//! shim's `alloc` types included), nor may whatever serves their faults
+//! from inside the process.
 
 use core::ffi::c_long;
 
