@@ -2,7 +2,9 @@
 //! tables and the choice of paths, unit-tested here on their own (the
 //! shim's pure files are included as they are), and real programs under
 //! `memcg run` seeing a kernel's cgroup v2: bash, coreutils `cat` and
-//! `stat`, python3 and util-linux `findmnt` (libmount).
+//! `stat`, python3 and util-linux `findmnt` (libmount). The shim's heap
+//! (its `malloc` family) under a C stress program, python3 and `ls`,
+//! preloaded without `memcg run`.
 //!
 //! The end-to-end tests need root and `/dev/fuse`; where either is
 //! missing each says so on stderr and passes without running. They run
@@ -10,6 +12,8 @@
 
 extern crate alloc;
 
+#[path = "../../memcg-shim/src/heap/classes.rs"]
+mod heap_classes;
 #[allow(dead_code)]
 #[path = "../../memcg-shim/src/paths.rs"]
 mod paths;
@@ -220,6 +224,24 @@ fn malformed_lines_pass_untouched() {
         "garbage\n\n147 35 0:43 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime - cgroup2 \
          cgroup2 rw,memory_recursiveprot\n"
     );
+}
+
+#[test]
+fn every_small_size_has_a_class_that_wastes_under_16_bytes_or_a_quarter() {
+    use heap_classes::{CLASSES, SMALL_MAX, class_of, class_size};
+    let mut last = 0;
+    for size in 0..=SMALL_MAX {
+        let class = class_of(size);
+        let got = class_size(class);
+        assert!(class < CLASSES && class >= last, "{size}: class {class}");
+        assert!(got >= size && got.is_multiple_of(16), "{size}: {got}");
+        let waste = got - size.max(1);
+        assert!(waste < 16 || waste * 4 <= got, "{size}: {got}");
+        assert!(class == 0 || class_size(class - 1) < size.max(1), "{size}");
+        last = class;
+    }
+    assert_eq!(class_of(SMALL_MAX), CLASSES - 1);
+    assert_eq!(class_size(CLASSES - 1), SMALL_MAX);
 }
 
 // ---- under `memcg run` ----
@@ -439,6 +461,72 @@ fn a_statically_linked_cmd_is_warned_about_and_runs() {
         1,
         "{stderr}"
     );
+}
+
+// ---- the shim's heap (its own malloc family) ----
+
+/// The shim `memcg run` preloads.
+const SHIM: &str = concat!(env!("OUT_DIR"), "/libmemcg_shim.so");
+
+/// `cmd` run with the shim preloaded (and no `memcg run` around it).
+fn preloaded(cmd: &mut Command) -> Output {
+    cmd.env("LD_PRELOAD", SHIM)
+        .env("LC_ALL", "C")
+        .output()
+        .unwrap()
+}
+
+/// `tests/shim_heap_stress.c`, compiled with `cc`; `None` (said on
+/// stderr) without a C compiler.
+fn heap_stress_program() -> Option<PathBuf> {
+    let exe = tests_tmp().join("shim_heap_stress");
+    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/shim_heap_stress.c");
+    let Ok(status) = Command::new("cc")
+        .args(["-O2", "-fno-builtin", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(source)
+        .status()
+    else {
+        eprintln!("skipped: no cc");
+        return None;
+    };
+    assert!(status.success(), "compiling {source}");
+    Some(exe)
+}
+
+#[test]
+fn the_shims_heap_survives_threads_forks_and_every_allocating_call() {
+    let Some(exe) = heap_stress_program() else {
+        return;
+    };
+    // Four threads of random allocations from 1 B to 4 MiB, each block
+    // checked, forked children allocating too, and the edge cases
+    // (malloc(0), realloc(p, 0), overflows, bad alignments).
+    assert_eq!(stdout_of(&preloaded(&mut Command::new(&exe))), "ok\n");
+    if fuse_usable("the_shims_heap_survives_threads_forks_and_every_allocating_call") {
+        let out = run(&format!("{} 2000", exe.display()));
+        assert_eq!(stdout_of(&out), "ok\n");
+    }
+}
+
+#[test]
+fn python_keeps_200_megabytes_of_bytes_intact_on_the_shims_heap() {
+    let script = "l = [bytes([i % 251]) * (100_000 + i * 7919 % 1000) for i in range(2000)]\n\
+                  print(sum(map(len, l)), sum(b[0] + b[-1] for b in l))";
+    let out = stdout_of(&preloaded(Command::new("python3").args(["-c", script])));
+    let len: u64 = (0..2000u64).map(|i| 100_000 + i * 7919 % 1000).sum();
+    let bytes: u64 = (0..2000u64).map(|i| 2 * (i % 251)).sum();
+    assert!(len > 200_000_000);
+    assert_eq!(out, format!("{len} {bytes}\n"));
+}
+
+#[test]
+fn ls_and_wc_count_the_same_on_the_shims_heap() {
+    let script = "ls -R /usr/include | wc -l";
+    let host = stdout_of(&Command::new("sh").args(["-c", script]).output().unwrap());
+    let shimmed = stdout_of(&preloaded(Command::new("sh").args(["-c", script])));
+    assert_eq!(shimmed, host);
+    assert!(host.trim().parse::<u64>().unwrap() > 0);
 }
 
 // ---- the cost of the shim to calls it does not answer ----

@@ -8,18 +8,22 @@
 //! inside the `memcg` binary, which writes it out for each run. `no_std`:
 //! it calls the C library only through the functions `sys` declares, its
 //! own file access through `syscall(2)` (never through the functions it
-//! replaces), and allocates with `malloc`.
+//! replaces), and allocates from its own heap.
 //!
 //! - `files`: `open`, `openat`, `fopen`, `setmntent`, ... of the procfs
 //!   files that show mounts and cgroups (rewritten by `rewrite`, chosen
 //!   by `paths`), and `O_TMPFILE` on `--fs` (`tmpfile`);
-//! - `statfs`: `statfs`/`fstatfs` report the filesystem a kernel would.
+//! - `statfs`: `statfs`/`fstatfs` report the filesystem a kernel would;
+//! - `heap`: the program's `malloc` family, in place of the C library's,
+//!   with every byte from `anon`;
+//! - `anon`: the anonymous memory the heap maps (`map`, `unmap`,
+//!   `remap`), the one place that decides where it lives.
 //!
 //! Every other call goes straight to the next definition
 //! (`dlsym(RTLD_NEXT)`, looked up once per function); a call the shim
 //! replaces but does not answer costs a look at the path's first bytes.
-//! The anonymous memory of the simulated machine (`userfaultfd`) is to be
-//! a module of its own beside these.
+//! The heap's memory is to be the simulated machine's (`userfaultfd`),
+//! through `anon`; the other anonymous mappings, to follow.
 //!
 //! What it cannot reach: statically linked programs and programs that
 //! make system calls themselves (Go) see the host's mounts and cgroups;
@@ -31,7 +35,9 @@
 
 extern crate alloc;
 
+mod anon;
 mod files;
+mod heap;
 mod paths;
 mod rewrite;
 mod statfs;
@@ -45,30 +51,19 @@ mod uffd;
 #[unsafe(link_section = ".init_array")]
 static INIT: extern "C" fn() = uffd::init;
 
-/// The heap: the C library's `malloc`.
-struct Malloc;
+/// The shim's own allocations: its heap (`heap`), called directly.
+struct Heap;
 
-// SAFETY: malloc, aligned_alloc, realloc and free are the C library's
-// allocator, which is thread-safe and returns memory aligned as asked.
-unsafe impl core::alloc::GlobalAlloc for Malloc {
+// SAFETY: `heap` is thread-safe and returns memory aligned as asked;
+// `free` and `realloc` take what it returned.
+unsafe impl core::alloc::GlobalAlloc for Heap {
     unsafe fn alloc(&self, layout: core::alloc::Layout) -> *mut u8 {
-        // SAFETY: plain C allocations.
-        unsafe {
-            if layout.align() <= 16 {
-                sys::malloc(layout.size()).cast()
-            } else {
-                sys::aligned_alloc(
-                    layout.align(),
-                    layout.size().next_multiple_of(layout.align()),
-                )
-                .cast()
-            }
-        }
+        heap::allocate_aligned(layout.align(), layout.size())
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, _layout: core::alloc::Layout) {
         // SAFETY: `ptr` came from `alloc` or `realloc`.
-        unsafe { sys::free(ptr.cast()) }
+        unsafe { heap::free(ptr.cast()) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: core::alloc::Layout, size: usize) -> *mut u8 {
@@ -86,13 +81,14 @@ unsafe impl core::alloc::GlobalAlloc for Malloc {
                 return new;
             }
         }
-        // SAFETY: `ptr` came from malloc.
-        unsafe { sys::realloc(ptr.cast(), size).cast() }
+        // SAFETY: `ptr` came from the heap, 16-byte aligned, and `size`
+        // is not 0 (`GlobalAlloc`'s contract), so it is not freed.
+        unsafe { heap::realloc(ptr.cast(), size).cast() }
     }
 }
 
 #[global_allocator]
-static HEAP: Malloc = Malloc;
+static HEAP: Heap = Heap;
 
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo<'_>) -> ! {

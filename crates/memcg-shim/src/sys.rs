@@ -25,11 +25,12 @@ unsafe extern "C" {
     pub fn gettid() -> c_int;
     pub fn getenv(name: *const c_char) -> *const c_char;
     pub fn strlen(s: *const c_char) -> usize;
-    pub fn malloc(size: usize) -> *mut c_void;
-    pub fn aligned_alloc(align: usize, size: usize) -> *mut c_void;
-    pub fn realloc(ptr: *mut c_void, size: usize) -> *mut c_void;
-    pub fn free(ptr: *mut c_void);
     pub fn abort() -> !;
+    pub fn pthread_atfork(
+        prepare: Option<extern "C" fn()>,
+        parent: Option<extern "C" fn()>,
+        child: Option<extern "C" fn()>,
+    ) -> c_int;
     pub fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
     pub fn fdopen(fd: c_int, mode: *const c_char) -> *mut File;
     pub fn fileno(stream: *mut File) -> c_int;
@@ -80,6 +81,8 @@ pub const MFD_CLOEXEC: c_uint = 1;
 pub const EEXIST: c_int = 17;
 pub const EOPNOTSUPP: c_int = 95;
 pub const EINTR: c_int = 4;
+pub const ENOMEM: c_int = 12;
+pub const EINVAL: c_int = 22;
 /// `STATX_MNT_ID`.
 pub const STATX_MNT_ID: c_uint = 0x1000;
 #[cfg(target_arch = "x86_64")]
