@@ -3,9 +3,9 @@
 //! process under `memcg run` can be placed where the simulator sees it
 //! (`userfaultfd`-registered ranges, issue 25).
 //!
-//! This version maps plain private anonymous memory with the system
-//! calls themselves (never through `mmap`, which the shim may come to
-//! replace). Lengths are multiples of the page size (4096); the memory
+//! It maps private anonymous memory with the system calls themselves
+//! (never through `mmap`, which the shim replaces) and registers each
+//! mapping with the process's `userfaultfd` (`uffd`), when it has one. Lengths are multiples of the page size (4096); the memory
 //! is zero until first written, and `heap` relies on that.
 //!
 //! `map` may be called with the heap's lock held (a new chunk), `unmap`
@@ -60,7 +60,11 @@ pub(crate) fn map(len: usize) -> *mut u8 {
             0usize,
         )
     };
-    address(rc)
+    let p = address(rc);
+    if !p.is_null() {
+        crate::uffd::register(p as usize, len);
+    }
+    p
 }
 
 /// Gives back `len` bytes at `ptr`, a mapping (or its tail) from `map`
@@ -71,6 +75,7 @@ pub(crate) fn map(len: usize) -> *mut u8 {
 pub(crate) unsafe fn unmap(ptr: *mut u8, len: usize) {
     // SAFETY: by the caller's contract the range is ours and unused.
     unsafe { sys::syscall(nr::MUNMAP, ptr, len) };
+    crate::uffd::forget(ptr as usize, len);
 }
 
 /// Resizes the mapping of `old_len` bytes at `ptr` (from `map` or
@@ -84,5 +89,11 @@ pub(crate) unsafe fn unmap(ptr: *mut u8, len: usize) {
 pub(crate) unsafe fn remap(ptr: *mut u8, old_len: usize, new_len: usize) -> *mut u8 {
     // SAFETY: by the caller's contract the mapping is ours.
     let rc = unsafe { sys::syscall(nr::MREMAP, ptr, old_len, new_len, MREMAP_MAYMOVE) };
-    address(rc)
+    let p = address(rc);
+    if !p.is_null() {
+        // The registration moves (or grows) with the mapping.
+        crate::uffd::forget(ptr as usize, old_len);
+        crate::uffd::remember(p as usize, new_len);
+    }
+    p
 }

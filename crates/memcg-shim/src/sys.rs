@@ -46,11 +46,6 @@ unsafe extern "C" {
         buf: *mut c_void,
     ) -> c_int;
     pub fn memfd_create(name: *const c_char, flags: c_uint) -> c_int;
-    pub fn pthread_atfork(
-        prepare: Option<extern "C" fn()>,
-        parent: Option<extern "C" fn()>,
-        child: Option<extern "C" fn()>,
-    ) -> c_int;
     pub fn pthread_attr_init(attr: *mut c_void) -> c_int;
     pub fn pthread_attr_setstack(attr: *mut c_void, stack: *mut c_void, size: usize) -> c_int;
     pub fn pthread_create(

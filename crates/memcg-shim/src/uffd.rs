@@ -79,8 +79,6 @@ const FEATURES: u64 = 0x1 | 0x4 | 0x8 | 0x40 | 0x100;
 const PROT_RW: c_int = 0x3;
 const MAP_PRIVATE: c_int = 0x02;
 const MAP_ANONYMOUS: c_int = 0x20;
-const MAP_NORESERVE: c_int = 0x4000;
-const MREMAP_MAYMOVE: c_int = 1;
 const MADV_DONTNEED: c_int = 4;
 const AF_UNIX: c_int = 1;
 const SOCK_STREAM: c_int = 1;
@@ -140,49 +138,6 @@ fn raw(nr: c_long, a: [usize; 6]) -> isize {
     unsafe { sys::syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]) as isize }
 }
 
-/// Maps `len` bytes of fresh anonymous memory and registers them: null
-/// on failure (errno set).
-pub(crate) fn map_registered(len: usize, flags: c_int, prot: c_int) -> *mut u8 {
-    let p = raw(
-        nr::MMAP,
-        [0, len, prot as usize, (flags | MAP_PRIVATE | MAP_ANONYMOUS) as usize, usize::MAX, 0],
-    );
-    if p < 0 {
-        sys::set_errno(-p as c_int);
-        return core::ptr::null_mut();
-    }
-    register(p as usize, len);
-    p as *mut u8
-}
-
-/// [`map_registered`] with read/write access.
-pub(crate) fn map(len: usize) -> *mut u8 {
-    map_registered(len, MAP_NORESERVE, PROT_RW)
-}
-
-/// Unmaps (the server learns of it from the kernel's unmap event).
-pub(crate) fn unmap(ptr: *mut u8, len: usize) {
-    forget(ptr as usize, len);
-    raw(nr::MUNMAP, [ptr as usize, len, 0, 0, 0, 0]);
-}
-
-/// Moves or resizes a mapping (`mremap` with `MREMAP_MAYMOVE`): null on
-/// failure. The registration moves with it; the server learns of the
-/// move from the kernel's remap event.
-pub(crate) fn remap(ptr: *mut u8, old_len: usize, new_len: usize) -> *mut u8 {
-    let p = raw(
-        nr::MREMAP,
-        [ptr as usize, old_len, new_len, MREMAP_MAYMOVE as usize, 0, 0],
-    );
-    if p < 0 {
-        sys::set_errno(-p as c_int);
-        return core::ptr::null_mut();
-    }
-    forget(ptr as usize, old_len);
-    remember(p as usize, new_len);
-    p as *mut u8
-}
-
 /// Registers `[start, start + len)` (missing and write-protect faults),
 /// if the process is under the simulator.
 pub(crate) fn register(start: usize, len: usize) {
@@ -204,7 +159,8 @@ fn register_range(uffd: c_int, start: usize, len: usize) -> bool {
     ) == 0
 }
 
-fn remember(start: usize, len: usize) {
+/// Remembers a registered region (moved by `mremap`) for a fork's child.
+pub(crate) fn remember(start: usize, len: usize) {
     with_regions(|r| {
         if r.len < MAX_REGIONS {
             r.list[r.len] = (start, len);
@@ -215,7 +171,7 @@ fn remember(start: usize, len: usize) {
 
 /// Forgets the regions inside `[start, start + len)` (whole ones: the
 /// heap unmaps what it mapped).
-fn forget(start: usize, len: usize) {
+pub(crate) fn forget(start: usize, len: usize) {
     with_regions(|r| {
         let mut i = 0;
         while i < r.len {
@@ -292,10 +248,12 @@ fn connect() -> c_int {
     fd
 }
 
-/// Sends `byte` on `sock`, with descriptor `fd` attached if not -1.
-fn send(sock: c_int, byte: u8, fd: c_int) -> bool {
-    let data = [byte];
-    let iov = [data.as_ptr() as usize, 1];
+/// Sends `byte` and the pid of this process (in its pid namespace) on
+/// `sock`, with descriptor `fd` attached if not -1.
+fn send(sock: c_int, byte: u8, pid: c_int, fd: c_int) -> bool {
+    let mut data = [byte, 0, 0, 0, 0];
+    data[1..].copy_from_slice(&pid.to_ne_bytes());
+    let iov = [data.as_ptr() as usize, data.len()];
     // struct cmsghdr (len, level SOL_SOCKET, type SCM_RIGHTS) + one int,
     // padded to 8 bytes.
     let mut cmsg = [0u8; 24];
@@ -313,7 +271,12 @@ fn send(sock: c_int, byte: u8, fd: c_int) -> bool {
         if fd >= 0 { cmsg.len() } else { 0 },
         0,
     ];
-    raw(nr::SENDMSG, [sock as usize, msg.as_ptr() as usize, 0, 0, 0, 0]) == 1
+    raw(nr::SENDMSG, [sock as usize, msg.as_ptr() as usize, 0, 0, 0, 0]) == data.len() as isize
+}
+
+fn own_pid() -> c_int {
+    // SAFETY: getpid has no preconditions.
+    unsafe { sys::getpid() }
 }
 
 /// Reads one byte from `sock`; None at its end or on an error.
@@ -332,7 +295,7 @@ fn recv_byte(sock: c_int) -> Option<u8> {
 
 /// Hands `uffd` to the server and waits for it to be served.
 fn hello(sock: c_int, uffd: c_int) -> bool {
-    send(sock, b'H', uffd) && recv_byte(sock) == Some(b'K')
+    send(sock, b'H', own_pid(), uffd) && recv_byte(sock) == Some(b'K')
 }
 
 /// Starts the agent, reading `sock`, on a stack of its own (never
@@ -412,7 +375,7 @@ extern "C" fn prepare() {
         return;
     }
     let conn = connect();
-    if conn >= 0 && send(conn, b'F', -1) && recv_byte(conn) == Some(b'K') {
+    if conn >= 0 && send(conn, b'F', own_pid(), -1) && recv_byte(conn) == Some(b'K') {
         FORK_CONN.store(conn, Ordering::Relaxed);
     } else if conn >= 0 {
         // SAFETY: our own descriptor.
@@ -524,4 +487,98 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: usize) -> c_int {
     }
     forget(addr as usize, len.next_multiple_of(PAGE));
     0
+}
+
+/// After a wait reaped child `pid`: the server has released its memory
+/// before the wait returns, as the kernel's exit has (the child's end of
+/// its socket closes as it dies; the server takes a moment to see it).
+fn reaped(pid: c_int) {
+    if pid <= 0 || sys::env(ENV).is_none() {
+        return;
+    }
+    let conn = connect();
+    if conn < 0 {
+        return;
+    }
+    if send(conn, b'W', pid, -1) {
+        recv_byte(conn);
+    }
+    // SAFETY: our own descriptor.
+    unsafe { sys::close(conn) };
+}
+
+const WUNTRACED: c_int = 2;
+const WCONTINUED: c_int = 8;
+
+/// Whether a wait status says the child ended (not stopped or
+/// continued); without a status, whether the options let it say more.
+fn ended(status: *const c_int, options: c_int) -> bool {
+    if status.is_null() {
+        return options & (WUNTRACED | WCONTINUED) == 0;
+    }
+    // SAFETY: the caller's status word, just filled by the wait.
+    let s = unsafe { *status };
+    // WIFEXITED or WIFSIGNALED.
+    s & 0x7f == 0 || ((s & 0x7f) + 1) as i8 >> 1 > 0
+}
+
+/// `waitpid`, then [`reaped`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn waitpid(pid: c_int, status: *mut c_int, options: c_int) -> c_int {
+    let Some(next) = sys::next!("waitpid", unsafe extern "C" fn(c_int, *mut c_int, c_int) -> c_int) else {
+        return -1;
+    };
+    let mut own = 0;
+    let status = if status.is_null() { &mut own } else { status };
+    // SAFETY: the caller's arguments.
+    let r = unsafe { next(pid, status, options) };
+    if r > 0 && ended(status, options) {
+        reaped(r);
+    }
+    r
+}
+
+/// `wait`: `waitpid(-1, status, 0)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wait(status: *mut c_int) -> c_int {
+    // SAFETY: the same contract.
+    unsafe { waitpid(-1, status, 0) }
+}
+
+/// `wait4`, then [`reaped`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wait4(pid: c_int, status: *mut c_int, options: c_int, usage: *mut c_void) -> c_int {
+    let Some(next) = sys::next!("wait4", unsafe extern "C" fn(c_int, *mut c_int, c_int, *mut c_void) -> c_int) else {
+        return -1;
+    };
+    let mut own = 0;
+    let status = if status.is_null() { &mut own } else { status };
+    // SAFETY: the caller's arguments.
+    let r = unsafe { next(pid, status, options, usage) };
+    if r > 0 && ended(status, options) {
+        reaped(r);
+    }
+    r
+}
+
+/// `waitid`, then [`reaped`] for an exited, killed or dumped child reaped
+/// (not with `WNOWAIT`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn waitid(idtype: c_int, id: u32, info: *mut c_int, options: c_int) -> c_int {
+    let Some(next) = sys::next!("waitid", unsafe extern "C" fn(c_int, u32, *mut c_int, c_int) -> c_int) else {
+        return -1;
+    };
+    // SAFETY: the caller's arguments.
+    let r = unsafe { next(idtype, id, info, options) };
+    const WNOWAIT: c_int = 0x0100_0000;
+    if r == 0 && !info.is_null() && options & WNOWAIT == 0 {
+        // siginfo_t: si_signo, si_errno, si_code, (pad), si_pid.
+        // SAFETY: the siginfo the wait filled.
+        let (code, pid) = unsafe { (*info.add(2), *info.add(4)) };
+        // CLD_EXITED, CLD_KILLED, CLD_DUMPED.
+        if (1..=3).contains(&code) {
+            reaped(pid);
+        }
+    }
+    r
 }

@@ -573,12 +573,17 @@ impl HostMm {
             self.host.read(addr, &mut bytes)
         });
         if copied.is_err() {
-            return self.keep(addr, folio).map_or(RmapOutcome::Gone, RmapOutcome::Busy);
+            return self
+                .keep(addr, folio)
+                .map_or(RmapOutcome::Gone, RmapOutcome::Busy);
         }
         let mut pieces = sim.machine.reclaim_pageout(folio, target);
         let piece = pieces.pop().expect("a single page is one piece");
         let mut pages = lock(&self.pages);
-        let removed = !matches!(pages.map.get(&addr), Some(Page::Evicting { removed: false }));
+        let removed = !matches!(
+            pages.map.get(&addr),
+            Some(Page::Evicting { removed: false })
+        );
         match piece.outcome {
             Ok(entry) if removed || self.is_dead() => {
                 pages.map.remove(&addr);
@@ -595,7 +600,8 @@ impl HostMm {
             Err((folio, _)) => {
                 drop(pages);
                 folio.release_bytes();
-                self.keep(addr, folio).map_or(RmapOutcome::Gone, RmapOutcome::NoSwap)
+                self.keep(addr, folio)
+                    .map_or(RmapOutcome::Gone, RmapOutcome::NoSwap)
             }
         }
     }
@@ -620,7 +626,10 @@ impl HostMm {
     /// the reclaimer to put back if it stays.
     fn keep(&self, addr: u64, folio: Arc<Folio>) -> Option<Arc<Folio>> {
         let mut pages = lock(&self.pages);
-        let removed = !matches!(pages.map.get(&addr), Some(Page::Evicting { removed: false }));
+        let removed = !matches!(
+            pages.map.get(&addr),
+            Some(Page::Evicting { removed: false })
+        );
         if removed || self.is_dead() {
             pages.map.remove(&addr);
             return None;

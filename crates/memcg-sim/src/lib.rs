@@ -50,6 +50,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 pub use fill::Fill;
+use host_mm::{HostMm, HostPages};
 use memcg::Errno;
 use memcg::cgroup::{Cgroup, TaskHooks};
 use memcg::cgroupfs::{CgroupFs, FsError};
@@ -63,7 +64,6 @@ use memcg::swap_cgroup::Design;
 use memcg::swap_state::{SwapInError, SwapOutError, SwapSystem, SwapoffError};
 use memcg::swapfile::SwapError;
 use memcg::swapops::SwapEntry;
-use host_mm::{HostMm, HostPages};
 use mm::{Block, Extent, Mapping, State};
 pub use mm::{Residency, Task};
 pub use oom_kill::CurrentTask;
@@ -1014,6 +1014,7 @@ impl Sim {
     /// exec'd replaces its old memory, which is released.
     pub fn attach_host_mm(&self, task: &Arc<Task>, host: Box<dyn HostPages>) -> Arc<HostMm> {
         let mm = HostMm::new(&self.inner, Arc::clone(task), host);
+        *lock(&task.mm.host) = Arc::downgrade(&mm);
         let old = lock(&self.inner.host_mms).insert(task.pid, Arc::downgrade(&mm));
         if let Some(old) = old.and_then(|w| w.upgrade()) {
             old.release();
@@ -1026,7 +1027,10 @@ impl Sim {
     pub fn detach_host_mm(&self, mm: &Arc<HostMm>) {
         let pid = mm.task().pid;
         let mut mms = lock(&self.inner.host_mms);
-        if mms.get(&pid).is_some_and(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(mm))) {
+        if mms
+            .get(&pid)
+            .is_some_and(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(mm)))
+        {
             mms.remove(&pid);
         }
         drop(mms);

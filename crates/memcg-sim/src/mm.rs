@@ -180,6 +180,8 @@ impl Task {
 pub struct Mm {
     resident_pages: AtomicU64,
     swap_pages: AtomicU64,
+    /// A host process's anonymous memory (`host_mm.rs`), counted too.
+    pub(crate) host: Mutex<Weak<crate::host_mm::HostMm>>,
     /// Its page tables and their charges (`pgtable.rs`).
     pub(crate) page_tables: PageTables,
 }
@@ -188,12 +190,17 @@ impl Mm {
     /// Resident pages (`get_mm_rss`).
     pub fn resident_pages(&self) -> u64 {
         // Relaxed: statistics.
-        self.resident_pages.load(Ordering::Relaxed)
+        self.resident_pages.load(Ordering::Relaxed) + self.host_residency().resident
     }
 
     /// Pages on swap (`MM_SWAPENTS`).
     pub fn swap_pages(&self) -> u64 {
-        self.swap_pages.load(Ordering::Relaxed)
+        self.swap_pages.load(Ordering::Relaxed) + self.host_residency().swapped
+    }
+
+    fn host_residency(&self) -> crate::host_mm::HostResidency {
+        let host = lock(&self.host).upgrade();
+        host.map(|h| h.residency()).unwrap_or_default()
     }
 
     /// Pages of page tables (`mm_pgtables_bytes / PAGE_SIZE`): the PTE,

@@ -28,7 +28,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use memcg_sim::host_mm::{FaultIo, FaultKind, FaultOutcome, HostMm, HostPages};
@@ -81,6 +81,38 @@ type Mailboxes = Arc<Mutex<HashMap<u32, (u64, mpsc::Sender<Msg>)>>>;
 
 static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// The served processes by their pid in CMD's pid namespace, so that a
+/// wait that reaped one can wait for its memory to be released.
+#[derive(Default)]
+struct Live {
+    serials: Mutex<HashMap<u32, u64>>,
+    changed: Condvar,
+}
+
+/// How long a wait waits for a reaped child's memory to go.
+const RELEASE_WAIT: Duration = Duration::from_secs(2);
+
+impl Live {
+    fn begin(&self, ns_pid: u32, serial: u64) {
+        lock(&self.serials).insert(ns_pid, serial);
+    }
+
+    fn end(&self, ns_pid: u32, serial: u64) {
+        let mut serials = lock(&self.serials);
+        if serials.get(&ns_pid) == Some(&serial) {
+            serials.remove(&ns_pid);
+        }
+        self.changed.notify_all();
+    }
+
+    fn wait_gone(&self, ns_pid: u32) {
+        let serials = lock(&self.serials);
+        let _ = self
+            .changed
+            .wait_timeout_while(serials, RELEASE_WAIT, |s| s.contains_key(&ns_pid));
+    }
+}
+
 /// The socket and its accept thread; dropping it removes the socket.
 pub(super) struct AnonServer {
     path: PathBuf,
@@ -93,9 +125,10 @@ impl AnonServer {
         let path = dir.join(SOCKET_NAME);
         let listener = UnixListener::bind(&path)?;
         let mailboxes = Mailboxes::default();
+        let live = Arc::new(Live::default());
         std::thread::Builder::new()
             .name("memcg-anon".into())
-            .spawn(move || accept_loop(&listener, &view, &mailboxes))?;
+            .spawn(move || accept_loop(&listener, &view, &mailboxes, &live))?;
         Ok(Self { path })
     }
 
@@ -111,16 +144,21 @@ impl Drop for AnonServer {
     }
 }
 
-fn accept_loop(listener: &UnixListener, view: &Arc<FsView>, mailboxes: &Mailboxes) {
+fn accept_loop(
+    listener: &UnixListener,
+    view: &Arc<FsView>,
+    mailboxes: &Mailboxes,
+    live: &Arc<Live>,
+) {
     for conn in listener.incoming() {
         let Ok(conn) = conn else { continue };
-        let (view, mailboxes) = (Arc::clone(view), Arc::clone(mailboxes));
+        let (view, mailboxes, live) = (Arc::clone(view), Arc::clone(mailboxes), Arc::clone(live));
         // A connection's first message decides; a slow client blocks only
         // its own thread.
         let _ = std::thread::Builder::new()
             .name("memcg-anon-conn".into())
             .spawn(move || {
-                if let Err(e) = connection(conn, &view, &mailboxes) {
+                if let Err(e) = connection(conn, &view, &mailboxes, &live) {
                     eprintln!("memcg run: anonymous memory: {e}");
                 }
             });
@@ -128,9 +166,14 @@ fn accept_loop(listener: &UnixListener, view: &Arc<FsView>, mailboxes: &Mailboxe
 }
 
 /// Serves one connection (see the module docs).
-fn connection(conn: UnixStream, view: &Arc<FsView>, mailboxes: &Mailboxes) -> io::Result<()> {
+fn connection(
+    conn: UnixStream,
+    view: &Arc<FsView>,
+    mailboxes: &Mailboxes,
+    live: &Live,
+) -> io::Result<()> {
     let pid = peer_pid(&conn)?;
-    let (kind, fd) = recv_with_fd(&conn)?;
+    let (kind, ns_pid, fd) = recv_with_fd(&conn)?;
     match (kind, fd) {
         (b'H', Some(uffd)) => {
             let task = view
@@ -144,6 +187,7 @@ fn connection(conn: UnixStream, view: &Arc<FsView>, mailboxes: &Mailboxes) -> io
             // Relaxed: a unique number, nothing more.
             let serial = SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             lock(mailboxes).insert(pid, (serial, tx.clone()));
+            live.begin(ns_pid, serial);
             write_byte(&conn, b'K')?;
             let reader = {
                 let (mm, uffd) = (Arc::clone(&mm), Arc::clone(&uffd));
@@ -159,10 +203,18 @@ fn connection(conn: UnixStream, view: &Arc<FsView>, mailboxes: &Mailboxes) -> io
             }
             drop(boxes);
             view.sim().detach_host_mm(&mm);
+            live.end(ns_pid, serial);
             Ok(())
         }
+        (b'W', None) => {
+            live.wait_gone(ns_pid);
+            write_byte(&conn, b'K')
+        }
         (b'F', None) => fork_window(conn, pid, mailboxes),
-        _ => Err(io::Error::new(io::ErrorKind::InvalidData, "unknown request")),
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "unknown request",
+        )),
     }
 }
 
@@ -222,7 +274,8 @@ fn read_loop(mm: &HostMm, uffd: &OwnedFd, conn: &UnixStream, handler: &mpsc::Sen
 /// A `struct uffd_msg` as the handler's message; `None` for what the
 /// reader resolved itself or does not know.
 fn decode(mm: &HostMm, uffd: &OwnedFd, msg: &[u8]) -> Option<Msg> {
-    let word = |i: usize| u64::from_ne_bytes(msg[8 + i * 8..16 + i * 8].try_into().expect("8 bytes"));
+    let word =
+        |i: usize| u64::from_ne_bytes(msg[8 + i * 8..16 + i * 8].try_into().expect("8 bytes"));
     match msg[0] {
         UFFD_EVENT_PAGEFAULT => {
             let (flags, addr) = (word(0), word(1) & !(PAGE - 1));
@@ -389,7 +442,11 @@ impl UffdIo {
         // SAFETY: `arg` is the struct this ioctl reads and writes (the
         // callers size it as the uapi header does).
         let rc = unsafe { libc::ioctl(self.0, request, arg.as_mut_ptr()) };
-        if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
     }
 }
 
@@ -404,7 +461,10 @@ impl FaultIo for UffdIo {
 
     fn copy(&mut self, addr: u64, bytes: &[u8]) -> io::Result<()> {
         // struct uffdio_copy: dst, src, len, mode, copy (out).
-        self.ioctl(UFFDIO_COPY, &mut [addr, bytes.as_ptr() as u64, bytes.len() as u64, 0, 0])
+        self.ioctl(
+            UFFDIO_COPY,
+            &mut [addr, bytes.as_ptr() as u64, bytes.len() as u64, 0, 0],
+        )
     }
 
     fn unprotect(&mut self, addr: u64) -> io::Result<()> {
@@ -429,7 +489,8 @@ impl UffdPages {
     fn new(uffd: OwnedFd, pid: u32, conn: UnixStream) -> io::Result<Self> {
         Ok(Self {
             uffd: Arc::new(uffd),
-            pid: libc::pid_t::try_from(pid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?,
+            pid: libc::pid_t::try_from(pid)
+                .map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?,
             conn: Mutex::new(conn),
         })
     }
@@ -467,14 +528,17 @@ impl HostPages for UffdPages {
     }
 }
 
-
 fn write_byte(mut conn: &UnixStream, byte: u8) -> io::Result<()> {
     conn.write_all(&[byte])
 }
 
 /// The pid of the process at the other end (`SO_PEERCRED`).
 fn peer_pid(conn: &UnixStream) -> io::Result<u32> {
-    let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
     let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
     // SAFETY: fills `cred`, of the size given.
     let rc = unsafe {
@@ -492,12 +556,13 @@ fn peer_pid(conn: &UnixStream) -> io::Result<u32> {
     u32::try_from(cred.pid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))
 }
 
-/// One byte and the descriptor attached to it, if any.
-fn recv_with_fd(conn: &UnixStream) -> io::Result<(u8, Option<OwnedFd>)> {
-    let mut byte = [0u8; 1];
+/// A request: its kind, the sender's pid in its own pid namespace, and
+/// the descriptor attached, if any.
+fn recv_with_fd(conn: &UnixStream) -> io::Result<(u8, u32, Option<OwnedFd>)> {
+    let mut bytes = [0u8; 5];
     let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
+        iov_base: bytes.as_mut_ptr().cast(),
+        iov_len: bytes.len(),
     };
     let mut control = [0u64; 8];
     // SAFETY: all-zero is a valid msghdr, filled in below.
@@ -508,7 +573,7 @@ fn recv_with_fd(conn: &UnixStream) -> io::Result<(u8, Option<OwnedFd>)> {
     msg.msg_controllen = std::mem::size_of_val(&control);
     // SAFETY: receives into the buffers `msg` points at.
     let n = unsafe { libc::recvmsg(conn.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
-    if n != 1 {
+    if n != 5 {
         return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "no request"));
     }
     let mut fd = None;
@@ -523,6 +588,6 @@ fn recv_with_fd(conn: &UnixStream) -> io::Result<(u8, Option<OwnedFd>)> {
             cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
         }
     }
-    Ok((byte[0], fd))
+    let ns_pid = u32::from_ne_bytes(bytes[1..].try_into().expect("4 bytes"));
+    Ok((bytes[0], ns_pid, fd))
 }
-
