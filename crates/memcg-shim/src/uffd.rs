@@ -28,7 +28,7 @@
 //! lock, also held across `fork` (prepare to parent/child).
 
 use core::ffi::{c_int, c_long, c_void};
-use core::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 
 use crate::sys;
 
@@ -49,6 +49,7 @@ mod nr {
     pub const IOCTL: c_long = 16;
     pub const PREAD64: c_long = 17;
     pub const KILL: c_long = 62;
+    pub const PRCTL: c_long = 157;
 }
 #[cfg(target_arch = "aarch64")]
 mod nr {
@@ -64,6 +65,7 @@ mod nr {
     pub const IOCTL: c_long = 29;
     pub const PREAD64: c_long = 67;
     pub const KILL: c_long = 129;
+    pub const PRCTL: c_long = 167;
 }
 
 const UFFD_API: u64 = 0xAA;
@@ -97,6 +99,8 @@ static SOCK: AtomicI32 = AtomicI32::new(-1);
 /// The connection a fork in progress holds (prepare to parent).
 static FORK_CONN: AtomicI32 = AtomicI32::new(-1);
 static ATFORK_DONE: AtomicBool = AtomicBool::new(false);
+/// The token the server gave the fork in progress, for the child's hello.
+static FORK_TOKEN: AtomicU64 = AtomicU64::new(0);
 
 struct Regions {
     len: usize,
@@ -192,7 +196,7 @@ pub(crate) extern "C" fn init() {
     if sys::env(ENV).is_none() {
         return;
     }
-    if start() && !ATFORK_DONE.swap(true, Ordering::Relaxed) {
+    if start(0) && !ATFORK_DONE.swap(true, Ordering::Relaxed) {
         // SAFETY: three plain functions of ours.
         unsafe { sys::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
     }
@@ -200,7 +204,7 @@ pub(crate) extern "C" fn init() {
 
 /// Makes the `userfaultfd`, hands it to the server and starts the agent;
 /// false (and nothing is registered) if any of it fails.
-fn start() -> bool {
+fn start(token: u64) -> bool {
     // O_CLOEXEC | O_NONBLOCK.
     let uffd = raw(nr::USERFAULTFD, [0o2_000_000 | 0o4000, 0, 0, 0, 0, 0]) as c_int;
     if uffd < 0 {
@@ -209,7 +213,7 @@ fn start() -> bool {
     let mut api = [UFFD_API, FEATURES, 0];
     let ok = raw(nr::IOCTL, [uffd as usize, UFFDIO_API as usize, api.as_mut_ptr() as usize, 0, 0, 0]) == 0;
     let sock = if ok { connect() } else { -1 };
-    if sock < 0 || !hello(sock, uffd) || !start_agent(sock) {
+    if sock < 0 || !hello(sock, uffd, token) || !start_agent(sock) {
         // SAFETY: closing our own descriptors.
         unsafe {
             sys::close(uffd);
@@ -248,11 +252,14 @@ fn connect() -> c_int {
     fd
 }
 
-/// Sends `byte` and the pid of this process (in its pid namespace) on
-/// `sock`, with descriptor `fd` attached if not -1.
-fn send(sock: c_int, byte: u8, pid: c_int, fd: c_int) -> bool {
-    let mut data = [byte, 0, 0, 0, 0];
-    data[1..].copy_from_slice(&pid.to_ne_bytes());
+/// Sends a request: `byte`, a pid (this process's, in its pid namespace,
+/// or a child's) and a fork token (0: none), with descriptor `fd`
+/// attached if not -1.
+fn send(sock: c_int, byte: u8, pid: c_int, token: u64, fd: c_int) -> bool {
+    let mut data = [0u8; 13];
+    data[0] = byte;
+    data[1..5].copy_from_slice(&pid.to_ne_bytes());
+    data[5..].copy_from_slice(&token.to_ne_bytes());
     let iov = [data.as_ptr() as usize, data.len()];
     // struct cmsghdr (len, level SOL_SOCKET, type SCM_RIGHTS) + one int,
     // padded to 8 bytes.
@@ -293,9 +300,23 @@ fn recv_byte(sock: c_int) -> Option<u8> {
     }
 }
 
-/// Hands `uffd` to the server and waits for it to be served.
-fn hello(sock: c_int, uffd: c_int) -> bool {
-    send(sock, b'H', own_pid(), uffd) && recv_byte(sock) == Some(b'K')
+/// Reads the server's answer to a fork (`K` and a token) into
+/// [`FORK_TOKEN`].
+fn recv_token(conn: c_int) -> bool {
+    let mut answer = [0u8; 9];
+    if !read_exact(conn, &mut answer) || answer[0] != b'K' {
+        return false;
+    }
+    let mut token = [0u8; 8];
+    token.copy_from_slice(&answer[1..]);
+    FORK_TOKEN.store(u64::from_ne_bytes(token), Ordering::Relaxed);
+    true
+}
+
+/// Hands `uffd` to the server (with the token of the fork that made
+/// this process, if any) and waits for it to be served.
+fn hello(sock: c_int, uffd: c_int, token: u64) -> bool {
+    send(sock, b'H', own_pid(), token, uffd) && recv_byte(sock) == Some(b'K')
 }
 
 /// Starts the agent, reading `sock`, on a stack of its own (never
@@ -323,6 +344,8 @@ fn start_agent(sock: c_int) -> bool {
 /// address of a page to drop.
 extern "C" fn agent(sock: *mut c_void) -> *mut c_void {
     let sock = sock as usize as c_int;
+    // PR_SET_NAME: the server leaves this thread out of cgroup.threads.
+    raw(nr::PRCTL, [15, b"memcg-agent\0".as_ptr() as usize, 0, 0, 0, 0]);
     let pagemap = sys::open_raw(sys::AT_FDCWD, b"/proc/self/pagemap\0", sys::O_CLOEXEC, 0);
     let mut buf = [0u8; 8];
     loop {
@@ -375,7 +398,7 @@ extern "C" fn prepare() {
         return;
     }
     let conn = connect();
-    if conn >= 0 && send(conn, b'F', own_pid(), -1) && recv_byte(conn) == Some(b'K') {
+    if conn >= 0 && send(conn, b'F', own_pid(), 0, -1) && recv_token(conn) {
         FORK_CONN.store(conn, Ordering::Relaxed);
     } else if conn >= 0 {
         // SAFETY: our own descriptor.
@@ -385,6 +408,7 @@ extern "C" fn prepare() {
 
 /// `pthread_atfork` parent: the fork is done; reclaim may come back.
 extern "C" fn parent() {
+    FORK_TOKEN.store(0, Ordering::Relaxed);
     let conn = FORK_CONN.swap(-1, Ordering::Relaxed);
     if conn >= 0 {
         // SAFETY: our own descriptor; closing it ends the fork.
@@ -406,7 +430,7 @@ extern "C" fn child() {
             }
         }
     }
-    if uffd < 0 || !start() {
+    if uffd < 0 || !start(FORK_TOKEN.swap(0, Ordering::Relaxed)) {
         // SAFETY: the lock taken in `prepare`.
         with_regions_locked(|r| r.len = 0);
         unlock_regions();
@@ -500,7 +524,7 @@ fn reaped(pid: c_int) {
     if conn < 0 {
         return;
     }
-    if send(conn, b'W', pid, -1) {
+    if send(conn, b'W', pid, 0, -1) {
         recv_byte(conn);
     }
     // SAFETY: our own descriptor.

@@ -229,14 +229,45 @@ impl HostMm {
         self.pinned.store(on, Ordering::Relaxed);
     }
 
-    /// The addresses of its pages on swap (to bring back before a fork).
-    pub fn swapped_pages(&self) -> Vec<u64> {
-        lock(&self.pages)
+    /// A fork: every page of it on swap (or on its way there) gets a
+    /// second reference (`swap_duplicate`, as `copy_pte_range` takes for
+    /// a swap entry), for the child to inherit ([`HostMm::inherit`]).
+    /// Pages still in the process are copied by the fork itself.
+    pub fn fork_swap(&self) -> Vec<(u64, SwapEntry)> {
+        let Some(sim) = self.sim.upgrade() else {
+            return Vec::new();
+        };
+        let pages = lock(&self.pages);
+        pages
             .map
             .iter()
-            .filter(|(_, p)| matches!(p, Page::Swapped(_) | Page::Dropping(_)))
-            .map(|(&a, _)| a)
+            .filter_map(|(&addr, page)| match page {
+                Page::Swapped(e) | Page::Dropping(e) => Some((addr, *e)),
+                _ => None,
+            })
+            .filter(|&(_, e)| sim.machine.swap().swap_dup(e, 1).is_ok())
             .collect()
+    }
+
+    /// The child of a fork takes the swap references [`HostMm::fork_swap`]
+    /// made for it: those pages fault in from swap (charged by the swap-in
+    /// rule). A page the fork copied after all (it was still being
+    /// dropped) gives its reference back at its first write.
+    pub fn inherit(&self, swapped: Vec<(u64, SwapEntry)>) {
+        let mut pages = lock(&self.pages);
+        for (addr, entry) in swapped {
+            let old = pages.map.insert(addr, Page::Swapped(entry));
+            debug_assert!(old.is_none(), "a new process holds nothing yet");
+        }
+    }
+
+    /// Gives back swap references made by [`HostMm::fork_swap`] for a
+    /// child that never came.
+    pub fn drop_swap(sim: &crate::Sim, swapped: Vec<(u64, SwapEntry)>) {
+        release(
+            &sim.inner,
+            swapped.into_iter().map(|(_, e)| Freed::Entry(e)).collect(),
+        );
     }
 
     /// A fault at `addr` (page aligned), resolved through `io`.
@@ -274,8 +305,13 @@ impl HostMm {
                 return Ok(FaultOutcome::Parked);
             }
             (Some(Page::Swapped(_)), FaultKind::WriteProtect) => {
-                io.wake(addr);
-                return Ok(FaultOutcome::Done);
+                // A page inherited as swapped that the fork copied after
+                // all (it was being dropped): its copy is here; its swap
+                // reference goes, and its first write charges it.
+                if let Some(Page::Swapped(entry)) = pages.map.remove(&addr) {
+                    release(&sim, vec![Freed::Entry(entry)]);
+                }
+                None
             }
             (Some(Page::Filled(_)), _) => return Ok(self.map_filled(&mut pages, addr, io)),
             (Some(Page::Swapped(e) | Page::Dropping(e)), FaultKind::Missing { .. }) => Some(*e),
@@ -350,11 +386,19 @@ impl HostMm {
         let memcg = self.task.memcg();
         let _current = CurrentTask::enter(tree, &self.task);
         memcg.count_vm_event(VmEvent::Pgfault, 1);
+        let swap = sim.machine.swap();
         match entry {
-            Some(entry) => Ok(sim
-                .machine
-                .swap()
-                .do_swap_page(entry, 1, &memcg, Gfp::Kernel)?),
+            Some(entry) if swap.swapfiles().count(entry)? > 1 => {
+                // Shared with a fork's child (or parent): a copy of its
+                // own, so that no process's page is another's folio.
+                let bytes = swap.peek(entry, 1)?;
+                let folio = Folio::new_unbacked(tree, &memcg, 1, Gfp::Kernel)?;
+                folio.backed_bytes().copy_from_slice(&bytes);
+                swap.swap_free(entry, 1)?;
+                memcg.count_vm_event(VmEvent::Pgmajfault, 1);
+                Ok(Arc::new(folio))
+            }
+            Some(entry) => Ok(swap.do_swap_page(entry, 1, &memcg, Gfp::Kernel)?),
             None => Ok(Arc::new(Folio::new_unbacked(tree, &memcg, 1, Gfp::Kernel)?)),
         }
     }
@@ -372,7 +416,11 @@ impl HostMm {
                 FaultOutcome::Again
             }
             FaultOutcome::Done => {
-                folio.release_bytes();
+                // Its bytes live in the process now (unless the swap cache
+                // still shares the folio).
+                if Arc::strong_count(&folio) == 1 {
+                    folio.release_bytes();
+                }
                 lruvec::folio_add_lru(&folio, self.rmap());
                 pages.insert_resident(addr, folio);
                 FaultOutcome::Done

@@ -180,12 +180,20 @@ struct Known {
 
 /// The thread ids of process `pid` (`/proc/PID/task`), ascending; empty
 /// once it is gone.
+/// The name of the shim's agent thread (`memcg run`'s anonymous memory),
+/// which the kernel would not have: left out of `cgroup.threads`.
+const AGENT_COMM: &str = "memcg-agent";
+
 fn threads_of(pid: u32) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return Vec::new();
     };
     let mut tids: Vec<u32> = dir
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|tid| {
+            std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+                .map_or(true, |comm| comm.trim_end() != AGENT_COMM)
+        })
         .collect();
     tids.sort_unstable();
     tids

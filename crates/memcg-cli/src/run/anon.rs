@@ -31,6 +31,8 @@ use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use memcg::swapops::SwapEntry;
+use memcg_sim::Sim;
 use memcg_sim::host_mm::{FaultIo, FaultKind, FaultOutcome, HostMm, HostPages};
 
 use crate::fuse::FsView;
@@ -54,9 +56,6 @@ const UFFD_PAGEFAULT_FLAG_WP: u64 = 2;
 /// `struct uffd_msg`.
 const MSG_BYTES: usize = 32;
 const PAGE: u64 = 4096;
-/// How long a fork waits for the pages being dropped to be gone before
-/// it goes ahead with what came back.
-const FORK_SWAPIN_WAIT: Duration = Duration::from_secs(2);
 
 static ZERO_PAGE: [u8; PAGE as usize] = [0; PAGE as usize];
 
@@ -67,17 +66,14 @@ enum Msg {
     Fault(u64, FaultKind),
     Remove(u64, u64),
     Remap(u64, u64, u64),
-    /// Bring every swapped page in and pin; say so on the channel.
-    Fork(mpsc::Sender<()>),
+    /// Pin (no reclaim until the fork is done) and hand over a second
+    /// reference to every page on swap, for the child.
+    Fork(mpsc::Sender<Vec<(u64, SwapEntry)>>),
     /// The fork is over.
     Unpin,
     /// The process is gone.
     End,
 }
-
-/// Each served process's handler, by pid, with a serial number (a pid
-/// that exec'd is served anew under the same pid).
-type Mailboxes = Arc<Mutex<HashMap<u32, (u64, mpsc::Sender<Msg>)>>>;
 
 static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
@@ -124,11 +120,15 @@ impl AnonServer {
     pub(super) fn start(dir: &Path, view: Arc<FsView>) -> io::Result<Self> {
         let path = dir.join(SOCKET_NAME);
         let listener = UnixListener::bind(&path)?;
-        let mailboxes = Mailboxes::default();
-        let live = Arc::new(Live::default());
+        let shared = Arc::new(Shared {
+            forks: Forks::new(Arc::clone(view.sim())),
+            view,
+            mailboxes: Mutex::new(HashMap::new()),
+            live: Live::default(),
+        });
         std::thread::Builder::new()
             .name("memcg-anon".into())
-            .spawn(move || accept_loop(&listener, &view, &mailboxes, &live))?;
+            .spawn(move || accept_loop(&listener, &shared))?;
         Ok(Self { path })
     }
 
@@ -144,21 +144,26 @@ impl Drop for AnonServer {
     }
 }
 
-fn accept_loop(
-    listener: &UnixListener,
-    view: &Arc<FsView>,
-    mailboxes: &Mailboxes,
-    live: &Arc<Live>,
-) {
+/// What the connections share.
+struct Shared {
+    view: Arc<FsView>,
+    /// Each served process's handler, by (host) pid, with its serial
+    /// number (a process that exec'd is served anew under its pid).
+    mailboxes: Mutex<HashMap<u32, (u64, mpsc::Sender<Msg>)>>,
+    live: Live,
+    forks: Forks,
+}
+
+fn accept_loop(listener: &UnixListener, shared: &Arc<Shared>) {
     for conn in listener.incoming() {
         let Ok(conn) = conn else { continue };
-        let (view, mailboxes, live) = (Arc::clone(view), Arc::clone(mailboxes), Arc::clone(live));
+        let shared = Arc::clone(shared);
         // A connection's first message decides; a slow client blocks only
         // its own thread.
         let _ = std::thread::Builder::new()
             .name("memcg-anon-conn".into())
             .spawn(move || {
-                if let Err(e) = connection(conn, &view, &mailboxes, &live) {
+                if let Err(e) = connection(conn, &shared) {
                     eprintln!("memcg run: anonymous memory: {e}");
                 }
             });
@@ -166,51 +171,16 @@ fn accept_loop(
 }
 
 /// Serves one connection (see the module docs).
-fn connection(
-    conn: UnixStream,
-    view: &Arc<FsView>,
-    mailboxes: &Mailboxes,
-    live: &Live,
-) -> io::Result<()> {
+fn connection(conn: UnixStream, shared: &Shared) -> io::Result<()> {
     let pid = peer_pid(&conn)?;
-    let (kind, ns_pid, fd) = recv_with_fd(&conn)?;
+    let (kind, ns_pid, token, fd) = recv_with_fd(&conn)?;
     match (kind, fd) {
-        (b'H', Some(uffd)) => {
-            let task = view
-                .host_procs()
-                .task(pid)
-                .map_err(|e| io::Error::from_raw_os_error(e.code()))?;
-            let host = UffdPages::new(uffd, pid, conn.try_clone()?)?;
-            let uffd = Arc::clone(&host.uffd);
-            let mm = view.sim().attach_host_mm(&task, Box::new(host));
-            let (tx, rx) = mpsc::channel();
-            // Relaxed: a unique number, nothing more.
-            let serial = SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            lock(mailboxes).insert(pid, (serial, tx.clone()));
-            live.begin(ns_pid, serial);
-            write_byte(&conn, b'K')?;
-            let reader = {
-                let (mm, uffd) = (Arc::clone(&mm), Arc::clone(&uffd));
-                std::thread::Builder::new()
-                    .name("memcg-anon-read".into())
-                    .spawn(move || read_loop(&mm, &uffd, &conn, &tx))?
-            };
-            Handler::new(Arc::clone(&mm), uffd).run(&rx);
-            let _ = reader.join();
-            let mut boxes = lock(mailboxes);
-            if boxes.get(&pid).is_some_and(|(s, _)| *s == serial) {
-                boxes.remove(&pid);
-            }
-            drop(boxes);
-            view.sim().detach_host_mm(&mm);
-            live.end(ns_pid, serial);
-            Ok(())
-        }
+        (b'H', Some(uffd)) => serve(conn, shared, pid, ns_pid, token, uffd),
         (b'W', None) => {
-            live.wait_gone(ns_pid);
+            shared.live.wait_gone(ns_pid);
             write_byte(&conn, b'K')
         }
-        (b'F', None) => fork_window(conn, pid, mailboxes),
+        (b'F', None) => fork_window(conn, pid, shared),
         _ => Err(io::Error::new(
             io::ErrorKind::InvalidData,
             "unknown request",
@@ -218,22 +188,131 @@ fn connection(
     }
 }
 
-/// The `F` connection: the process's handler brings its pages in and pins
-/// them; `K` says so; the connection's end (after the fork) unpins.
-fn fork_window(mut conn: UnixStream, pid: u32, mailboxes: &Mailboxes) -> io::Result<()> {
-    let mailbox = lock(mailboxes).get(&pid).map(|(_, tx)| tx.clone());
+/// The `H` connection: serves process `pid` (`ns_pid` in CMD's pid
+/// namespace) until it is gone, then releases its memory.
+fn serve(
+    conn: UnixStream,
+    shared: &Shared,
+    pid: u32,
+    ns_pid: u32,
+    token: u64,
+    uffd: OwnedFd,
+) -> io::Result<()> {
+    let view = &shared.view;
+    let task = view
+        .host_procs()
+        .task(pid)
+        .map_err(|e| io::Error::from_raw_os_error(e.code()))?;
+    let host = UffdPages::new(uffd, pid, conn.try_clone()?)?;
+    let uffd = Arc::clone(&host.uffd);
+    let mm = view.sim().attach_host_mm(&task, Box::new(host));
+    mm.inherit(shared.forks.claim(token));
+    let (tx, rx) = mpsc::channel();
+    // Relaxed: a unique number, nothing more.
+    let serial = SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    lock(&shared.mailboxes).insert(pid, (serial, tx.clone()));
+    shared.live.begin(ns_pid, serial);
+    write_byte(&conn, b'K')?;
+    let reader = {
+        let (mm, uffd) = (Arc::clone(&mm), Arc::clone(&uffd));
+        std::thread::Builder::new()
+            .name("memcg-anon-read".into())
+            .spawn(move || read_loop(&mm, &uffd, &conn, &tx))?
+    };
+    Handler::new(Arc::clone(&mm), uffd).run(&rx);
+    let _ = reader.join();
+    let mut boxes = lock(&shared.mailboxes);
+    if boxes.get(&pid).is_some_and(|(s, _)| *s == serial) {
+        boxes.remove(&pid);
+    }
+    drop(boxes);
+    view.sim().detach_host_mm(&mm);
+    shared.live.end(ns_pid, serial);
+    Ok(())
+}
+
+/// The `F` connection: the process's handler pins it and takes a swap
+/// reference for the child to every page of it on swap; they are kept
+/// under a token, answered with `K` and the token (which the child hands
+/// back in its `H`); the connection's end (the fork done) unpins.
+fn fork_window(mut conn: UnixStream, pid: u32, shared: &Shared) -> io::Result<()> {
+    let mailbox = lock(&shared.mailboxes).get(&pid).map(|(_, tx)| tx.clone());
     let Some(mailbox) = mailbox else {
-        // Not served (yet): nothing of it is on swap.
-        return write_byte(&conn, b'K');
+        // Not served: nothing of it is on swap.
+        return conn.write_all(&reply(0));
     };
     let (tx, rx) = mpsc::channel();
     let _ = mailbox.send(Msg::Fork(tx));
-    let _ = rx.recv();
-    write_byte(&conn, b'K')?;
+    let swapped = rx.recv().unwrap_or_default();
+    let token = shared.forks.keep(swapped);
+    conn.write_all(&reply(token))?;
     let mut rest = [0u8; 16];
     while matches!(conn.read(&mut rest), Ok(n) if n > 0) {}
     let _ = mailbox.send(Msg::Unpin);
     Ok(())
+}
+
+fn reply(token: u64) -> [u8; 9] {
+    let mut r = [b'K'; 9];
+    r[1..].copy_from_slice(&token.to_ne_bytes());
+    r
+}
+
+/// How long a fork's swap references wait for its child.
+const FORK_CLAIM_WAIT: Duration = Duration::from_secs(60);
+
+/// Swap references taken at forks, by token, until the child claims them
+/// (or gives up: a child that never says hello, after
+/// [`FORK_CLAIM_WAIT`], and whatever is left when the server stops).
+struct Forks {
+    sim: Arc<Sim>,
+    next: std::sync::atomic::AtomicU64,
+    pending: Mutex<HashMap<u64, (Instant, Vec<(u64, SwapEntry)>)>>,
+}
+
+impl Forks {
+    fn new(sim: Arc<Sim>) -> Self {
+        Self {
+            sim,
+            next: std::sync::atomic::AtomicU64::new(1),
+            pending: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn keep(&self, swapped: Vec<(u64, SwapEntry)>) -> u64 {
+        // Relaxed: a unique number.
+        let token = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let now = Instant::now();
+        let mut pending = lock(&self.pending);
+        let stale: Vec<u64> = pending
+            .iter()
+            .filter(|(_, (at, _))| now.duration_since(*at) > FORK_CLAIM_WAIT)
+            .map(|(&t, _)| t)
+            .collect();
+        for t in stale {
+            if let Some((_, swapped)) = pending.remove(&t) {
+                HostMm::drop_swap(&self.sim, swapped);
+            }
+        }
+        pending.insert(token, (now, swapped));
+        token
+    }
+
+    fn claim(&self, token: u64) -> Vec<(u64, SwapEntry)> {
+        lock(&self.pending)
+            .remove(&token)
+            .map(|(_, s)| s)
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Forks {
+    fn drop(&mut self) {
+        let pending = std::mem::take(&mut *lock(&self.pending));
+        for (_, (_, swapped)) in pending {
+            HostMm::drop_swap(&self.sim, swapped);
+        }
+    }
 }
 
 /// The reader: takes every message off the `userfaultfd` as it comes (an
@@ -300,10 +379,6 @@ struct Handler {
     uffd: Arc<OwnedFd>,
     /// Faults that met `EAGAIN` or a failed charge, to try again.
     pending: VecDeque<(u64, FaultKind)>,
-    /// Pinned for a fork (answered once the swapped pages are in).
-    fork: Option<mpsc::Sender<()>>,
-    /// When the fork goes ahead with what came back.
-    fork_deadline: Instant,
 }
 
 impl Handler {
@@ -312,15 +387,13 @@ impl Handler {
             mm,
             uffd,
             pending: VecDeque::new(),
-            fork: None,
-            fork_deadline: Instant::now(),
         }
     }
 
     /// Serves until the process is gone.
     fn run(&mut self, rx: &mpsc::Receiver<Msg>) {
         loop {
-            let msg = if self.pending.is_empty() && self.fork.is_none() {
+            let msg = if self.pending.is_empty() {
                 rx.recv().ok()
             } else {
                 match rx.recv_timeout(Duration::from_millis(1)) {
@@ -332,11 +405,10 @@ impl Handler {
             match msg {
                 Some(Msg::End) => return,
                 Some(msg) => self.handle(msg),
-                None if self.pending.is_empty() && self.fork.is_none() => return,
+                None if self.pending.is_empty() => return,
                 None => {}
             }
             self.retry();
-            self.fork_progress();
         }
     }
 
@@ -347,9 +419,9 @@ impl Handler {
             Msg::Remove(start, end) => self.mm.remove(start, end, &mut io),
             Msg::Remap(from, to, len) => self.mm.remap(from, to, len),
             Msg::Fork(done) => {
+                self.retry();
                 self.mm.pin(true);
-                self.fork = Some(done);
-                self.fork_deadline = Instant::now() + FORK_SWAPIN_WAIT;
+                let _ = done.send(self.mm.fork_swap());
             }
             Msg::Unpin => self.mm.pin(false),
             Msg::End => {}
@@ -376,24 +448,6 @@ impl Handler {
             if let Some((addr, kind)) = self.pending.pop_front() {
                 self.fault(addr, kind);
             }
-        }
-    }
-
-    /// Before a fork: every page on swap back in the process (a page being
-    /// dropped comes back once its drop is read); then the fork may go.
-    fn fork_progress(&mut self) {
-        if self.fork.is_none() {
-            return;
-        }
-        let swapped = self.mm.swapped_pages();
-        if !swapped.is_empty() && Instant::now() < self.fork_deadline {
-            for addr in swapped {
-                self.fault(addr, FaultKind::Missing { write: false });
-            }
-            return;
-        }
-        if let Some(done) = self.fork.take() {
-            let _ = done.send(());
         }
     }
 }
@@ -556,10 +610,10 @@ fn peer_pid(conn: &UnixStream) -> io::Result<u32> {
     u32::try_from(cred.pid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))
 }
 
-/// A request: its kind, the sender's pid in its own pid namespace, and
-/// the descriptor attached, if any.
-fn recv_with_fd(conn: &UnixStream) -> io::Result<(u8, u32, Option<OwnedFd>)> {
-    let mut bytes = [0u8; 5];
+/// A request: its kind, the sender's pid in its own pid namespace, a fork
+/// token (0: none), and the descriptor attached, if any.
+fn recv_with_fd(conn: &UnixStream) -> io::Result<(u8, u32, u64, Option<OwnedFd>)> {
+    let mut bytes = [0u8; 13];
     let mut iov = libc::iovec {
         iov_base: bytes.as_mut_ptr().cast(),
         iov_len: bytes.len(),
@@ -573,7 +627,7 @@ fn recv_with_fd(conn: &UnixStream) -> io::Result<(u8, u32, Option<OwnedFd>)> {
     msg.msg_controllen = std::mem::size_of_val(&control);
     // SAFETY: receives into the buffers `msg` points at.
     let n = unsafe { libc::recvmsg(conn.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
-    if n != 5 {
+    if n != 13 {
         return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "no request"));
     }
     let mut fd = None;
@@ -588,6 +642,7 @@ fn recv_with_fd(conn: &UnixStream) -> io::Result<(u8, u32, Option<OwnedFd>)> {
             cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
         }
     }
-    let ns_pid = u32::from_ne_bytes(bytes[1..].try_into().expect("4 bytes"));
-    Ok((bytes[0], ns_pid, fd))
+    let ns_pid = u32::from_ne_bytes(bytes[1..5].try_into().expect("4 bytes"));
+    let token = u64::from_ne_bytes(bytes[5..].try_into().expect("8 bytes"));
+    Ok((bytes[0], ns_pid, token, fd))
 }
