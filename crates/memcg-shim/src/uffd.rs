@@ -50,6 +50,7 @@ mod nr {
     pub const PREAD64: c_long = 17;
     pub const KILL: c_long = 62;
     pub const PRCTL: c_long = 157;
+    pub const RT_SIGPROCMASK: c_long = 14;
 }
 #[cfg(target_arch = "aarch64")]
 mod nr {
@@ -66,6 +67,7 @@ mod nr {
     pub const PREAD64: c_long = 67;
     pub const KILL: c_long = 129;
     pub const PRCTL: c_long = 167;
+    pub const RT_SIGPROCMASK: c_long = 135;
 }
 
 const UFFD_API: u64 = 0xAA;
@@ -331,13 +333,22 @@ fn start_agent(sock: c_int) -> bool {
     }
     let mut attr = [0u64; 8];
     let mut thread = 0u64;
+    // The agent takes no signal of the program's (a signal sent to the
+    // process must reach a thread of the program's): it starts with every
+    // signal blocked, as this thread has them for the moment.
+    let all = [u64::MAX];
+    let mut before = [0u64];
+    raw(nr::RT_SIGPROCMASK, [0, all.as_ptr() as usize, before.as_mut_ptr() as usize, 8, 0, 0]);
     // SAFETY: `attr` is larger than glibc's pthread_attr_t (56 bytes);
     // the stack is ours for the thread's life (never unmapped).
-    unsafe {
+    let started = unsafe {
         sys::pthread_attr_init(attr.as_mut_ptr().cast()) == 0
             && sys::pthread_attr_setstack(attr.as_mut_ptr().cast(), stack as *mut c_void, AGENT_STACK_BYTES) == 0
             && sys::pthread_create(&mut thread, attr.as_ptr().cast(), agent, sock as usize as *mut c_void) == 0
-    }
+    };
+    // SIG_SETMASK: as it was.
+    raw(nr::RT_SIGPROCMASK, [2, before.as_ptr() as usize, 0, 8, 0, 0]);
+    started
 }
 
 /// The agent's loop: each 8 bytes the server sends on `sock` are the

@@ -16,7 +16,9 @@
 //! share [`tasks`]: machine sizing, set-up threads, the hardware limits
 //! measured alongside, rates. No bench file imports from another.
 
-pub mod charge;
+pub mod anon;
+mod anon_probe;
+mod charge;
 pub mod fs;
 pub mod fuse;
 pub mod list_lru;
@@ -76,6 +78,13 @@ pub enum BenchCommand {
     /// A `--fs` filesystem's metadata operations and 4K/1M reads and
     /// writes through the FUSE mount vs the host's tmpfs vs in process.
     Fs(fs::FsArgs),
+    /// A real process's anonymous memory under `memcg run`: first touch,
+    /// swap-out and swap-in per page vs native, bare userfaultfd and the
+    /// simulator's own.
+    Anon(anon::AnonArgs),
+    /// The process side of `bench anon`.
+    #[command(hide = true)]
+    AnonProbe(anon::ProbeArgs),
 }
 
 /// Runs `memcg bench`.
@@ -96,6 +105,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         Some(BenchCommand::Zswap(a)) => zswap::run(&a),
         Some(BenchCommand::Fuse(a)) => fuse::run(&a),
         Some(BenchCommand::Fs(a)) => fs::run(&a),
+        Some(BenchCommand::Anon(a)) => anon::run(&a),
+        Some(BenchCommand::AnonProbe(a)) => anon_probe::run(&a),
         None => run_suite(args.smoke, args.out_dir.as_deref()),
     }
 }

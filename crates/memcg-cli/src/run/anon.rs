@@ -81,7 +81,9 @@ static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(
 /// wait that reaped one can wait for its memory to be released.
 #[derive(Default)]
 struct Live {
-    serials: Mutex<HashMap<u32, u64>>,
+    /// Every process image served under each pid (an exec'd image may
+    /// still be releasing as the new one runs).
+    serials: Mutex<HashMap<u32, Vec<u64>>>,
     changed: Condvar,
 }
 
@@ -90,13 +92,16 @@ const RELEASE_WAIT: Duration = Duration::from_secs(2);
 
 impl Live {
     fn begin(&self, ns_pid: u32, serial: u64) {
-        lock(&self.serials).insert(ns_pid, serial);
+        lock(&self.serials).entry(ns_pid).or_default().push(serial);
     }
 
     fn end(&self, ns_pid: u32, serial: u64) {
         let mut serials = lock(&self.serials);
-        if serials.get(&ns_pid) == Some(&serial) {
-            serials.remove(&ns_pid);
+        if let Some(list) = serials.get_mut(&ns_pid) {
+            list.retain(|&s| s != serial);
+            if list.is_empty() {
+                serials.remove(&ns_pid);
+            }
         }
         self.changed.notify_all();
     }
