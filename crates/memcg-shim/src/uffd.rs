@@ -368,8 +368,14 @@ extern "C" fn agent(sock: *mut c_void) -> *mut c_void {
             return core::ptr::null_mut();
         }
         let addr = u64::from_ne_bytes(buf) as usize;
-        if still_protected(pagemap, addr) {
-            raw(nr::MADVISE, [addr, PAGE, MADV_DONTNEED as usize, 0, 0, 0]);
+        if still_protected(pagemap, addr)
+            && raw(nr::MADVISE, [addr, PAGE, MADV_DONTNEED as usize, 0, 0, 0]) != 0
+        {
+            // Locked (`mlock`): the page stays; its writers must not wait
+            // for a drop that will not come.
+            let mut wp = [addr as u64, PAGE as u64, 0];
+            let uffd = UFFD.load(Ordering::Relaxed) as usize;
+            raw(nr::IOCTL, [uffd, UFFDIO_WRITEPROTECT as usize, wp.as_mut_ptr() as usize, 0, 0, 0]);
         }
     }
 }

@@ -445,11 +445,23 @@ impl HostMm {
         true
     }
 
-    /// The process unmapped, or dropped (`MADV_DONTNEED`/`MADV_FREE`),
-    /// `[start, end)`: its pages and swap entries there go. A one-page
-    /// remove of a page being dropped is the drop reclaim asked for: the
-    /// page is now only on swap, and its waiting writers fault again.
+    /// The process dropped (`MADV_DONTNEED`/`MADV_FREE`) `[start, end)`:
+    /// its pages and swap entries there go. A one-page remove of a page
+    /// being dropped is the drop reclaim asked for: the page is now only on
+    /// swap, and its waiting writers fault again. (A program's own
+    /// one-page `MADV_DONTNEED` of a page just then being dropped is taken
+    /// for that drop too: its old bytes come back at the next touch.)
     pub fn remove(&self, start: u64, end: u64, io: &mut dyn FaultIo) {
+        self.forget(start, end, end - start == PAGE, io);
+    }
+
+    /// The process unmapped `[start, end)`: its pages and swap entries
+    /// there go.
+    pub fn unmap(&self, start: u64, end: u64, io: &mut dyn FaultIo) {
+        self.forget(start, end, false, io);
+    }
+
+    fn forget(&self, start: u64, end: u64, may_be_drop: bool, io: &mut dyn FaultIo) {
         let Some(sim) = self.sim.upgrade() else {
             return;
         };
@@ -457,9 +469,7 @@ impl HostMm {
         let mut pages = lock(&self.pages);
         let addrs: Vec<u64> = pages.map.range(start..end).map(|(&a, _)| a).collect();
         for addr in addrs {
-            if end - start == PAGE
-                && let Some(Page::Dropping(entry)) = pages.map.get(&addr)
-            {
+            if may_be_drop && let Some(Page::Dropping(entry)) = pages.map.get(&addr) {
                 let entry = *entry;
                 pages.map.insert(addr, Page::Swapped(entry));
                 io.wake(addr);

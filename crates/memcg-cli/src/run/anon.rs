@@ -65,6 +65,7 @@ static ZERO_PAGE: [u8; PAGE as usize] = [0; PAGE as usize];
 enum Msg {
     Fault(u64, FaultKind),
     Remove(u64, u64),
+    Unmap(u64, u64),
     Remap(u64, u64, u64),
     /// Pin (no reclaim until the fork is done) and hand over a second
     /// reference to every page on swap, for the child.
@@ -372,7 +373,8 @@ fn decode(mm: &HostMm, uffd: &OwnedFd, msg: &[u8]) -> Option<Msg> {
             let write = flags & UFFD_PAGEFAULT_FLAG_WRITE != 0;
             Some(Msg::Fault(addr, FaultKind::Missing { write }))
         }
-        UFFD_EVENT_REMOVE | UFFD_EVENT_UNMAP => Some(Msg::Remove(word(0), word(1))),
+        UFFD_EVENT_REMOVE => Some(Msg::Remove(word(0), word(1))),
+        UFFD_EVENT_UNMAP => Some(Msg::Unmap(word(0), word(1))),
         UFFD_EVENT_REMAP => Some(Msg::Remap(word(0), word(1), word(2))),
         _ => None,
     }
@@ -422,6 +424,7 @@ impl Handler {
         match msg {
             Msg::Fault(addr, kind) => self.fault(addr, kind),
             Msg::Remove(start, end) => self.mm.remove(start, end, &mut io),
+            Msg::Unmap(start, end) => self.mm.unmap(start, end, &mut io),
             Msg::Remap(from, to, len) => self.mm.remap(from, to, len),
             Msg::Fork(done) => {
                 self.retry();

@@ -113,9 +113,11 @@ impl Drop for ShimFile {
     }
 }
 
-/// Removes the shim's directory `dir` and the library in it.
+/// Removes the shim's directory `dir`, the library and the anonymous-memory
+/// socket in it.
 pub(super) fn remove(dir: &Path) {
     let _ = std::fs::remove_file(dir.join(FILE_NAME));
+    let _ = std::fs::remove_file(super::anon::AnonServer::socket_path(dir));
     let _ = std::fs::remove_dir(dir);
 }
 

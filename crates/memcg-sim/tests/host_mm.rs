@@ -1,0 +1,216 @@
+//! `host_mm` against a reference model: a fake process (its pages, their
+//! write protection, its agent's drops) driven by seeded random reads,
+//! writes, unmaps and agent runs, under a `memory.max` that forces reclaim
+//! to swap. Every read must see the last write (or zeros after an unmap);
+//! at the end, with the process released, every charge and slot is back.
+
+#[path = "../../memcg/tests/common/mod.rs"]
+mod common;
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::sync::{Arc, Mutex};
+
+use memcg_sim::host_mm::{FaultIo, FaultKind, FaultOutcome, HostPages};
+use memcg_sim::{Sim, SimConfig};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+const PAGE: u64 = 4096;
+const BASE: u64 = 0x7f00_0000_0000;
+
+/// The fake process: present pages (bytes, write-protected?) and the
+/// drops its agent was asked for.
+#[derive(Default)]
+struct Process {
+    pages: HashMap<u64, (Vec<u8>, bool)>,
+    drops: VecDeque<u64>,
+}
+
+#[derive(Clone, Default)]
+struct Fake(Arc<Mutex<Process>>);
+
+impl Fake {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Process> {
+        self.0.lock().unwrap()
+    }
+}
+
+impl HostPages for Fake {
+    fn write_protect(&self, addr: u64, on: bool) -> io::Result<()> {
+        if let Some(page) = self.lock().pages.get_mut(&addr) {
+            page.1 = on;
+        }
+        Ok(())
+    }
+
+    fn read(&self, addr: u64, buf: &mut [u8]) -> io::Result<()> {
+        match self.lock().pages.get(&addr) {
+            Some((bytes, _)) => {
+                buf.copy_from_slice(bytes);
+                Ok(())
+            }
+            None => Err(io::Error::from_raw_os_error(libc_efault())),
+        }
+    }
+
+    fn drop_page(&self, addr: u64) {
+        self.lock().drops.push_back(addr);
+    }
+}
+
+fn libc_efault() -> i32 {
+    14
+}
+
+impl FaultIo for Fake {
+    fn zero(&mut self, addr: u64, _write: bool) -> io::Result<()> {
+        let mut p = self.lock();
+        if p.pages.contains_key(&addr) {
+            return Err(io::Error::from_raw_os_error(17));
+        }
+        p.pages.insert(addr, (vec![0; PAGE as usize], false));
+        Ok(())
+    }
+
+    fn copy(&mut self, addr: u64, bytes: &[u8]) -> io::Result<()> {
+        let mut p = self.lock();
+        if p.pages.contains_key(&addr) {
+            return Err(io::Error::from_raw_os_error(17));
+        }
+        p.pages.insert(addr, (bytes.to_vec(), false));
+        Ok(())
+    }
+
+    fn unprotect(&mut self, addr: u64) -> io::Result<()> {
+        self.write_protect(addr, false)
+    }
+
+    fn wake(&mut self, _addr: u64) {}
+}
+
+struct World {
+    sim: Sim,
+    fake: Fake,
+    mm: Arc<memcg_sim::host_mm::HostMm>,
+    /// What the program last wrote to each page (absent: zeros).
+    model: HashMap<u64, u8>,
+}
+
+impl World {
+    /// The agent drops what it was asked to, if still protected; each
+    /// drop is the one-page remove the server then sees.
+    fn run_agent(&mut self) {
+        loop {
+            let next = {
+                let mut p = self.fake.lock();
+                let Some(addr) = p.drops.pop_front() else {
+                    break;
+                };
+                let protected = p.pages.get(&addr).is_some_and(|pg| pg.1);
+                if protected {
+                    p.pages.remove(&addr);
+                }
+                protected.then_some(addr)
+            };
+            if let Some(addr) = next {
+                let mut io = self.fake.clone();
+                self.mm.remove(addr, addr + PAGE, &mut io);
+            }
+        }
+    }
+
+    /// An access by the program: faults until the page is there (and
+    /// writable for a write), the way the kernel retries.
+    fn access(&mut self, addr: u64, write: Option<u8>) -> u8 {
+        for _ in 0..1000 {
+            let state = self.fake.lock().pages.get(&addr).map(|p| p.1);
+            let kind = match (state, write) {
+                (Some(false), _) | (Some(true), None) => {
+                    let mut p = self.fake.lock();
+                    let page = p.pages.get_mut(&addr).unwrap();
+                    if let Some(b) = write {
+                        page.0.fill(b);
+                    }
+                    return page.0[0];
+                }
+                (Some(true), Some(_)) => FaultKind::WriteProtect,
+                (None, w) => FaultKind::Missing { write: w.is_some() },
+            };
+            let mut io = self.fake.clone();
+            match self.mm.fault(addr, kind, &mut io).unwrap() {
+                FaultOutcome::Parked | FaultOutcome::Again => self.run_agent(),
+                FaultOutcome::Done => {}
+                FaultOutcome::Killed => panic!("killed"),
+            }
+        }
+        panic!("a fault at {addr:#x} never settled");
+    }
+}
+
+fn world() -> World {
+    let sim = Sim::new(SimConfig::default());
+    sim.fs().tree().set_charge_stock(false);
+    sim.swapon_ram(64 << 20, None).unwrap();
+    sim.fs()
+        .write("/cgroup.subtree_control", "+memory")
+        .unwrap();
+    sim.fs().mkdir("/t").unwrap();
+    sim.fs().write("/t/memory.max", "1M").unwrap();
+    let task = sim.adopt_task(77, "/t").unwrap();
+    let fake = Fake::default();
+    let mm = sim.attach_host_mm(&task, Box::new(fake.clone()));
+    World {
+        sim,
+        fake,
+        mm,
+        model: HashMap::new(),
+    }
+}
+
+#[test]
+fn every_read_sees_the_last_write_through_reclaim_swap_and_unmaps() {
+    let first = common::stress_seed_or("host_mm_model", 1);
+    for seed in first..first + 8 {
+        let mut w = world();
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        for _ in 0..3000 {
+            let addr = BASE + rng.random_range(0..1024u64) * PAGE;
+            match rng.random_range(0..10) {
+                0..=3 => {
+                    let b = rng.random_range(1..=255u8);
+                    w.access(addr, Some(b));
+                    w.model.insert(addr, b);
+                }
+                4..=7 => {
+                    let want = w.model.get(&addr).copied().unwrap_or(0);
+                    assert_eq!(w.access(addr, None), want, "seed {seed}: page {addr:#x}");
+                }
+                8 => {
+                    // munmap of a few pages, or a program's MADV_DONTNEED
+                    // of two or more: the kernel zaps, then tells.
+                    let unmap = rng.random_bool(0.5);
+                    let len = rng.random_range(if unmap { 1 } else { 2 }..8u64) * PAGE;
+                    w.fake
+                        .lock()
+                        .pages
+                        .retain(|&a, _| a < addr || a >= addr + len);
+                    let mut io = w.fake.clone();
+                    if unmap {
+                        w.mm.unmap(addr, addr + len, &mut io);
+                    } else {
+                        w.mm.remove(addr, addr + len, &mut io);
+                    }
+                    w.model.retain(|&a, _| a < addr || a >= addr + len);
+                }
+                _ => w.run_agent(),
+            }
+        }
+        let t = w.sim.fs().cgroup("/t").unwrap().memcg().unwrap();
+        assert!(t.memory().usage() <= 256, "seed {seed}: within memory.max");
+        assert!(t.swap().usage() > 0, "seed {seed}: something was swapped");
+        w.sim.detach_host_mm(&w.mm);
+        assert_eq!(t.memory().usage(), 0, "seed {seed}: every charge released");
+        assert_eq!(t.swap().usage(), 0, "seed {seed}: every slot released");
+    }
+}
