@@ -4,14 +4,15 @@
 //! end the `memcg run` server holds (sent at start over the socket named
 //! by `MEMCG_ANON_SOCKET`). The server resolves each fault (charging the
 //! page to the process's simulated memory cgroup, or swapping it back in)
-//! and learns of unmaps, `MADV_DONTNEED`s and moves from the kernel's
-//! events; the process keeps running its own code.
+//! and learns of unmaps and moves from the kernel's events, and of the
+//! program's `MADV_DONTNEED`s from `madvise` here; the process keeps
+//! running its own code.
 //!
 //! The agent: a thread of the shim's own, on a stack no region of which
 //! is registered, that drops the pages the server reclaimed
 //! (`MADV_DONTNEED` of a page the server wrote-protected and copied out:
 //! a page no longer write-protected was written or replaced since, and is
-//! left alone). When the server goes (its socket ends), the agent kills
+//! left alone), and says so on the socket. When the server goes (its socket ends), the agent kills
 //! the process: its swapped-out pages would otherwise read as zeros.
 //!
 //! fork: the child's regions lose their registration (no
@@ -76,9 +77,12 @@ const UFFDIO_REGISTER: c_long = 0xc020_aa00;
 const UFFDIO_WRITEPROTECT: c_long = 0xc018_aa06;
 const MODE_MISSING: u64 = 1;
 const MODE_WP: u64 = 2;
-/// `PAGEFAULT_FLAG_WP | EVENT_REMAP | EVENT_REMOVE | EVENT_UNMAP |
-/// THREAD_ID`.
-const FEATURES: u64 = 0x1 | 0x4 | 0x8 | 0x40 | 0x100;
+/// `PAGEFAULT_FLAG_WP | EVENT_REMAP | EVENT_UNMAP | THREAD_ID`. Not
+/// `EVENT_REMOVE`: an unread event makes every ioctl of the server fail
+/// with `EAGAIN`, and the agent's drops would make one per page; drops are
+/// told over the socket instead, and so is the program's own
+/// `MADV_DONTNEED`/`MADV_FREE` (`madvise` below).
+const FEATURES: u64 = 0x1 | 0x4 | 0x40 | 0x100;
 
 const PROT_RW: c_int = 0x3;
 const MAP_PRIVATE: c_int = 0x02;
@@ -368,9 +372,12 @@ extern "C" fn agent(sock: *mut c_void) -> *mut c_void {
             return core::ptr::null_mut();
         }
         let addr = u64::from_ne_bytes(buf) as usize;
-        if still_protected(pagemap, addr)
-            && raw(nr::MADVISE, [addr, PAGE, MADV_DONTNEED as usize, 0, 0, 0]) != 0
-        {
+        if !still_protected(pagemap, addr) {
+            continue;
+        }
+        if raw(nr::MADVISE, [addr, PAGE, MADV_DONTNEED as usize, 0, 0, 0]) == 0 {
+            tell(sock, b'd', addr, addr + PAGE);
+        } else {
             // Locked (`mlock`): the page stays; its writers must not wait
             // for a drop that will not come.
             let mut wp = [addr as u64, PAGE as u64, 0];
@@ -378,6 +385,39 @@ extern "C" fn agent(sock: *mut c_void) -> *mut c_void {
             raw(nr::IOCTL, [uffd, UFFDIO_WRITEPROTECT as usize, wp.as_mut_ptr() as usize, 0, 0, 0]);
         }
     }
+}
+
+/// Tells the server on `sock` (one 17-byte write, never split among
+/// writers): `d` the page at `start` was dropped, `r` the program dropped
+/// `[start, end)` itself.
+fn tell(sock: c_int, what: u8, start: usize, end: usize) {
+    let mut msg = [0u8; 17];
+    msg[0] = what;
+    msg[1..9].copy_from_slice(&(start as u64).to_ne_bytes());
+    msg[9..].copy_from_slice(&(end as u64).to_ne_bytes());
+    // SAFETY: writes `msg`.
+    unsafe { sys::write(sock, msg.as_ptr().cast(), msg.len()) };
+}
+
+const MADV_FREE: c_int = 8;
+const MADV_REMOVE: c_int = 9;
+
+/// `madvise`: after the program's own `MADV_DONTNEED`, `MADV_FREE` or
+/// `MADV_REMOVE` of memory the server holds, the server is told (its
+/// pages there are gone, their charges and swap slots with them).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn madvise(addr: *mut c_void, len: usize, advice: c_int) -> c_int {
+    let rc = raw(nr::MADVISE, [addr as usize, len, advice as usize, 0, 0, 0]);
+    if rc < 0 {
+        sys::set_errno(-rc as c_int);
+        return -1;
+    }
+    let sock = SOCK.load(Ordering::Relaxed);
+    if sock >= 0 && matches!(advice, MADV_DONTNEED | MADV_FREE | MADV_REMOVE) {
+        let start = addr as usize;
+        tell(sock, b'r', start, start + len.next_multiple_of(PAGE));
+    }
+    0
 }
 
 /// Whether the page at `addr` is still write-protected (pagemap's

@@ -18,9 +18,9 @@
 //!   process (a write now waits in the handler), copied out of it into a
 //!   frame, and swapped out as any anonymous folio (swap cache,
 //!   `swap_cgroup` record, zswap); the folio goes, uncharging it; the
-//!   process is asked to drop its copy ([`HostPages::drop_page`]), and the
-//!   `MADV_DONTNEED` that does it arrives back as a one-page remove that
-//!   completes the eviction and wakes any writer.
+//!   process is asked to drop its copy ([`HostPages::drop_page`]), and its
+//!   word that it did ([`HostMm::dropped`]) completes the eviction and
+//!   wakes any writer.
 //! - Next touch (`do_swap_page`): swapped in with the kernel's charge rule
 //!   (the recorded memory cgroup, refault/workingset, `pgmajfault`), copied
 //!   into the process, and its frame given back.
@@ -73,7 +73,7 @@ pub trait HostPages: Send + Sync {
     /// Copies the page at `addr` out of the process into `buf`.
     fn read(&self, addr: u64, buf: &mut [u8]) -> io::Result<()>;
     /// Asks the process to drop the (write-protected) page at `addr`; its
-    /// `MADV_DONTNEED` comes back as a one-page [`HostMm::remove`].
+    /// word that it did comes back as [`HostMm::dropped`].
     fn drop_page(&self, addr: u64);
 }
 
@@ -99,7 +99,7 @@ pub enum FaultOutcome {
     Done,
     /// Not now (`EAGAIN`): hand it in again after the pending events.
     Again,
-    /// Left waiting: the page is on its way out; the remove that completes
+    /// Left waiting: the page is on its way out; the drop that completes
     /// the eviction wakes it.
     Parked,
     /// The process was killed (or is gone): left for its death to end.
@@ -268,6 +268,59 @@ impl HostMm {
             &sim.inner,
             swapped.into_iter().map(|(_, e)| Freed::Entry(e)).collect(),
         );
+    }
+
+    /// The fast path of a first touch or a swap-in, for the handler's
+    /// reader: a page that needs no reclaim and no `memory.high` work
+    /// (every memory cgroup up the tree below its `high` and `max`) is
+    /// charged without reclaim and mapped at once, with no hop to the
+    /// handler thread. `None` when the fault needs the handler (any other
+    /// fault, a page shared with a fork, or a charge that would reclaim).
+    pub fn fault_fast(&self, addr: u64, kind: FaultKind, io: &mut dyn FaultIo) -> Option<FaultOutcome> {
+        let FaultKind::Missing { write } = kind else {
+            return None;
+        };
+        let sim = self.sim.upgrade()?;
+        let memcg = self.task.memcg();
+        let roomy = |c: &Arc<MemCgroup>| c.memory().usage() < c.memory().high();
+        if self.is_dead() || !std::iter::once(&memcg).chain(memcg.ancestors()).all(roomy) {
+            return None;
+        }
+        let mut pages = lock(&self.pages);
+        let entry = match pages.map.get(&addr) {
+            None => None,
+            Some(Page::Swapped(entry)) => Some(*entry),
+            Some(_) => return None,
+        };
+        let tree = sim.machine.fs().tree();
+        let swap = sim.machine.swap();
+        let folio = {
+            let _current = CurrentTask::enter(tree, &self.task);
+            match entry {
+                // Shared with a fork: the handler's copying path.
+                Some(e) if swap.swapfiles().count(e).ok()? > 1 => return None,
+                Some(e) => swap.do_swap_page(e, 1, &memcg, Gfp::NoReclaim).ok()?,
+                None => Arc::new(Folio::new_unbacked(tree, &memcg, 1, Gfp::NoReclaim).ok()?),
+            }
+        };
+        memcg.count_vm_event(VmEvent::Pgfault, 1);
+        if entry.is_some() {
+            pages.map.insert(addr, Page::Filled(folio));
+            return match self.map_filled(&mut pages, addr, io) {
+                // A copy that must wait stays filled, for the handler.
+                FaultOutcome::Again => None,
+                other => Some(other),
+            };
+        }
+        match settled(io.zero(addr, write), addr, io) {
+            FaultOutcome::Done => {
+                lruvec::folio_add_lru(&folio, self.rmap());
+                pages.insert_resident(addr, folio);
+                Some(FaultOutcome::Done)
+            }
+            // The handler does it properly (the charge goes back).
+            _ => None,
+        }
     }
 
     /// A fault at `addr` (page aligned), resolved through `io`.
@@ -445,23 +498,31 @@ impl HostMm {
         true
     }
 
+    /// The process's agent dropped the page at `addr` as reclaim asked
+    /// ([`HostPages::drop_page`]): it is only on swap now, and its waiting
+    /// writers fault again.
+    pub fn dropped(&self, addr: u64, io: &mut dyn FaultIo) {
+        let mut pages = lock(&self.pages);
+        if let Some(Page::Dropping(entry)) = pages.map.get(&addr) {
+            let entry = *entry;
+            pages.map.insert(addr, Page::Swapped(entry));
+            io.wake(addr);
+        }
+    }
+
     /// The process dropped (`MADV_DONTNEED`/`MADV_FREE`) `[start, end)`:
-    /// its pages and swap entries there go. A one-page remove of a page
-    /// being dropped is the drop reclaim asked for: the page is now only on
-    /// swap, and its waiting writers fault again. (A program's own
-    /// one-page `MADV_DONTNEED` of a page just then being dropped is taken
-    /// for that drop too: its old bytes come back at the next touch.)
-    pub fn remove(&self, start: u64, end: u64, io: &mut dyn FaultIo) {
-        self.forget(start, end, end - start == PAGE, io);
+    /// its pages and swap entries there go.
+    pub fn remove(&self, start: u64, end: u64) {
+        self.forget(start, end);
     }
 
     /// The process unmapped `[start, end)`: its pages and swap entries
     /// there go.
-    pub fn unmap(&self, start: u64, end: u64, io: &mut dyn FaultIo) {
-        self.forget(start, end, false, io);
+    pub fn unmap(&self, start: u64, end: u64) {
+        self.forget(start, end);
     }
 
-    fn forget(&self, start: u64, end: u64, may_be_drop: bool, io: &mut dyn FaultIo) {
+    fn forget(&self, start: u64, end: u64) {
         let Some(sim) = self.sim.upgrade() else {
             return;
         };
@@ -469,12 +530,6 @@ impl HostMm {
         let mut pages = lock(&self.pages);
         let addrs: Vec<u64> = pages.map.range(start..end).map(|(&a, _)| a).collect();
         for addr in addrs {
-            if may_be_drop && let Some(Page::Dropping(entry)) = pages.map.get(&addr) {
-                let entry = *entry;
-                pages.map.insert(addr, Page::Swapped(entry));
-                io.wake(addr);
-                continue;
-            }
             match pages.map.remove(&addr) {
                 Some(Page::Resident(folio)) => {
                     pages.by_folio.remove(&key(&folio));

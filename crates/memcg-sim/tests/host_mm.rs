@@ -98,8 +98,8 @@ struct World {
 }
 
 impl World {
-    /// The agent drops what it was asked to, if still protected; each
-    /// drop is the one-page remove the server then sees.
+    /// The agent drops what it was asked to, if still protected, and
+    /// says so.
     fn run_agent(&mut self) {
         loop {
             let next = {
@@ -115,7 +115,7 @@ impl World {
             };
             if let Some(addr) = next {
                 let mut io = self.fake.clone();
-                self.mm.remove(addr, addr + PAGE, &mut io);
+                self.mm.dropped(addr, &mut io);
             }
         }
     }
@@ -187,19 +187,18 @@ fn every_read_sees_the_last_write_through_reclaim_swap_and_unmaps() {
                     assert_eq!(w.access(addr, None), want, "seed {seed}: page {addr:#x}");
                 }
                 8 => {
-                    // munmap of a few pages, or a program's MADV_DONTNEED
-                    // of two or more: the kernel zaps, then tells.
+                    // munmap or MADV_DONTNEED of a few pages: the kernel
+                    // zaps, then the server is told.
                     let unmap = rng.random_bool(0.5);
-                    let len = rng.random_range(if unmap { 1 } else { 2 }..8u64) * PAGE;
+                    let len = rng.random_range(1..8u64) * PAGE;
                     w.fake
                         .lock()
                         .pages
                         .retain(|&a, _| a < addr || a >= addr + len);
-                    let mut io = w.fake.clone();
                     if unmap {
-                        w.mm.unmap(addr, addr + len, &mut io);
+                        w.mm.unmap(addr, addr + len);
                     } else {
-                        w.mm.remove(addr, addr + len, &mut io);
+                        w.mm.remove(addr, addr + len);
                     }
                     w.model.retain(|&a, _| a < addr || a >= addr + len);
                 }

@@ -28,6 +28,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -49,7 +50,6 @@ const UFFDIO_ZEROPAGE: libc::c_ulong = 0xc020_aa04;
 const UFFDIO_WRITEPROTECT: libc::c_ulong = 0xc018_aa06;
 const UFFD_EVENT_PAGEFAULT: u8 = 0x12;
 const UFFD_EVENT_REMAP: u8 = 0x14;
-const UFFD_EVENT_REMOVE: u8 = 0x15;
 const UFFD_EVENT_UNMAP: u8 = 0x16;
 const UFFD_PAGEFAULT_FLAG_WRITE: u64 = 1;
 const UFFD_PAGEFAULT_FLAG_WP: u64 = 2;
@@ -64,8 +64,11 @@ static ZERO_PAGE: [u8; PAGE as usize] = [0; PAGE as usize];
 /// thread (forks).
 enum Msg {
     Fault(u64, FaultKind),
+    /// The program's own `MADV_DONTNEED`/`MADV_FREE` (told by the shim).
     Remove(u64, u64),
     Unmap(u64, u64),
+    /// The agent dropped a page reclaim swapped out.
+    Dropped(u64),
     Remap(u64, u64, u64),
     /// Pin (no reclaim until the fork is done) and hand over a second
     /// reference to every page on swap, for the child.
@@ -219,13 +222,14 @@ fn serve(
     lock(&shared.mailboxes).insert(pid, (serial, tx.clone()));
     shared.live.begin(ns_pid, serial);
     write_byte(&conn, b'K')?;
+    let queued = Arc::new(AtomicUsize::new(0));
     let reader = {
-        let (mm, uffd) = (Arc::clone(&mm), Arc::clone(&uffd));
+        let (mm, uffd, queued) = (Arc::clone(&mm), Arc::clone(&uffd), Arc::clone(&queued));
         std::thread::Builder::new()
             .name("memcg-anon-read".into())
-            .spawn(move || read_loop(&mm, &uffd, &conn, &tx))?
+            .spawn(move || read_loop(&mm, &uffd, &conn, &tx, &queued))?
     };
-    Handler::new(Arc::clone(&mm), uffd).run(&rx);
+    Handler::new(Arc::clone(&mm), uffd, queued).run(&rx);
     let _ = reader.join();
     let mut boxes = lock(&shared.mailboxes);
     if boxes.get(&pid).is_some_and(|(s, _)| *s == serial) {
@@ -327,8 +331,15 @@ impl Drop for Forks {
 /// ([`HostMm::fault_by_reclaim`]), and hands the rest to the handler in
 /// order. Ends (and tells the handler) when the process's connection
 /// ends.
-fn read_loop(mm: &HostMm, uffd: &OwnedFd, conn: &UnixStream, handler: &mpsc::Sender<Msg>) {
+fn read_loop(
+    mm: &HostMm,
+    uffd: &OwnedFd,
+    conn: &UnixStream,
+    handler: &mpsc::Sender<Msg>,
+    queued: &AtomicUsize,
+) {
     let mut buf = [0u8; MSG_BYTES * 64];
+    let mut said = Vec::new();
     loop {
         let mut fds = [pollfd(uffd.as_raw_fd()), pollfd(conn.as_raw_fd())];
         // SAFETY: polls two descriptors we hold, in `fds`.
@@ -336,7 +347,7 @@ fn read_loop(mm: &HostMm, uffd: &OwnedFd, conn: &UnixStream, handler: &mpsc::Sen
         if n < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
             break;
         }
-        if fds[1].revents != 0 && connection_ended(conn) {
+        if fds[1].revents != 0 && !from_process(conn, &mut said, handler, queued) {
             break;
         }
         loop {
@@ -347,7 +358,9 @@ fn read_loop(mm: &HostMm, uffd: &OwnedFd, conn: &UnixStream, handler: &mpsc::Sen
                 break;
             }
             for msg in buf[..n].chunks_exact(MSG_BYTES) {
-                if let Some(msg) = decode(mm, uffd, msg) {
+                if let Some(msg) = decode(mm, uffd, queued, msg) {
+                    // Relaxed: the channel orders the message itself.
+                    queued.fetch_add(1, Ordering::Relaxed);
                     let _ = handler.send(msg);
                 }
             }
@@ -358,7 +371,7 @@ fn read_loop(mm: &HostMm, uffd: &OwnedFd, conn: &UnixStream, handler: &mpsc::Sen
 
 /// A `struct uffd_msg` as the handler's message; `None` for what the
 /// reader resolved itself or does not know.
-fn decode(mm: &HostMm, uffd: &OwnedFd, msg: &[u8]) -> Option<Msg> {
+fn decode(mm: &HostMm, uffd: &OwnedFd, queued: &AtomicUsize, msg: &[u8]) -> Option<Msg> {
     let word =
         |i: usize| u64::from_ne_bytes(msg[8 + i * 8..16 + i * 8].try_into().expect("8 bytes"));
     match msg[0] {
@@ -367,13 +380,20 @@ fn decode(mm: &HostMm, uffd: &OwnedFd, msg: &[u8]) -> Option<Msg> {
             if flags & UFFD_PAGEFAULT_FLAG_WP != 0 {
                 return Some(Msg::Fault(addr, FaultKind::WriteProtect));
             }
-            if mm.fault_by_reclaim(addr, &mut UffdIo(uffd.as_raw_fd())) {
+            let mut io = UffdIo(uffd.as_raw_fd());
+            if mm.fault_by_reclaim(addr, &mut io) {
                 return None;
             }
-            let write = flags & UFFD_PAGEFAULT_FLAG_WRITE != 0;
-            Some(Msg::Fault(addr, FaultKind::Missing { write }))
+            let kind = FaultKind::Missing {
+                write: flags & UFFD_PAGEFAULT_FLAG_WRITE != 0,
+            };
+            // In order: only with nothing of this process's queued.
+            // Acquire: pairs with the handler's release once done.
+            if queued.load(Ordering::Acquire) == 0 && mm.fault_fast(addr, kind, &mut io).is_some() {
+                return None;
+            }
+            Some(Msg::Fault(addr, kind))
         }
-        UFFD_EVENT_REMOVE => Some(Msg::Remove(word(0), word(1))),
         UFFD_EVENT_UNMAP => Some(Msg::Unmap(word(0), word(1))),
         UFFD_EVENT_REMAP => Some(Msg::Remap(word(0), word(1), word(2))),
         _ => None,
@@ -384,15 +404,19 @@ fn decode(mm: &HostMm, uffd: &OwnedFd, msg: &[u8]) -> Option<Msg> {
 struct Handler {
     mm: Arc<HostMm>,
     uffd: Arc<OwnedFd>,
+    /// The reader's messages not yet done with (faults waiting to be tried
+    /// again included): the reader takes a fault itself only at zero.
+    queued: Arc<AtomicUsize>,
     /// Faults that met `EAGAIN` or a failed charge, to try again.
     pending: VecDeque<(u64, FaultKind)>,
 }
 
 impl Handler {
-    fn new(mm: Arc<HostMm>, uffd: Arc<OwnedFd>) -> Self {
+    fn new(mm: Arc<HostMm>, uffd: Arc<OwnedFd>, queued: Arc<AtomicUsize>) -> Self {
         Self {
             mm,
             uffd,
+            queued,
             pending: VecDeque::new(),
         }
     }
@@ -421,10 +445,15 @@ impl Handler {
 
     fn handle(&mut self, msg: Msg) {
         let mut io = UffdIo(self.uffd.as_raw_fd());
+        let event = matches!(
+            msg,
+            Msg::Remove(..) | Msg::Unmap(..) | Msg::Remap(..) | Msg::Dropped(..)
+        );
         match msg {
-            Msg::Fault(addr, kind) => self.fault(addr, kind),
-            Msg::Remove(start, end) => self.mm.remove(start, end, &mut io),
-            Msg::Unmap(start, end) => self.mm.unmap(start, end, &mut io),
+            Msg::Fault(addr, kind) => return self.fault(addr, kind),
+            Msg::Remove(start, end) => self.mm.remove(start, end),
+            Msg::Unmap(start, end) => self.mm.unmap(start, end),
+            Msg::Dropped(addr) => self.mm.dropped(addr, &mut io),
             Msg::Remap(from, to, len) => self.mm.remap(from, to, len),
             Msg::Fork(done) => {
                 self.retry();
@@ -434,13 +463,23 @@ impl Handler {
             Msg::Unpin => self.mm.pin(false),
             Msg::End => {}
         }
+        if event {
+            self.done_one();
+        }
+    }
+
+    /// One of the reader's messages is done with.
+    fn done_one(&self) {
+        // Release: pairs with the reader's acquire load, so that it takes
+        // a fault itself only after what came before is in the table.
+        self.queued.fetch_sub(1, Ordering::Release);
     }
 
     fn fault(&mut self, addr: u64, kind: FaultKind) {
         let mut io = UffdIo(self.uffd.as_raw_fd());
         match self.mm.fault(addr, kind, &mut io) {
             Ok(FaultOutcome::Again) => self.pending.push_back((addr, kind)),
-            Ok(_) => {}
+            Ok(_) => self.done_one(),
             Err(_) => {
                 // A charge that failed with nothing left to reclaim or
                 // kill: the kernel's fault would retry; so does this, a
@@ -468,11 +507,18 @@ fn pollfd(fd: RawFd) -> libc::pollfd {
     }
 }
 
-/// Whether the process's connection ended (anything it sends is ignored).
-/// Without blocking, and without changing the descriptor's flags, which
-/// it shares with the reclaimers' writes.
-fn connection_ended(conn: &UnixStream) -> bool {
-    let mut buf = [0u8; 64];
+/// Reads what the process says on its connection (17-byte messages: `d`
+/// and a page its agent dropped, `r` and a range the program dropped
+/// itself) and hands each to the handler; false once it ended. Without
+/// blocking, and without changing the descriptor's flags, which it shares
+/// with the reclaimers' writes.
+fn from_process(
+    conn: &UnixStream,
+    said: &mut Vec<u8>,
+    handler: &mpsc::Sender<Msg>,
+    queued: &AtomicUsize,
+) -> bool {
+    let mut buf = [0u8; 17 * 64];
     // SAFETY: reads into `buf`.
     let n = unsafe {
         libc::recv(
@@ -482,14 +528,30 @@ fn connection_ended(conn: &UnixStream) -> bool {
             libc::MSG_DONTWAIT,
         )
     };
-    match n {
-        0 => true,
-        n if n > 0 => false,
-        _ => !matches!(
+    let Ok(n) = usize::try_from(n) else {
+        return matches!(
             io::Error::last_os_error().raw_os_error(),
             Some(libc::EAGAIN | libc::EINTR)
-        ),
+        );
+    };
+    if n == 0 {
+        return false;
     }
+    said.extend_from_slice(&buf[..n]);
+    let whole = said.len() / 17 * 17;
+    for m in said[..whole].chunks_exact(17) {
+        let word = |i: usize| u64::from_ne_bytes(m[1 + i * 8..9 + i * 8].try_into().expect("8 bytes"));
+        let msg = match m[0] {
+            b'd' => Msg::Dropped(word(0)),
+            b'r' => Msg::Remove(word(0), word(1)),
+            _ => continue,
+        };
+        // Relaxed: the channel orders the message itself.
+        queued.fetch_add(1, Ordering::Relaxed);
+        let _ = handler.send(msg);
+    }
+    said.drain(..whole);
+    true
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
