@@ -115,10 +115,7 @@ fn before(program: &str) -> &'static str {
 fn run_sim(exe: &Path, kernel: Kernel, binary: &Path) -> anyhow::Result<Results> {
     let name = binary.file_name().unwrap_or_default().to_string_lossy();
     let out = tempfile::NamedTempFile::new()?;
-    let script = format!(
-        "{}cd /mnt/fs && exec stdbuf -oL \"$0\" 2>&1",
-        before(&name)
-    );
+    let script = format!("{}cd /mnt/fs && exec stdbuf -oL \"$0\" 2>&1", before(&name));
     let mut child = Command::new(exe)
         .args(["run", "--kernel", kernel.label(), "--mem", "2G"])
         .args(["--cpus", "2", "--swap", "2G", "--fs", "/mnt/fs=ram:400M"])
@@ -133,7 +130,9 @@ fn run_sim(exe: &Path, kernel: Kernel, binary: &Path) -> anyhow::Result<Results>
     let text = read_back(out.reopen()?)?;
     eprintln!(
         "sim {kernel:<4} {name}: {} in {:.1} s",
-        status.as_ref().map_or_else(|e| e.to_string(), |s| s.to_string()),
+        status
+            .as_ref()
+            .map_or_else(|e| e.to_string(), |s| s.to_string()),
         start.elapsed().as_secs_f64()
     );
     let prefixed: String = text.lines().map(|l| format!("{name}: {l}\n")).collect();
@@ -356,7 +355,10 @@ mod tests {
             known[&(None, "test_core".into(), "test_x".into())],
             ("not ok".into(), "why: because".into())
         );
-        assert_eq!(known[&(None, "test_core".into(), "test_y".into())].0, "skip");
+        assert_eq!(
+            known[&(None, "test_core".into(), "test_y".into())].0,
+            "skip"
+        );
         std::fs::write(&path, "6.12 test_zswap test_z -: killed\n").unwrap();
         let known = read_known(&path).unwrap();
         assert_eq!(
