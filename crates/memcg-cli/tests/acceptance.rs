@@ -11,9 +11,10 @@
 //!   `test_zswap`, as the real-kernel test bed built them, give the booted
 //!   kernels' results but for the differences
 //!   `tests/differential/selftests.sim-known` explains
-//!   (`memcg testbed selftests --sim`, both kernels: about 4 minutes in a
-//!   release build, most of it the 90 s each kernel's `test_memcontrol`
-//!   waits in its hanging `test_memcg_high_sync` before it is stopped).
+//!   (`memcg testbed selftests --sim`, both kernels: 4 min 40 s in this
+//!   debug build on the 2-core machine, 3 min 32 s in a release build;
+//!   3 min of it the 90 s each kernel's `test_memcontrol` hangs in
+//!   `test_memcg_high_sync` before it is stopped).
 //!
 //! They need root and `/dev/fuse`, the programs (`.ci/tools` installs
 //! `cgroup-tools` and `systemd`) and, for the selftests, a prepared test bed
