@@ -5,8 +5,8 @@
 //! compared with the expectations recorded in
 //! `tests/differential/selftests.expected`. With `--sim` the same binaries
 //! run on the simulator instead and are compared with that record
-//! ([`sim_selftests`](super::sim_selftests)): `test_core` today, the
-//! memory ones under issue 25's shim.
+//! ([`sim_selftests`](super::sim_selftests)), their anonymous memory
+//! under the simulated memcg (issue 25's shim).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -47,6 +47,10 @@ pub(crate) struct SelftestArgs {
     /// [default: selftests.sim-known beside --expected].
     #[arg(long)]
     known: Option<PathBuf>,
+    /// With --sim: only these programs (test_core, test_memcontrol,
+    /// test_zswap) [default: all three].
+    #[arg(long, value_delimiter = ',')]
+    program: Vec<String>,
     #[arg(long)]
     cache: Option<PathBuf>,
 }
@@ -72,7 +76,7 @@ pub(crate) fn main(args: &SelftestArgs) -> anyhow::Result<i32> {
             .clone()
             .unwrap_or_else(|| super::sim_selftests::known_path(&args.expected));
         let known = super::sim_selftests::read_known(&known_path)?;
-        return super::sim_selftests::main(&testbed, &kernels, &expected, &known);
+        return super::sim_selftests::main(&testbed, &kernels, &args.program, &expected, &known);
     }
     let mut changed = 0;
     for kernel in kernels {

@@ -1,15 +1,23 @@
 //! `memcg testbed selftests --sim`: the same selftest binaries `prepare`
 //! built for each kernel, unmodified and dynamically linked, run on the
 //! simulator under `memcg run --kernel K` (its shim makes them find the
-//! simulated cgroup2), their TAP results compared test by test with what
-//! the booted kernel K gave (the record, `selftests.expected`).
+//! simulated cgroup2 and puts their anonymous memory under the simulated
+//! memcg), their TAP results compared test by test with what the booted
+//! kernel K gave (the record, `selftests.expected`).
 //!
 //! A test may differ only where `selftests.sim-known` says why, naming the
-//! result the simulator gives: a known line whose result changes, or that
-//! now agrees, fails the run as an unexplained difference does, so the
-//! record stays what the simulator does. Only [`SIM_PROGRAMS`] run: the
-//! memory selftests need a real process's anonymous memory charged, which
-//! issue 25's shim brings.
+//! result the simulator gives (`-`: the program never reported the test,
+//! as when an earlier test hangs): a known line whose result changes, or
+//! that now agrees, fails the run as an unexplained difference does, so the
+//! record stays what the simulator does. A known line may name one kernel
+//! (`KERNEL PROGRAM TEST RESULT: why`); it then wins over one for both.
+//!
+//! Each program runs as the booted guest runs it: cwd on a filesystem (a
+//! RAM `--fs`), zswap turned on for `test_zswap`, on the guest's machine
+//! (2G, 2 CPUs, 2G swap). Its stdout is line-buffered (`stdbuf -oL`, which
+//! keeps the shim preloaded) so that a program stopped for hanging has
+//! reported every test it finished. A program that prints nothing for
+//! [`STALL`] is taken to hang and is stopped.
 //!
 //! Needs root and `/dev/fuse` (as `memcg run`) and a prepared cache; no
 //! kernel boots.
@@ -22,14 +30,21 @@ use std::time::{Duration, Instant};
 use super::selftests::{Expected, Results, parse_tap};
 use super::{Kernel, Testbed, TestbedError, prepare};
 
-/// The selftests that run on the simulator today.
-pub(super) const SIM_PROGRAMS: [&str; 1] = ["test_core"];
+/// The selftests that run on the simulator, in the booted guest's order
+/// but test_core first (2 s).
+pub(super) const SIM_PROGRAMS: [&str; 3] = ["test_core", "test_memcontrol", "test_zswap"];
 
 /// How long one program may run under `memcg run`.
-const TIMEOUT: Duration = Duration::from_secs(300);
+const TIMEOUT: Duration = Duration::from_secs(900);
 
-/// `(program, test)` -> (the simulator's result, why it differs).
-pub(super) type Known = BTreeMap<(String, String), (String, String)>;
+/// How long a program may go without printing a line before it is taken
+/// to hang (the longest test, `test_memcg_swap_max_peak`, takes a few
+/// seconds in a release build).
+const STALL: Duration = Duration::from_secs(90);
+
+/// `(kernel or none for both, program, test)` -> (the simulator's result,
+/// why it differs).
+pub(super) type Known = BTreeMap<(Option<String>, String, String), (String, String)>;
 
 /// One test's verdict.
 #[derive(Debug, PartialEq, Eq)]
@@ -42,14 +57,22 @@ enum Verdict {
     Differs(String),
 }
 
-/// Runs [`SIM_PROGRAMS`] of each kernel in `kernels` on the simulator and
-/// prints the comparison; returns 1 when a test differs unexplained.
+/// Runs `programs` ([`SIM_PROGRAMS`] where empty) of each kernel in
+/// `kernels` on the simulator and prints the comparison; returns 1 when a
+/// test differs unexplained.
 pub(super) fn main(
     testbed: &Testbed,
     kernels: &[Kernel],
+    programs: &[String],
     expected: &Expected,
     known: &Known,
 ) -> anyhow::Result<i32> {
+    if let Some(bad) = programs
+        .iter()
+        .find(|p| !SIM_PROGRAMS.contains(&p.as_str()))
+    {
+        anyhow::bail!("{bad:?} is not one of the simulator's selftests {SIM_PROGRAMS:?}");
+    }
     let exe = std::env::current_exe()?;
     let mut unexplained = 0;
     for &kernel in kernels {
@@ -58,6 +81,9 @@ pub(super) fn main(
             return Err(TestbedError::NotPrepared(kernel, testbed.cache.clone()).into());
         }
         for program in SIM_PROGRAMS {
+            if !programs.is_empty() && !programs.iter().any(|p| p == program) {
+                continue;
+            }
             let results = run_sim(&exe, kernel, &dir.join("selftests").join(program))?;
             let rows = compare(kernel, program, &results, expected, known);
             unexplained += print_table(kernel, program, &rows);
@@ -73,59 +99,90 @@ pub(super) fn main(
     Ok(0)
 }
 
+/// What the guest script does before `program` (selftests.rs's SCRIPT):
+/// zswap on for test_zswap, as its skip message asks.
+fn before(program: &str) -> &'static str {
+    match program {
+        "test_zswap" => "echo 1 > /sys/module/zswap/parameters/enabled || exit 1; ",
+        _ => "",
+    }
+}
+
 /// `memcg run --kernel K` on the test bed guest's machine (2G, 2 CPUs, 2G
-/// swap, a RAM filesystem at `/mnt/fs` as the cwd), running `binary`.
+/// swap, a RAM filesystem at `/mnt/fs` as the cwd), running `binary`
+/// line-buffered; stopped after [`TIMEOUT`], or after [`STALL`] without
+/// a line.
 fn run_sim(exe: &Path, kernel: Kernel, binary: &Path) -> anyhow::Result<Results> {
-    let out = tempfile::tempfile()?;
+    let name = binary.file_name().unwrap_or_default().to_string_lossy();
+    let out = tempfile::NamedTempFile::new()?;
+    let script = format!("{}cd /mnt/fs && exec stdbuf -oL \"$0\" 2>&1", before(&name));
     let mut child = Command::new(exe)
-        .args([
-            "run",
-            "--kernel",
-            kernel.label(),
-            "--mem",
-            "2G",
-            "--cpus",
-            "2",
-        ])
-        .args(["--swap", "2G", "--fs", "/mnt/fs=ram:400M", "--"])
-        .args(["sh", "-c", "cd /mnt/fs && exec \"$0\" 2>&1"])
+        .args(["run", "--kernel", kernel.label(), "--mem", "2G"])
+        .args(["--cpus", "2", "--swap", "2G", "--fs", "/mnt/fs=ram:400M"])
+        .args(["--", "sh", "-c", &script])
         .arg(binary)
         .stdin(Stdio::null())
-        .stdout(out.try_clone()?)
+        .stdout(out.reopen()?)
         .stderr(Stdio::inherit())
         .spawn()?;
     let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break Some(status);
-        }
-        if start.elapsed() > TIMEOUT {
-            child.kill()?;
-            child.wait()?;
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let text = read_back(out)?;
-    let name = binary.file_name().unwrap_or_default().to_string_lossy();
+    let status = wait_or_stop(&mut child, out.path(), start)?;
+    let text = read_back(out.reopen()?)?;
     eprintln!(
         "sim {kernel:<4} {name}: {} in {:.1} s",
-        status.map_or("timed out".to_string(), |s| s.to_string()),
+        status
+            .as_ref()
+            .map_or_else(|e| e.to_string(), |s| s.to_string()),
         start.elapsed().as_secs_f64()
     );
     let prefixed: String = text.lines().map(|l| format!("{name}: {l}\n")).collect();
     let results = parse_tap(&prefixed);
-    if results.is_empty() {
+    if results.is_empty() || status.is_err() {
         // A whole-program skip ("1..0 # SKIP cgroup v2 isn't mounted":
-        // the program did not recognise the simulated cgroup2) or a crash.
+        // the program did not recognise the simulated cgroup2), a crash or
+        // a hang: say how its output ends.
         let tail: Vec<&str> = text.lines().rev().take(5).collect();
         let tail: Vec<&str> = tail.into_iter().rev().collect();
         eprintln!(
-            "sim {kernel:<4} {name} ran no test; its output ends:\n{}",
+            "sim {kernel:<4} {name}: {} tests reported; its output ends:\n{}",
+            results.len(),
             tail.join("\n")
         );
     }
     Ok(results)
+}
+
+/// Waits for `child`; kills it (and with `memcg run` its processes) when it
+/// runs past [`TIMEOUT`] or `out` has not grown for [`STALL`], and says
+/// which in the error.
+fn wait_or_stop(
+    child: &mut std::process::Child,
+    out: &Path,
+    start: Instant,
+) -> anyhow::Result<Result<std::process::ExitStatus, String>> {
+    let (mut size, mut grew) = (0, Instant::now());
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Ok(status));
+        }
+        let now = std::fs::metadata(out).map_or(size, |m| m.len());
+        if now != size {
+            (size, grew) = (now, Instant::now());
+        }
+        let why = if start.elapsed() > TIMEOUT {
+            Some(format!("stopped after {} s", TIMEOUT.as_secs()))
+        } else if grew.elapsed() > STALL {
+            Some(format!("hung (no output for {} s)", STALL.as_secs()))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            child.kill()?;
+            child.wait()?;
+            return Ok(Err(why));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 fn read_back(mut file: std::fs::File) -> anyhow::Result<String> {
@@ -169,7 +226,9 @@ fn compare(
                 .get(&(program.into(), test.clone()))
                 .cloned()
                 .unwrap_or_else(|| "-".into());
-            let why = known.get(&(program.into(), test.clone()));
+            let why = known
+                .get(&(Some(kernel.label().into()), program.into(), test.clone()))
+                .or_else(|| known.get(&(None, program.into(), test.clone())));
             let verdict = verdict(&want, &got, why);
             (test, want, got, verdict)
         })
@@ -214,7 +273,8 @@ fn print_table(kernel: Kernel, program: &str, rows: &[Row]) -> usize {
     differs
 }
 
-/// Reads `PROGRAM TEST RESULT: why` lines (`#` comments, blank lines).
+/// Reads `[KERNEL] PROGRAM TEST RESULT: why` lines (`#` comments, blank
+/// lines); KERNEL, where given, is a kernel's label (`6.12`, `7.3`).
 pub(super) fn read_known(path: &Path) -> anyhow::Result<Known> {
     let text =
         std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
@@ -224,15 +284,22 @@ pub(super) fn read_known(path: &Path) -> anyhow::Result<Known> {
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
     {
         let parsed = line.split_once(": ").and_then(|(what, why)| {
-            let words: Vec<&str> = what.split_whitespace().collect();
+            let mut words: Vec<&str> = what.split_whitespace().collect();
+            let kernel = words
+                .first()
+                .filter(|w| Kernel::ALL.iter().any(|k| k.label() == **w))
+                .map(|w| w.to_string());
+            if kernel.is_some() {
+                words.remove(0);
+            }
             (words.len() >= 3).then(|| {
-                let key = (words[0].to_string(), words[1].to_string());
+                let key = (kernel, words[0].to_string(), words[1].to_string());
                 (key, (words[2..].join(" "), why.trim().to_string()))
             })
         });
         let (key, value) = parsed.ok_or_else(|| {
             anyhow::anyhow!(
-                "{}: {line:?} is not `PROGRAM TEST RESULT: why`",
+                "{}: {line:?} is not `[KERNEL] PROGRAM TEST RESULT: why`",
                 path.display()
             )
         })?;
@@ -285,10 +352,19 @@ mod tests {
         .unwrap();
         let known = read_known(&path).unwrap();
         assert_eq!(
-            known[&("test_core".into(), "test_x".into())],
+            known[&(None, "test_core".into(), "test_x".into())],
             ("not ok".into(), "why: because".into())
         );
-        assert_eq!(known[&("test_core".into(), "test_y".into())].0, "skip");
+        assert_eq!(
+            known[&(None, "test_core".into(), "test_y".into())].0,
+            "skip"
+        );
+        std::fs::write(&path, "6.12 test_zswap test_z -: killed\n").unwrap();
+        let known = read_known(&path).unwrap();
+        assert_eq!(
+            known[&(Some("6.12".into()), "test_zswap".into(), "test_z".into())],
+            ("-".into(), "killed".into())
+        );
         std::fs::write(&path, "test_core test_x\n").unwrap();
         assert!(read_known(&path).is_err());
     }
