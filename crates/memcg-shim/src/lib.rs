@@ -14,16 +14,18 @@
 //!   files that show mounts and cgroups (rewritten by `rewrite`, chosen
 //!   by `paths`), and `O_TMPFILE` on `--fs` (`tmpfile`);
 //! - `statfs`: `statfs`/`fstatfs` report the filesystem a kernel would;
+//! - `sysinfo`: the machine's memory, not the host's;
 //! - `heap`: the program's `malloc` family, in place of the C library's,
 //!   with every byte from `anon`;
 //! - `anon`: the anonymous memory the heap maps (`map`, `unmap`,
-//!   `remap`), the one place that decides where it lives.
+//!   `remap`), registered with the process's `userfaultfd`;
+//! - `uffd`: that `userfaultfd`, handed to the server, the agent thread
+//!   that drops reclaimed pages, `fork`, `mmap`, `munmap`, `madvise` and
+//!   the `wait` family (anonymous memory under the simulator).
 //!
 //! Every other call goes straight to the next definition
 //! (`dlsym(RTLD_NEXT)`, looked up once per function); a call the shim
 //! replaces but does not answer costs a look at the path's first bytes.
-//! The heap's memory is to be the simulated machine's (`userfaultfd`),
-//! through `anon`; the other anonymous mappings, to follow.
 //!
 //! What it cannot reach: statically linked programs and programs that
 //! make system calls themselves (Go) see the host's mounts and cgroups;
@@ -42,6 +44,7 @@ mod paths;
 mod rewrite;
 mod statfs;
 mod sys;
+mod sysinfo;
 mod tmpfile;
 mod uffd;
 

@@ -400,6 +400,26 @@ fn tell(sock: c_int, what: u8, start: usize, end: usize) {
 }
 
 const MADV_FREE: c_int = 8;
+const MADV_PAGEOUT: c_int = 21;
+
+/// `MADV_PAGEOUT` of memory the server holds: it swaps the range's pages
+/// out before `madvise` returns, as the kernel's reclaim would (the host
+/// kernel's own pageout of them found nothing it could swap).
+fn pageout(start: usize, len: usize) {
+    let conn = connect();
+    if conn < 0 {
+        return;
+    }
+    let len = (len as u64).to_ne_bytes();
+    // SAFETY: writes `len` after the request.
+    if send(conn, b'P', own_pid(), start as u64, -1)
+        && unsafe { sys::write(conn, len.as_ptr().cast(), 8) } == 8
+    {
+        recv_byte(conn);
+    }
+    // SAFETY: our own descriptor.
+    unsafe { sys::close(conn) };
+}
 const MADV_REMOVE: c_int = 9;
 
 /// `madvise`: after the program's own `MADV_DONTNEED`, `MADV_FREE` or
@@ -413,6 +433,9 @@ pub unsafe extern "C" fn madvise(addr: *mut c_void, len: usize, advice: c_int) -
         return -1;
     }
     let sock = SOCK.load(Ordering::Relaxed);
+    if sock >= 0 && advice == MADV_PAGEOUT {
+        pageout(addr as usize, len);
+    }
     if sock >= 0 && matches!(advice, MADV_DONTNEED | MADV_FREE | MADV_REMOVE) {
         let start = addr as usize;
         tell(sock, b'r', start, start + len.next_multiple_of(PAGE));

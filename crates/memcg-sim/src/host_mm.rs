@@ -276,7 +276,12 @@ impl HostMm {
     /// charged without reclaim and mapped at once, with no hop to the
     /// handler thread. `None` when the fault needs the handler (any other
     /// fault, a page shared with a fork, or a charge that would reclaim).
-    pub fn fault_fast(&self, addr: u64, kind: FaultKind, io: &mut dyn FaultIo) -> Option<FaultOutcome> {
+    pub fn fault_fast(
+        &self,
+        addr: u64,
+        kind: FaultKind,
+        io: &mut dyn FaultIo,
+    ) -> Option<FaultOutcome> {
         let FaultKind::Missing { write } = kind else {
             return None;
         };
@@ -678,6 +683,42 @@ impl Rmap for HostMm {
 }
 
 impl HostMm {
+    /// `MADV_PAGEOUT` of `[start, end)`: each resident page there is
+    /// swapped out now, referenced or not (`reclaim_pages`); returns the
+    /// pages that went. A page that cannot go stays, back on its LRU.
+    pub fn pageout(&self, start: u64, end: u64) -> u64 {
+        let Some(sim) = self.sim.upgrade() else {
+            return 0;
+        };
+        let root = Arc::clone(sim.machine.fs().tree().root());
+        let mut nr = 0;
+        let addrs: Vec<u64> = lock(&self.pages)
+            .map
+            .range(start..end)
+            .map(|(&a, _)| a)
+            .collect();
+        for addr in addrs {
+            let folio = {
+                let mut pages = lock(&self.pages);
+                let Some(Page::Resident(folio)) = pages.map.get(&addr) else {
+                    continue;
+                };
+                let folio = Arc::clone(folio);
+                pages.by_folio.remove(&key(&folio));
+                pages.map.insert(addr, Page::Evicting { removed: false });
+                folio
+            };
+            match self.evict(&sim, addr, folio, &root) {
+                RmapOutcome::Reclaimed { nr_pages } => nr += nr_pages,
+                RmapOutcome::Busy(f) | RmapOutcome::NoSwap(f) => {
+                    lruvec::folio_putback_lru(&f, self.rmap(), false);
+                }
+                _ => {}
+            }
+        }
+        nr
+    }
+
     /// [`Rmap::reclaim`] of the page at `addr`, marked evicting: copies
     /// it out and swaps it out.
     fn evict(&self, sim: &Inner, addr: u64, folio: Arc<Folio>, target: &MemCgroup) -> RmapOutcome {

@@ -461,6 +461,24 @@ impl HostProcs {
         }
     }
 
+    /// Process `pid` was reaped by its parent (a shimmed `wait` said so):
+    /// its task leaves its cgroup now, not at the next prune, as a kernel's
+    /// exit has by the time the parent's wait returns.
+    pub(crate) fn reaped(&self, pid: u32) {
+        let _adopting = lock(&self.adopting);
+        let Some(start) = lock(&self.known).starts.get(&pid).copied() else {
+            return;
+        };
+        if stat(pid).is_some_and(|s| s.start_ticks == start) {
+            return;
+        }
+        let mut known = lock(&self.known);
+        known.starts.remove(&pid);
+        known.stopped.remove(&pid);
+        drop(known);
+        self.sim.release_task(pid);
+    }
+
     /// Drops the tasks of processes that exited (or whose pid a new
     /// process took), and forgets killed processes once they are gone.
     fn drop_exited(&self) {

@@ -27,8 +27,8 @@ use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -75,6 +75,8 @@ enum Msg {
     Fork(mpsc::Sender<Vec<(u64, SwapEntry)>>),
     /// The fork is over.
     Unpin,
+    /// `MADV_PAGEOUT` of a range; say how many pages went.
+    Pageout(u64, u64, mpsc::Sender<u64>),
     /// The process is gone.
     End,
 }
@@ -88,6 +90,8 @@ struct Live {
     /// Every process image served under each pid (an exec'd image may
     /// still be releasing as the new one runs).
     serials: Mutex<HashMap<u32, Vec<u64>>>,
+    /// The host pid of each pid in CMD's namespace served, until reaped.
+    hosts: Mutex<HashMap<u32, u32>>,
     changed: Condvar,
 }
 
@@ -95,8 +99,9 @@ struct Live {
 const RELEASE_WAIT: Duration = Duration::from_secs(2);
 
 impl Live {
-    fn begin(&self, ns_pid: u32, serial: u64) {
+    fn begin(&self, ns_pid: u32, serial: u64, host_pid: u32) {
         lock(&self.serials).entry(ns_pid).or_default().push(serial);
+        lock(&self.hosts).insert(ns_pid, host_pid);
     }
 
     fn end(&self, ns_pid: u32, serial: u64) {
@@ -110,11 +115,14 @@ impl Live {
         self.changed.notify_all();
     }
 
-    fn wait_gone(&self, ns_pid: u32) {
+    /// Waits until every image of `ns_pid` was released; its host pid,
+    /// if it was ever served.
+    fn wait_gone(&self, ns_pid: u32) -> Option<u32> {
         let serials = lock(&self.serials);
         let _ = self
             .changed
             .wait_timeout_while(serials, RELEASE_WAIT, |s| s.contains_key(&ns_pid));
+        lock(&self.hosts).remove(&ns_pid)
     }
 }
 
@@ -186,10 +194,13 @@ fn connection(conn: UnixStream, shared: &Shared) -> io::Result<()> {
     match (kind, fd) {
         (b'H', Some(uffd)) => serve(conn, shared, pid, ns_pid, token, uffd),
         (b'W', None) => {
-            shared.live.wait_gone(ns_pid);
+            if let Some(host_pid) = shared.live.wait_gone(ns_pid) {
+                shared.view.host_procs().reaped(host_pid);
+            }
             write_byte(&conn, b'K')
         }
         (b'F', None) => fork_window(conn, pid, shared),
+        (b'P', None) => pageout(conn, pid, token, shared),
         _ => Err(io::Error::new(
             io::ErrorKind::InvalidData,
             "unknown request",
@@ -220,7 +231,7 @@ fn serve(
     // Relaxed: a unique number, nothing more.
     let serial = SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     lock(&shared.mailboxes).insert(pid, (serial, tx.clone()));
-    shared.live.begin(ns_pid, serial);
+    shared.live.begin(ns_pid, serial, pid);
     write_byte(&conn, b'K')?;
     let queued = Arc::new(AtomicUsize::new(0));
     let reader = {
@@ -260,6 +271,21 @@ fn fork_window(mut conn: UnixStream, pid: u32, shared: &Shared) -> io::Result<()
     while matches!(conn.read(&mut rest), Ok(n) if n > 0) {}
     let _ = mailbox.send(Msg::Unpin);
     Ok(())
+}
+
+/// The `P` connection: `MADV_PAGEOUT` of `[start, start + len)` (`start`
+/// in the token, `len` next), done by the process's handler before `K`.
+fn pageout(mut conn: UnixStream, pid: u32, start: u64, shared: &Shared) -> io::Result<()> {
+    let mut len = [0u8; 8];
+    conn.read_exact(&mut len)?;
+    let end = start.saturating_add(u64::from_ne_bytes(len));
+    let mailbox = lock(&shared.mailboxes).get(&pid).map(|(_, tx)| tx.clone());
+    if let Some(mailbox) = mailbox {
+        let (tx, rx) = mpsc::channel();
+        let _ = mailbox.send(Msg::Pageout(start, end, tx));
+        let _ = rx.recv();
+    }
+    write_byte(&conn, b'K')
 }
 
 fn reply(token: u64) -> [u8; 9] {
@@ -461,6 +487,9 @@ impl Handler {
                 let _ = done.send(self.mm.fork_swap());
             }
             Msg::Unpin => self.mm.pin(false),
+            Msg::Pageout(start, end, done) => {
+                let _ = done.send(self.mm.pageout(start, end));
+            }
             Msg::End => {}
         }
         if event {
@@ -540,7 +569,8 @@ fn from_process(
     said.extend_from_slice(&buf[..n]);
     let whole = said.len() / 17 * 17;
     for m in said[..whole].chunks_exact(17) {
-        let word = |i: usize| u64::from_ne_bytes(m[1 + i * 8..9 + i * 8].try_into().expect("8 bytes"));
+        let word =
+            |i: usize| u64::from_ne_bytes(m[1 + i * 8..9 + i * 8].try_into().expect("8 bytes"));
         let msg = match m[0] {
             b'd' => Msg::Dropped(word(0)),
             b'r' => Msg::Remove(word(0), word(1)),
