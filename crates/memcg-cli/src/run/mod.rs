@@ -46,6 +46,7 @@
 mod anon;
 mod channel;
 mod init;
+mod notify;
 mod seccomp;
 mod shim;
 
@@ -479,6 +480,16 @@ pub(crate) fn main(spec: &MachineSpec, cmd: &[OsString], anon: bool) -> anyhow::
         },
         None => None,
     };
+    let notifier = match notify::EventsNotifier::start(
+        Arc::clone(machine.mounted.view().sim()),
+        "/sys/fs/cgroup",
+    ) {
+        Ok(n) => Some(n),
+        Err(e) => {
+            eprintln!("memcg run: warning: no inotify events on the events files: {e}");
+            None
+        }
+    };
     let sync_server = match init.go(machine.mounted.dev()) {
         Some(listener) => Some(seccomp::SyncServer::start(
             listener,
@@ -489,6 +500,7 @@ pub(crate) fn main(spec: &MachineSpec, cmd: &[OsString], anon: bool) -> anyhow::
     forward_signals(init.forwarder()?)?;
     let status = init.wait();
     drop(sync_server);
+    drop(notifier);
     drop(anon_server);
     drop(machine);
     drop(shim);
