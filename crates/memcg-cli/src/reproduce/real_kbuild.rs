@@ -215,9 +215,7 @@ impl Build<'_> {
         row.error = match status {
             None => Some(format!("hung: killed after {} s", TIMEOUT.as_secs())),
             Some(s) if !s.success() => Some(format!("memcg run: {s}: {}", tail(&stderr))),
-            Some(_) if row.make_status != Some(0) => {
-                Some(format!("make failed: {}", tail(&stdout)))
-            }
+            Some(_) if row.make_status != Some(0) => Some(format!("make failed: {}", why(&stdout))),
             Some(_) => None,
         };
         Ok(row)
@@ -284,6 +282,21 @@ fn run_with_timeout(
 fn tail(text: &str) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(6)..].join(" | ")
+}
+
+/// Why make failed: the compilers' errors in build.sh's `log:` lines.
+fn why(stdout: &str) -> String {
+    let errors: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("log: "))
+        .filter(|l| l.contains("error") || l.contains("Killed") || l.contains("signal"))
+        .take(4)
+        .collect();
+    if errors.is_empty() {
+        tail(stdout)
+    } else {
+        errors.join(" | ")
+    }
 }
 
 /// build.sh's `key value` lines as a row (times left at zero).

@@ -18,7 +18,8 @@ echo "file_before $(awk '$1 == "file" {print $2}' $CG/build/memory.stat)"
 ./configure > configure.log 2>&1 && make -j"${5:-2}" > make.log 2>&1
 status=$?
 echo "make $status"
-[ $status = 0 ] || tail -n 20 configure.log make.log | sed 's/^/log: /'
+[ $status = 0 ] || { grep -E -m 6 'error|Killed|signal' make.log ||
+    tail -n 20 configure.log make.log; } | sed 's/^/log: /'
 awk '$1 ~ /^(file|anon|pgscan|workingset_refault_(file|anon)|pswpin|pswpout|zswpin|zswpout)$/ {
     print $1 "_after", $2 }' $CG/build/memory.stat
 echo "peak $(cat $CG/build/memory.peak 2>/dev/null)"
