@@ -5,7 +5,11 @@
 # On the host (and under a 200M memory.max, no swap) it prints "bad 0".
 # Under swap it aborts with "memcg shim: realloc(): invalid pointer" (the
 # shim heap's metadata read back wrong) or reports blocks whose bytes
-# changed. Usage (root, /dev/fuse):
+# changed. It fails as well with realloc left out (malloc, memset, free
+# only: `free(): invalid pointer`), so the shim heap's own bookkeeping in
+# swapped pages comes back wrong, not realloc's copy. Blocks stay under
+# 128K before realloc: the shim heap's size classes (4 MiB chunks, free
+# lists). Usage (root, /dev/fuse):
 #   repro/heap_churn_under_swap.sh [MEMCG_BINARY] [MEMORY_MAX] [ITERATIONS]
 set -u
 memcg=${1:-target/release/memcg}
