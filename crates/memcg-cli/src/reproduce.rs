@@ -7,6 +7,10 @@
 //!   repetition (`memcg_sim::kbuild`). Medians of wall and CPU time; the
 //!   seed's "sys" and "real" deltas are after/before ratios against
 //!   `locked`.
+//! - **Real build** (seed 000's shape with real processes): `make -j2`
+//!   of zlib under `memcg run`, anonymous memory charged and swapped,
+//!   once per design (`real_kbuild`; skipped, saying so, without root,
+//!   /dev/fuse or the cached source; one design under `--smoke`).
 //! - **Sequential swap** (seed 000): swap-out of 64K zero folios and
 //!   swap-in of 4K zero folios on a RAM disk, through `memcg bench swap`.
 //! - **Readers** (seed 002): `do_test` with list_lru `legacy` and `split`
@@ -20,6 +24,7 @@
 //! except the projection to 96 jobs, which says so.
 
 mod kernel;
+mod real_kbuild;
 
 use std::path::{Path, PathBuf};
 
@@ -152,9 +157,11 @@ struct ReproduceReport {
 }
 
 /// Every file `memcg reproduce` writes in its report directory.
-const OUTPUTS: [&str; 10] = [
+const OUTPUTS: [&str; 12] = [
     "kbuild.json",
     "kbuild.svg",
+    "real_kbuild.json",
+    "real_kbuild.txt",
     "projection.svg",
     "swap.json",
     "swap.svg",
@@ -173,6 +180,7 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<()> {
     report::check_writable(OUTPUTS.map(|f| args.out.join(f)))?;
     let kbuild = kbuild_tables(&scale, args.seed)?;
     let projection = projection(&scale, args.seed, &kbuild, &args.out)?;
+    let real = real_build(&scale, &args.out)?;
     swap_table(&scale, &args.out)?;
     readers_table(&scale, args.seed, &args.out)?;
     let shape = kernel::Shape::of(scale.name, args.testbed_readers, args.testbed_runs);
@@ -187,7 +195,7 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<()> {
     };
     report::write_json(&args.out.join("kbuild.json"), &report)?;
     report::write_svg(&args.out.join("kbuild.svg"), &kbuild_chart(&report))?;
-    let mut md = markdown(&report, &args.out)?;
+    let mut md = markdown(&report, &real_kbuild::markdown(&real), &args.out)?;
     md.push_str(&kernel::markdown(&column));
     std::fs::write(args.out.join("report.md"), &md)?;
     println!("{md}");
@@ -336,8 +344,26 @@ fn readers_table(scale: &Scale, seed: u64, out: &Path) -> anyhow::Result<()> {
     crate::workload::readers(&args)
 }
 
-/// `report.md`: every table beside the seeds' figures.
-fn markdown(report: &ReproduceReport, out: &Path) -> anyhow::Result<String> {
+/// Seed 000's shape with real processes: `make -j2` of zlib per design
+/// (only `memcg`'s under `--smoke`).
+fn real_build(scale: &Scale, out: &Path) -> anyhow::Result<real_kbuild::RealKbuild> {
+    let designs = if scale.name == "smoke" {
+        vec![Design::Memcg]
+    } else {
+        Design::ALL.to_vec()
+    };
+    real_kbuild::table(
+        &real_kbuild::default_cache(),
+        &designs,
+        2,
+        scale.kernel,
+        out,
+    )
+}
+
+/// `report.md`: every table beside the seeds' figures, the real build
+/// (`real`, markdown) after the simulated one.
+fn markdown(report: &ReproduceReport, real: &str, out: &Path) -> anyhow::Result<String> {
     let mut md = String::new();
     md.push_str(&format!(
         "# memcg reproduce ({} scale)\n\nMachine: {}. Tool: {} (commit {}). Seed {}.\n\
@@ -350,6 +376,7 @@ fn markdown(report: &ReproduceReport, out: &Path) -> anyhow::Result<String> {
         report.seed
     ));
     md.push_str(&kbuild_markdown(report));
+    md.push_str(real);
     md.push_str(&projection_markdown(&report.projection));
     md.push_str(&swap_markdown(&read_json(&out.join("swap.json"))?));
     md.push_str(&readers_markdown(&read_json(&out.join("readers.json"))?));

@@ -270,9 +270,24 @@ fn reproduce_smoke_writes_every_table_beside_the_seeds() {
         "## Kernel build in a memcg (seeds 000/003)",
         "## Sequential swap of zero folios (seed 000)",
         "readers leaving dying cgroups (seed 002)",
+        "### The same shape with real processes: `make` of zlib",
     ] {
         assert!(md.contains(heading), "{md}");
     }
+    // The real build: one design's row under --smoke, or why it was
+    // skipped (no root, /dev/fuse or zlib's source).
+    let real: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("real_kbuild.json")).unwrap(),
+    )
+    .unwrap();
+    let skipped = real["note"]
+        .as_str()
+        .is_some_and(|n| n.starts_with("skipped: needs root, /dev/fuse, and the zlib source"));
+    assert!(
+        (skipped && md.contains("Real build skipped: needs root"))
+            || (real["rows"][0]["swap_cgroup"] == "memcg" && real["rows"][1].is_null()),
+        "{real}"
+    );
     // The seed's published ratios sit beside ours, and their figures as
     // published.
     assert!(md.contains("0.892") && md.contains("0.9925"), "{md}");
@@ -326,6 +341,8 @@ fn reproduce_smoke_writes_every_table_beside_the_seeds() {
         "readers.json",
         "readers.svg",
         "kernel.json",
+        "real_kbuild.json",
+        "real_kbuild.txt",
     ] {
         assert!(dir.path().join(file).exists(), "{file}");
     }
