@@ -8,6 +8,13 @@
 # reads nothing; with --anon off it reads the file. In the differential
 # corpus this is fs_tree:read_unlinked_open (0 bytes where both kernels
 # read 8388608; every run with --anon on, none with --anon off).
+# Why (read, not changed): bash's `exec 3< FILE` dup2s over the shim's
+# userfaultfd (closing it: bash's own ranges are silently unregistered);
+# at the next fork the shim's pthread_atfork child handler
+# (memcg-shim/src/uffd.rs `child`) closes UFFD and SOCK by number -- now
+# the program's FILE at 3 (and whatever is at 4) -- and `start()` makes a
+# new O_NONBLOCK userfaultfd, which takes the lowest free number, 3: the
+# child's `<&3` then duplicates that userfaultfd onto stdin (EAGAIN).
 # Expected: the shim's descriptors out of the way (F_DUPFD_CLOEXEC above
 # the range programs pick, as bash keeps its own at 255) and a program's
 # dup2/close onto them never touching the shim's.
