@@ -8,7 +8,7 @@
 # cmp: swap_current num:abs=4M
 # cmp: pswpout version
 # cmp: *_after num:abs=1M
-# known: status 6.12 OOM-kills usemem (137) in 2 of 3 booted runs while it reads its pages back from the disk swap under memory.max=16M (7.3: 0 of 3); the simulator never does
+# known: status 6.12 OOM-kills usemem (137) in 3 of 6 booted runs while it reads its pages back from the disk swap under memory.max=16M (7.3: 0 of 6); the simulator never does
 # known: oom_kill as status: 6.12's kill of the swapping-in reader, not modelled
 . "$(dirname "$0")/lib.sh"
 mkdir -p $T/a
