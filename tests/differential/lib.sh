@@ -146,6 +146,44 @@ wait_for() {
 	return 1
 }
 
+# The corpus's C helpers (`usemem`, from usemem.c, built by `memcg
+# testbed corpus`): in $CORPUS_BIN on the simulator, beside the scenario
+# in a guest.
+BIN=${CORPUS_BIN:-$(cd "$(dirname "$0")" && pwd)}
+USEMEM=$BIN/usemem
+HOLD=/tmp/dt_hold_${SCEN}_$$
+
+# usemem_hold CG MIB [malloc|brk]: usemem in cgroup CG, in the
+# background, writing MIB MiB and then holding them; returns (status 0)
+# once every page is written (up to ~120 s; 1 when it died first). $UPID
+# is its subshell's pid.
+usemem_hold() {
+	local i
+	rm -f "$HOLD"
+	in_cg "$1" "$USEMEM" "$2" "${3:-malloc}" "$HOLD" &
+	UPID=$!
+	for i in $(seq 1200); do
+		[ -e "$HOLD" ] && return 0
+		kill -0 $UPID 2>/dev/null || return 1
+		sleep 0.1
+	done
+	return 1
+}
+
+# usemem_release: lets the held usemem read its pages back and exit;
+# its status in $UST (0: every byte intact, 137: killed). Not in a
+# command substitution: only this shell can wait for it.
+usemem_release() {
+	rm -f "$HOLD"
+	wait $UPID
+	UST=$?
+}
+
+# gt0 N: `gt0` when N > 0, else N (empty: `absent`).
+gt0() {
+	if [ -z "$1" ]; then echo absent; elif [ "$1" -gt 0 ]; then echo gt0; else echo "$1"; fi
+}
+
 # Removes every cgroup below and including $T (deepest first), after
 # killing what still runs there, and the scenario's files on /mnt/fs.
 finish() {
@@ -159,7 +197,7 @@ finish() {
 		done
 	fi
 	[ -d /mnt/fs ] && rm -rf "${D}" "${D}"_*
-	rm -f "$ERRF"
+	rm -f "$ERRF" "$HOLD"
 	# A scenario's status is not an observation (its last command may
 	# be a `wait` for a process it killed).
 	exit 0

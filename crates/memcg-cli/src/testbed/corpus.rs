@@ -69,6 +69,7 @@ pub(crate) fn main(args: CorpusArgs) -> anyhow::Result<i32> {
         .unwrap_or_else(|| PathBuf::from("tests/differential"));
     let scenarios = load_corpus(&dir, &args.only)?;
     anyhow::ensure!(!scenarios.is_empty(), "no scenario in {}", dir.display());
+    let helpers = Helpers::build(&dir)?;
     // The binary's path, once: a rebuild during a run replaces the file,
     // after which the running one's own path reads "(deleted)".
     let exe = std::env::current_exe()?;
@@ -82,7 +83,7 @@ pub(crate) fn main(args: CorpusArgs) -> anyhow::Result<i32> {
     }
     let timeout = Duration::from_secs(args.timeout);
     for profile in &profiles {
-        for (name, run) in run_sims(&exe, &scenarios, profile, timeout)? {
+        for (name, run) in run_sims(&exe, &scenarios, profile, &helpers, timeout)? {
             let column = format!("sim:{}", profile.label);
             runs.entry(name).or_default().insert(column, run);
         }
@@ -94,7 +95,7 @@ pub(crate) fn main(args: CorpusArgs) -> anyhow::Result<i32> {
     };
     let testbed = Testbed::open(args.cache.as_deref());
     for &kernel in &kernels {
-        for (name, run) in run_kernel(&testbed, kernel, &scenarios, args.timeout)? {
+        for (name, run) in run_kernel(&testbed, kernel, &scenarios, &helpers, args.timeout)? {
             runs.entry(name)
                 .or_default()
                 .insert(kernel.label().into(), run);
@@ -121,6 +122,43 @@ pub(crate) fn main(args: CorpusArgs) -> anyhow::Result<i32> {
         .iter()
         .any(|(name, t)| name.starts_with("rule:") && t.disagree > 0);
     Ok(i32::from(failed))
+}
+
+/// The corpus's C helpers (every `*.c` of its directory, such as
+/// `usemem.c`), built once with the host's `cc`, dynamically linked (the
+/// shim of `memcg run` comes in through the dynamic loader; a guest runs
+/// them on the host's libc, shipped with bash). Scenarios find them in
+/// `$CORPUS_BIN` on the simulator and beside themselves in a guest.
+pub(crate) struct Helpers {
+    dir: tempfile::TempDir,
+    files: Vec<PathBuf>,
+}
+
+impl Helpers {
+    /// Builds each `*.c` of `corpus` into a temporary directory.
+    pub(crate) fn build(corpus: &Path) -> anyhow::Result<Helpers> {
+        let dir = tempfile::tempdir()?;
+        let mut files = Vec::new();
+        let mut sources: Vec<PathBuf> = std::fs::read_dir(corpus)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "c"))
+            .collect();
+        sources.sort();
+        for source in sources {
+            let Some(stem) = source.file_stem() else {
+                continue;
+            };
+            let binary = dir.path().join(stem);
+            let status = Command::new("cc")
+                .args(["-O1", "-o"])
+                .arg(&binary)
+                .arg(&source)
+                .status()?;
+            anyhow::ensure!(status.success(), "cc {} failed", source.display());
+            files.push(binary);
+        }
+        Ok(Helpers { dir, files })
+    }
 }
 
 /// The scenarios of `dir` (every `*.sh` with a `# machine:` line; the
@@ -196,11 +234,12 @@ fn run_sims(
     exe: &Path,
     scenarios: &[Scenario],
     profile: &Profile,
+    helpers: &Helpers,
     timeout: Duration,
 ) -> anyhow::Result<Vec<(String, ColumnRun)>> {
     let mut runs = Vec::new();
     for scenario in scenarios {
-        let run = run_sim(exe, scenario, profile, timeout)?;
+        let run = run_sim(exe, scenario, profile, helpers, timeout)?;
         eprintln!(
             "sim {:<5} {:<34} {:>3} observations, status {}, {:.1} s",
             profile.label,
@@ -236,6 +275,7 @@ fn run_sim(
     exe: &Path,
     scenario: &Scenario,
     profile: &Profile,
+    helpers: &Helpers,
     timeout: Duration,
 ) -> anyhow::Result<ColumnRun> {
     let out = tempfile::tempfile()?;
@@ -252,6 +292,7 @@ fn run_sim(
         .arg("bash")
         .arg(path)
         .env("MEMCG_ENV", "sim")
+        .env("CORPUS_BIN", helpers.dir.path())
         .stdin(Stdio::null())
         .stdout(out.try_clone()?)
         .stderr(err.try_clone()?);
@@ -308,6 +349,7 @@ fn run_kernel(
     testbed: &Testbed,
     kernel: Kernel,
     scenarios: &[Scenario],
+    helpers: &Helpers,
     timeout_s: u64,
 ) -> anyhow::Result<Vec<(String, ColumnRun)>> {
     let mut groups: BTreeMap<MachineNeeds, Vec<&Scenario>> = BTreeMap::new();
@@ -322,7 +364,7 @@ fn run_kernel(
             group.len(),
             needs.describe()
         );
-        let runs = boot_group(testbed, kernel, &needs, &group, timeout_s);
+        let runs = boot_group(testbed, kernel, &needs, &group, helpers, timeout_s);
         let seconds = start.elapsed().as_secs_f64();
         match runs {
             Ok(runs) => {
@@ -357,6 +399,7 @@ fn boot_group(
     kernel: Kernel,
     needs: &MachineNeeds,
     group: &[&Scenario],
+    helpers: &Helpers,
     timeout_s: u64,
 ) -> anyhow::Result<Vec<(String, ColumnRun)>> {
     let work = tempfile::tempdir()?;
@@ -364,6 +407,7 @@ fn boot_group(
     std::fs::write(&driver, format!("CORPUS_TIMEOUT={timeout_s}\n{DRIVER}"))?;
     let dir = group[0].path.parent().unwrap_or(Path::new("."));
     let mut files: Vec<PathBuf> = group.iter().map(|s| s.path.clone()).collect();
+    files.extend(helpers.files.iter().cloned());
     for path in scripts(dir)? {
         let text = std::fs::read_to_string(&path)?;
         if !text.lines().any(|l| l.starts_with("# machine:")) {
