@@ -5,8 +5,8 @@
 //! by `MEMCG_ANON_SOCKET`). The server resolves each fault (charging the
 //! page to the process's simulated memory cgroup, or swapping it back in)
 //! and learns of unmaps and moves from the kernel's events, and of the
-//! program's `MADV_DONTNEED`s from `madvise` here; the process keeps
-//! running its own code.
+//! program's `MADV_DONTNEED`s from `madvise` here (before they happen);
+//! the process keeps running its own code.
 //!
 //! The agent: a thread of the shim's own, on a stack no region of which
 //! is registered, that drops the pages the server reclaimed
@@ -51,6 +51,7 @@ mod nr {
     pub const PREAD64: c_long = 17;
     pub const KILL: c_long = 62;
     pub const PRCTL: c_long = 157;
+    pub const FCNTL: c_long = 72;
     pub const RT_SIGPROCMASK: c_long = 14;
 }
 #[cfg(target_arch = "aarch64")]
@@ -68,6 +69,7 @@ mod nr {
     pub const PREAD64: c_long = 67;
     pub const KILL: c_long = 129;
     pub const PRCTL: c_long = 167;
+    pub const FCNTL: c_long = 25;
     pub const RT_SIGPROCMASK: c_long = 135;
 }
 
@@ -92,6 +94,7 @@ const AF_UNIX: c_int = 1;
 const SOCK_STREAM: c_int = 1;
 const SOCK_CLOEXEC: c_int = 0o2_000_000;
 const SIGKILL: c_int = 9;
+const EBADF: c_int = 9;
 const PAGE: usize = 4096;
 /// The agent's stack.
 const AGENT_STACK_BYTES: usize = 64 * 1024;
@@ -212,13 +215,13 @@ pub(crate) extern "C" fn init() {
 /// false (and nothing is registered) if any of it fails.
 fn start(token: u64) -> bool {
     // O_CLOEXEC | O_NONBLOCK.
-    let uffd = raw(nr::USERFAULTFD, [0o2_000_000 | 0o4000, 0, 0, 0, 0, 0]) as c_int;
+    let uffd = high(raw(nr::USERFAULTFD, [0o2_000_000 | 0o4000, 0, 0, 0, 0, 0]) as c_int);
     if uffd < 0 {
         return false;
     }
     let mut api = [UFFD_API, FEATURES, 0];
     let ok = raw(nr::IOCTL, [uffd as usize, UFFDIO_API as usize, api.as_mut_ptr() as usize, 0, 0, 0]) == 0;
-    let sock = if ok { connect() } else { -1 };
+    let sock = if ok { high(connect()) } else { -1 };
     if sock < 0 || !hello(sock, uffd, token) || !start_agent(sock) {
         // SAFETY: closing our own descriptors.
         unsafe {
@@ -232,6 +235,26 @@ fn start(token: u64) -> bool {
     SOCK.store(sock, Ordering::Relaxed);
     UFFD.store(uffd, Ordering::Relaxed);
     true
+}
+
+/// Descriptors of the shim's own live from here up, out of the way of a
+/// program's numbering (`exec 3< FILE` in a shell reuses low numbers).
+const HIGH_FD: usize = 900;
+
+/// `fd` moved to [`HIGH_FD`] or above (close-on-exec), or left where it is
+/// if that fails (a low descriptor limit).
+fn high(fd: c_int) -> c_int {
+    if fd < 0 {
+        return fd;
+    }
+    // F_DUPFD_CLOEXEC.
+    let moved = raw(nr::FCNTL, [fd as usize, 1030, HIGH_FD, 0, 0, 0]) as c_int;
+    if moved < 0 {
+        return fd;
+    }
+    // SAFETY: our own descriptor, now duplicated.
+    unsafe { sys::close(fd) };
+    moved
 }
 
 /// A connection to the server's socket, or -1.
@@ -364,7 +387,13 @@ extern "C" fn agent(sock: *mut c_void) -> *mut c_void {
     let pagemap = sys::open_raw(sys::AT_FDCWD, b"/proc/self/pagemap\0", sys::O_CLOEXEC, 0);
     let mut buf = [0u8; 8];
     loop {
+        sys::set_errno(0);
         if !read_exact(sock, &mut buf) {
+            if sys::errno() == EBADF {
+                // The program closed every descriptor (`closefrom`, before
+                // an exec): no more drops; the server sees its end.
+                return core::ptr::null_mut();
+            }
             // The server is gone, and with it the memory it held for us.
             // SAFETY: getpid has no preconditions.
             let pid = unsafe { sys::getpid() };
@@ -388,8 +417,7 @@ extern "C" fn agent(sock: *mut c_void) -> *mut c_void {
 }
 
 /// Tells the server on `sock` (one 17-byte write, never split among
-/// writers): `d` the page at `start` was dropped, `r` the program dropped
-/// `[start, end)` itself.
+/// writers): `d` the page at `start` was dropped.
 fn tell(sock: c_int, what: u8, start: usize, end: usize) {
     let mut msg = [0u8; 17];
     msg[0] = what;
@@ -399,20 +427,16 @@ fn tell(sock: c_int, what: u8, start: usize, end: usize) {
     unsafe { sys::write(sock, msg.as_ptr().cast(), msg.len()) };
 }
 
-const MADV_FREE: c_int = 8;
-const MADV_PAGEOUT: c_int = 21;
-
-/// `MADV_PAGEOUT` of memory the server holds: it swaps the range's pages
-/// out before `madvise` returns, as the kernel's reclaim would (the host
-/// kernel's own pageout of them found nothing it could swap).
-fn pageout(start: usize, len: usize) {
+/// Asks the server `what` (`R` forget, `P` page out) of `[start, start +
+/// len)` and waits for it to be done.
+fn ask(what: u8, start: usize, len: usize) {
     let conn = connect();
     if conn < 0 {
         return;
     }
     let len = (len as u64).to_ne_bytes();
     // SAFETY: writes `len` after the request.
-    if send(conn, b'P', own_pid(), start as u64, -1)
+    if send(conn, what, own_pid(), start as u64, -1)
         && unsafe { sys::write(conn, len.as_ptr().cast(), 8) } == 8
     {
         recv_byte(conn);
@@ -420,25 +444,30 @@ fn pageout(start: usize, len: usize) {
     // SAFETY: our own descriptor.
     unsafe { sys::close(conn) };
 }
-const MADV_REMOVE: c_int = 9;
 
-/// `madvise`: after the program's own `MADV_DONTNEED`, `MADV_FREE` or
-/// `MADV_REMOVE` of memory the server holds, the server is told (its
-/// pages there are gone, their charges and swap slots with them).
+const MADV_FREE: c_int = 8;
+const MADV_REMOVE: c_int = 9;
+const MADV_PAGEOUT: c_int = 21;
+
+/// `madvise`: before the program's own `MADV_DONTNEED`, `MADV_FREE` or
+/// `MADV_REMOVE` of memory the server holds, the server forgets the pages
+/// there (their charges and swap slots go), and only then are they
+/// dropped: a touch after `madvise` returns finds nothing of the old
+/// bytes, never a stale copy from swap. `MADV_PAGEOUT` swaps the range
+/// out through the server.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn madvise(addr: *mut c_void, len: usize, advice: c_int) -> c_int {
+    let held = SOCK.load(Ordering::Relaxed) >= 0;
+    if held && matches!(advice, MADV_DONTNEED | MADV_FREE | MADV_REMOVE) {
+        ask(b'R', addr as usize, len);
+    }
     let rc = raw(nr::MADVISE, [addr as usize, len, advice as usize, 0, 0, 0]);
     if rc < 0 {
         sys::set_errno(-rc as c_int);
         return -1;
     }
-    let sock = SOCK.load(Ordering::Relaxed);
-    if sock >= 0 && advice == MADV_PAGEOUT {
-        pageout(addr as usize, len);
-    }
-    if sock >= 0 && matches!(advice, MADV_DONTNEED | MADV_FREE | MADV_REMOVE) {
-        let start = addr as usize;
-        tell(sock, b'r', start, start + len.next_multiple_of(PAGE));
+    if held && advice == MADV_PAGEOUT {
+        ask(b'P', addr as usize, len);
     }
     0
 }

@@ -211,8 +211,8 @@ fn probe(exe: &Path, mode: ProbeMode, pages: usize, under_run: bool) -> anyhow::
     };
     let mut cmd = Command::new(exe);
     if under_run {
-        let mem = format!("{}M", (pages * PAGE >> 20) * 4 + 256);
-        let swap = format!("{}M", (pages * PAGE >> 20) * 2 + 64);
+        let mem = format!("{}M", ((pages * PAGE) >> 20) * 4 + 256);
+        let swap = format!("{}M", ((pages * PAGE) >> 20) * 2 + 64);
         cmd.args(["run", "--mem", &mem, "--swap", &swap, "--"])
             .arg(exe);
     }

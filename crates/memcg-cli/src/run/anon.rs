@@ -64,8 +64,9 @@ static ZERO_PAGE: [u8; PAGE as usize] = [0; PAGE as usize];
 /// thread (forks).
 enum Msg {
     Fault(u64, FaultKind),
-    /// The program's own `MADV_DONTNEED`/`MADV_FREE` (told by the shim).
-    Remove(u64, u64),
+    /// The program's own `MADV_DONTNEED`/`MADV_FREE` about to be made
+    /// (asked by the shim); say when the pages are forgotten.
+    Forget(u64, u64, mpsc::Sender<u64>),
     Unmap(u64, u64),
     /// The agent dropped a page reclaim swapped out.
     Dropped(u64),
@@ -200,7 +201,7 @@ fn connection(conn: UnixStream, shared: &Shared) -> io::Result<()> {
             write_byte(&conn, b'K')
         }
         (b'F', None) => fork_window(conn, pid, shared),
-        (b'P', None) => pageout(conn, pid, token, shared),
+        (b'P' | b'R', None) => range_request(conn, kind, pid, token, shared),
         _ => Err(io::Error::new(
             io::ErrorKind::InvalidData,
             "unknown request",
@@ -273,16 +274,28 @@ fn fork_window(mut conn: UnixStream, pid: u32, shared: &Shared) -> io::Result<()
     Ok(())
 }
 
-/// The `P` connection: `MADV_PAGEOUT` of `[start, start + len)` (`start`
-/// in the token, `len` next), done by the process's handler before `K`.
-fn pageout(mut conn: UnixStream, pid: u32, start: u64, shared: &Shared) -> io::Result<()> {
+/// The `P` and `R` connections: `MADV_PAGEOUT` of `[start, start + len)`
+/// (`start` in the token, `len` next), or the program's own
+/// `MADV_DONTNEED` of it about to be made (its pages forgotten first),
+/// done by the process's handler before `K`.
+fn range_request(
+    mut conn: UnixStream,
+    kind: u8,
+    pid: u32,
+    start: u64,
+    shared: &Shared,
+) -> io::Result<()> {
     let mut len = [0u8; 8];
     conn.read_exact(&mut len)?;
     let end = start.saturating_add(u64::from_ne_bytes(len));
     let mailbox = lock(&shared.mailboxes).get(&pid).map(|(_, tx)| tx.clone());
     if let Some(mailbox) = mailbox {
         let (tx, rx) = mpsc::channel();
-        let _ = mailbox.send(Msg::Pageout(start, end, tx));
+        let msg = match kind {
+            b'P' => Msg::Pageout(start, end, tx),
+            _ => Msg::Forget(start, end, tx),
+        };
+        let _ = mailbox.send(msg);
         let _ = rx.recv();
     }
     write_byte(&conn, b'K')
@@ -294,6 +307,9 @@ fn reply(token: u64) -> [u8; 9] {
     r
 }
 
+/// The swap references a fork's child inherits: (address, entry).
+type Inherited = Vec<(u64, SwapEntry)>;
+
 /// How long a fork's swap references wait for its child.
 const FORK_CLAIM_WAIT: Duration = Duration::from_secs(60);
 
@@ -303,7 +319,7 @@ const FORK_CLAIM_WAIT: Duration = Duration::from_secs(60);
 struct Forks {
     sim: Arc<Sim>,
     next: std::sync::atomic::AtomicU64,
-    pending: Mutex<HashMap<u64, (Instant, Vec<(u64, SwapEntry)>)>>,
+    pending: Mutex<HashMap<u64, (Instant, Inherited)>>,
 }
 
 impl Forks {
@@ -471,13 +487,13 @@ impl Handler {
 
     fn handle(&mut self, msg: Msg) {
         let mut io = UffdIo(self.uffd.as_raw_fd());
-        let event = matches!(
-            msg,
-            Msg::Remove(..) | Msg::Unmap(..) | Msg::Remap(..) | Msg::Dropped(..)
-        );
+        let event = matches!(msg, Msg::Unmap(..) | Msg::Remap(..) | Msg::Dropped(..));
         match msg {
             Msg::Fault(addr, kind) => return self.fault(addr, kind),
-            Msg::Remove(start, end) => self.mm.remove(start, end),
+            Msg::Forget(start, end, done) => {
+                self.mm.remove(start, end);
+                let _ = done.send(0);
+            }
             Msg::Unmap(start, end) => self.mm.unmap(start, end),
             Msg::Dropped(addr) => self.mm.dropped(addr, &mut io),
             Msg::Remap(from, to, len) => self.mm.remap(from, to, len),
@@ -537,8 +553,8 @@ fn pollfd(fd: RawFd) -> libc::pollfd {
 }
 
 /// Reads what the process says on its connection (17-byte messages: `d`
-/// and a page its agent dropped, `r` and a range the program dropped
-/// itself) and hands each to the handler; false once it ended. Without
+/// and a page its agent dropped) and hands each to the handler; false
+/// once it ended. Without
 /// blocking, and without changing the descriptor's flags, which it shares
 /// with the reclaimers' writes.
 fn from_process(
@@ -573,7 +589,6 @@ fn from_process(
             |i: usize| u64::from_ne_bytes(m[1 + i * 8..9 + i * 8].try_into().expect("8 bytes"));
         let msg = match m[0] {
             b'd' => Msg::Dropped(word(0)),
-            b'r' => Msg::Remove(word(0), word(1)),
             _ => continue,
         };
         // Relaxed: the channel orders the message itself.

@@ -434,6 +434,19 @@ fn forward_signals(to_init: UnixStream) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// inotify on the machine's events files (`notify.rs`); `None`, said, if
+/// its thread cannot start.
+fn start_notifier(machine: &Machine) -> Option<notify::EventsNotifier> {
+    let sim = Arc::clone(machine.mounted.view().sim());
+    match notify::EventsNotifier::start(sim, "/sys/fs/cgroup") {
+        Ok(n) => Some(n),
+        Err(e) => {
+            eprintln!("memcg run: warning: no inotify events on the events files: {e}");
+            None
+        }
+    }
+}
+
 /// Runs `memcg run`; returns CMD's exit status.
 pub(crate) fn main(spec: &MachineSpec, cmd: &[OsString], anon: bool) -> anyhow::Result<i32> {
     if cmd.is_empty() {
@@ -480,16 +493,7 @@ pub(crate) fn main(spec: &MachineSpec, cmd: &[OsString], anon: bool) -> anyhow::
         },
         None => None,
     };
-    let notifier = match notify::EventsNotifier::start(
-        Arc::clone(machine.mounted.view().sim()),
-        "/sys/fs/cgroup",
-    ) {
-        Ok(n) => Some(n),
-        Err(e) => {
-            eprintln!("memcg run: warning: no inotify events on the events files: {e}");
-            None
-        }
-    };
+    let notifier = start_notifier(&machine);
     let sync_server = match init.go(machine.mounted.dev()) {
         Some(listener) => Some(seccomp::SyncServer::start(
             listener,
