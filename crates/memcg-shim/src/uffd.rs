@@ -402,11 +402,13 @@ extern "C" fn agent(sock: *mut c_void) -> *mut c_void {
         }
         let addr = u64::from_ne_bytes(buf) as usize;
         if !still_protected(pagemap, addr) {
+            tell(sock, b's', addr, addr + PAGE);
             continue;
         }
         if raw(nr::MADVISE, [addr, PAGE, MADV_DONTNEED as usize, 0, 0, 0]) == 0 {
             tell(sock, b'd', addr, addr + PAGE);
         } else {
+            tell(sock, b's', addr, addr + PAGE);
             // Locked (`mlock`): the page stays; its writers must not wait
             // for a drop that will not come.
             let mut wp = [addr as u64, PAGE as u64, 0];
@@ -417,7 +419,7 @@ extern "C" fn agent(sock: *mut c_void) -> *mut c_void {
 }
 
 /// Tells the server on `sock` (one 17-byte write, never split among
-/// writers): `d` the page at `start` was dropped.
+/// writers): `d` the page at `start` was dropped, `s` it was left.
 fn tell(sock: c_int, what: u8, start: usize, end: usize) {
     let mut msg = [0u8; 17];
     msg[0] = what;

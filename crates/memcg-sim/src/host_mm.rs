@@ -141,6 +141,12 @@ struct Pages {
     map: BTreeMap<u64, Page>,
     /// Resident folios by address of the folio, to their page address.
     by_folio: HashMap<usize, u64>,
+    /// Drops asked of the agent and not yet answered, by address. A page
+    /// with one outstanding is not evicted: a drop asked for an earlier
+    /// page at that address (since unmapped, the address mapped again)
+    /// would otherwise take the new page as it is write-protected for its
+    /// own eviction.
+    drops: HashMap<u64, u32>,
 }
 
 fn key(folio: &Arc<Folio>) -> usize {
@@ -148,6 +154,16 @@ fn key(folio: &Arc<Folio>) -> usize {
 }
 
 impl Pages {
+    /// A drop asked of the agent at `addr` was answered.
+    fn answered(&mut self, addr: u64) {
+        if let Some(n) = self.drops.get_mut(&addr) {
+            *n -= 1;
+            if *n == 0 {
+                self.drops.remove(&addr);
+            }
+        }
+    }
+
     fn insert_resident(&mut self, addr: u64, folio: Arc<Folio>) {
         self.by_folio.insert(key(&folio), addr);
         let old = self.map.insert(addr, Page::Resident(folio));
@@ -508,11 +524,19 @@ impl HostMm {
     /// writers fault again.
     pub fn dropped(&self, addr: u64, io: &mut dyn FaultIo) {
         let mut pages = lock(&self.pages);
+        pages.answered(addr);
         if let Some(Page::Dropping(entry)) = pages.map.get(&addr) {
             let entry = *entry;
             pages.map.insert(addr, Page::Swapped(entry));
             io.wake(addr);
         }
+    }
+
+    /// The process's agent did not drop the page at `addr` (no longer
+    /// write-protected: written or replaced since; or locked): the drop
+    /// asked is answered.
+    pub fn not_dropped(&self, addr: u64) {
+        lock(&self.pages).answered(addr);
     }
 
     /// The process dropped (`MADV_DONTNEED`/`MADV_FREE`) `[start, end)`:
@@ -589,6 +613,7 @@ impl HostMm {
         let mut freed = Vec::new();
         let all = std::mem::take(&mut pages.map);
         pages.by_folio.clear();
+        pages.drops.clear();
         for (addr, page) in all {
             match page {
                 Page::Resident(folio) | Page::Filled(folio) => freed.push(Freed::Folio(folio)),
@@ -670,7 +695,8 @@ impl Rmap for HostMm {
             referenced => return RmapOutcome::Referenced(folio, referenced),
         }
         // Relaxed: set around a fork by the handler, a hint here.
-        if self.is_dead() || self.pinned.load(Ordering::Relaxed) {
+        if self.is_dead() || self.pinned.load(Ordering::Relaxed) || pages.drops.contains_key(&addr)
+        {
             return RmapOutcome::Busy(folio);
         }
         pages.by_folio.remove(&key(&folio));
@@ -703,6 +729,9 @@ impl HostMm {
                 let Some(Page::Resident(folio)) = pages.map.get(&addr) else {
                     continue;
                 };
+                if pages.drops.contains_key(&addr) {
+                    continue;
+                }
                 let folio = Arc::clone(folio);
                 pages.by_folio.remove(&key(&folio));
                 pages.map.insert(addr, Page::Evicting { removed: false });
@@ -747,6 +776,7 @@ impl HostMm {
             }
             Ok(entry) => {
                 pages.map.insert(addr, Page::Dropping(entry));
+                *pages.drops.entry(addr).or_default() += 1;
                 drop(pages);
                 self.host.drop_page(addr);
                 RmapOutcome::Reclaimed { nr_pages: 1 }

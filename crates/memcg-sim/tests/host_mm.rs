@@ -111,11 +111,12 @@ impl World {
                 if protected {
                     p.pages.remove(&addr);
                 }
-                protected.then_some(addr)
+                (addr, protected)
             };
-            if let Some(addr) = next {
-                let mut io = self.fake.clone();
-                self.mm.dropped(addr, &mut io);
+            let mut io = self.fake.clone();
+            match next {
+                (addr, true) => self.mm.dropped(addr, &mut io),
+                (addr, false) => self.mm.not_dropped(addr),
             }
         }
     }

@@ -70,6 +70,8 @@ enum Msg {
     Unmap(u64, u64),
     /// The agent dropped a page reclaim swapped out.
     Dropped(u64),
+    /// The agent left a page reclaim asked it to drop.
+    NotDropped(u64),
     Remap(u64, u64, u64),
     /// Pin (no reclaim until the fork is done) and hand over a second
     /// reference to every page on swap, for the child.
@@ -496,6 +498,7 @@ impl Handler {
             }
             Msg::Unmap(start, end) => self.mm.unmap(start, end),
             Msg::Dropped(addr) => self.mm.dropped(addr, &mut io),
+            Msg::NotDropped(addr) => self.mm.not_dropped(addr),
             Msg::Remap(from, to, len) => self.mm.remap(from, to, len),
             Msg::Fork(done) => {
                 self.retry();
@@ -553,8 +556,8 @@ fn pollfd(fd: RawFd) -> libc::pollfd {
 }
 
 /// Reads what the process says on its connection (17-byte messages: `d`
-/// and a page its agent dropped) and hands each to the handler; false
-/// once it ended. Without
+/// and a page its agent dropped, `s` one it left) and hands each to the
+/// handler; false once it ended. Without
 /// blocking, and without changing the descriptor's flags, which it shares
 /// with the reclaimers' writes.
 fn from_process(
@@ -589,6 +592,7 @@ fn from_process(
             |i: usize| u64::from_ne_bytes(m[1 + i * 8..9 + i * 8].try_into().expect("8 bytes"));
         let msg = match m[0] {
             b'd' => Msg::Dropped(word(0)),
+            b's' => Msg::NotDropped(word(0)),
             _ => continue,
         };
         // Relaxed: the channel orders the message itself.
