@@ -362,8 +362,10 @@ fn start_agent(sock: c_int) -> bool {
     let mut thread = 0u64;
     // The agent takes no signal of the program's (a signal sent to the
     // process must reach a thread of the program's): it starts with every
-    // signal blocked, as this thread has them for the moment.
-    let all = [u64::MAX];
+    // signal blocked, as this thread has them for the moment, but for the
+    // C library's own two, which every thread must take (SIGCANCEL, 32;
+    // SIGSETXID, 33: `setuid` waits for each thread to run its handler).
+    let all = [u64::MAX & !(1 << 31) & !(1 << 32)];
     let mut before = [0u64];
     raw(nr::RT_SIGPROCMASK, [0, all.as_ptr() as usize, before.as_mut_ptr() as usize, 8, 0, 0]);
     // SAFETY: `attr` is larger than glibc's pthread_attr_t (56 bytes);
