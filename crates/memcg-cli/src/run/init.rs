@@ -340,7 +340,10 @@ fn supervise(channel: &UnixStream, cmd_pid: libc::pid_t, signals: &libc::sigset_
         if fds[0].revents != 0 {
             drain_signals(&sfd);
             if let Some(status) = reap(cmd_pid) {
-                return Some(status);
+                // CMD may have died because the server did (the shim's
+                // agents kill their processes when it goes): then this
+                // init cleans up, as for any death of the server.
+                return (!server_gone(channel)).then_some(status);
             }
         }
         if fds[1].revents != 0 {
@@ -357,6 +360,22 @@ fn supervise(channel: &UnixStream, cmd_pid: libc::pid_t, signals: &libc::sigset_
             }
         }
     }
+}
+
+/// Whether the server's end of `channel` is closed (without blocking or
+/// taking a message).
+fn server_gone(channel: &UnixStream) -> bool {
+    let mut byte = [0u8; 1];
+    // SAFETY: peeks at most one byte into `byte`.
+    let n = unsafe {
+        libc::recv(
+            channel.as_raw_fd(),
+            byte.as_mut_ptr().cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    n == 0
 }
 
 /// Reads what the signalfd holds; `SIGCHLD` is acted on by reaping, the
