@@ -75,6 +75,9 @@ pub trait HostPages: Send + Sync {
     /// Asks the process to drop the (write-protected) page at `addr`; its
     /// word that it did comes back as [`HostMm::dropped`].
     fn drop_page(&self, addr: u64);
+    /// Whether the process has a page at `addr` (present, or on the
+    /// host's own swap): false once it was dropped or unmapped.
+    fn mapped(&self, addr: u64) -> bool;
 }
 
 /// How the handler resolves a fault in the process (`userfaultfd`
@@ -377,6 +380,15 @@ impl HostMm {
             }
             (Some(Page::Evicting { .. } | Page::Dropping(_)), FaultKind::WriteProtect) => {
                 return Ok(FaultOutcome::Parked);
+            }
+            (Some(Page::Swapped(_)) | None, FaultKind::WriteProtect) if !self.host.mapped(addr) => {
+                // A write that met the protection of a page being dropped,
+                // heard of only after the drop (the server may read the
+                // agent's word before the fault's message): its page is
+                // on swap and gone from the process. The writer, woken by
+                // the drop, faults on the missing page and swaps it in.
+                io.wake(addr);
+                return Ok(FaultOutcome::Done);
             }
             (Some(Page::Swapped(_)), FaultKind::WriteProtect) => {
                 // A page inherited as swapped that the fork copied after

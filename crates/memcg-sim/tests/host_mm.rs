@@ -1,6 +1,7 @@
 //! `host_mm` against a reference model: a fake process (its pages, their
 //! write protection, its agent's drops) driven by seeded random reads,
-//! writes, unmaps and agent runs, under a `memory.max` that forces reclaim
+//! writes (each changing part of its page), unmaps and agent runs (some
+//! before a write-protect fault reaches the handler), under a `memory.max` that forces reclaim
 //! to swap. Every read must see the last write (or zeros after an unmap);
 //! at the end, with the process released, every charge and slot is back.
 
@@ -57,6 +58,10 @@ impl HostPages for Fake {
     fn drop_page(&self, addr: u64) {
         self.lock().drops.push_back(addr);
     }
+
+    fn mapped(&self, addr: u64) -> bool {
+        self.lock().pages.contains_key(&addr)
+    }
 }
 
 fn libc_efault() -> i32 {
@@ -93,8 +98,9 @@ struct World {
     sim: Sim,
     fake: Fake,
     mm: Arc<memcg_sim::host_mm::HostMm>,
-    /// What the program last wrote to each page (absent: zeros).
-    model: HashMap<u64, u8>,
+    /// What the program last wrote to each page and the write before
+    /// (absent: zeros).
+    model: HashMap<u64, [u8; 2]>,
 }
 
 impl World {
@@ -122,22 +128,31 @@ impl World {
     }
 
     /// An access by the program: faults until the page is there (and
-    /// writable for a write), the way the kernel retries.
-    fn access(&mut self, addr: u64, write: Option<u8>) -> u8 {
+    /// writable for a write), the way the kernel retries. With `late`, a
+    /// write-protect fault reaches the handler only after the agent ran
+    /// (the server reads the agent's word before the fault's message):
+    /// the page it was about may be gone by then.
+    fn access(&mut self, addr: u64, write: Option<u8>, late: bool) -> [u8; 2] {
         for _ in 0..1000 {
             let state = self.fake.lock().pages.get(&addr).map(|p| p.1);
             let kind = match (state, write) {
                 (Some(false), _) | (Some(true), None) => {
                     let mut p = self.fake.lock();
                     let page = p.pages.get_mut(&addr).unwrap();
+                    // A write changes part of the page: the byte before
+                    // moves on, the rest of the page stays.
                     if let Some(b) = write {
-                        page.0.fill(b);
+                        page.0[1] = page.0[0];
+                        page.0[0] = b;
                     }
-                    return page.0[0];
+                    return [page.0[0], page.0[1]];
                 }
                 (Some(true), Some(_)) => FaultKind::WriteProtect,
                 (None, w) => FaultKind::Missing { write: w.is_some() },
             };
+            if late && kind == FaultKind::WriteProtect {
+                self.run_agent();
+            }
             let mut io = self.fake.clone();
             match self.mm.fault(addr, kind, &mut io).unwrap() {
                 FaultOutcome::Parked | FaultOutcome::Again => self.run_agent(),
@@ -180,12 +195,18 @@ fn every_read_sees_the_last_write_through_reclaim_swap_and_unmaps() {
             match rng.random_range(0..10) {
                 0..=3 => {
                     let b = rng.random_range(1..=255u8);
-                    w.access(addr, Some(b));
-                    w.model.insert(addr, b);
+                    let late = rng.random_bool(0.5);
+                    w.access(addr, Some(b), late);
+                    let before = w.model.get(&addr).map_or(0, |m| m[0]);
+                    w.model.insert(addr, [b, before]);
                 }
                 4..=7 => {
-                    let want = w.model.get(&addr).copied().unwrap_or(0);
-                    assert_eq!(w.access(addr, None), want, "seed {seed}: page {addr:#x}");
+                    let want = w.model.get(&addr).copied().unwrap_or([0, 0]);
+                    assert_eq!(
+                        w.access(addr, None, false),
+                        want,
+                        "seed {seed}: page {addr:#x}"
+                    );
                 }
                 8 => {
                     // munmap or MADV_DONTNEED of a few pages: the kernel

@@ -23,8 +23,10 @@
 //! was waiting) after reading the events.
 
 use std::collections::{HashMap, VecDeque};
+use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::FileExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -651,10 +653,12 @@ impl FaultIo for UffdIo {
 }
 
 /// What reclaim needs of a process: its `userfaultfd`, its memory
-/// (`process_vm_readv`) and its agent (drop requests on its connection).
+/// (`process_vm_readv`), its page table (`/proc/PID/pagemap`) and its
+/// agent (drop requests on its connection).
 struct UffdPages {
     uffd: Arc<OwnedFd>,
     pid: libc::pid_t,
+    pagemap: File,
     conn: Mutex<UnixStream>,
 }
 
@@ -664,10 +668,14 @@ impl UffdPages {
             uffd: Arc::new(uffd),
             pid: libc::pid_t::try_from(pid)
                 .map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?,
+            pagemap: File::open(format!("/proc/{pid}/pagemap"))?,
             conn: Mutex::new(conn),
         })
     }
 }
+
+/// `pagemap` bits: the page is present (63) or on swap (62).
+const PM_PRESENT_OR_SWAPPED: u64 = 3 << 62;
 
 impl HostPages for UffdPages {
     fn write_protect(&self, addr: u64, on: bool) -> io::Result<()> {
@@ -691,6 +699,14 @@ impl HostPages for UffdPages {
             Ok(_) => Err(io::Error::from_raw_os_error(libc::EFAULT)),
             Err(_) => Err(io::Error::last_os_error()),
         }
+    }
+
+    fn mapped(&self, addr: u64) -> bool {
+        let mut entry = [0u8; 8];
+        let at = addr / PAGE * 8;
+        // A process gone reads as nothing mapped.
+        self.pagemap.read_exact_at(&mut entry, at).is_ok()
+            && u64::from_ne_bytes(entry) & PM_PRESENT_OR_SWAPPED != 0
     }
 
     fn drop_page(&self, addr: u64) {
