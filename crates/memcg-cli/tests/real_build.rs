@@ -121,8 +121,6 @@ fn zlib_builds_with_make_j2_under_memory_max_reclaiming_page_cache() {
 }
 
 #[test]
-#[ignore = "cc1 segfaults when its anonymous memory swaps (repro/cc1_segv_under_swap.sh, \
-            repro/heap_churn_under_swap.sh): run with --ignored once the mechanism is fixed"]
 fn zlib_builds_with_make_j2_while_its_anonymous_memory_swaps() {
     let flags = ["--swap", "256M", "--swap-cgroup", "memcg"];
     let Some((stdout, report)) = build_under_memcg(&flags, "16M") else {
