@@ -70,7 +70,8 @@ enum Command {
     /// Run CMD against a simulated machine: in a private mount namespace
     /// its files are bind-mounted at their real paths (/sys/fs/cgroup,
     /// /proc/{meminfo,swaps,pressure/memory,sys/vm/*},
-    /// /sys/module/zswap/parameters, each --fs DIR), and CMD runs in a pid
+    /// /sys/module/zswap/parameters, /sys/kernel/mm/transparent_hugepage,
+    /// each --fs DIR), and CMD runs in a pid
     /// namespace of its own: what it starts ends with it, or with memcg
     /// run however that ends. SIGTERM, SIGINT, SIGHUP and SIGQUIT go to
     /// CMD. Needs root (or user namespaces) and /dev/fuse. Exits with

@@ -116,6 +116,34 @@ fn a_process_past_memory_max_swaps_out_and_in_and_keeps_every_byte() {
 }
 
 #[test]
+fn folio_fills_map_16_pages_a_fault_and_keep_every_byte_through_swap() {
+    if !usable("folio_fills_map_16_pages_a_fault_and_keep_every_byte_through_swap") {
+        return;
+    }
+    // 64K mTHP: below the limit a first write charges and maps 16 pages;
+    // at the limit (no charge without reclaim) single pages, as the
+    // kernel falls back.
+    let script = preamble("8M")
+        + "echo always > /sys/kernel/mm/transparent_hugepage/hugepages-64kB/enabled\n\
+           f0=$(stat pgfault memory.stat)\n\
+           $H touch 4\n\
+           echo small_faults $(( $(stat pgfault memory.stat) - f0 ))\n\
+           $H touch 24\n\
+           echo pswpout $(stat pswpout memory.stat)\n\
+           echo pswpin $(stat pswpin memory.stat)\n\
+           echo swap $(cat /sys/fs/cgroup/t/memory.swap.current)\n";
+    let out = stdout_of(&run(&["--mem", "256M", "--swap", "64M"], &script));
+    assert!(out.starts_with("ok\nsmall_faults "), "{out}");
+    assert!(out.contains("\nok\n"), "{out}");
+    // 1024 pages written (and read twice) in 4M that fit: a fault per 16
+    // pages, with room for the shell's own.
+    assert!(value(&out, "small_faults") < 1024 / 4, "{out}");
+    assert!(value(&out, "pswpout") > 2000, "{out}");
+    assert!(value(&out, "pswpin") > 1000, "{out}");
+    assert_eq!(value(&out, "swap"), 0, "{out}");
+}
+
+#[test]
 fn python_past_memory_max_keeps_its_data_with_swap_and_is_oom_killed_without() {
     if !usable("python_past_memory_max_keeps_its_data_with_swap_and_is_oom_killed_without") {
         return;

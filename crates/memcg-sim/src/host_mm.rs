@@ -89,6 +89,10 @@ pub trait FaultIo {
     fn zero(&mut self, addr: u64, write: bool) -> io::Result<()>;
     /// Maps a copy of `bytes` at `addr` (`UFFDIO_COPY`).
     fn copy(&mut self, addr: u64, bytes: &[u8]) -> io::Result<()>;
+    /// Maps `nr` zeroed pages from `start` on, in one `UFFDIO_COPY`: how
+    /// many were mapped before a page already there (or a change of the
+    /// address space) stopped it; an error if none was.
+    fn fill_zero(&mut self, start: u64, nr: u64) -> io::Result<u64>;
     /// Clears the write protection of the page at `addr` and wakes.
     fn unprotect(&mut self, addr: u64) -> io::Result<()>;
     /// Wakes the threads waiting on a fault at `addr` (`UFFDIO_WAKE`).
@@ -316,6 +320,12 @@ impl HostMm {
             Some(Page::Swapped(entry)) => Some(*entry),
             Some(_) => return None,
         };
+        if entry.is_none()
+            && write
+            && let Some(outcome) = self.fill_folio(&sim, &mut pages, addr, io)
+        {
+            return Some(outcome);
+        }
         let tree = sim.machine.fs().tree();
         let swap = sim.machine.swap();
         let folio = {
@@ -402,6 +412,12 @@ impl HostMm {
             (Some(Page::Filled(_)), _) => return Ok(self.map_filled(&mut pages, addr, io)),
             (Some(Page::Swapped(e) | Page::Dropping(e)), FaultKind::Missing { .. }) => Some(*e),
             (Some(Page::Faulting), _) => unreachable!("one fault of a process at a time"),
+            (None, FaultKind::Missing { write: true }) => {
+                if let Some(outcome) = self.fill_folio(&sim, &mut pages, addr, io) {
+                    return Ok(outcome);
+                }
+                None
+            }
             (None, _) => None,
         };
         pages.map.insert(addr, Page::Faulting);
@@ -487,6 +503,55 @@ impl HostMm {
             Some(entry) => Ok(swap.do_swap_page(entry, 1, &memcg, Gfp::Kernel)?),
             None => Ok(Arc::new(Folio::new_unbacked(tree, &memcg, 1, Gfp::Kernel)?)),
         }
+    }
+
+    /// A first write at `addr` as an mTHP fault (`alloc_anon_folio`): the
+    /// largest folio size the THP settings allow
+    /// ([`memcg::huge_memory`]) whose naturally aligned range holds no page
+    /// the table knows and whose charge needs no reclaim is charged as one
+    /// folio and filled with zeros in one copy; its pages are then kept
+    /// one by one (the folio split at once). `None` when no size fits (or
+    /// the fill did not reach `addr`): the caller maps the single page.
+    /// Pages the fill mapped are charged and kept either way.
+    fn fill_folio(
+        &self,
+        sim: &Inner,
+        pages: &mut Pages,
+        addr: u64,
+        io: &mut dyn FaultIo,
+    ) -> Option<FaultOutcome> {
+        let tree = sim.machine.fs().tree();
+        let memcg = self.task.memcg();
+        for order in sim.machine.thp().anon_fault_orders() {
+            let nr = 1u64 << order;
+            let start = addr & !(nr * PAGE - 1);
+            if pages.map.range(start..start + nr * PAGE).next().is_some() {
+                continue;
+            }
+            let folios = {
+                let _current = CurrentTask::enter(tree, &self.task);
+                // `nr` is at most 512 (`MAX_ANON_ORDER`).
+                match Folio::new_unbacked_split(tree, &memcg, nr as u32, Gfp::NoReclaim) {
+                    Ok(folios) => folios,
+                    Err(_) => continue,
+                }
+            };
+            // Not mapped (another mapping there, the range not all ours):
+            // the charge goes back with the folios; a single page then.
+            let mapped = io.fill_zero(start, nr).ok()?;
+            debug_assert!(mapped <= nr);
+            for (i, folio) in folios.into_iter().take(mapped as usize).enumerate() {
+                let folio = Arc::new(folio);
+                lruvec::folio_add_lru(&folio, self.rmap());
+                pages.insert_resident(start + i as u64 * PAGE, folio);
+            }
+            if addr < start + mapped * PAGE {
+                memcg.count_vm_event(VmEvent::Pgfault, 1);
+                return Some(FaultOutcome::Done);
+            }
+            return None;
+        }
+        None
     }
 
     /// Maps the swapped-in folio waiting at `addr` ([`Page::Filled`]) and

@@ -26,6 +26,8 @@ const BASE: u64 = 0x7f00_0000_0000;
 struct Process {
     pages: HashMap<u64, (Vec<u8>, bool)>,
     drops: VecDeque<u64>,
+    /// Pages mapped by folio fills.
+    filled: u64,
 }
 
 #[derive(Clone, Default)]
@@ -85,6 +87,21 @@ impl FaultIo for Fake {
         }
         p.pages.insert(addr, (bytes.to_vec(), false));
         Ok(())
+    }
+
+    fn fill_zero(&mut self, start: u64, nr: u64) -> io::Result<u64> {
+        let mut p = self.lock();
+        let mut mapped = 0;
+        while mapped < nr && !p.pages.contains_key(&(start + mapped * PAGE)) {
+            p.pages
+                .insert(start + mapped * PAGE, (vec![0; PAGE as usize], false));
+            mapped += 1;
+        }
+        p.filled += mapped;
+        match mapped {
+            0 => Err(io::Error::from_raw_os_error(17)),
+            n => Ok(n),
+        }
     }
 
     fn unprotect(&mut self, addr: u64) -> io::Result<()> {
@@ -164,8 +181,14 @@ impl World {
     }
 }
 
-fn world() -> World {
+/// A world whose anonymous faults take `mthp_kb` folios when they can
+/// (`hugepages-<mthp_kb>kB/enabled` = always; 4: single pages only).
+fn world(mthp_kb: u32) -> World {
     let sim = Sim::new(SimConfig::default());
+    if mthp_kb > 4 {
+        let order = (mthp_kb / 4).trailing_zeros();
+        sim.machine().thp().write_order(order, "always").unwrap();
+    }
     sim.fs().tree().set_charge_stock(false);
     sim.swapon_ram(64 << 20, None).unwrap();
     sim.fs()
@@ -186,9 +209,19 @@ fn world() -> World {
 
 #[test]
 fn every_read_sees_the_last_write_through_reclaim_swap_and_unmaps() {
+    model_run(4);
+}
+
+#[test]
+fn every_read_sees_the_last_write_with_16k_folio_fills() {
+    model_run(16);
+}
+
+/// Seeded runs of the model (module docs) with `mthp_kb` folio fills.
+fn model_run(mthp_kb: u32) {
     let first = common::stress_seed_or("host_mm_model", 1);
     for seed in first..first + 8 {
-        let mut w = world();
+        let mut w = world(mthp_kb);
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         for _ in 0..3000 {
             let addr = BASE + rng.random_range(0..1024u64) * PAGE;
@@ -230,6 +263,12 @@ fn every_read_sees_the_last_write_through_reclaim_swap_and_unmaps() {
         let t = w.sim.fs().cgroup("/t").unwrap().memcg().unwrap();
         assert!(t.memory().usage() <= 256, "seed {seed}: within memory.max");
         assert!(t.swap().usage() > 0, "seed {seed}: something was swapped");
+        let filled = w.fake.lock().filled;
+        assert_eq!(
+            filled > 0,
+            mthp_kb > 4,
+            "seed {seed}: {filled} pages filled as folios"
+        );
         w.sim.detach_host_mm(&w.mm);
         assert_eq!(t.memory().usage(), 0, "seed {seed}: every charge released");
         assert_eq!(t.swap().usage(), 0, "seed {seed}: every slot released");

@@ -144,12 +144,35 @@ impl Folio {
         gfp: Gfp,
     ) -> Result<Self, ChargeError> {
         tree.try_charge(memcg, u64::from(nr), ChargeKind::Anon, gfp)?;
+        Ok(Self::unbacked_taking_charge(memcg, nr))
+    }
+
+    /// A large anonymous folio of `nr` pages charged to `memcg` as one
+    /// (one charge, with the effort `gfp` allows: an mTHP fault), split
+    /// at once into `nr` single-page folios like [`Folio::new_unbacked`]'s,
+    /// each holding one page of the charge: the host process's pages are
+    /// filled as the folio, then aged and reclaimed page by page.
+    pub fn new_unbacked_split(
+        tree: &CgroupTree,
+        memcg: &Arc<MemCgroup>,
+        nr: u32,
+        gfp: Gfp,
+    ) -> Result<Vec<Self>, ChargeError> {
+        tree.try_charge(memcg, u64::from(nr), ChargeKind::Anon, gfp)?;
+        Ok((0..nr)
+            .map(|_| Self::unbacked_taking_charge(memcg, 1))
+            .collect())
+    }
+
+    /// An unbacked anonymous folio of `nr` pages that owns `nr` pages
+    /// already charged to `memcg`.
+    fn unbacked_taking_charge(memcg: &Arc<MemCgroup>, nr: u32) -> Self {
         // A one-page frame, given back at once: no frame until swap-out.
         let mut folio = Self::with_buffer(Arc::clone(memcg), 1, FolioKind::Anon, false);
         folio.release_bytes();
         folio.nr = nr;
         folio.charged = nr;
-        Ok(folio)
+        folio
     }
 
     /// Its bytes, locked, with a frame taken first if it has none (a folio

@@ -184,6 +184,7 @@ pub mod errno;
 pub mod filemap;
 pub mod folio;
 pub mod fs;
+pub mod huge_memory;
 pub(crate) mod idr;
 pub(crate) mod lazy_zeroed;
 pub mod list_lru;

@@ -75,6 +75,7 @@ use std::path::Path;
 use crate::cgroupfs::CgroupFs;
 use crate::errno::Errno;
 use crate::folio::Folio;
+use crate::huge_memory::ThpSettings;
 use crate::list_lru::LruDesign;
 use crate::memcontrol::{CgroupTree, MemCgroup, MemcgReclaim, ReclaimOptions, TreeConfig};
 use crate::mm_types::PAGE_BYTES;
@@ -193,6 +194,8 @@ pub struct Machine {
     reclaim_probe: Mutex<Option<ReclaimProbe>>,
     /// `vm.swappiness`.
     swappiness: AtomicU32,
+    /// Transparent huge pages for anonymous memory.
+    thp: ThpSettings,
 }
 
 /// Time spent in reclaim, and in its swap-outs, summed over threads; kept
@@ -303,8 +306,15 @@ impl Machine {
                 reclaim_timing: ReclaimTiming::default(),
                 reclaim_probe: Mutex::new(None),
                 swappiness: AtomicU32::new(DEFAULT_SWAPPINESS),
+                thp: ThpSettings::default(),
             }
         })
+    }
+
+    /// The transparent huge page settings of anonymous memory
+    /// (`/sys/kernel/mm/transparent_hugepage/`).
+    pub fn thp(&self) -> &ThpSettings {
+        &self.thp
     }
 
     /// The cgroup v2 interface.

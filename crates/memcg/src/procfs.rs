@@ -6,7 +6,9 @@
 //! `/proc/pressure/memory`, `/proc/sys/vm/swappiness`,
 //! `/proc/sys/vm/min_free_kbytes`, the `/proc/sys/vm/dirty_*` writeback
 //! settings, the write-only `/proc/sys/vm/drop_caches` (1, 2 or 3), each
-//! mounted filesystem's `/sys/class/bdi/0:N/read_ahead_kb`, and the
+//! mounted filesystem's `/sys/class/bdi/0:N/read_ahead_kb`, the anonymous
+//! transparent huge page settings (`/sys/kernel/mm/transparent_hugepage/
+//! enabled` and `hugepages-<size>kB/enabled`, [`crate::huge_memory`]), and the
 //! process files `/proc/PID/*`. Read as the kernel prints them and
 //! written with its checks (a number in range, or `EINVAL`; the vm
 //! sysctls parsed as `proc_dointvec` and `proc_doulongvec_minmax` parse:
@@ -78,6 +80,22 @@ struct Spec {
 const ZSWAP_PARAMS: &str = "/sys/module/zswap/parameters/";
 const BDI_DIR: &str = "/sys/class/bdi/";
 const ZSWAP_DEBUG: &str = "/sys/kernel/debug/zswap/";
+const THP_DIR: &str = "/sys/kernel/mm/transparent_hugepage/";
+
+/// `hugepages-<SIZE>kB/enabled` of anonymous mTHP order `ORDER`.
+macro_rules! mthp_enabled {
+    ($size:literal, $order:literal) => {
+        setting(
+            concat!(
+                "/sys/kernel/mm/transparent_hugepage/hugepages-",
+                $size,
+                "kB/enabled"
+            ),
+            |m| m.thp().read_order($order).unwrap_or_default(),
+            |m, t| m.thp().write_order($order, t),
+        )
+    };
+}
 
 const fn read_only(path: &'static str, read: Read) -> Spec {
     Spec {
@@ -171,6 +189,19 @@ const FILES: &[Spec] = &[
             m.set_vm_swappiness(v)
         },
     ),
+    setting(
+        "/sys/kernel/mm/transparent_hugepage/enabled",
+        |m| m.thp().read_enabled(),
+        |m, t| m.thp().write_enabled(t),
+    ),
+    mthp_enabled!("16", 2),
+    mthp_enabled!("32", 3),
+    mthp_enabled!("64", 4),
+    mthp_enabled!("128", 5),
+    mthp_enabled!("256", 6),
+    mthp_enabled!("512", 7),
+    mthp_enabled!("1024", 8),
+    mthp_enabled!("2048", 9),
     setting(
         "/sys/module/zswap/parameters/accept_threshold_percent",
         |m| line(m.swap().zswap().accept_threshold_percent()),
@@ -368,12 +399,13 @@ impl ProcFile {
 
 /// Whether `path` is a kernel file's path (this module's to serve or to
 /// refuse): anything under `/proc/`, zswap's parameters and debugfs
-/// directory, and `/sys/class/bdi/`.
+/// directory, `/sys/class/bdi/` and `/sys/kernel/mm/transparent_hugepage/`.
 pub fn is_kernel_file(path: &str) -> bool {
     path.starts_with("/proc/")
         || path.starts_with(ZSWAP_PARAMS)
         || path.starts_with(ZSWAP_DEBUG)
         || path.starts_with(BDI_DIR)
+        || path.starts_with(THP_DIR)
 }
 
 /// The backing device `path` is the `read_ahead_kb` of, if it is one.
@@ -671,5 +703,25 @@ mod tests {
         assert_eq!(fs.write(&trigger, ""), Err(Errno::EINVAL));
         assert_eq!(fs.write(&trigger, "some 150000 1000000\n"), Ok(()));
         assert!(!fs.pressure_poll(path, Some(&trigger), false).unwrap().pri);
+    }
+
+    #[test]
+    fn transparent_hugepage_files_set_the_anonymous_fault_orders() {
+        let machine = Machine::new(MachineConfig::default());
+        let fs = ProcFs::new(&machine, &OneTask);
+        let dir = "/sys/kernel/mm/transparent_hugepage";
+        let kb64 = format!("{dir}/hugepages-64kB/enabled");
+        assert!(fs.serves(&format!("{dir}/enabled")));
+        assert!(fs.serves(&format!("{dir}/hugepages-2048kB/enabled")));
+        assert!(!fs.serves(&format!("{dir}/hugepages-8kB/enabled")));
+        assert_eq!(ProcFs::mode(&kb64), 0o644);
+        let file = fs.open_for_write(&kb64).unwrap();
+        assert_eq!(fs.write(&file, "often"), Err(Errno::EINVAL));
+        assert_eq!(fs.write(&file, "always\n"), Ok(()));
+        assert_eq!(
+            fs.read(&kb64),
+            Some(Ok("[always] inherit madvise never\n".to_owned()))
+        );
+        assert_eq!(machine.thp().anon_fault_orders(), vec![4]);
     }
 }

@@ -8,7 +8,9 @@
 //! |                | kernel's fault, THP off), through a bare userfaultfd handler |
 //! |                | thread in the process (`UFFDIO_COPY` of a zero page: the     |
 //! |                | floor of any userfaultfd design), and under `memcg run`      |
-//! |                | (the server charges the page, then maps it)                  |
+//! |                | (the server charges the page, then maps it), and under       |
+//! |                | `memcg run` with 64K mTHP (`hugepages-64kB/enabled` always:  |
+//! |                | a fault charges and maps 16 pages at once)                   |
 //! | swap-out       | `memory.reclaim` of the process's pages under `memcg run`    |
 //! |                | (write-protect, copy out, swap out, drop) against the        |
 //! |                | simulator's own swap-out of as many pages of a simulated     |
@@ -100,6 +102,7 @@ pub fn run(args: &AnonArgs) -> anyhow::Result<()> {
         ("first touch", "native", Vec::new()),
         ("first touch", "bare userfaultfd", Vec::new()),
         ("first touch", "memcg run", Vec::new()),
+        ("first touch", "memcg run, 64K folio fills", Vec::new()),
         ("first touch", "charge only (in process)", Vec::new()),
         ("swap-out", "memcg run (memory.reclaim)", Vec::new()),
         ("swap-out", "simulator (Sim::pageout)", Vec::new()),
@@ -108,23 +111,29 @@ pub fn run(args: &AnonArgs) -> anyhow::Result<()> {
     ];
     for rep in 0..reps {
         eprintln!("memcg bench anon: repetition {} of {reps}", rep + 1);
+        let native = Under::Native;
         samples[0]
             .2
-            .push(probe(&exe, ProbeMode::Touch, pages, false)?[0]);
+            .push(probe(&exe, ProbeMode::Touch, pages, native)?[0]);
         samples[1]
             .2
-            .push(probe(&exe, ProbeMode::Uffd, pages, false)?[0]);
-        samples[3].2.push(charge_only(pages)?);
+            .push(probe(&exe, ProbeMode::Uffd, pages, native)?[0]);
+        samples[4].2.push(charge_only(pages)?);
         let (out, inn) = sim_swap(pages)?;
-        samples[5].2.push(out);
-        samples[7].2.push(inn);
+        samples[6].2.push(out);
+        samples[8].2.push(inn);
         if under_run {
+            let run = Under::Run { mthp_kb: None };
             samples[2]
                 .2
-                .push(probe(&exe, ProbeMode::Touch, pages, true)?[0]);
-            let swap = probe(&exe, ProbeMode::Swap, pages, true)?;
-            samples[4].2.push(swap[1]);
-            samples[6].2.push(swap[2]);
+                .push(probe(&exe, ProbeMode::Touch, pages, run)?[0]);
+            let run64 = Under::Run { mthp_kb: Some(64) };
+            samples[3]
+                .2
+                .push(probe(&exe, ProbeMode::Touch, pages, run64)?[0]);
+            let swap = probe(&exe, ProbeMode::Swap, pages, run)?;
+            samples[5].2.push(swap[1]);
+            samples[7].2.push(swap[2]);
         }
     }
     let rows: Vec<Row> = samples
@@ -201,22 +210,46 @@ fn chart(rows: &[Row]) -> Chart<'static> {
     }
 }
 
-/// Runs the probe (under `memcg run` if `under_run`); its numbers (ns per
-/// page), one per line.
-fn probe(exe: &Path, mode: ProbeMode, pages: usize, under_run: bool) -> anyhow::Result<Vec<f64>> {
+/// Where the probe runs.
+#[derive(Debug, Clone, Copy)]
+enum Under {
+    /// On the host.
+    Native,
+    /// Under `memcg run`, with `hugepages-<mthp_kb>kB/enabled` set to
+    /// `always` first if given.
+    Run { mthp_kb: Option<u32> },
+}
+
+/// Runs the probe where `under` says; its numbers (ns per page), one per
+/// line.
+fn probe(exe: &Path, mode: ProbeMode, pages: usize, under: Under) -> anyhow::Result<Vec<f64>> {
     let mode_name = match mode {
         ProbeMode::Touch => "touch",
         ProbeMode::Uffd => "uffd",
         ProbeMode::Swap => "swap",
     };
+    let probe_args = ["bench", "anon-probe", mode_name, &pages.to_string()];
     let mut cmd = Command::new(exe);
-    if under_run {
-        let mem = format!("{}M", ((pages * PAGE) >> 20) * 4 + 256);
-        let swap = format!("{}M", ((pages * PAGE) >> 20) * 2 + 64);
-        cmd.args(["run", "--mem", &mem, "--swap", &swap, "--"])
-            .arg(exe);
+    match under {
+        Under::Native => {
+            cmd.args(probe_args);
+        }
+        Under::Run { mthp_kb } => {
+            let mem = format!("{}M", ((pages * PAGE) >> 20) * 4 + 256);
+            let swap = format!("{}M", ((pages * PAGE) >> 20) * 2 + 64);
+            let enable = mthp_kb.map_or(String::new(), |kb| {
+                format!(
+                    "echo always > /sys/kernel/mm/transparent_hugepage/hugepages-{kb}kB/enabled && "
+                )
+            });
+            let script = format!("{enable}exec \"$0\" \"$@\"");
+            cmd.args([
+                "run", "--mem", &mem, "--swap", &swap, "--", "sh", "-c", &script,
+            ])
+            .arg(exe)
+            .args(probe_args);
+        }
     }
-    cmd.args(["bench", "anon-probe", mode_name, &pages.to_string()]);
     let out = cmd
         .output()
         .with_context(|| format!("running the {mode_name} probe"))?;

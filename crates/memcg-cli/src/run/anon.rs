@@ -31,7 +31,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use memcg::swapops::SwapEntry;
@@ -60,6 +60,13 @@ const MSG_BYTES: usize = 32;
 const PAGE: u64 = 4096;
 
 static ZERO_PAGE: [u8; PAGE as usize] = [0; PAGE as usize];
+
+/// Zeros for the largest folio fill (2M, `MAX_ANON_ORDER`), made once:
+/// the source of [`FaultIo::fill_zero`]'s copies.
+fn zero_folio() -> &'static [u8] {
+    static ZEROS: OnceLock<Vec<u8>> = OnceLock::new();
+    ZEROS.get_or_init(|| vec![0; (PAGE as usize) << memcg::huge_memory::MAX_ANON_ORDER])
+}
 
 /// What a process's handler is handed, in order: by its reader (the
 /// `userfaultfd`'s messages, the connection's end) and by the accept
@@ -640,6 +647,23 @@ impl FaultIo for UffdIo {
             UFFDIO_COPY,
             &mut [addr, bytes.as_ptr() as u64, bytes.len() as u64, 0, 0],
         )
+    }
+
+    fn fill_zero(&mut self, start: u64, nr: u64) -> io::Result<u64> {
+        let zeros = zero_folio();
+        let len = (nr * PAGE).min(zeros.len() as u64);
+        // struct uffdio_copy: dst, src, len, mode, copy (out: the bytes
+        // copied, or the error).
+        let mut arg = [start, zeros.as_ptr() as u64, len, 0, 0];
+        let result = self.ioctl(UFFDIO_COPY, &mut arg);
+        // A copy stopped part way fails with EAGAIN, `copy` saying how far
+        // it got (`userfaultfd_copy`).
+        let copied = arg[4] as i64;
+        match result {
+            Ok(()) => Ok(len / PAGE),
+            Err(_) if copied > 0 => Ok(copied as u64 / PAGE),
+            Err(e) => Err(e),
+        }
     }
 
     fn unprotect(&mut self, addr: u64) -> io::Result<()> {

@@ -81,6 +81,7 @@ const BOUND: &[&str] = &[
     "/proc/sys/vm/dirty_expire_centisecs",
     "/proc/sys/vm/dirty_writeback_centisecs",
     "/sys/module/zswap/parameters",
+    "/sys/kernel/mm/transparent_hugepage",
 ];
 
 pub(super) fn c_path(path: &Path) -> anyhow::Result<CString> {
