@@ -380,17 +380,24 @@ fn start_agent(sock: c_int) -> bool {
     started
 }
 
+/// Drop requests the agent takes at once, and answers it writes at once.
+const BATCH: usize = 64;
+/// An answer: `d` or `s`, the page's start and end.
+const ANSWER_BYTES: usize = 17;
+
 /// The agent's loop: each 8 bytes the server sends on `sock` are the
-/// address of a page to drop.
+/// address of a page to drop. It takes every request waiting (up to
+/// [`BATCH`]) in one read and answers them all in one write.
 extern "C" fn agent(sock: *mut c_void) -> *mut c_void {
     let sock = sock as usize as c_int;
     // PR_SET_NAME: the server leaves this thread out of cgroup.threads.
     raw(nr::PRCTL, [15, b"memcg-agent\0".as_ptr() as usize, 0, 0, 0, 0]);
     let pagemap = sys::open_raw(sys::AT_FDCWD, b"/proc/self/pagemap\0", sys::O_CLOEXEC, 0);
-    let mut buf = [0u8; 8];
+    let mut requests = [0u8; 8 * BATCH];
+    let mut answers = [0u8; ANSWER_BYTES * BATCH];
     loop {
         sys::set_errno(0);
-        if !read_exact(sock, &mut buf) {
+        let Some(n) = read_requests(sock, &mut requests) else {
             if sys::errno() == EBADF {
                 // The program closed every descriptor (`closefrom`, before
                 // an exec): no more drops; the server sees its end.
@@ -401,34 +408,81 @@ extern "C" fn agent(sock: *mut c_void) -> *mut c_void {
             let pid = unsafe { sys::getpid() };
             raw(nr::KILL, [pid as usize, SIGKILL as usize, 0, 0, 0, 0]);
             return core::ptr::null_mut();
+        };
+        let mut len = 0;
+        for request in requests[..n].chunks_exact(8) {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(request);
+            let addr = u64::from_ne_bytes(word) as usize;
+            let what = drop_page(pagemap, addr);
+            answer(&mut answers[len..len + ANSWER_BYTES], what, addr);
+            len += ANSWER_BYTES;
         }
-        let addr = u64::from_ne_bytes(buf) as usize;
-        if !still_protected(pagemap, addr) {
-            tell(sock, b's', addr, addr + PAGE);
+        write_all(sock, &answers[..len]);
+    }
+}
+
+/// Drops the page at `addr` if it is still write-protected: `d` if it
+/// was dropped, `s` if it was left.
+fn drop_page(pagemap: c_int, addr: usize) -> u8 {
+    if !still_protected(pagemap, addr) {
+        return b's';
+    }
+    if raw(nr::MADVISE, [addr, PAGE, MADV_DONTNEED as usize, 0, 0, 0]) == 0 {
+        return b'd';
+    }
+    // Locked (`mlock`): the page stays; its writers must not wait for a
+    // drop that will not come.
+    let mut wp = [addr as u64, PAGE as u64, 0];
+    let uffd = UFFD.load(Ordering::Relaxed) as usize;
+    raw(nr::IOCTL, [uffd, UFFDIO_WRITEPROTECT as usize, wp.as_mut_ptr() as usize, 0, 0, 0]);
+    b's'
+}
+
+/// Reads at least one whole request from `fd` into `buf`, and whatever
+/// more is waiting: the bytes read, a multiple of 8; `None` at the end
+/// or on an error.
+fn read_requests(fd: c_int, buf: &mut [u8]) -> Option<usize> {
+    let mut done = 0;
+    loop {
+        // SAFETY: reads into the rest of `buf`.
+        let n = unsafe { sys::read(fd, buf[done..].as_mut_ptr().cast(), buf.len() - done) };
+        if n < 0 && sys::errno() == sys::EINTR {
             continue;
         }
-        if raw(nr::MADVISE, [addr, PAGE, MADV_DONTNEED as usize, 0, 0, 0]) == 0 {
-            tell(sock, b'd', addr, addr + PAGE);
-        } else {
-            tell(sock, b's', addr, addr + PAGE);
-            // Locked (`mlock`): the page stays; its writers must not wait
-            // for a drop that will not come.
-            let mut wp = [addr as u64, PAGE as u64, 0];
-            let uffd = UFFD.load(Ordering::Relaxed) as usize;
-            raw(nr::IOCTL, [uffd, UFFDIO_WRITEPROTECT as usize, wp.as_mut_ptr() as usize, 0, 0, 0]);
+        if n <= 0 {
+            return None;
+        }
+        done += n as usize;
+        if done % 8 == 0 {
+            return Some(done);
         }
     }
 }
 
-/// Tells the server on `sock` (one 17-byte write, never split among
-/// writers): `d` the page at `start` was dropped, `s` it was left.
-fn tell(sock: c_int, what: u8, start: usize, end: usize) {
-    let mut msg = [0u8; 17];
-    msg[0] = what;
-    msg[1..9].copy_from_slice(&(start as u64).to_ne_bytes());
-    msg[9..].copy_from_slice(&(end as u64).to_ne_bytes());
-    // SAFETY: writes `msg`.
-    unsafe { sys::write(sock, msg.as_ptr().cast(), msg.len()) };
+/// One answer into `out`: `what` (`d` the page at `start` was dropped,
+/// `s` it was left), the page's start and end.
+fn answer(out: &mut [u8], what: u8, start: usize) {
+    out[0] = what;
+    out[1..9].copy_from_slice(&(start as u64).to_ne_bytes());
+    out[9..ANSWER_BYTES].copy_from_slice(&((start + PAGE) as u64).to_ne_bytes());
+}
+
+/// Writes all of `bytes` to `fd` (the agent is the only writer of its
+/// socket); gives up on an error (the server is gone: the next read says
+/// so).
+fn write_all(fd: c_int, mut bytes: &[u8]) {
+    while !bytes.is_empty() {
+        // SAFETY: writes from `bytes`.
+        let n = unsafe { sys::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+        if n < 0 && sys::errno() == sys::EINTR {
+            continue;
+        }
+        if n <= 0 {
+            return;
+        }
+        bytes = &bytes[n as usize..];
+    }
 }
 
 /// Asks the server `what` (`R` forget, `P` page out) of `[start, start +
