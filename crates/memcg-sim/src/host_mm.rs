@@ -18,7 +18,7 @@
 //!   process (a write now waits in the handler), copied out of it into a
 //!   frame, and swapped out as any anonymous folio (swap cache,
 //!   `swap_cgroup` record, zswap); the folio goes, uncharging it; the
-//!   process is asked to drop its copy ([`HostPages::drop_page`]), and its
+//!   process is asked to drop its copy ([`HostPages::drop_pages`]), and its
 //!   word that it did ([`HostMm::dropped`]) completes the eviction and
 //!   wakes any writer.
 //! - Next touch (`do_swap_page`): swapped in with the kernel's charge rule
@@ -67,14 +67,17 @@ const PAGE: u64 = PAGE_BYTES as u64;
 /// implemented over `userfaultfd`, `process_vm_readv` and the shim's agent
 /// by the server.
 pub trait HostPages: Send + Sync {
-    /// Write-protects (`on`) or unprotects the page at `addr`
-    /// (`UFFDIO_WRITEPROTECT`; unprotecting wakes its waiting writers).
-    fn write_protect(&self, addr: u64, on: bool) -> io::Result<()>;
-    /// Copies the page at `addr` out of the process into `buf`.
+    /// Write-protects (`on`) or unprotects the pages of `[start, start +
+    /// len)` (`UFFDIO_WRITEPROTECT`; unprotecting wakes their waiting
+    /// writers).
+    fn write_protect(&self, start: u64, len: u64, on: bool) -> io::Result<()>;
+    /// Copies `buf.len()` bytes of the process from `addr` on into `buf`
+    /// (whole pages).
     fn read(&self, addr: u64, buf: &mut [u8]) -> io::Result<()>;
-    /// Asks the process to drop the (write-protected) page at `addr`; its
-    /// word that it did comes back as [`HostMm::dropped`].
-    fn drop_page(&self, addr: u64);
+    /// Asks the process to drop the (write-protected) pages at `addrs`;
+    /// its word that it did comes back as [`HostMm::dropped`], page by
+    /// page.
+    fn drop_pages(&self, addrs: &[u64]);
     /// Whether the process has a page at `addr` (present, or on the
     /// host's own swap): false once it was dropped or unmapped.
     fn mapped(&self, addr: u64) -> bool;
@@ -597,7 +600,7 @@ impl HostMm {
     }
 
     /// The process's agent dropped the page at `addr` as reclaim asked
-    /// ([`HostPages::drop_page`]): it is only on swap now, and its waiting
+    /// ([`HostPages::drop_pages`]): it is only on swap now, and its waiting
     /// writers fault again.
     pub fn dropped(&self, addr: u64, io: &mut dyn FaultIo) {
         let mut pages = lock(&self.pages);
@@ -746,46 +749,102 @@ const EEXIST: i32 = 17;
 const MAX_PROTECT_TRIES: u32 = 10_000;
 const EAGAIN: i32 = 11;
 
+/// Pages of a reclaim batch copied out of the process together (a run of
+/// adjacent pages: one write protection, one read).
+const MAX_RUN_PAGES: usize = 64;
+
+/// A page reclaim took: the caller's index for its outcome, its address,
+/// its folio.
+struct Evictee {
+    index: usize,
+    addr: u64,
+    folio: Arc<Folio>,
+}
+
 impl Rmap for HostMm {
-    /// Reclaim of a host page: write-protect it in the process, copy it
-    /// out, swap the copy out, and have the process drop its page (module
-    /// docs). Only try-locks the table; the copy-out runs without it.
+    /// Reclaim of a host page: [`Rmap::reclaim_batch`] of one.
     fn reclaim(
         &self,
         folio: Arc<Folio>,
         target: &MemCgroup,
         references: &mut dyn FnMut(&Folio) -> FolioRef,
     ) -> RmapOutcome {
+        let mut outcomes = self.reclaim_batch(vec![folio], target, references);
+        debug_assert_eq!(outcomes.len(), 1);
+        outcomes.pop().unwrap_or(RmapOutcome::Gone)
+    }
+
+    /// Reclaim of host pages: each is write-protected in the process,
+    /// copied out, swapped out, and the process asked to drop it (module
+    /// docs); adjacent pages are protected and copied together, and the
+    /// drops asked in one message. Only try-locks the table; the copy-out
+    /// runs without it.
+    fn reclaim_batch(
+        &self,
+        folios: Vec<Arc<Folio>>,
+        target: &MemCgroup,
+        references: &mut dyn FnMut(&Folio) -> FolioRef,
+    ) -> Vec<RmapOutcome> {
         let Some(sim) = self.sim.upgrade() else {
-            return RmapOutcome::Gone;
+            return folios.iter().map(|_| RmapOutcome::Gone).collect();
         };
-        let mut pages = match self.pages.try_lock() {
-            Ok(p) => p,
-            Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => return RmapOutcome::Busy(folio),
-        };
-        let Some(&addr) = pages.by_folio.get(&key(&folio)) else {
-            return RmapOutcome::Gone;
-        };
-        match references(&folio) {
-            FolioRef::Reclaim => {}
-            referenced => return RmapOutcome::Referenced(folio, referenced),
-        }
-        // Relaxed: set around a fork by the handler, a hint here.
-        if self.is_dead() || self.pinned.load(Ordering::Relaxed) || pages.drops.contains_key(&addr)
+        let mut outcomes: Vec<Option<RmapOutcome>> = folios.iter().map(|_| None).collect();
+        let mut chosen = Vec::new();
         {
-            return RmapOutcome::Busy(folio);
+            let mut pages = match self.pages.try_lock() {
+                Ok(p) => p,
+                Err(TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(TryLockError::WouldBlock) => {
+                    return folios.into_iter().map(RmapOutcome::Busy).collect();
+                }
+            };
+            for (index, folio) in folios.into_iter().enumerate() {
+                match self.choose(&mut pages, folio, references) {
+                    Ok((addr, folio)) => chosen.push(Evictee { index, addr, folio }),
+                    Err(outcome) => outcomes[index] = Some(outcome),
+                }
+            }
         }
-        pages.by_folio.remove(&key(&folio));
-        pages.map.insert(addr, Page::Evicting { removed: false });
-        drop(pages);
-        let outcome = self.evict(&sim, addr, folio, target);
-        sim.after_unlock();
-        outcome
+        if !chosen.is_empty() {
+            for (index, outcome) in self.evict(&sim, chosen, target) {
+                outcomes[index] = Some(outcome);
+            }
+            sim.after_unlock();
+        }
+        outcomes
+            .into_iter()
+            .map(|o| o.unwrap_or(RmapOutcome::Gone))
+            .collect()
     }
 }
 
 impl HostMm {
+    /// Whether reclaim takes `folio` now (the table locked): its page is
+    /// marked evicting and its address returned; or what becomes of a
+    /// folio left.
+    fn choose(
+        &self,
+        pages: &mut Pages,
+        folio: Arc<Folio>,
+        references: &mut dyn FnMut(&Folio) -> FolioRef,
+    ) -> Result<(u64, Arc<Folio>), RmapOutcome> {
+        let Some(&addr) = pages.by_folio.get(&key(&folio)) else {
+            return Err(RmapOutcome::Gone);
+        };
+        match references(&folio) {
+            FolioRef::Reclaim => {}
+            referenced => return Err(RmapOutcome::Referenced(folio, referenced)),
+        }
+        // Relaxed: set around a fork by the handler, a hint here.
+        if self.is_dead() || self.pinned.load(Ordering::Relaxed) || pages.drops.contains_key(&addr)
+        {
+            return Err(RmapOutcome::Busy(folio));
+        }
+        pages.by_folio.remove(&key(&folio));
+        pages.map.insert(addr, Page::Evicting { removed: false });
+        Ok((addr, folio))
+    }
+
     /// `MADV_PAGEOUT` of `[start, end)`: each resident page there is
     /// swapped out now, referenced or not (`reclaim_pages`); returns the
     /// pages that went. A page that cannot go stays, back on its LRU.
@@ -794,27 +853,31 @@ impl HostMm {
             return 0;
         };
         let root = Arc::clone(sim.machine.fs().tree().root());
-        let mut nr = 0;
-        let addrs: Vec<u64> = lock(&self.pages)
-            .map
-            .range(start..end)
-            .map(|(&a, _)| a)
-            .collect();
-        for addr in addrs {
-            let folio = {
-                let mut pages = lock(&self.pages);
-                let Some(Page::Resident(folio)) = pages.map.get(&addr) else {
-                    continue;
-                };
+        let chosen: Vec<Evictee> = {
+            let mut pages = lock(&self.pages);
+            let resident: Vec<(u64, Arc<Folio>)> = pages
+                .map
+                .range(start..end)
+                .filter_map(|(&addr, page)| match page {
+                    Page::Resident(folio) => Some((addr, Arc::clone(folio))),
+                    _ => None,
+                })
+                .collect();
+            let mut chosen = Vec::new();
+            for (addr, folio) in resident {
                 if pages.drops.contains_key(&addr) {
                     continue;
                 }
-                let folio = Arc::clone(folio);
                 pages.by_folio.remove(&key(&folio));
                 pages.map.insert(addr, Page::Evicting { removed: false });
-                folio
-            };
-            match self.evict(&sim, addr, folio, &root) {
+                let index = chosen.len();
+                chosen.push(Evictee { index, addr, folio });
+            }
+            chosen
+        };
+        let mut nr = 0;
+        for (_, outcome) in self.evict(&sim, chosen, &root) {
+            match outcome {
                 RmapOutcome::Reclaimed { nr_pages } => nr += nr_pages,
                 RmapOutcome::Busy(f) | RmapOutcome::NoSwap(f) => {
                     lruvec::folio_putback_lru(&f, self.rmap(), false);
@@ -825,20 +888,80 @@ impl HostMm {
         nr
     }
 
-    /// [`Rmap::reclaim`] of the page at `addr`, marked evicting: copies
-    /// it out and swaps it out.
-    fn evict(&self, sim: &Inner, addr: u64, folio: Arc<Folio>, target: &MemCgroup) -> RmapOutcome {
-        let copied = self.protect(addr).and_then(|()| {
-            let mut bytes = folio.backed_bytes();
-            self.host.read(addr, &mut bytes)
-        });
-        if copied.is_err() {
-            return self
-                .keep(addr, folio)
-                .map_or(RmapOutcome::Gone, RmapOutcome::Busy);
+    /// Evicts the pages `chosen` (each marked evicting): copies them out
+    /// run by run of adjacent pages, swaps each out, then asks the process
+    /// to drop them all at once. Each page's outcome, by its index.
+    fn evict(
+        &self,
+        sim: &Inner,
+        mut chosen: Vec<Evictee>,
+        target: &MemCgroup,
+    ) -> Vec<(usize, RmapOutcome)> {
+        chosen.sort_by_key(|e| e.addr);
+        let mut outcomes = Vec::with_capacity(chosen.len());
+        let mut drops = Vec::new();
+        let mut rest = chosen.into_iter().peekable();
+        while let Some(first) = rest.next() {
+            let mut run = vec![first];
+            while run.len() < MAX_RUN_PAGES
+                && let Some(next) = rest.peek()
+                && next.addr == run[run.len() - 1].addr + PAGE
+            {
+                run.extend(rest.next());
+            }
+            let together = self.copy_out_run(&run).is_ok();
+            for Evictee { index, addr, folio } in run {
+                let outcome = if together || self.copy_out(addr, &folio).is_ok() {
+                    self.swap_out_copied(sim, addr, folio, target, &mut drops)
+                } else {
+                    self.keep(addr, folio)
+                        .map_or(RmapOutcome::Gone, RmapOutcome::Busy)
+                };
+                outcomes.push((index, outcome));
+            }
         }
+        if !drops.is_empty() {
+            self.host.drop_pages(&drops);
+        }
+        outcomes
+    }
+
+    /// Write-protects the adjacent pages of `run` and copies them out into
+    /// their folios, in one protection and one read.
+    fn copy_out_run(&self, run: &[Evictee]) -> io::Result<()> {
+        let start = run[0].addr;
+        let len = run.len() as u64 * PAGE;
+        self.protect(start, len)?;
+        let mut bytes = vec![0u8; run.len() * PAGE_BYTES];
+        self.host.read(start, &mut bytes)?;
+        for (e, page) in run.iter().zip(bytes.chunks_exact(PAGE_BYTES)) {
+            e.folio.backed_bytes().copy_from_slice(page);
+        }
+        Ok(())
+    }
+
+    /// Write-protects the page at `addr` and copies it out into `folio`.
+    fn copy_out(&self, addr: u64, folio: &Folio) -> io::Result<()> {
+        self.protect(addr, PAGE)?;
+        let mut bytes = folio.backed_bytes();
+        self.host.read(addr, &mut bytes)
+    }
+
+    /// Swaps out the page at `addr`, evicting and copied out into
+    /// `folio`; its drop is added to `drops` unless it went meanwhile.
+    fn swap_out_copied(
+        &self,
+        sim: &Inner,
+        addr: u64,
+        folio: Arc<Folio>,
+        target: &MemCgroup,
+        drops: &mut Vec<u64>,
+    ) -> RmapOutcome {
         let mut pieces = sim.machine.reclaim_pageout(folio, target);
-        let piece = pieces.pop().expect("a single page is one piece");
+        debug_assert_eq!(pieces.len(), 1, "a single page is one piece");
+        let Some(piece) = pieces.pop() else {
+            return RmapOutcome::Gone;
+        };
         let mut pages = lock(&self.pages);
         let removed = !matches!(
             pages.map.get(&addr),
@@ -854,8 +977,7 @@ impl HostMm {
             Ok(entry) => {
                 pages.map.insert(addr, Page::Dropping(entry));
                 *pages.drops.entry(addr).or_default() += 1;
-                drop(pages);
-                self.host.drop_page(addr);
+                drops.push(addr);
                 RmapOutcome::Reclaimed { nr_pages: 1 }
             }
             Err((folio, _)) => {
@@ -867,12 +989,12 @@ impl HostMm {
         }
     }
 
-    /// Write-protects the page at `addr`, waiting out `EAGAIN` (an event
-    /// not yet read: the handler's reader takes it at once).
-    fn protect(&self, addr: u64) -> io::Result<()> {
+    /// Write-protects `[start, start + len)`, waiting out `EAGAIN` (an
+    /// event not yet read: the handler's reader takes it at once).
+    fn protect(&self, start: u64, len: u64) -> io::Result<()> {
         let mut tries = 0;
         loop {
-            match self.host.write_protect(addr, true) {
+            match self.host.write_protect(start, len, true) {
                 Err(e) if e.raw_os_error() == Some(EAGAIN) && tries < MAX_PROTECT_TRIES => {
                     tries += 1;
                     std::thread::yield_now();
@@ -897,7 +1019,7 @@ impl HostMm {
         }
         // A failure leaves writers waiting on a page the process keeps:
         // nothing more can be done for them from here.
-        let _ = self.host.write_protect(addr, false);
+        let _ = self.host.write_protect(addr, PAGE, false);
         pages.insert_resident(addr, Arc::clone(&folio));
         Some(folio)
     }

@@ -28,6 +28,8 @@ struct Process {
     drops: VecDeque<u64>,
     /// Pages mapped by folio fills.
     filled: u64,
+    /// Reads of more than one page (reclaim copying a run out at once).
+    run_reads: u64,
 }
 
 #[derive(Clone, Default)]
@@ -40,25 +42,30 @@ impl Fake {
 }
 
 impl HostPages for Fake {
-    fn write_protect(&self, addr: u64, on: bool) -> io::Result<()> {
-        if let Some(page) = self.lock().pages.get_mut(&addr) {
-            page.1 = on;
+    fn write_protect(&self, start: u64, len: u64, on: bool) -> io::Result<()> {
+        let mut p = self.lock();
+        for addr in (start..start + len).step_by(PAGE as usize) {
+            if let Some(page) = p.pages.get_mut(&addr) {
+                page.1 = on;
+            }
         }
         Ok(())
     }
 
     fn read(&self, addr: u64, buf: &mut [u8]) -> io::Result<()> {
-        match self.lock().pages.get(&addr) {
-            Some((bytes, _)) => {
-                buf.copy_from_slice(bytes);
-                Ok(())
+        let mut p = self.lock();
+        p.run_reads += u64::from(buf.len() > PAGE as usize);
+        for (i, out) in buf.chunks_exact_mut(PAGE as usize).enumerate() {
+            match p.pages.get(&(addr + i as u64 * PAGE)) {
+                Some((bytes, _)) => out.copy_from_slice(bytes),
+                None => return Err(io::Error::from_raw_os_error(libc_efault())),
             }
-            None => Err(io::Error::from_raw_os_error(libc_efault())),
         }
+        Ok(())
     }
 
-    fn drop_page(&self, addr: u64) {
-        self.lock().drops.push_back(addr);
+    fn drop_pages(&self, addrs: &[u64]) {
+        self.lock().drops.extend(addrs);
     }
 
     fn mapped(&self, addr: u64) -> bool {
@@ -105,7 +112,7 @@ impl FaultIo for Fake {
     }
 
     fn unprotect(&mut self, addr: u64) -> io::Result<()> {
-        self.write_protect(addr, false)
+        self.write_protect(addr, PAGE, false)
     }
 
     fn wake(&mut self, _addr: u64) {}
@@ -263,7 +270,14 @@ fn model_run(mthp_kb: u32) {
         let t = w.sim.fs().cgroup("/t").unwrap().memcg().unwrap();
         assert!(t.memory().usage() <= 256, "seed {seed}: within memory.max");
         assert!(t.swap().usage() > 0, "seed {seed}: something was swapped");
-        let filled = w.fake.lock().filled;
+        let (filled, run_reads) = {
+            let p = w.fake.lock();
+            (p.filled, p.run_reads)
+        };
+        assert!(
+            run_reads > 0,
+            "seed {seed}: adjacent pages copied out together"
+        );
         assert_eq!(
             filled > 0,
             mthp_kb > 4,

@@ -255,6 +255,22 @@ pub trait Rmap: Send + Sync {
         target: &MemCgroup,
         references: &mut dyn FnMut(&Folio) -> FolioRef,
     ) -> RmapOutcome;
+
+    /// [`Rmap::reclaim`] of several folios of this owner at once, one
+    /// outcome per folio in order: reclaim hands an owner each run of its
+    /// folios in an isolated batch (`shrink_folio_list`, whose unmaps
+    /// share one TLB flush: `try_to_unmap_flush`). By default one by one.
+    fn reclaim_batch(
+        &self,
+        folios: Vec<Arc<Folio>>,
+        target: &MemCgroup,
+        references: &mut dyn FnMut(&Folio) -> FolioRef,
+    ) -> Vec<RmapOutcome> {
+        folios
+            .into_iter()
+            .map(|folio| self.reclaim(folio, target, references))
+            .collect()
+    }
 }
 
 /// What became of a folio reclaim handed to its [`Rmap`].

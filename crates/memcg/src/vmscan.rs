@@ -584,8 +584,7 @@ impl Reclaim<'_> {
         let nr_taken: u64 = isolated.iter().map(|(f, _)| u64::from(f.nr())).sum();
         let (mut nr_reclaimed, mut nr_unqueued_dirty) = (0, 0);
         let (mut keep, mut activate) = (Vec::new(), Vec::new());
-        for (folio, rmap) in isolated {
-            let (verdict, unqueued_dirty) = shrink_folio(folio, rmap, self.shadow_target());
+        for (verdict, unqueued_dirty) in shrink_folio_list(isolated, self.shadow_target()) {
             nr_unqueued_dirty += unqueued_dirty;
             match verdict {
                 Verdict::Reclaimed(nr) => nr_reclaimed += nr,
@@ -680,22 +679,46 @@ enum Verdict {
     Gone,
 }
 
-/// One isolated folio through `shrink_folio_list`: by its references it
-/// is activated, kept, or reclaimed through its owner; page cache found
-/// dirty or under writeback is marked for immediate reclaim and activated
-/// (reclaim never writes file pages: the flusher does, and the end of its
-/// writeback rotates the folio back). Also returns the pages found dirty
-/// and not queued for writeback (`nr_unqueued_dirty`).
-fn shrink_folio(folio: Arc<Folio>, rmap: Weak<dyn Rmap>, target: &MemCgroup) -> (Verdict, u64) {
-    let Some(owner) = rmap.upgrade() else {
-        // Its owner is gone: the folio is being freed with it.
-        return (Verdict::Gone, 0);
-    };
+/// `shrink_folio_list`: the isolated folios, each run of one owner's
+/// handed to it at once ([`Rmap::reclaim_batch`]); one verdict per folio,
+/// in order ([`verdict`]).
+fn shrink_folio_list(
+    isolated: Vec<(Arc<Folio>, Weak<dyn Rmap>)>,
+    target: &MemCgroup,
+) -> Vec<(Verdict, u64)> {
+    let mut verdicts = Vec::with_capacity(isolated.len());
+    let mut rest = isolated.into_iter().peekable();
+    while let Some((folio, rmap)) = rest.next() {
+        let mut run = vec![folio];
+        while let Some((_, next)) = rest.peek()
+            && next.ptr_eq(&rmap)
+        {
+            run.extend(rest.next().map(|(f, _)| f));
+        }
+        let Some(owner) = rmap.upgrade() else {
+            // Its owner is gone: the folios are being freed with it.
+            verdicts.extend(run.iter().map(|_| (Verdict::Gone, 0)));
+            continue;
+        };
+        let outcomes = owner.reclaim_batch(run, target, &mut folio_check_references);
+        verdicts.extend(outcomes.into_iter().map(|o| verdict(o, &rmap)));
+    }
+    verdicts
+}
+
+/// What reclaim makes of one isolated folio by its owner's outcome: by
+/// its references it is activated, kept, or was reclaimed; page cache
+/// found dirty or under writeback is marked for immediate reclaim and
+/// activated (reclaim never writes file pages: the flusher does, and the
+/// end of its writeback rotates the folio back). Also returns the pages
+/// found dirty and not queued for writeback (`nr_unqueued_dirty`).
+fn verdict(outcome: RmapOutcome, rmap: &Weak<dyn Rmap>) -> (Verdict, u64) {
+    let rmap = Weak::clone(rmap);
     let unqueued_dirty = |folio: &Folio| {
         let dirty = folio.is_file() && folio.is_dirty() && !folio.is_writeback();
         if dirty { u64::from(folio.nr()) } else { 0 }
     };
-    match owner.reclaim(folio, target, &mut folio_check_references) {
+    match outcome {
         RmapOutcome::Reclaimed { nr_pages } => (Verdict::Reclaimed(nr_pages), 0),
         RmapOutcome::Busy(folio) => (Verdict::Keep(folio, rmap), 0),
         RmapOutcome::Referenced(folio, FolioRef::Keep) => {

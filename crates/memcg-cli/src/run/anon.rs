@@ -702,9 +702,9 @@ impl UffdPages {
 const PM_PRESENT_OR_SWAPPED: u64 = 3 << 62;
 
 impl HostPages for UffdPages {
-    fn write_protect(&self, addr: u64, on: bool) -> io::Result<()> {
+    fn write_protect(&self, start: u64, len: u64, on: bool) -> io::Result<()> {
         // Protecting: don't wake (nobody waits); unprotecting wakes.
-        UffdIo(self.uffd.as_raw_fd()).ioctl(UFFDIO_WRITEPROTECT, &mut [addr, PAGE, u64::from(on)])
+        UffdIo(self.uffd.as_raw_fd()).ioctl(UFFDIO_WRITEPROTECT, &mut [start, len, u64::from(on)])
     }
 
     fn read(&self, addr: u64, buf: &mut [u8]) -> io::Result<()> {
@@ -733,11 +733,12 @@ impl HostPages for UffdPages {
             && u64::from_ne_bytes(entry) & PM_PRESENT_OR_SWAPPED != 0
     }
 
-    fn drop_page(&self, addr: u64) {
+    fn drop_pages(&self, addrs: &[u64]) {
+        let bytes: Vec<u8> = addrs.iter().flat_map(|a| a.to_ne_bytes()).collect();
         // The agent reads as fast as it drops; a full socket (a stopped
         // process) blocks this reclaimer until it continues.
         let conn = lock(&self.conn);
-        let _ = (&*conn).write_all(&addr.to_ne_bytes());
+        let _ = (&*conn).write_all(&bytes);
     }
 }
 
