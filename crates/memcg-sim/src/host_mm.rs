@@ -510,7 +510,8 @@ impl HostMm {
 
     /// A first write at `addr` as an mTHP fault (`alloc_anon_folio`): the
     /// largest folio size the THP settings allow
-    /// ([`memcg::huge_memory`]) whose naturally aligned range holds no page
+    /// ([`memcg::huge_memory`]; up to [`MAX_FILL_ORDER`]) whose naturally
+    /// aligned range holds no page
     /// the table knows and whose charge needs no reclaim is charged as one
     /// folio and filled with zeros in one copy; its pages are then kept
     /// one by one (the folio split at once). `None` when no size fits (or
@@ -525,7 +526,8 @@ impl HostMm {
     ) -> Option<FaultOutcome> {
         let tree = sim.machine.fs().tree();
         let memcg = self.task.memcg();
-        for order in sim.machine.thp().anon_fault_orders() {
+        let orders = sim.machine.thp().anon_fault_orders();
+        for order in orders.into_iter().filter(|&o| o <= MAX_FILL_ORDER) {
             let nr = 1u64 << order;
             let start = addr & !(nr * PAGE - 1);
             if pages.map.range(start..start + nr * PAGE).next().is_some() {
@@ -748,6 +750,13 @@ const EEXIST: i32 = 17;
 /// given up (the folio stays, busy).
 const MAX_PROTECT_TRIES: u32 = 10_000;
 const EAGAIN: i32 = 11;
+
+/// The largest folio a first write fills: 1M. A PMD-sized THP (order 9,
+/// which the kernel's defaults allow) is not filled: the kernel maps and
+/// counts it as one huge page (`anon_thp`, `thp_fault_alloc`), which a
+/// fill of small pages split at once would misrepresent; such faults take
+/// single pages, as before folio fills.
+const MAX_FILL_ORDER: u32 = memcg::huge_memory::MAX_ANON_ORDER - 1;
 
 /// Pages of a reclaim batch copied out of the process together (a run of
 /// adjacent pages: one write protection, one read).

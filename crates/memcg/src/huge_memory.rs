@@ -11,9 +11,10 @@
 //! single page.
 //!
 //! `madvise` orders would need `MADV_HUGEPAGE` regions, which the simulator
-//! does not track: they are never used. Defaults are the kernel's with
-//! Debian's configuration: machine-wide `madvise`; the PMD size (2M)
-//! `inherit`, every other size `never`.
+//! does not track: they are never used. Defaults are the kernel's (its
+//! Kconfig default `TRANSPARENT_HUGEPAGE_ALWAYS`, which Debian's kernels
+//! keep): machine-wide `always`; the PMD size (2M) `inherit`, every other
+//! size `never`.
 //!
 //! Locking: each setting is one atomic byte, read once per fault (Relaxed:
 //! a setting, no data hangs off it).
@@ -75,7 +76,7 @@ impl Default for ThpSettings {
             AtomicU8::new(setting as u8)
         });
         Self {
-            enabled: AtomicU8::new(ThpEnabled::Madvise as u8),
+            enabled: AtomicU8::new(ThpEnabled::Always as u8),
             orders,
         }
     }
@@ -168,15 +169,17 @@ mod tests {
     #[test]
     fn defaults_read_as_the_kernel_prints_them() {
         let s = ThpSettings::default();
-        assert_eq!(s.read_enabled(), "always [madvise] never\n");
+        assert_eq!(s.read_enabled(), "[always] madvise never\n");
         assert_eq!(s.read_order(4).unwrap(), "always inherit madvise [never]\n");
         assert_eq!(s.read_order(9).unwrap(), "always [inherit] madvise never\n");
-        assert!(s.anon_fault_orders().is_empty());
+        assert_eq!(s.anon_fault_orders(), vec![9]);
     }
 
     #[test]
     fn always_and_inherit_select_orders_largest_first() {
         let s = ThpSettings::default();
+        s.write_enabled("madvise").unwrap();
+        assert!(s.anon_fault_orders().is_empty());
         s.write_order(4, "always\n").unwrap();
         s.write_order(2, "always").unwrap();
         assert_eq!(s.anon_fault_orders(), vec![4, 2]);

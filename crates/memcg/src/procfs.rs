@@ -722,6 +722,6 @@ mod tests {
             fs.read(&kb64),
             Some(Ok("[always] inherit madvise never\n".to_owned()))
         );
-        assert_eq!(machine.thp().anon_fault_orders(), vec![4]);
+        assert_eq!(machine.thp().anon_fault_orders(), vec![9, 4]);
     }
 }
