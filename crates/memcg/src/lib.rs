@@ -146,6 +146,7 @@
 //! | 1     | `idr`            | lib/idr.c                              | lazy two-level id tables, lowest-free ids      |
 //! | 1     | `lazy_zeroed`    | (vmalloc'd zeroed arrays)              | flat zeroed arrays committed page by page      |
 //! | 1     | [`writeback`]    | include/linux/writeback.h              | the `vm.dirty_*` settings and the flusher registry the tree holds |
+//! | 1     | [`huge_memory`]  | mm/huge_memory.c (its sysfs knobs)     | transparent huge page settings: the folio sizes an anonymous fault may take |
 //! | 2     | [`page_alloc`]   | mm/page_alloc.c                        | the machine's page frames: buddy lists, per-thread caches |
 //! | 2     | [`page_counter`] | mm/page_counter.c (+ the old res_counter) | hierarchical counters, limits, protection   |
 //! | 2     | [`swap_cgroup`]  | mm/swap_cgroup.c                       | swap slot → owning cgroup id (five designs)    |
