@@ -11,6 +11,11 @@
 //!   of zlib under `memcg run`, anonymous memory charged and swapped,
 //!   once per design (`real_kbuild`; skipped, saying so, without root,
 //!   /dev/fuse or the cached source; one design under `--smoke`).
+//! - **The kernels' selftests under `memcg run`**: `test_core`,
+//!   `test_memcontrol` and `test_zswap` of each booted kernel run on the
+//!   simulator and compared test by test with the kernel's record
+//!   (`memcg testbed selftests --sim`; skipped, saying so, under `--smoke`,
+//!   without root and /dev/fuse, or without a prepared test bed).
 //! - **Sequential swap** (seed 000): swap-out of 64K zero folios and
 //!   swap-in of 4K zero folios on a RAM disk, through `memcg bench swap`.
 //! - **Readers** (seed 002): `do_test` with list_lru `legacy` and `split`
@@ -38,6 +43,7 @@ use crate::bench::swap::{Experiment, SwapArgs};
 use crate::projection::{self, Point};
 use crate::report::{self, Machine, Progress, ReportFiles, ReportHead, Stats};
 use crate::seeds;
+use crate::testbed::sim_selftests::{self, SimRow};
 use crate::workload::ReadersArgs;
 
 /// `memcg reproduce` flags.
@@ -157,11 +163,12 @@ struct ReproduceReport {
 }
 
 /// Every file `memcg reproduce` writes in its report directory.
-const OUTPUTS: [&str; 12] = [
+const OUTPUTS: [&str; 13] = [
     "kbuild.json",
     "kbuild.svg",
     "real_kbuild.json",
     "real_kbuild.txt",
+    "selftests_sim.json",
     "projection.svg",
     "swap.json",
     "swap.svg",
@@ -181,6 +188,7 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<()> {
     let kbuild = kbuild_tables(&scale, args.seed)?;
     let projection = projection(&scale, args.seed, &kbuild, &args.out)?;
     let real = real_build(&scale, &args.out)?;
+    let selftests = selftests_sim(&scale, args.testbed_cache.as_deref(), &args.out)?;
     swap_table(&scale, &args.out)?;
     readers_table(&scale, args.seed, &args.out)?;
     let shape = kernel::Shape::of(scale.name, args.testbed_readers, args.testbed_runs);
@@ -196,6 +204,7 @@ pub fn run(args: &ReproduceArgs) -> anyhow::Result<()> {
     report::write_json(&args.out.join("kbuild.json"), &report)?;
     report::write_svg(&args.out.join("kbuild.svg"), &kbuild_chart(&report))?;
     let mut md = markdown(&report, &real_kbuild::markdown(&real), &args.out)?;
+    md.push_str(&selftests_markdown(&selftests));
     md.push_str(&kernel::markdown(&column));
     std::fs::write(args.out.join("report.md"), &md)?;
     println!("{md}");
@@ -359,6 +368,64 @@ fn real_build(scale: &Scale, out: &Path) -> anyhow::Result<real_kbuild::RealKbui
         scale.kernel,
         out,
     )
+}
+
+/// The kernels' own selftests run on the simulator under `memcg run`
+/// against the booted kernels' record (`memcg testbed selftests --sim`),
+/// written to `selftests_sim.json`; why not, when it cannot run (under
+/// `--smoke`, without root and /dev/fuse, without a prepared test bed).
+fn selftests_sim(
+    scale: &Scale,
+    cache: Option<&Path>,
+    out: &Path,
+) -> anyhow::Result<Result<Vec<SimRow>, String>> {
+    let rows = if scale.name == "smoke" {
+        Err("skipped under --smoke (CI runs `memcg testbed selftests --sim` itself)".to_owned())
+    } else if !crate::bench::fuse::usable() {
+        Err("skipped: needs root and /dev/fuse".to_owned())
+    } else {
+        sim_selftests::comparison(cache)?
+    };
+    report::write_json(&out.join("selftests_sim.json"), &rows)?;
+    Ok(rows)
+}
+
+/// The selftests section of `report.md`: one row per kernel and test.
+fn selftests_markdown(rows: &Result<Vec<SimRow>, String>) -> String {
+    let mut md = String::from(
+        "\n## The kernels' selftests under `memcg run`\n\n\
+         `test_core`, `test_memcontrol` and `test_zswap` from Debian's linux-source of each \
+         kernel, built by `memcg testbed prepare`, unmodified, run under `memcg run --kernel K \
+         --mem 2G --cpus 2 --swap 2G --fs DIR=ram:400M` with their cwd on DIR, against the \
+         results of the same binaries on the booted kernel \
+         (`tests/differential/selftests.expected`); a difference must have its reason in \
+         `tests/differential/selftests.sim-known`.\n\n",
+    );
+    let rows = match rows {
+        Err(why) => return md + &format!("Selftests {why}.\n"),
+        Ok(rows) => rows,
+    };
+    let agree = rows
+        .iter()
+        .filter(|r| r.verdict.starts_with("agree"))
+        .count();
+    let known = rows
+        .iter()
+        .filter(|r| r.verdict.starts_with("known"))
+        .count();
+    md.push_str(&format!(
+        "{agree} of {} agree, {known} differ with a known reason, {} unexplained.\n\n\
+         | kernel | program | test | booted | simulator | verdict |\n|---|---|---|---|---|---|\n",
+        rows.len(),
+        rows.len() - agree - known
+    ));
+    for r in rows {
+        md.push_str(&format!(
+            "| {} | {} | `{}` | {} | {} | {} |\n",
+            r.kernel, r.program, r.test, r.booted, r.simulator, r.verdict
+        ));
+    }
+    md
 }
 
 /// `report.md`: every table beside the seeds' figures, the real build

@@ -32,7 +32,7 @@ mod prepare;
 mod qemu;
 mod report;
 mod selftests;
-mod sim_selftests;
+pub(crate) mod sim_selftests;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

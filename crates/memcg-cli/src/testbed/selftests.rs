@@ -148,7 +148,7 @@ pub(super) fn parse_tap(text: &str) -> Results {
     results
 }
 
-fn read_expected(path: &Path) -> anyhow::Result<Expected> {
+pub(super) fn read_expected(path: &Path) -> anyhow::Result<Expected> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let mut expected = BTreeMap::new();
     for line in text

@@ -99,6 +99,74 @@ pub(super) fn main(
     Ok(0)
 }
 
+/// One test of the comparison as `memcg reproduce` reports it.
+#[derive(Debug, serde::Serialize)]
+pub(crate) struct SimRow {
+    pub kernel: String,
+    pub program: String,
+    pub test: String,
+    /// The booted kernel's result (the record).
+    pub booted: String,
+    /// The simulator's (`-`: never reported).
+    pub simulator: String,
+    /// `agree`, `known: why`, or `DIFFERS: why`.
+    pub verdict: String,
+}
+
+/// Every simulator selftest of every kernel, run and compared with the
+/// record and the known differences in the repository's
+/// `tests/differential/` (what `memcg testbed selftests --sim` prints),
+/// for `memcg reproduce`. `Err` with the reason when it cannot run (the
+/// test bed at `cache` not prepared, the record not found).
+pub(crate) fn comparison(cache: Option<&Path>) -> anyhow::Result<Result<Vec<SimRow>, String>> {
+    let testbed = Testbed::open(cache);
+    let expected_path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/differential/selftests.expected");
+    if !expected_path.exists() {
+        return Ok(Err(format!("no record at {}", expected_path.display())));
+    }
+    let expected = super::selftests::read_expected(&expected_path)?;
+    let known = read_known(&known_path(&expected_path))?;
+    let exe = std::env::current_exe()?;
+    let mut rows = Vec::new();
+    for kernel in Kernel::ALL {
+        let dir = testbed.kernel_dir(kernel);
+        if !prepare::is_current(&dir) {
+            return Ok(Err(TestbedError::NotPrepared(
+                kernel,
+                testbed.cache.clone(),
+            )
+            .to_string()));
+        }
+        for program in SIM_PROGRAMS {
+            let results = run_sim(&exe, kernel, &dir.join("selftests").join(program))?;
+            for (test, booted, simulator, verdict) in
+                compare(kernel, program, &results, &expected, &known)
+            {
+                rows.push(SimRow {
+                    kernel: kernel.label().to_owned(),
+                    program: program.to_owned(),
+                    test,
+                    booted,
+                    simulator,
+                    verdict: note(&verdict),
+                });
+            }
+        }
+    }
+    Ok(Ok(rows))
+}
+
+/// A verdict as the tables print it.
+fn note(verdict: &Verdict) -> String {
+    match verdict {
+        Verdict::Agree => "agree".to_string(),
+        Verdict::Flaky => "agree (flaky on the kernel: not compared)".to_string(),
+        Verdict::Known(why) => format!("known: {why}"),
+        Verdict::Differs(why) => format!("DIFFERS: {why}"),
+    }
+}
+
 /// What the guest script does before `program` (selftests.rs's SCRIPT):
 /// zswap on for test_zswap, as its skip message asks.
 fn before(program: &str) -> &'static str {
@@ -274,13 +342,7 @@ fn print_table(kernel: Kernel, program: &str, rows: &[Row]) -> usize {
         rows.len()
     );
     for (test, want, got, verdict) in rows {
-        let note = match verdict {
-            Verdict::Agree => "agree".to_string(),
-            Verdict::Flaky => "agree (flaky on the kernel: not compared)".to_string(),
-            Verdict::Known(why) => format!("known: {why}"),
-            Verdict::Differs(why) => format!("DIFFERS: {why}"),
-        };
-        println!("  {test:54} {want:7} {got:7} {note}");
+        println!("  {test:54} {want:7} {got:7} {}", note(verdict));
     }
     differs
 }
