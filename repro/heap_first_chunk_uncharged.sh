@@ -1,4 +1,8 @@
 #!/bin/bash
+# Fixed 2026-12-07: the constructor registers the regions mapped before
+# it and the server charges the pages touched there (HostMm::adopt); now
+# anon follows RssAnon (the stack and the loader's own pages aside).
+#
 # Reproducer (issue 25, corpus helper): the shim's first heap chunk (4M,
 # heap.rs CHUNK) is never charged. It is mapped by the first malloc,
 # which ld.so makes before the shim's constructor has a userfaultfd

@@ -116,6 +116,21 @@ fn a_process_past_memory_max_swaps_out_and_in_and_keeps_every_byte() {
 }
 
 #[test]
+fn the_heaps_first_chunk_is_charged_like_the_rest() {
+    if !usable("the_heaps_first_chunk_is_charged_like_the_rest") {
+        return;
+    }
+    // 8M of 64K blocks, the first ~4M of them from the chunk the loader's
+    // first malloc mapped before the process had its userfaultfd: every
+    // page written is charged (the kernel charges each at first touch).
+    let script = preamble("max") + "$H blocks 8 /sys/fs/cgroup/t/memory.stat\necho status $?\n";
+    let out = stdout_of(&run(&["--mem", "256M"], &script));
+    assert_eq!(value(&out, "status"), 0, "{out}");
+    let anon = value(&out, "anon");
+    assert!((8 << 20..=10 << 20).contains(&anon), "{out}");
+}
+
+#[test]
 fn folio_fills_map_16_pages_a_fault_and_keep_every_byte_through_swap() {
     if !usable("folio_fills_map_16_pages_a_fault_and_keep_every_byte_through_swap") {
         return;

@@ -8,6 +8,10 @@
  *                               page, rewrites half and checks again;
  *                               the parent checks its own after; "ok"
  *   anon_helper hold MB         fills, prints "ready", sleeps
+ *   anon_helper blocks MB STAT  writes MB of 64K malloc blocks (the heap's
+ *                               small blocks, from its first chunk on)
+ *                               and prints "anon" of the memory.stat
+ *                               file STAT (bytes) while it holds them
  *   anon_helper stress SEED THREADS FORKS MB
  *                               threads and forked children each
  *                               allocate, write, free and check in a
@@ -202,6 +206,24 @@ static int stress(uint64_t seed, int threads, int forks, size_t mb)
 	return 0;
 }
 
+static int blocks(size_t mb, const char *stat)
+{
+	size_t n = mb * 16;
+	for (size_t i = 0; i < n; i++) {
+		char *b = malloc(64 << 10);
+		if (!b)
+			return 1;
+		memset(b, 1 + i % 255, 64 << 10);
+	}
+	FILE *f = fopen(stat, "r");
+	char key[64];
+	unsigned long long v;
+	while (f && fscanf(f, "%63s %llu", key, &v) == 2)
+		if (!strcmp(key, "anon"))
+			printf("anon %llu\n", v);
+	return f ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 3 && !strcmp(argv[1], "touch"))
@@ -210,8 +232,10 @@ int main(int argc, char **argv)
 		return forked(atol(argv[2]));
 	if (argc >= 3 && !strcmp(argv[1], "hold"))
 		return hold(atol(argv[2]));
+	if (argc >= 4 && !strcmp(argv[1], "blocks"))
+		return blocks(atol(argv[2]), argv[3]);
 	if (argc >= 6 && !strcmp(argv[1], "stress"))
 		return stress(strtoull(argv[2], NULL, 10), atoi(argv[3]), atoi(argv[4]), atol(argv[5]));
-	fprintf(stderr, "usage: anon_helper touch|fork|hold MB | stress SEED THREADS FORKS MB\n");
+	fprintf(stderr, "usage: anon_helper touch|fork|hold MB | blocks MB STAT | stress SEED THREADS FORKS MB\n");
 	return 2;
 }

@@ -5,7 +5,8 @@
 //!
 //! It maps private anonymous memory with the system calls themselves
 //! (never through `mmap`, which the shim replaces) and registers each
-//! mapping with the process's `userfaultfd` (`uffd`), when it has one. Lengths are multiples of the page size (4096); the memory
+//! mapping with the process's `userfaultfd` (`uffd`); one mapped before
+//! the shim's constructor gave the process one is registered then. Lengths are multiples of the page size (4096); the memory
 //! is zero until first written, and `heap` relies on that.
 //!
 //! `map` may be called with the heap's lock held (a new chunk), `unmap`

@@ -6,7 +6,10 @@
 //! page to the process's simulated memory cgroup, or swapping it back in)
 //! and learns of unmaps and moves from the kernel's events, and of the
 //! program's `MADV_DONTNEED`s from `madvise` here (before they happen);
-//! the process keeps running its own code.
+//! the process keeps running its own code. The loader's first `malloc`s
+//! come before the constructor: the regions they map are remembered,
+//! registered by the constructor, and the pages touched there charged by
+//! the server then (`A`).
 //!
 //! The agent: a thread of the shim's own, on a stack no region of which
 //! is registered, that drops the pages the server reclaimed
@@ -151,11 +154,24 @@ fn raw(nr: c_long, a: [usize; 6]) -> isize {
     unsafe { sys::syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]) as isize }
 }
 
+/// Whether the constructor ran. Regions the heap maps before it (the
+/// loader's first `malloc`s) are remembered, and the constructor
+/// registers them ([`adopt_early_regions`]).
+static INITIALIZED: AtomicBool = AtomicBool::new(false);
+
 /// Registers `[start, start + len)` (missing and write-protect faults),
-/// if the process is under the simulator.
+/// if the process is under the simulator (before the constructor: only
+/// remembers it, for the constructor).
 pub(crate) fn register(start: usize, len: usize) {
     let uffd = UFFD.load(Ordering::Relaxed);
-    if uffd < 0 || len == 0 {
+    if len == 0 {
+        return;
+    }
+    if uffd < 0 {
+        // Relaxed: the constructor runs before any other thread exists.
+        if !INITIALIZED.load(Ordering::Relaxed) {
+            remember(start, len);
+        }
         return;
     }
     if register_range(uffd, start, len) {
@@ -202,12 +218,39 @@ pub(crate) fn forget(start: usize, len: usize) {
 /// The shim's constructor: under `memcg run` with anonymous memory on,
 /// connects to the server.
 pub(crate) extern "C" fn init() {
-    if sys::env(ENV).is_none() {
+    let started = sys::env(ENV).is_some() && start(0);
+    INITIALIZED.store(true, Ordering::Relaxed);
+    if !started {
+        // The regions remembered for registration stay the host's.
+        with_regions(|r| r.len = 0);
         return;
     }
-    if start(0) && !ATFORK_DONE.swap(true, Ordering::Relaxed) {
+    adopt_early_regions();
+    if !ATFORK_DONE.swap(true, Ordering::Relaxed) {
         // SAFETY: three plain functions of ours.
         unsafe { sys::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
+    }
+}
+
+/// Registers the regions the heap mapped before the process had its
+/// `userfaultfd` (the loader's first allocations) and has the server
+/// charge the pages already touched there (`A`), as the kernel charged
+/// each at its first touch. A region that cannot be registered is
+/// forgotten: it stays the host's. Runs in the constructor, before any
+/// other thread of the program.
+fn adopt_early_regions() {
+    let uffd = UFFD.load(Ordering::Relaxed);
+    let mut i = 0;
+    while let Some((start, len)) = with_regions(|r| (i < r.len).then(|| r.list[i])) {
+        if register_range(uffd, start, len) {
+            ask(b'A', start, len);
+            i += 1;
+        } else {
+            with_regions(|r| {
+                r.len -= 1;
+                r.list[i] = r.list[r.len];
+            });
+        }
     }
 }
 
@@ -485,8 +528,8 @@ fn write_all(fd: c_int, mut bytes: &[u8]) {
     }
 }
 
-/// Asks the server `what` (`R` forget, `P` page out) of `[start, start +
-/// len)` and waits for it to be done.
+/// Asks the server `what` (`R` forget, `P` page out, `A` adopt) of
+/// `[start, start + len)` and waits for it to be done.
 fn ask(what: u8, start: usize, len: usize) {
     let conn = connect();
     if conn < 0 {

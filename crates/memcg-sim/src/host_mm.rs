@@ -24,6 +24,10 @@
 //! - Next touch (`do_swap_page`): swapped in with the kernel's charge rule
 //!   (the recorded memory cgroup, refault/workingset, `pgmajfault`), copied
 //!   into the process, and its frame given back.
+//! - Pages touched before their range was registered (the heap's first
+//!   chunk, mapped by the loader before the process had its
+//!   `userfaultfd`): charged when the range is registered
+//!   ([`HostMm::adopt`]).
 //! - Write-protect fault on a page this table does not hold: a page the
 //!   process inherited from its parent, written first (copy on write):
 //!   charged to this process from then on.
@@ -599,6 +603,43 @@ impl HostMm {
         *removed = true;
         let _ = io.zero(addr, false);
         true
+    }
+
+    /// The pages of `[start, end)` the process touched before the range
+    /// was registered (the heap's first chunk, mapped by the loader's
+    /// first `malloc` before the process had its `userfaultfd`): each page
+    /// present in the process and unknown here is charged as its first
+    /// touch was in the kernel, and kept as resident. A page whose charge
+    /// fails stays the host's. How many were charged.
+    pub fn adopt(&self, start: u64, end: u64) -> u64 {
+        let Some(sim) = self.sim.upgrade() else {
+            return 0;
+        };
+        let mut adopted = 0;
+        for addr in (start..end).step_by(PAGE as usize) {
+            let mut pages = lock(&self.pages);
+            if self.is_dead() {
+                break;
+            }
+            if pages.map.contains_key(&addr) || !self.host.mapped(addr) {
+                continue;
+            }
+            // Marked while charging (no lock held): the reader's fast
+            // path leaves a marked page to the handler, which is here.
+            pages.map.insert(addr, Page::Faulting);
+            drop(pages);
+            let charged = self.charge(&sim, None);
+            let mut pages = lock(&self.pages);
+            pages.map.remove(&addr);
+            if let Ok(folio) = charged
+                && !self.is_dead()
+            {
+                lruvec::folio_add_lru(&folio, self.rmap());
+                pages.insert_resident(addr, folio);
+                adopted += 1;
+            }
+        }
+        adopted
     }
 
     /// The process's agent dropped the page at `addr` as reclaim asked

@@ -16,6 +16,11 @@
 //! - `F`: the process is about to fork: its handler brings every page on
 //!   swap back in and keeps reclaim away until this connection closes
 //!   (after the fork); answered `K`.
+//! - `P`, `R`, `A` with a range: the program's `MADV_PAGEOUT`, its own
+//!   `MADV_DONTNEED` about to be made, and a range registered only after
+//!   pages there were touched (the heap's first chunk, mapped by the
+//!   loader's first `malloc`), whose touched pages are charged then;
+//!   answered `K` when done.
 //!
 //! A handler serves one process: it polls the `userfaultfd` (faults;
 //! unmap, remove and remap events), its connection (the end) and an
@@ -89,6 +94,9 @@ enum Msg {
     Unpin,
     /// `MADV_PAGEOUT` of a range; say how many pages went.
     Pageout(u64, u64, mpsc::Sender<u64>),
+    /// A range registered late: charge the pages touched there before;
+    /// say how many.
+    Adopt(u64, u64, mpsc::Sender<u64>),
     /// The process is gone.
     End,
 }
@@ -212,7 +220,7 @@ fn connection(conn: UnixStream, shared: &Shared) -> io::Result<()> {
             write_byte(&conn, b'K')
         }
         (b'F', None) => fork_window(conn, pid, shared),
-        (b'P' | b'R', None) => range_request(conn, kind, pid, token, shared),
+        (b'P' | b'R' | b'A', None) => range_request(conn, kind, pid, token, shared),
         _ => Err(io::Error::new(
             io::ErrorKind::InvalidData,
             "unknown request",
@@ -285,10 +293,11 @@ fn fork_window(mut conn: UnixStream, pid: u32, shared: &Shared) -> io::Result<()
     Ok(())
 }
 
-/// The `P` and `R` connections: `MADV_PAGEOUT` of `[start, start + len)`
-/// (`start` in the token, `len` next), or the program's own
-/// `MADV_DONTNEED` of it about to be made (its pages forgotten first),
-/// done by the process's handler before `K`.
+/// The `P`, `R` and `A` connections: `MADV_PAGEOUT` of `[start, start +
+/// len)` (`start` in the token, `len` next), the program's own
+/// `MADV_DONTNEED` of it about to be made (its pages forgotten first), or
+/// a range registered only now whose pages touched before are to be
+/// charged ([`HostMm::adopt`]), done by the process's handler before `K`.
 fn range_request(
     mut conn: UnixStream,
     kind: u8,
@@ -304,6 +313,7 @@ fn range_request(
         let (tx, rx) = mpsc::channel();
         let msg = match kind {
             b'P' => Msg::Pageout(start, end, tx),
+            b'A' => Msg::Adopt(start, end, tx),
             _ => Msg::Forget(start, end, tx),
         };
         let _ = mailbox.send(msg);
@@ -517,6 +527,9 @@ impl Handler {
             Msg::Unpin => self.mm.pin(false),
             Msg::Pageout(start, end, done) => {
                 let _ = done.send(self.mm.pageout(start, end));
+            }
+            Msg::Adopt(start, end, done) => {
+                let _ = done.send(self.mm.adopt(start, end));
             }
             Msg::End => {}
         }
