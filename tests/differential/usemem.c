@@ -5,6 +5,7 @@
  * guest it runs on the host's libc, shipped beside bash).
  *
  *   usemem MIB [malloc|brk] [HOLDFILE]
+ *   usemem MIB hotcold HOTMIB
  *
  * Allocates MIB MiB (`malloc`: one block, which glibc maps; `brk`: 64K
  * blocks from the heap), writes every page (its index, then a constant:
@@ -12,6 +13,11 @@
  * creates it and waits until it is removed. Then reads every page back
  * and exits 0 when every byte is intact, 1 when one is not (printing the
  * count on stderr), 2 on a usage or allocation error.
+ *
+ * hotcold: writes HOTMIB MiB (one block: the hot set), then MIB MiB of
+ * cold pages in 1 MiB blocks, each written once and kept; after each
+ * cold MiB it reads every hot page back (checked). The cold pages are
+ * never read again, so every swap-in is a refault of the hot set.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -56,12 +62,42 @@ static void hold(const char *path)
 		nanosleep(&ts, NULL);
 }
 
+static unsigned char *filled(size_t len, size_t first)
+{
+	unsigned char *p = malloc(len);
+	if (!p) {
+		fprintf(stderr, "usemem: malloc: %s\n", strerror(errno));
+		exit(2);
+	}
+	for (size_t off = 0; off < len; off += PAGE)
+		fill(p + off, first + off / PAGE);
+	return p;
+}
+
+static int hotcold(size_t cold_mib, size_t hot_mib)
+{
+	size_t hot_len = hot_mib << 20, bad = 0;
+	unsigned char *hot = filled(hot_len, 0);
+	for (size_t m = 0; m < cold_mib; m++) {
+		filled(1UL << 20, (hot_len >> 12) + (m << 8));
+		for (size_t off = 0; off < hot_len; off += PAGE)
+			bad += check(hot + off, off / PAGE);
+	}
+	if (bad) {
+		fprintf(stderr, "usemem: %zu bad words\n", bad);
+		return 1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		fprintf(stderr, "usage: usemem MIB [malloc|brk] [HOLDFILE]\n");
+		fprintf(stderr, "usage: usemem MIB [malloc|brk] [HOLDFILE] | MIB hotcold HOTMIB\n");
 		return 2;
 	}
+	if (argc > 3 && strcmp(argv[2], "hotcold") == 0)
+		return hotcold(strtoul(argv[1], NULL, 10), strtoul(argv[3], NULL, 10));
 	size_t len = (size_t)strtoul(argv[1], NULL, 10) << 20;
 	int brk_mode = argc > 2 && strcmp(argv[2], "brk") == 0;
 	size_t nchunks = brk_mode ? len / CHUNK : 1;

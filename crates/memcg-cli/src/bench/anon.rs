@@ -19,6 +19,15 @@
 //! |                | against `Sim::touch` of the simulated task                   |
 //! | charge only    | the simulator's own work on a first touch (charge, LRU add)  |
 //!
+//! And what aging by faults alone changes (the simulator sees a real
+//! process's first touches and swap-ins, not its accessed bits): a 4 MiB
+//! hot set re-read after each MiB of 48 MiB of cold pages written once,
+//! under `memory.max` 16 MiB with RAM swap ([`Aging`]; the corpus's
+//! `anon_aging` runs the same on booted kernels): the memory cgroup's
+//! major faults, every one a refault of the hot set, for a simulated task
+//! (whose accesses mark its pages young) and for a real process under
+//! `memcg run`.
+//!
 //! The process side is this binary itself (`memcg bench anon-probe`, a
 //! hidden subcommand) run natively or under `memcg run`. Needs root,
 //! /dev/fuse and userfaultfd for the `memcg run` rows (skipped otherwise).
@@ -65,6 +74,20 @@ pub enum ProbeMode {
     Uffd,
     /// Under `memcg run`: touch, reclaim to swap, read back.
     Swap,
+    /// Under `memcg run`: the hot and cold pages of [`Aging`].
+    Aging,
+}
+
+/// The aging experiment's shape (as the corpus's `anon_aging`).
+pub(crate) struct Aging;
+
+impl Aging {
+    /// The hot set, re-read after each cold MiB.
+    pub(crate) const HOT_MIB: usize = 4;
+    /// The cold pages, written once and kept.
+    pub(crate) const COLD_MIB: usize = 48;
+    /// The memory cgroup's `memory.max`.
+    pub(crate) const MAX_MIB: usize = 16;
 }
 
 /// The hidden probe's flags.
@@ -88,6 +111,15 @@ struct Report {
     machine: report::Machine,
     pages: usize,
     rows: Vec<Row>,
+    /// [`Aging`]: the hot set's major faults.
+    aging: Vec<AgingRow>,
+}
+
+#[derive(Debug, Serialize)]
+struct AgingRow {
+    what: &'static str,
+    hot_pages: usize,
+    major_faults: Stats,
 }
 
 /// Runs the benchmark, prints its table, writes JSON/SVG if asked.
@@ -146,10 +178,13 @@ pub fn run(args: &AnonArgs) -> anyhow::Result<()> {
         })
         .collect();
     print(&rows);
+    let aging = aging_rows(&exe, reps, under_run)?;
+    print_aging(&aging);
     let report = Report {
         machine: report::Machine::current(),
         pages,
         rows,
+        aging,
     };
     report::save_json(args.files.json.as_deref(), &report)?;
     if let Some(svg) = &args.files.svg {
@@ -177,6 +212,52 @@ fn print(rows: &[Row]) {
                     r.ns_per_page.stdev / 1e3
                 ),
                 format!("{ratio:.2}x"),
+            ]
+        }),
+    );
+}
+
+/// [`Aging`] `reps` times on a simulated task and (if it can) under
+/// `memcg run`.
+fn aging_rows(exe: &Path, reps: usize, under_run: bool) -> anyhow::Result<Vec<AgingRow>> {
+    let mut task = Vec::new();
+    let mut process = Vec::new();
+    for _ in 0..reps {
+        task.push(sim_aging()?);
+        if under_run {
+            let run = Under::Run { mthp_kb: None };
+            let hot_pages = Aging::HOT_MIB << 8;
+            process.push(probe(exe, ProbeMode::Aging, hot_pages, run)?[0]);
+        }
+    }
+    Ok([
+        ("simulated task (accessed bits seen)", task),
+        ("memcg run (faults only)", process),
+    ]
+    .into_iter()
+    .filter(|(_, s)| !s.is_empty())
+    .map(|(what, s)| AgingRow {
+        what,
+        hot_pages: Aging::HOT_MIB << 8,
+        major_faults: Stats::of(&s),
+    })
+    .collect())
+}
+
+fn print_aging(rows: &[AgingRow]) {
+    println!(
+        "\nthe hot set's major faults: {} MiB re-read after each MiB of {} MiB written once, memory.max {} MiB",
+        Aging::HOT_MIB,
+        Aging::COLD_MIB,
+        Aging::MAX_MIB
+    );
+    report::print_table(
+        &["way", "major faults", "per hot page"],
+        rows.iter().map(|r| {
+            vec![
+                r.what.to_owned(),
+                format!("{:.0} ± {:.0}", r.major_faults.mean, r.major_faults.stdev),
+                format!("{:.2}", r.major_faults.mean / r.hot_pages as f64),
             ]
         }),
     );
@@ -227,6 +308,7 @@ fn probe(exe: &Path, mode: ProbeMode, pages: usize, under: Under) -> anyhow::Res
         ProbeMode::Touch => "touch",
         ProbeMode::Uffd => "uffd",
         ProbeMode::Swap => "swap",
+        ProbeMode::Aging => "aging",
     };
     let probe_args = ["bench", "anon-probe", mode_name, &pages.to_string()];
     let mut cmd = Command::new(exe);
@@ -298,4 +380,40 @@ fn sim_swap(pages: usize) -> anyhow::Result<(f64, f64)> {
     sim.verify("bench")?;
     sim.free("bench")?;
     Ok((out_ns, in_ns))
+}
+
+/// [`Aging`] on a simulated task: the hot set a mapping of its own, each
+/// cold MiB another, the hot set touched (`Sim::touch`: resident pages
+/// marked young, swapped ones faulted back) after each; the memory
+/// cgroup's `pgmajfault`.
+fn sim_aging() -> anyhow::Result<f64> {
+    let sim = Sim::new(SimConfig::default());
+    sim.swapon_ram(((Aging::HOT_MIB + Aging::COLD_MIB) as u64) << 21, None)?;
+    sim.fs().write("/cgroup.subtree_control", "+memory")?;
+    sim.fs().mkdir("/aging")?;
+    sim.fs()
+        .write("/aging/memory.max", &(Aging::MAX_MIB << 20).to_string())?;
+    sim.alloc(
+        "/aging",
+        "hot",
+        (Aging::HOT_MIB as u64) << 20,
+        1,
+        Fill::Pattern,
+    )?;
+    for m in 0..Aging::COLD_MIB {
+        let name = format!("cold{m}");
+        sim.alloc("/aging", &name, 1 << 20, 1, Fill::Pattern)?;
+        sim.touch("hot")?;
+    }
+    sim.verify("hot")?;
+    let stat = sim.fs().read("/aging/memory.stat")?;
+    let faults = stat
+        .lines()
+        .find_map(|l| l.strip_prefix("pgmajfault ")?.trim().parse::<u64>().ok())
+        .context("no pgmajfault in memory.stat")?;
+    sim.free("hot")?;
+    for m in 0..Aging::COLD_MIB {
+        sim.free(&format!("cold{m}"))?;
+    }
+    Ok(faults as f64)
 }

@@ -23,6 +23,7 @@ pub fn run(args: &ProbeArgs) -> anyhow::Result<()> {
         ProbeMode::Touch => vec![touch(args.pages)?],
         ProbeMode::Uffd => vec![uffd_touch(args.pages)?],
         ProbeMode::Swap => swap_round(args.pages)?,
+        ProbeMode::Aging => vec![aging()?],
     };
     let mut out = std::io::stdout().lock();
     for n in numbers {
@@ -115,14 +116,51 @@ fn stat(key: &str) -> anyhow::Result<u64> {
         .with_context(|| format!("no {key} in memory.stat"))
 }
 
+/// Moves this process into the bench cgroup (made if need be).
+fn enter_cgroup() -> anyhow::Result<()> {
+    let _ = std::fs::write("/sys/fs/cgroup/cgroup.subtree_control", "+memory");
+    let _ = std::fs::create_dir(CG);
+    std::fs::write(format!("{CG}/cgroup.procs"), std::process::id().to_string())
+        .context("entering the bench cgroup (is this under memcg run?)")
+}
+
+/// Reads each page's first word (as `touch_each` wrote it): how many are
+/// wrong.
+fn wrong_pages(p: *const u8, pages: usize) -> usize {
+    (0..pages)
+        // SAFETY: page `i` of a mapping of `pages` pages.
+        .filter(|&i| unsafe { p.add(i * PAGE).cast::<u64>().read_volatile() } != i as u64 + 1)
+        .count()
+}
+
+/// Under `memcg run`, [`super::anon::Aging`]: the hot set written, then
+/// each cold MiB written once and the hot set read back (checked); the
+/// cgroup's major faults meanwhile (the hot set's refaults).
+fn aging() -> anyhow::Result<f64> {
+    use super::anon::Aging;
+    enter_cgroup()?;
+    std::fs::write(
+        format!("{CG}/memory.max"),
+        (Aging::MAX_MIB << 20).to_string(),
+    )?;
+    let hot_pages = Aging::HOT_MIB << 8;
+    let hot = map(hot_pages)?;
+    touch_each(hot, hot_pages);
+    let before = stat("pgmajfault")?;
+    let mut wrong = 0;
+    for _ in 0..Aging::COLD_MIB {
+        touch_each(map(256)?, 256);
+        wrong += wrong_pages(hot, hot_pages);
+    }
+    ensure!(wrong == 0, "{wrong} hot pages read back wrong");
+    Ok((stat("pgmajfault")? - before) as f64)
+}
+
 /// Under `memcg run`: first touch of a pattern in each page, then
 /// `memory.reclaim` of them all (swap-out), then a read of each (swap-in),
 /// every page checked: ns per page of each.
 fn swap_round(pages: usize) -> anyhow::Result<Vec<f64>> {
-    let _ = std::fs::write("/sys/fs/cgroup/cgroup.subtree_control", "+memory");
-    let _ = std::fs::create_dir(CG);
-    std::fs::write(format!("{CG}/cgroup.procs"), std::process::id().to_string())
-        .context("entering the bench cgroup (is this under memcg run?)")?;
+    enter_cgroup()?;
     let p = map(pages)?;
     let first = touch_each(p, pages);
     let out_before = stat("pswpout")?;
@@ -134,12 +172,7 @@ fn swap_round(pages: usize) -> anyhow::Result<Vec<f64>> {
     let out_ns = start.elapsed().as_nanos() as f64 / out_pages.max(1) as f64;
     let in_before = stat("pswpin")?;
     let start = Instant::now();
-    let mut wrong = 0;
-    for i in 0..pages {
-        // SAFETY: page `i` of the mapping.
-        let v = unsafe { p.add(i * PAGE).cast::<u64>().read_volatile() };
-        wrong += usize::from(v != i as u64 + 1);
-    }
+    let wrong = wrong_pages(p, pages);
     let elapsed = start.elapsed().as_nanos() as f64;
     let in_pages = stat("pswpin")? - in_before;
     ensure!(wrong == 0, "{wrong} pages read back wrong");
