@@ -5,26 +5,22 @@
 //! process. Needs root and /dev/fuse (skipped otherwise) and a C compiler
 //! for `tests/anon_helper.c`.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::Mutex;
+
+use common::stdout_of;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn usable(test: &str) -> bool {
-    // SAFETY: `geteuid` has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    let ok = root && Path::new("/dev/fuse").exists() && Path::new("/dev/userfaultfd").exists();
-    if !ok {
-        eprintln!("{test}: skipped: needs root, /dev/fuse and userfaultfd");
-    }
-    ok
+    common::usable(test, true)
 }
 
 fn tests_tmp() -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("anon-tests");
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    common::tests_tmp("anon-tests")
 }
 
 /// `tests/anon_helper.c`, compiled once.
@@ -69,17 +65,6 @@ fn run(args: &[&str], script: &str) -> Output {
         .args(["--", "bash", "-c", script])
         .output()
         .unwrap()
-}
-
-fn stdout_of(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// `key value` lines of the output as numbers.

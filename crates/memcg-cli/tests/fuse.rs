@@ -7,6 +7,8 @@
 //! at a time (some share `/tmp/test-fs`, the path seed 002 uses), and each
 //! checks at its end that no memcg mount is left on the host.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::Mutex;
@@ -26,24 +28,15 @@ fn memcg() -> Command {
 }
 
 fn tests_tmp() -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fuse-tests");
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    common::tests_tmp("fuse-tests")
 }
 
 fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests")
 }
 
-/// Whether FUSE mounts can be made here; says why not otherwise.
 fn fuse_usable(test: &str) -> bool {
-    // SAFETY: `geteuid` has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    let ok = root && Path::new("/dev/fuse").exists();
-    if !ok {
-        eprintln!("{test}: skipped: needs root and /dev/fuse");
-    }
-    ok
+    common::usable(test, false)
 }
 
 /// The memcg FUSE mounts the host has now in these tests' own directory

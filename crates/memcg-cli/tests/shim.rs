@@ -12,6 +12,7 @@
 
 extern crate alloc;
 
+mod common;
 #[path = "../../memcg-shim/src/heap/classes.rs"]
 mod heap_classes;
 #[allow(dead_code)]
@@ -25,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Mutex;
 
+use common::stdout_of;
 use paths::{Shows, Target, Whose, classify};
 use rewrite::{FsTable, Kind};
 
@@ -248,21 +250,12 @@ fn every_small_size_has_a_class_that_wastes_under_16_bytes_or_a_quarter() {
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// Whether FUSE mounts can be made here; says why not otherwise.
 fn fuse_usable(test: &str) -> bool {
-    // SAFETY: `geteuid` has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    let ok = root && Path::new("/dev/fuse").exists();
-    if !ok {
-        eprintln!("{test}: skipped: needs root and /dev/fuse");
-    }
-    ok
+    common::usable(test, false)
 }
 
 fn tests_tmp() -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("shim-tests");
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    common::tests_tmp("shim-tests")
 }
 
 /// The `--fs` these tests use.
@@ -286,17 +279,6 @@ fn run(script: &str) -> Output {
         .collect();
     assert!(left.is_empty(), "shim directories left: {left:?}");
     out
-}
-
-fn stdout_of(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 const CGROUP2_MOUNTS: &str = "cgroup2 /sys/fs/cgroup cgroup2 \
