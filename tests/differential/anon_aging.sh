@@ -11,7 +11,7 @@
 # cmp: pgmajfault num:abs=256
 # cmp: refault_anon num:abs=256
 # cmp: swap_after num:abs=1M
-# known: pgmajfault reclaim sees a real process's faults, never its accessed bits, so it ages the hot set by fault order and evicts it as readily as the cold pages: 4100 major faults (4 per hot page) against the kernels' 67-410 (classic LRU, four runs); a simulated task, whose touches mark its pages young, has 2048 (memcg bench anon): half is the access approximation, the rest the simulator's own aging (open)
+# known: pgmajfault reclaim sees a real process's faults, never its accessed bits, so it ages the hot set by fault order and evicts it as readily as the cold pages: 4100 major faults (4 per hot page) against the kernels' 67-410 (classic LRU, five runs); a simulated task, whose touches mark its pages young, has 2048 (memcg bench anon): half is the access approximation, the rest the simulator's own aging (open)
 # known: refault_anon as pgmajfault: 4100 against the kernels' 354-2692 (their disk swap reads ahead: refaults with no major fault)
 . "$(dirname "$0")/lib.sh"
 LRU_GEN=/sys/kernel/mm/lru_gen/enabled
