@@ -246,10 +246,7 @@ fn adopt_early_regions() {
             ask(b'A', start, len);
             i += 1;
         } else {
-            with_regions(|r| {
-                r.len -= 1;
-                r.list[i] = r.list[r.len];
-            });
+            forget(start, len);
         }
     }
 }
